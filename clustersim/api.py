@@ -1,0 +1,173 @@
+"""Public API: load a scenario, simulate it, write its outputs.
+
+```python
+import clustersim
+result = clustersim.simulate("scenarios/validation/d1_one_gpu_aggregates.yaml")
+result.summary["makespan_s"]        # 0.06
+result.timeline()                   # pandas DataFrame of the records
+result.write("reports/d1")          # summary.json, timeline.csv, links.csv
+```
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .engine import Simulation
+from .metrics import canonical_json, device_breakdown, link_table
+from .records import Record, timeline_csv, timeline_frame
+from .scenario import Scenario, load_scenario
+from .strategies import Strategy, strategy_for
+from .topology import Topology, build_topology
+
+BUSIEST_LINKS = 10
+"""How many links summary.json lists under ``busiest_links``."""
+
+
+@dataclass
+class Prepared:
+    """A scenario checked against its topology, ready to run."""
+
+    scenario: Scenario
+    topology: Topology
+    strategy: Strategy
+
+
+def prepare(scenario: Scenario | str | os.PathLike[str]) -> Prepared:
+    """Load (if a path), build the topology and validate the workload against it."""
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    try:
+        topology = build_topology(scenario.cluster)
+    except Exception as exc:
+        from .errors import ScenarioError
+
+        if isinstance(exc, ScenarioError):
+            raise exc.with_source(scenario.source) from None
+        raise
+    strategy_cls = strategy_for(scenario.workload, scenario.source)
+    strategy = strategy_cls.from_workload(scenario.workload, scenario, topology)
+    return Prepared(scenario, topology, strategy)
+
+
+@dataclass
+class Result:
+    """Everything one run produced."""
+
+    scenario: Scenario
+    topology: Topology
+    records: list[Record]
+    links: list[dict[str, Any]]
+    """Every link that carried traffic, busiest first (see :func:`metrics.link_table`)."""
+    summary: dict[str, Any]
+
+    @property
+    def makespan_s(self) -> float:
+        """Simulated time (s) when the last operation ended."""
+        return self.summary["makespan_s"]
+
+    def timeline(self):  # -> pandas.DataFrame
+        """The records as a DataFrame with the timeline.csv columns."""
+        return timeline_frame(self.records)
+
+    def summary_json(self) -> str:
+        """The text of summary.json."""
+        return canonical_json(self.summary)
+
+    def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
+        """Write summary.json, timeline.csv and links.csv into ``out_dir``; return their paths."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {
+            "summary.json": self.summary_json(),
+            "timeline.csv": timeline_csv(self.records),
+            "links.csv": _links_csv(self.links),
+        }
+        return [write_atomic(out / name, text) for name, text in files.items()]
+
+
+def simulate(
+    scenario: Scenario | str | os.PathLike[str],
+    *,
+    progress: Callable[[float], None] | None = None,
+) -> Result:
+    """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result."""
+    prepared = prepare(scenario)
+    sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
+    prepared.strategy.start(sim)
+    sim.run(progress=progress)
+    return _result(prepared, sim)
+
+
+def _result(prepared: Prepared, sim: Simulation) -> Result:
+    scenario, topology = prepared.scenario, prepared.topology
+    records = sim.records
+    makespan = max((r.end_s for r in records), default=0.0)
+    links = link_table(sim.network.link_stats(), topology.links, makespan)
+    summary: dict[str, Any] = {
+        "scenario": scenario.name,
+        "seed": scenario.seed,
+        "workload": prepared.strategy.name,
+        "clustersim_version": __version__,
+        "makespan_s": makespan,
+    }
+    summary.update(prepared.strategy.summarize(sim))
+    summary["devices"] = device_breakdown(records, makespan, list(topology.devices))
+    summary["busiest_links"] = links[:BUSIEST_LINKS]
+    summary["engine"] = {
+        "records": len(records),
+        "flows_completed": sim.network.flows_completed,
+        "rate_recomputations": sim.network.recomputations,
+    }
+    return Result(scenario, topology, records, links, summary)
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of scenario files, with the workload of every registered strategy."""
+    from .scenario import scenario_json_schema
+    from .strategies import registered_strategies
+
+    workloads = {
+        name: cls.config_model.model_json_schema(by_alias=True)
+        for name, cls in registered_strategies().items()
+    }
+    return scenario_json_schema(workloads)
+
+
+LINK_COLUMNS = (
+    "link",
+    "bandwidth_Bps",
+    "bytes",
+    "busy_s",
+    "busy_fraction",
+    "utilisation",
+    "peak_flows",
+)
+
+
+def _links_csv(rows: list[dict[str, Any]]) -> str:
+    lines = [",".join(LINK_COLUMNS)]
+    lines += [
+        ",".join(repr(r[c]) if isinstance(r[c], float) else str(r[c]) for c in LINK_COLUMNS)
+        for r in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

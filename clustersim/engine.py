@@ -1,0 +1,283 @@
+"""The Simulation: a SimPy environment plus the primitives strategies use.
+
+Strategies spawn SimPy processes (generators) that ``yield`` the events these
+primitives return:
+
+* :meth:`Simulation.compute` -- work on a device's compute stream (FIFO);
+* :meth:`Simulation.transfer` -- bytes from one device to another over the
+  simulated network (a flow on a route, max-min fair sharing);
+* :meth:`Simulation.all_of` -- wait for several events;
+* :meth:`Simulation.barrier` -- a reusable barrier for a group of processes.
+
+Compute and communication are separate streams: a device can compute while its
+transfers are in flight.  Every compute and transfer becomes a
+:class:`~clustersim.records.Record`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from typing import Any
+
+import simpy
+
+from .devices import ComputeStream, Stragglers, work_seconds
+from .errors import SimulationError
+from .network import Network
+from .records import Record
+from .topology import Device, Topology, build_topology
+
+ProcessGenerator = Generator[simpy.Event, Any, Any]
+
+
+class Barrier:
+    """A cyclic barrier: the ``parties``-th call of :meth:`wait` releases all waiters."""
+
+    def __init__(self, env: simpy.Environment, name: str, parties: int) -> None:
+        if parties < 1:
+            raise SimulationError(f"barrier '{name}' needs at least 1 party, got {parties}")
+        self.env = env
+        self.name = name
+        self.parties = parties
+        self.generation = 0
+        """How many times the barrier has released its waiters."""
+        self._arrived = 0
+        self._release = env.event()
+
+    def wait(self) -> simpy.Event:
+        """An event that succeeds when all ``parties`` have arrived in this generation."""
+        release = self._release
+        self._arrived += 1
+        if self._arrived == self.parties:
+            self._arrived = 0
+            self.generation += 1
+            self._release = self.env.event()
+            release.succeed(self.generation)
+        return release
+
+    @property
+    def waiting(self) -> int:
+        """Parties arrived in the current generation and still waiting."""
+        return self._arrived
+
+
+class Simulation:
+    """One run of a scenario: clock, devices, network and the record sink."""
+
+    def __init__(
+        self, topology: Topology, *, seed: int = 0, stragglers: Stragglers | None = None
+    ) -> None:
+        self.env = simpy.Environment()
+        self.topology = topology
+        self.seed = seed
+        self.network = Network(self.env, topology.links)
+        self.stragglers = stragglers or Stragglers(seed=seed)
+        self.records: list[Record] = []
+        """Every compute and transfer, appended as it is booked or finishes."""
+        self._streams: dict[str, ComputeStream] = {}
+        self._flow_seq = 0
+        self._barriers: dict[str, Barrier] = {}
+        self._schedule_link_degradations()
+
+    @classmethod
+    def from_scenario(cls, scenario: Any, topology: Topology | None = None) -> Simulation:
+        """A simulation of ``scenario``'s cluster, stragglers and seed."""
+        topology = topology or build_topology(scenario.cluster)
+        stragglers = Stragglers.from_specs(scenario.stragglers, topology, scenario.seed)
+        return cls(topology, seed=scenario.seed, stragglers=stragglers)
+
+    # -- time ----------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        """Current simulated time in seconds."""
+        return self.env.now
+
+    def process(self, generator: ProcessGenerator) -> simpy.Process:
+        """Start a strategy process."""
+        return self.env.process(generator)
+
+    def timeout(self, delay_s: float) -> simpy.Event:
+        """An event ``delay_s`` seconds from now."""
+        return self.env.timeout(delay_s)
+
+    # -- compute -------------------------------------------------------------
+
+    def device(self, name: str) -> Device:
+        """The device called ``name`` (full path)."""
+        return self.topology.device(name)
+
+    def _stream(self, name: str) -> ComputeStream:
+        stream = self._streams.get(name)
+        if stream is None:
+            stream = self._streams[name] = ComputeStream(self.topology.device(name))
+        return stream
+
+    def compute(
+        self,
+        device: str,
+        *,
+        flops: float | None = None,
+        seconds: float | None = None,
+        bytes: float | None = None,
+        label: str = "compute",
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+        op: str = "",
+    ) -> simpy.Event:
+        """Run work on ``device``'s compute stream; the event fires when it ends.
+
+        Work is ``flops`` (FLOPs), ``seconds`` (s) or ``bytes`` (memory-bound,
+        bytes over the device's memory bandwidth), scaled by the device's
+        slowdown in ``iteration``.  Work queues behind earlier work on the
+        same device (FIFO).
+        """
+        stream = self._stream(device)
+        dev = stream.device
+        duration = work_seconds(dev, flops=flops, seconds=seconds, bytes=bytes)
+        duration *= self.stragglers.factor(dev, iteration)
+        now = self.env.now
+        start, end = stream.reserve(now, duration)
+        self.records.append(
+            Record(
+                device,
+                "compute",
+                label,
+                start,
+                end,
+                bytes or 0.0,
+                flops or 0.0,
+                "",
+                "",
+                iteration,
+                microbatch,
+                stage,
+                op,
+            )
+        )
+        return self.env.timeout(end - now)
+
+    # -- communication -------------------------------------------------------
+
+    def transfer(
+        self,
+        src: str,
+        dst: str,
+        size_bytes: float,
+        *,
+        label: str = "transfer",
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+        op: str = "",
+    ) -> simpy.Event:
+        """Send ``size_bytes`` bytes from device ``src`` to device ``dst``.
+
+        The event fires when the last byte has arrived.  With several
+        equal-cost routes the flow takes one by hash (ECMP), or is split evenly
+        over all of them when the cluster's ``spine_routing`` is ``split``.
+        """
+        if size_bytes < 0:
+            raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
+        routes = self.topology.routes(src, dst)
+        start = self.env.now
+        if len(routes) == 1:
+            done = self.network.transfer(routes[0], size_bytes)
+        elif self.topology.spine_routing == "split":
+            share = size_bytes / len(routes)
+            done = self.env.all_of([self.network.transfer(r, share) for r in routes])
+        else:
+            self._flow_seq += 1
+            done = self.network.transfer(self.topology.route(src, dst, self._flow_seq), size_bytes)
+        records = self.records
+
+        def _record(_event: simpy.Event) -> None:
+            records.append(
+                Record(
+                    src,
+                    "transfer",
+                    label,
+                    start,
+                    self.env.now,
+                    size_bytes,
+                    0.0,
+                    src,
+                    dst,
+                    iteration,
+                    microbatch,
+                    stage,
+                    op,
+                )
+            )
+
+        done.callbacks.append(_record)
+        return done
+
+    # -- synchronisation -----------------------------------------------------
+
+    def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event:
+        """An event that fires when every one of ``events`` has fired."""
+        return self.env.all_of(list(events))
+
+    def any_of(self, events: Iterable[simpy.Event]) -> simpy.Event:
+        """An event that fires when the first of ``events`` fires."""
+        return self.env.any_of(list(events))
+
+    def barrier(self, name: str, parties: int) -> Barrier:
+        """The barrier called ``name`` for ``parties`` processes (created on first use)."""
+        barrier = self._barriers.get(name)
+        if barrier is None:
+            barrier = self._barriers[name] = Barrier(self.env, name, parties)
+        elif barrier.parties != parties:
+            raise SimulationError(
+                f"barrier '{name}' was created for {barrier.parties} parties, now asked for {parties}"
+            )
+        return barrier
+
+    # -- faults --------------------------------------------------------------
+
+    def _schedule_link_degradations(self) -> None:
+        """Apply each link degradation window as bandwidth changes at its edges."""
+        by_link: dict[int, list[tuple[float, float, float]]] = {}
+        for d in self.stragglers.links:
+            by_link.setdefault(d.link_index, []).append((d.start_s, d.end_s, d.factor))
+        for index, windows in by_link.items():
+            self.env.process(self._degrade(index, windows))
+
+    def _degrade(
+        self, link_index: int, windows: list[tuple[float, float, float]]
+    ) -> ProcessGenerator:
+        nominal = self.topology.links[link_index].bandwidth_Bps
+        edges = sorted({t for start, end, _ in windows for t in (start, end) if t != float("inf")})
+        for t in edges:
+            if t > self.env.now:
+                yield self.env.timeout(t - self.env.now)
+            factor = 1.0
+            for start, end, f in windows:
+                if start <= t < end:
+                    factor *= f
+            self.network.set_bandwidth(link_index, nominal * factor)
+
+    # -- running -------------------------------------------------------------
+
+    def run(
+        self, until: float | None = None, progress: Callable[[float], None] | None = None
+    ) -> float:
+        """Run until no event is left (or ``until`` seconds); return the end time in seconds."""
+        if progress is None:
+            self.env.run(until=until)
+        else:
+            self._run_with_progress(until, progress)
+        return self.env.now
+
+    def _run_with_progress(self, until: float | None, progress: Callable[[float], None]) -> None:
+        env = self.env
+        step = env.step
+        count = 0
+        while env.peek() != float("inf") and (until is None or env.peek() <= until):
+            step()
+            count += 1
+            if count % 65536 == 0:
+                progress(env.now)
+        progress(env.now)

@@ -1,0 +1,1117 @@
+"""YAML scenario -> validated, typed :class:`Scenario`, with clear errors.
+
+The models below are the scenario format.  Every value is SI inside (seconds,
+bytes, bytes per second, FLOP/s); the YAML writes units (``100Gb/s``) and
+:mod:`clustersim.units` reads them.  YAML key names are the field aliases.
+
+Every problem in a document is reported at once, each as a
+:class:`~clustersim.errors.Problem` whose path uses the YAML key names
+(``cluster.node.nic.bandwidth``, ``stragglers[1].slowdown``) and whose message
+is plain English.  :func:`validate_model` does that for any pydantic model, so
+workload plugins validate their own section the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+import yaml
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Strict,
+    Tag,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from clustersim import units
+from clustersim.errors import Problem, ScenarioError, did_you_mean, join_path
+
+__all__ = [
+    "CLUSTER_KINDS",
+    "Bandwidth",
+    "FlopCount",
+    "FlopRate",
+    "Size",
+    "TimeSpan",
+    "MAX_YAML_NODES",
+    "ClusterSpec",
+    "CustomCluster",
+    "CustomDevice",
+    "CustomLink",
+    "DeviceSpec",
+    "ExponentialSlowdown",
+    "FixedStraggler",
+    "FlatCluster",
+    "Invalid",
+    "LinkSpec",
+    "LinkStraggler",
+    "LognormalSlowdown",
+    "NodeSpec",
+    "NvlinkSpec",
+    "RandomStraggler",
+    "RandomStragglerSpec",
+    "Scenario",
+    "StragglerSpec",
+    "TwoTierCluster",
+    "UniformSlowdown",
+    "UplinkSpec",
+    "load_scenario",
+    "parse_scenario",
+    "scenario_json_schema",
+    "validate_model",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+# --------------------------------------------------------------------------- field types
+
+
+def _quantity(parse: Callable[[object], float], key: str) -> Any:
+    """A float field written with a unit in YAML, parsed to SI by ``parse``."""
+    q = units.QUANTITIES[key]
+    number = {"type": "number", "minimum": 0} if q.bare_numbers else {"enum": [0, "0"]}
+    schema = {
+        "anyOf": [{"type": "string", "pattern": units.unit_pattern(key)}, number],
+        "description": f"{q.name[2:]} with a unit ({q.allowed})",
+        "examples": list(q.examples),
+    }
+    return Annotated[float, BeforeValidator(parse), WithJsonSchema(schema)]
+
+
+Size = _quantity(units.parse_size, "size")
+"""Bytes, written ``160MB``, ``1GiB``, ``8Gb``."""
+Bandwidth = _quantity(units.parse_bandwidth, "bandwidth")
+"""Bytes per second, written ``100Gb/s``, ``12.5GB/s``."""
+TimeSpan = _quantity(units.parse_time, "time")
+"""Seconds, written ``1us``, ``1.5ms``, ``2s``."""
+FlopRate = _quantity(units.parse_flop_rate, "flop_rate")
+"""FLOP/s, written ``312TFLOPS``."""
+FlopCount = _quantity(units.parse_flops, "flops")
+"""FLOPs, written ``1.2TFLOP`` or as a plain number."""
+
+Int = Annotated[int, Strict()]
+"""A whole number (``true`` and ``2.0`` are refused)."""
+Count = Annotated[int, Strict(), Field(ge=1)]
+"""A whole number, at least 1."""
+Float = Annotated[float, Strict(), AllowInfNan(False)]
+"""A finite number (whole numbers accepted; ``true`` and ``"2"`` refused)."""
+Bool = Annotated[bool, Strict()]
+"""``true`` or ``false``."""
+GpuIndex = Annotated[int, Strict(), Field(ge=0)]
+"""Index of a GPU inside its node, from 0."""
+Glob = Annotated[str, Field(min_length=1)]
+"""A shell-style pattern over names, e.g. ``rack0/node1/*``."""
+
+
+def _unit(default: str, alias: str) -> Any:
+    """A unit-bearing field whose default is written like the YAML (and parsed like it)."""
+    return Field(default, alias=alias, validate_default=True)
+
+
+class Invalid(ValueError):
+    """Raise inside a model validator to report problems below the model.
+
+    Each problem's path is relative to the model being validated (``"nvlink.pairs[2]"``);
+    :func:`validate_model` puts the model's own path in front.
+    """
+
+    def __init__(self, problems: Problem | Sequence[Problem]) -> None:
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        """The problems found."""
+        super().__init__("; ".join(p.render() for p in self.problems))
+
+
+class _Spec(BaseModel):
+    """Base of every scenario model: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+CPU_DEFAULTS: dict[str, Any] = {
+    "flops": "2TFLOPS",
+    "efficiency": 1.0,
+    "memory": "1TB",
+    "memory_bandwidth": "200GB/s",
+}
+"""What a CPU has when the scenario does not say (YAML keys and spellings)."""
+
+
+class DeviceSpec(_Spec):
+    """A compute device.  The defaults are those of a GPU (an A100); see :data:`CPU_DEFAULTS`."""
+
+    flops_per_s: FlopRate = _unit("312TFLOPS", "flops")
+    """Peak compute rate, FLOP/s."""
+    efficiency: Float = Field(1.0, gt=0, le=1)
+    """Fraction of the peak that is reached (0 < e <= 1)."""
+    memory_bytes: Size = _unit("80GB", "memory")
+    """Memory capacity, bytes."""
+    memory_bandwidth_Bps: Bandwidth = _unit("2TB/s", "memory_bandwidth")
+    """Memory bandwidth, bytes per second."""
+
+
+def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:
+    """``device`` (raw YAML mapping) with the CPU defaults for every key it does not give."""
+    if not isinstance(device, dict):
+        return device
+    filled = dict(device)
+    for key, value in CPU_DEFAULTS.items():
+        name = next(n for n, f in model.model_fields.items() if (f.alias or n) == key)
+        if key not in filled and name not in filled:
+            filled[key] = value
+    return filled
+
+
+class LinkSpec(_Spec):
+    """A full-duplex connection: one link each way, each with this bandwidth and latency."""
+
+    bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
+    """Bandwidth of each direction, bytes per second."""
+    latency_s: TimeSpan = _unit("0", "latency")
+    """Latency of each direction, seconds."""
+
+
+class NvlinkSpec(LinkSpec):
+    """GPU-to-GPU links inside a node."""
+
+    pairs: list[tuple[GpuIndex, GpuIndex]] | None = None
+    """GPU index pairs joined by a link; absent means an NVSwitch joining all GPUs."""
+
+
+class NodeSpec(_Spec):
+    """One server: GPUs and a CPU on a PCIe switch, optional NVLink, one NIC."""
+
+    gpus: Int = Field(8, ge=0)
+    """Number of GPUs (0 for a node that only holds a CPU and a NIC)."""
+    gpu: DeviceSpec = Field(default_factory=DeviceSpec)
+    """Each GPU."""
+    cpu: DeviceSpec = Field(default_factory=lambda: DeviceSpec.model_validate(CPU_DEFAULTS))
+    """The CPU (defaults: 2TFLOPS, 1TB, 200GB/s)."""
+    pcie: LinkSpec
+    """Each device's link to the PCIe switch."""
+    nvlink: NvlinkSpec | None = None
+    """NVLink between GPUs, if any."""
+    nic: LinkSpec
+    """The node's network card: PCIe switch <-> top-of-rack switch."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {**data, "cpu": _with_cpu_defaults(data.get("cpu", {}))}
+        return data
+
+    @model_validator(mode="after")
+    def _check_pairs(self) -> NodeSpec:
+        if self.nvlink is not None and self.nvlink.pairs is not None:
+            problems = _pair_problems(self.nvlink.pairs, self.gpus)
+            if problems:
+                raise Invalid(problems)
+        return self
+
+
+def _pair_problems(pairs: Sequence[tuple[int, int]], gpus: int) -> list[Problem]:
+    """What is wrong with NVLink ``pairs`` in a node of ``gpus`` GPUs."""
+    problems: list[Problem] = []
+    seen: dict[frozenset[int], int] = {}
+    for i, (a, b) in enumerate(pairs):
+        path = join_path("nvlink", "pairs", i)
+        if a >= gpus or b >= gpus:
+            problems.append(
+                Problem(path, f"GPU index out of range in [{a}, {b}]", f"0 to {gpus - 1}")
+            )
+        elif a == b:
+            problems.append(Problem(path, f"a GPU cannot be paired with itself: [{a}, {b}]"))
+        elif frozenset((a, b)) in seen:
+            problems.append(
+                Problem(path, f"pair [{a}, {b}] already listed at pairs[{seen[frozenset((a, b))]}]")
+            )
+        else:
+            seen[frozenset((a, b))] = i
+    return problems
+
+
+class UplinkSpec(_Spec):
+    """Each top-of-rack switch's link to each spine: a ratio or a bandwidth, not both."""
+
+    oversubscription: Float | None = Field(None, gt=0)
+    """Uplink bandwidth = nodes_per_rack x NIC bandwidth / oversubscription."""
+    bandwidth_Bps: Bandwidth | None = Field(None, alias="bandwidth")
+    """Uplink bandwidth, bytes per second."""
+    latency_s: TimeSpan = _unit("0", "latency")
+    """Uplink latency, seconds."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> UplinkSpec:
+        given = (self.oversubscription is not None) + (self.bandwidth_Bps is not None)
+        if given != 1:
+            what = (
+                "both oversubscription and bandwidth given"
+                if given
+                else "neither oversubscription nor bandwidth given"
+            )
+            raise Invalid(
+                Problem(
+                    "",
+                    f"{what}; give exactly one",
+                    "oversubscription: RATIO or bandwidth: BANDWIDTH",
+                )
+            )
+        return self
+
+
+class TwoTierCluster(_Spec):
+    """Nodes in racks under top-of-rack switches, racks joined by spine switches."""
+
+    kind: Literal["two_tier"] = "two_tier"
+    """The cluster shape."""
+    racks: Count = 1
+    """Number of racks."""
+    nodes_per_rack: Count = 1
+    """Nodes in each rack."""
+    node: NodeSpec
+    """Every node."""
+    rack_uplink: UplinkSpec = Field(
+        default={"oversubscription": 1},
+        validate_default=True,  # type: ignore[arg-type]
+    )
+    """Links from each top-of-rack switch to each spine."""
+    spines: Count = 1
+    """Number of spine switches."""
+    spine_routing: Literal["ecmp", "split"] = "ecmp"
+    """How rack-to-rack flows use the spines: one path by hash (ecmp) or all (split)."""
+
+
+class FlatCluster(_Spec):
+    """Devices joined directly: one switch, a ring, or every pair linked."""
+
+    kind: Literal["switch", "ring", "fully_connected"]
+    """The cluster shape."""
+    devices: Count
+    """Number of devices."""
+    device_kind: Literal["gpu", "cpu"] = "gpu"
+    """What the devices are (sets the device defaults)."""
+    device: DeviceSpec = Field(default_factory=DeviceSpec)
+    """Every device."""
+    link: LinkSpec
+    """Every link (for ``switch``: each device to the switch)."""
+    bidirectional: Bool = True
+    """Ring only: false means links i -> i+1 only."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("device_kind") == "cpu":
+            return {**data, "device": _with_cpu_defaults(data.get("device", {}))}
+        return data
+
+    @model_validator(mode="after")
+    def _bidirectional_ring_only(self) -> FlatCluster:
+        if not self.bidirectional and self.kind != "ring":
+            raise Invalid(
+                Problem(
+                    "bidirectional", f"only a ring can be one-way, not kind {self.kind!r}", "true"
+                )
+            )
+        return self
+
+
+class CustomDevice(DeviceSpec):
+    """A named device of a custom cluster."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """Unique device name."""
+    kind: Literal["gpu", "cpu"] = "gpu"
+    """What the device is (sets its defaults)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "cpu":
+            return _with_cpu_defaults(data, cls)
+        return data
+
+
+class CustomLink(LinkSpec):
+    """A link of a custom cluster between two named devices or switches."""
+
+    src: Annotated[str, Field(min_length=1)]
+    """Name of one end."""
+    dst: Annotated[str, Field(min_length=1)]
+    """Name of the other end."""
+    duplex: Bool = True
+    """True: one link each way; false: src -> dst only."""
+
+
+class CustomCluster(_Spec):
+    """Any shape: devices, switches and the links between them, listed."""
+
+    kind: Literal["custom"]
+    """The cluster shape."""
+    devices: list[CustomDevice] = Field(min_length=1)
+    """The devices."""
+    switches: list[Annotated[str, Field(min_length=1)]] = []
+    """Names of the (non-blocking) switches."""
+    links: list[CustomLink]
+    """The links."""
+
+    @model_validator(mode="after")
+    def _check_names(self) -> CustomCluster:
+        problems = _name_problems(self)
+        if problems:
+            raise Invalid(problems)
+        return self
+
+
+def _name_problems(cluster: CustomCluster) -> list[Problem]:
+    """Duplicate names and links to unknown or same ends in a custom cluster."""
+    problems: list[Problem] = []
+    names: set[str] = set()
+    entries = [(join_path("devices", i, "name"), d.name) for i, d in enumerate(cluster.devices)]
+    entries += [(join_path("switches", i), s) for i, s in enumerate(cluster.switches)]
+    for path, name in entries:
+        if name in names:
+            problems.append(Problem(path, f"name {name!r} is used twice"))
+        names.add(name)
+    for i, link in enumerate(cluster.links):
+        for end in ("src", "dst"):
+            name = getattr(link, end)
+            if name not in names:
+                message = _hinted(f"unknown device or switch {name!r}", name, names)
+                problems.append(Problem(join_path("links", i, end), message))
+        if link.src == link.dst:
+            problems.append(
+                Problem(join_path("links", i), f"a link cannot join {link.src!r} to itself")
+            )
+    return problems
+
+
+CLUSTER_KINDS = ("two_tier", "switch", "ring", "fully_connected", "custom")
+"""Every value of ``cluster.kind``."""
+
+TAG_ERROR = "clustersim_tag"
+"""Error type of the discriminators below; :func:`validate_model` explains it."""
+
+
+def _tag_of(key: str, default: str | None = None) -> Callable[[Any], str | None]:
+    """Discriminator function: the string under ``key`` of a mapping (or its attribute)."""
+
+    def tag(data: Any) -> str | None:
+        value = data.get(key, default) if isinstance(data, dict) else getattr(data, key, None)
+        return value if isinstance(value, str) else None
+
+    return tag
+
+
+def _tagged(key: str, choices: Sequence[str], default: str | None = None) -> Discriminator:
+    """A discriminator on ``key`` whose errors :func:`validate_model` words itself."""
+    return Discriminator(
+        _tag_of(key, default),
+        custom_error_type=TAG_ERROR,
+        custom_error_message=f"unknown {key}",
+        custom_error_context={"key": key, "choices": ", ".join(choices)},
+    )
+
+
+ClusterSpec = Annotated[
+    Annotated[TwoTierCluster, Tag("two_tier")]
+    | Annotated[FlatCluster, Tag("switch")]
+    | Annotated[FlatCluster, Tag("ring")]
+    | Annotated[FlatCluster, Tag("fully_connected")]
+    | Annotated[CustomCluster, Tag("custom")],
+    _tagged("kind", CLUSTER_KINDS, default="two_tier"),
+]
+"""A cluster of any kind; ``kind`` chooses, ``two_tier`` when absent."""
+
+# --------------------------------------------------------------------------- stragglers
+
+
+class LognormalSlowdown(_Spec):
+    """Slowdown factor exp(N(mu, sigma))."""
+
+    dist: Literal["lognormal"]
+    """The distribution."""
+    sigma: Float = Field(ge=0)
+    """Standard deviation of the underlying normal."""
+    mu: Float = 0.0
+    """Mean of the underlying normal."""
+
+
+class ExponentialSlowdown(_Spec):
+    """Slowdown drawn from an exponential distribution."""
+
+    dist: Literal["exponential"]
+    """The distribution."""
+    scale: Float = Field(gt=0)
+    """Mean of the exponential."""
+
+
+class UniformSlowdown(_Spec):
+    """Slowdown factor uniform in [low, high]."""
+
+    dist: Literal["uniform"]
+    """The distribution."""
+    low: Float = Field(gt=0)
+    """Smallest factor."""
+    high: Float = Field(gt=0)
+    """Largest factor (at least ``low``)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformSlowdown:
+        if self.high < self.low:
+            raise Invalid(
+                Problem("high", f"must be at least low ({self.low:g}), got {self.high:g}")
+            )
+        return self
+
+
+SLOWDOWN_DISTS = ("lognormal", "exponential", "uniform")
+"""Every value of ``slowdown.dist``."""
+
+SlowdownDist = Annotated[
+    Annotated[LognormalSlowdown, Tag("lognormal")]
+    | Annotated[ExponentialSlowdown, Tag("exponential")]
+    | Annotated[UniformSlowdown, Tag("uniform")],
+    _tagged("dist", SLOWDOWN_DISTS),
+]
+"""A random slowdown distribution; ``dist`` chooses."""
+
+
+class FixedStraggler(_Spec):
+    """Devices that are always slower by a fixed factor."""
+
+    devices: Glob
+    """Which devices (pattern over device names)."""
+    slowdown: Float = Field(gt=0)
+    """Compute time multiplier (2 = twice as slow)."""
+
+
+class RandomStragglerSpec(_Spec):
+    """Per-iteration random slowdowns drawn from a seeded distribution."""
+
+    devices: Glob = "*"
+    """Which devices may straggle."""
+    fraction: Float = Field(1.0, gt=0, le=1)
+    """Fraction of those devices that straggle in each iteration."""
+    slowdown: SlowdownDist
+    """Distribution of the slowdown factor."""
+
+
+class RandomStraggler(_Spec):
+    """Random stragglers: ``{random: {...}}``."""
+
+    random: RandomStragglerSpec
+    """The random slowdown."""
+
+
+class LinkStraggler(_Spec):
+    """Links whose bandwidth is scaled during a time window."""
+
+    links: Glob
+    """Which links (pattern over link names ``src->dst``)."""
+    bandwidth_factor: Float = Field(gt=0)
+    """Bandwidth multiplier during the window (0.5 = half speed)."""
+    start_s: TimeSpan = _unit("0", "start")
+    """Window start, seconds of simulated time."""
+    end_s: TimeSpan = Field(math.inf, alias="end")
+    """Window end, seconds of simulated time (default: never)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LinkStraggler:
+        if self.end_s <= self.start_s:
+            raise Invalid(Problem("end", "must be later than start"))
+        return self
+
+
+STRAGGLER_FORMS = (
+    "{devices: GLOB, slowdown: FACTOR} | {random: {devices, fraction, slowdown: {dist, ...}}} "
+    "| {links: GLOB, bandwidth_factor: FACTOR, start: TIME, end: TIME}"
+)
+"""The three straggler forms, for messages."""
+
+
+_STRAGGLER_TAGS: dict[type[BaseModel], str] = {
+    FixedStraggler: "fixed straggler",
+    RandomStraggler: "random straggler",
+    LinkStraggler: "link straggler",
+}
+"""Internal union tags of the straggler forms (never a YAML key, so never in a path)."""
+
+
+def _straggler_form(data: Any) -> str | None:
+    """Which straggler form ``data`` is, told by its keys."""
+    if isinstance(data, BaseModel):
+        return _STRAGGLER_TAGS.get(type(data))
+    if not isinstance(data, dict):
+        return None
+    if "random" in data:
+        return _STRAGGLER_TAGS[RandomStraggler]
+    if "links" in data or "bandwidth_factor" in data:
+        return _STRAGGLER_TAGS[LinkStraggler]
+    if "devices" in data or "slowdown" in data:
+        return _STRAGGLER_TAGS[FixedStraggler]
+    return None
+
+
+StragglerSpec = Annotated[
+    Annotated[FixedStraggler, Tag(_STRAGGLER_TAGS[FixedStraggler])]
+    | Annotated[RandomStraggler, Tag(_STRAGGLER_TAGS[RandomStraggler])]
+    | Annotated[LinkStraggler, Tag(_STRAGGLER_TAGS[LinkStraggler])],
+    Discriminator(
+        _straggler_form,
+        custom_error_type=TAG_ERROR,
+        custom_error_message="matches none of the three straggler forms",
+        custom_error_context={"allowed": STRAGGLER_FORMS},
+    ),
+]
+"""A straggler of one of three forms: fixed, random or link."""
+
+# --------------------------------------------------------------------------- scenario
+
+
+class Scenario(_Spec):
+    """A whole scenario: the cluster, its stragglers, and the workload to run on it."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """Name of the scenario."""
+    seed: Int = Field(0, ge=0)
+    """Seed of every random choice; same seed, same result."""
+    description: str = ""
+    """What the scenario shows."""
+    cluster: ClusterSpec
+    """The hardware."""
+    stragglers: list[StragglerSpec] = []
+    """Slow devices and degraded links."""
+    workload: dict[str, Any] = Field(min_length=1)
+    """What runs; checked by the workload plugin named by its key."""
+
+    _source: str = PrivateAttr("")
+
+    @property
+    def source(self) -> str:
+        """The file the scenario came from ("" if none)."""
+        return self._source
+
+
+def parse_scenario(doc: object, source: str = "") -> Scenario:
+    """Validate a loaded document; raise :class:`ScenarioError` listing every problem."""
+    if not isinstance(doc, dict):
+        got = "an empty document" if doc is None else _describe(doc)
+        raise ScenarioError(
+            Problem("", f"a scenario must be a mapping of keys to values, got {got}"), source
+        )
+    scenario = validate_model(Scenario, doc, source=source)
+    scenario._source = source
+    return scenario
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def validate_model(model_cls: type[M], data: Any, path_prefix: str = "", source: str = "") -> M:
+    """``model_cls`` validated from ``data``, or :class:`ScenarioError` with every problem.
+
+    Paths use the YAML key names and list indices, prefixed with ``path_prefix``
+    (e.g. ``"workload.program"``); ``source`` names the file in the messages.
+    """
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        problems = _problems(model_cls, data, exc.errors(include_url=False))
+        prefixed = [Problem(join_path(path_prefix, p.path), p.message, p.allowed) for p in problems]
+        raise ScenarioError(prefixed, source) from None
+
+
+def _problems(model_cls: type[BaseModel], data: Any, errors: Sequence[Any]) -> list[Problem]:
+    """Pydantic errors as problems: plain words, YAML paths, document order, no duplicates."""
+    found: list[Problem] = []
+    for error in errors:
+        found.extend(_error_problems(model_cls, error))
+    unique = list(dict.fromkeys(found))
+    return sorted(unique, key=lambda p: _document_position(data, p.path))
+
+
+def _error_problems(model_cls: type[BaseModel], error: Any) -> list[Problem]:
+    """The problems one pydantic error stands for."""
+    loc = tuple(error["loc"])
+    parts, annotation = _walk(model_cls, loc)
+    _, parent = _walk(model_cls, loc[:-1])
+    path = join_path(*parts)
+    kind = error["type"]
+    exc = error.get("ctx", {}).get("error")
+    if isinstance(exc, Invalid):
+        return [Problem(join_path(path, p.path), p.message, p.allowed) for p in exc.problems]
+    if kind == TAG_ERROR:
+        return [_tag_problem(path, error)]
+    if kind == "extra_forbidden":
+        return [_unknown_key_problem(path, parts[-1] if parts else "", parent)]
+    if kind == "missing" and _tuple_length(parent):
+        parent_path = join_path(*parts[:-1])
+        return [Problem(parent_path, f"must have exactly {_tuple_length(parent)} items")]
+    message, allowed = _message(error, annotation)
+    return [Problem(path, message, allowed)]
+
+
+def _unknown_key_problem(path: str, key: object, model: Any) -> Problem:
+    """An unknown key, with a did-you-mean hint and the keys allowed at its place."""
+    keys = _model_keys(model)
+    return Problem(path, _hinted("unknown key", key, keys), ", ".join(keys))
+
+
+def _tag_problem(path: str, error: Any) -> Problem:
+    """A value that matches no member of a tagged union (e.g. an unknown ``kind``)."""
+    ctx, data = error.get("ctx", {}), error.get("input")
+    key, choices = ctx.get("key"), ctx.get("choices", "")
+    allowed = choices or ctx.get("allowed", "")
+    if not isinstance(data, dict):
+        got = _describe(data)
+        return Problem(
+            path, f"must be a mapping of keys to values, got {got}", ctx.get("allowed", "")
+        )
+    if key is None:
+        return Problem(path, error["msg"], allowed)
+    if key not in data:
+        return Problem(join_path(path, key), "required key missing", allowed)
+    value = data[key]
+    message = _hinted(f"unknown {key} {_describe(value)}", value, choices.split(", "))
+    return Problem(join_path(path, key), message, allowed)
+
+
+_SIMPLE_MESSAGES = {
+    "missing": "required key missing",
+    "int_type": "must be a whole number, got {got}",
+    "int_parsing": "must be a whole number, got {got}",
+    "int_from_float": "must be a whole number, got {got}",
+    "float_type": "must be a number, got {got}",
+    "float_parsing": "must be a number, got {got}",
+    "finite_number": "must be a finite number, got {got}",
+    "bool_type": "must be true or false, got {got}",
+    "bool_parsing": "must be true or false, got {got}",
+    "string_type": "must be text, got {got}",
+    "list_type": "must be a list, got {got}",
+    "tuple_type": "must be a list, got {got}",
+    "set_type": "must be a list, got {got}",
+    "dict_type": "must be a mapping of keys to values, got {got}",
+    "model_type": "must be a mapping of keys to values, got {got}",
+    "model_attributes_type": "must be a mapping of keys to values, got {got}",
+    "greater_than": "must be greater than {gt}, got {got}",
+    "greater_than_equal": "must be at least {ge}, got {got}",
+    "less_than": "must be less than {lt}, got {got}",
+    "less_than_equal": "must be at most {le}, got {got}",
+    "multiple_of": "must be a multiple of {multiple_of}, got {got}",
+    "none_required": "must be empty (null), got {got}",
+}
+
+
+def _message(error: Any, annotation: Any) -> tuple[str, str]:
+    """(message, allowed) for one pydantic error, in plain words."""
+    kind, ctx = error["type"], dict(error.get("ctx", {}))
+    got = _describe(error.get("input"))
+    if kind in _SIMPLE_MESSAGES:
+        numbers = {k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()}
+        return _SIMPLE_MESSAGES[kind].format(got=got, **numbers), ""
+    if kind in ("literal_error", "enum"):
+        return _choice_message(error.get("input"), annotation, ctx)
+    if kind in ("value_error", "assertion_error"):
+        exc = ctx.get("error")
+        return str(exc), getattr(exc, "allowed", "")
+    if kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
+        return _length_message(kind, ctx, annotation), ""
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return _builtin_tag_message(kind, ctx)
+    return _plain(error["msg"]), ""
+
+
+def _choice_message(value: object, annotation: Any, ctx: Mapping[str, Any]) -> tuple[str, str]:
+    """A value that is not one of a fixed set of choices."""
+    choices = [str(c) for c in typing.get_args(annotation)] if _is_literal(annotation) else []
+    allowed = ", ".join(choices) or str(ctx.get("expected", "")).replace("'", "")
+    return _hinted(f"unknown value {_describe(value)}", value, choices), allowed
+
+
+def _length_message(kind: str, ctx: Mapping[str, Any], annotation: Any) -> str:
+    """Too few or too many items (or characters)."""
+    exact = _tuple_length(annotation)
+    if exact:
+        return f"must have exactly {exact} items, got {ctx.get('actual_length', 'another number')}"
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "must not be empty"
+    if kind == "too_short" and ctx.get("min_length") == 1:
+        return "must not be empty"
+    unit = "characters" if kind.startswith("string") else "items"
+    if "short" in kind:
+        return f"must have at least {ctx.get('min_length')} {unit}"
+    return f"must have at most {ctx.get('max_length')} {unit}"
+
+
+def _builtin_tag_message(kind: str, ctx: Mapping[str, Any]) -> tuple[str, str]:
+    """Pydantic's own discriminator errors (models that do not use :func:`_tagged`)."""
+    key = str(ctx.get("discriminator", "")).strip("'")
+    allowed = str(ctx.get("expected_tags", "")).replace("'", "")
+    if kind == "union_tag_not_found":
+        return f"required key {key!r} missing", allowed
+    tag = str(ctx.get("tag", ""))
+    return _hinted(f"unknown {key} {tag!r}", tag, allowed.split(", ")), allowed
+
+
+def _hinted(message: str, word: object, choices: Iterable[str]) -> str:
+    """``message`` plus a did-you-mean hint when ``word`` is text close to one of ``choices``."""
+    hint = did_you_mean(word, choices) if isinstance(word, str) else ""
+    return f"{message};{hint}" if hint else message
+
+
+def _plain(message: str) -> str:
+    """Pydantic's wording of an uncommon error, without its jargon."""
+    message = re.sub(r"^Input should be", "must be", message)
+    message = re.sub(r"\bvalid ", "", message)
+    return message.replace("Input", "value")
+
+
+def _describe(value: object) -> str:
+    """A short description of a YAML value, for 'got ...'."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --------------------------------------------------------------------------- walking types
+
+
+def _walk(model_cls: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | int], Any]:
+    """Follow a pydantic error location through the model's types.
+
+    Returns the user's key path (union member tags and validator labels dropped)
+    and the type found at its end (``None`` once the types are lost).
+    """
+    parts: list[str | int] = []
+    annotation: Any = model_cls
+    for item in loc:
+        annotation = _unwrap(annotation)
+        if _is_union(annotation):
+            annotation = _union_member(annotation, item)
+            continue
+        parts.append(item)
+        annotation = _child(annotation, item)
+    return parts, _unwrap(annotation)
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated[...]`` and without ``| None``."""
+    while True:
+        if typing.get_origin(annotation) is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif _is_union(annotation, count_none=False):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) != 1:
+                return annotation
+            annotation = members[0]
+        else:
+            return annotation
+
+
+def _is_union(annotation: Any, count_none: bool = True) -> bool:
+    """Whether ``annotation`` is a union (with two or more members besides None if ``count_none``)."""
+    if typing.get_origin(annotation) not in (Union, types.UnionType):
+        return False
+    members = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return len(members) > 1 or not count_none
+
+
+def _union_member(union: Any, label: object) -> Any:
+    """The member of ``union`` that pydantic labelled ``label`` (a tag or a class name)."""
+    for member in typing.get_args(union):
+        metadata = getattr(member, "__metadata__", ())
+        if any(isinstance(m, Tag) and m.tag == label for m in metadata):
+            return member
+        if getattr(_unwrap(member), "__name__", None) == label:
+            return member
+    return None
+
+
+def _child(annotation: Any, item: str | int) -> Any:
+    """The type of ``annotation``'s part ``item``: a field, a list item, a mapping value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        for name, field in annotation.model_fields.items():
+            if item in (name, field.alias):
+                return _field_type(field)
+        return None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (list, set, frozenset) or (origin is tuple and len(args) == 2 and args[1] is ...):
+        return args[0] if args else Any
+    if origin is tuple and isinstance(item, int) and item < len(args):
+        return args[item]
+    if origin in (dict, Mapping) and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _field_type(field: Any) -> Any:
+    """A field's annotation, with its discriminator (kept apart by pydantic) put back."""
+    if field.discriminator is not None:
+        return Annotated[field.annotation, field.discriminator]
+    return field.annotation
+
+
+def _is_literal(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is Literal
+
+
+def _tuple_length(annotation: Any) -> int:
+    """The length of a fixed-length tuple type, else 0."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple and args and args[-1] is not ...:
+        return len(args)
+    return 0
+
+
+def _model_keys(model: Any) -> list[str]:
+    """The YAML keys of ``model`` (empty if it is not a model)."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+_PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _document_position(data: Any, path: str) -> tuple[int, ...]:
+    """Where ``path`` is in ``data``: the position of each key or index along it."""
+    position: list[int] = []
+    for index, key in _PATH_PART.findall(path):
+        if isinstance(data, dict):
+            keys = list(data)
+            position.append(keys.index(key) if key in data else len(keys))
+            data = data.get(key)
+        elif isinstance(data, list) and index:
+            position.append(int(index))
+            data = data[int(index)] if int(index) < len(data) else None
+        else:
+            position.append(0)
+            data = None
+    return tuple(position)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+MAX_YAML_NODES = 1_000_000
+"""Largest document accepted, counted with every alias expanded (guards against alias bombs)."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _NodeCheck:
+    """Checks of a composed YAML node graph before it is built into Python objects.
+
+    Walks the graph once, each node once however many aliases point at it:
+    counts the nodes the document would have with aliases expanded, refuses
+    recursive aliases, and notes keys given twice in one mapping.
+    """
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        self.loader = loader
+        """Builds key values, so that ``1`` and ``01`` count as the same key."""
+        self.duplicates: list[Problem] = []
+        """Keys given twice, at their key path."""
+        self._sizes: dict[int, int] = {}
+        self._active: set[int] = set()
+
+    def size(self, node: Node, path: str = "") -> int:
+        """Number of nodes under ``node`` (itself included) with aliases expanded."""
+        if id(node) in self._sizes:
+            return self._sizes[id(node)]
+        if id(node) in self._active:
+            raise ScenarioError(
+                Problem(path, f"recursive alias at line {node.start_mark.line + 1}")
+            )
+        self._active.add(id(node))
+        size = 1
+        if isinstance(node, SequenceNode):
+            size += sum(self.size(child, join_path(path, i)) for i, child in enumerate(node.value))
+        elif isinstance(node, MappingNode):
+            self._note_duplicates(node, path)
+            for key, value in node.value:
+                name = key.value if isinstance(key, ScalarNode) else "?"
+                size += 1 + self.size(value, join_path(path, name))
+        self._active.discard(id(node))
+        self._sizes[id(node)] = min(size, MAX_YAML_NODES + 1)
+        return self._sizes[id(node)]
+
+    def _note_duplicates(self, node: MappingNode, path: str) -> None:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            key = self.loader.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                message = f"duplicate key at line {line} (first at line {first_line[key]})"
+                self.duplicates.append(Problem(join_path(path, str(key)), message))
+            else:
+                first_line[key] = line
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> Problem:
+    """A YAML syntax error, with its line and column."""
+    mark = getattr(exc, "problem_mark", None)
+    what = " ".join(
+        str(x) for x in (getattr(exc, "context", None), getattr(exc, "problem", None)) if x
+    )
+    if mark is None:
+        return Problem("", f"invalid YAML: {what or exc}")
+    return Problem("", f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}")
+
+
+def _load_yaml(text: str, source: str) -> object:
+    """The document in ``text``: safe YAML, no duplicate keys, no alias bombs."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            message = "the file is empty; a scenario is a mapping of keys to values"
+            raise ScenarioError(Problem("", message), source)
+        check = _NodeCheck(loader)
+        if check.size(node) > MAX_YAML_NODES:
+            message = f"the document expands to more than {MAX_YAML_NODES:,} values through aliases"
+            raise ScenarioError(Problem("", message), source)
+        if check.duplicates:
+            raise ScenarioError(check.duplicates, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_problem(exc), source) from None
+    except RecursionError:
+        raise ScenarioError(Problem("", "the document is nested too deeply"), source) from None
+    except ScenarioError as exc:
+        raise exc.with_source(source) from None
+    finally:
+        loader.dispose()
+
+
+def _read_text(path: str | Path, source: str) -> str:
+    """The file's text; errors name the file."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError(Problem("", "file not found"), source) from None
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot read the file: {exc.strerror}"), source) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            Problem("", f"not UTF-8 text (bad byte at offset {exc.start})"), source
+        ) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and validate the scenario file at ``path``; errors name the file."""
+    source = str(path)
+    doc = _load_yaml(_read_text(path, source), source)
+    return parse_scenario(doc, source)
+
+
+# --------------------------------------------------------------------------- JSON Schema
+
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def scenario_json_schema(
+    workload_schemas: Mapping[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the scenario format, with YAML key names.
+
+    ``workload_schemas`` maps each workload key (``"program"``) to the schema of
+    the whole ``workload:`` mapping of that kind (an object schema whose
+    properties include the key); ``workload`` then must be exactly one of them.
+    """
+    body = Scenario.model_json_schema(by_alias=True, mode="validation")
+    body.pop("title", None)
+    schema: dict[str, Any] = {
+        "$schema": JSON_SCHEMA_DIALECT,
+        "title": "clustersim scenario",
+        **body,
+    }
+    if workload_schemas:
+        defs = schema.setdefault("$defs", {})
+        alternatives = [
+            _workload_alternative(key, sub, defs) for key, sub in workload_schemas.items()
+        ]
+        schema["properties"]["workload"] = {
+            "description": schema["properties"]["workload"].get("description", ""),
+            "oneOf": alternatives,
+        }
+    return _finite(schema)
+
+
+def _workload_alternative(key: str, sub: Mapping[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """``sub`` with ``key`` required; its own ``$defs`` move to the top, renamed if they clash."""
+    sub = dict(sub)
+    sub.pop("$schema", None)
+    renames: dict[str, str] = {}
+    for name, definition in sub.pop("$defs", {}).items():
+        new = name
+        while new in defs and defs[new] != definition:
+            new = f"{key}.{new}"
+        renames[name] = new
+        defs[new] = definition
+    sub = _renamed_refs(sub, renames)
+    for new in renames.values():
+        defs[new] = _renamed_refs(defs[new], renames)
+    required = list(sub.get("required", []))
+    if key not in required:
+        required.insert(0, key)
+    return {**sub, "type": "object", "required": required}
+
+
+def _renamed_refs(schema: Any, renames: Mapping[str, str]) -> Any:
+    """``schema`` with each ``#/$defs/OLD`` reference pointing to its new name."""
+    if isinstance(schema, dict):
+        out = {k: _renamed_refs(v, renames) for k, v in schema.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in renames:
+            out["$ref"] = "#/$defs/" + renames[ref[8:]]
+        return out
+    if isinstance(schema, list):
+        return [_renamed_refs(v, renames) for v in schema]
+    return schema
+
+
+def _finite(schema: Any) -> Any:
+    """``schema`` without non-finite numbers (JSON cannot hold them), e.g. a default of inf."""
+    if isinstance(schema, dict):
+        return {k: _finite(v) for k, v in schema.items() if not _non_finite(v)}
+    if isinstance(schema, list):
+        return [_finite(v) for v in schema if not _non_finite(v)]
+    return schema
+
+
+def _non_finite(value: object) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)

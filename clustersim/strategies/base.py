@@ -1,0 +1,134 @@
+"""The strategy registry: workloads that spawn processes on the engine.
+
+A strategy is chosen by the key it owns in the scenario's ``workload:``
+mapping (``workload: {program: [...]}`` picks the ``program`` strategy).  A
+strategy class registers itself by defining ``name``; third-party strategies
+are found through the entry-point group ``clustersim.strategies`` (each entry
+point names a module or class; importing it registers the strategy).
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
+
+from ..errors import ClustersimError, Problem, ScenarioError
+
+if TYPE_CHECKING:
+    from ..engine import Simulation
+    from ..scenario import Scenario
+    from ..topology import Topology
+
+ENTRY_POINT_GROUP = "clustersim.strategies"
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+_plugins_loaded = False
+
+
+class Strategy:
+    """Base class of workload strategies.
+
+    Subclasses set ``name`` (the workload key they own), ``description`` (one
+    line for ``clustersim list strategies``) and ``config_model`` (a pydantic
+    model of the whole ``workload:`` mapping), and implement :meth:`start` and
+    :meth:`summarize`.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    config_model: ClassVar[type[BaseModel]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _REGISTRY[cls.name] = cls
+
+    def __init__(self, config: BaseModel, scenario: Scenario, topology: Topology) -> None:
+        self.config = config
+        self.scenario = scenario
+        self.topology = topology
+
+    @classmethod
+    def from_workload(
+        cls, workload: dict[str, Any], scenario: Scenario, topology: Topology
+    ) -> Strategy:
+        """Validate ``workload`` with this strategy's model and check it against ``topology``."""
+        from ..scenario import validate_model
+
+        config = validate_model(cls.config_model, workload, "workload", scenario.source)
+        strategy = cls(config, scenario, topology)
+        try:
+            strategy.check()
+        except ScenarioError as exc:
+            raise exc.with_source(scenario.source) from None
+        return strategy
+
+    def check(self) -> None:
+        """Check the workload against the topology (devices exist, ...); raise ScenarioError."""
+
+    def start(self, sim: Simulation) -> None:
+        """Spawn the workload's processes on ``sim``."""
+        raise NotImplementedError
+
+    def summarize(self, sim: Simulation) -> dict[str, Any]:
+        """Workload-specific summary keys, after the run."""
+        return {}
+
+    def describe(self) -> str:
+        """One line saying what this workload is, for ``clustersim validate``."""
+        return self.name
+
+
+def load_plugins() -> None:
+    """Import the built-in strategies and every ``clustersim.strategies`` entry point, once."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from . import program  # noqa: F401  (built-in strategies register on import)
+
+    for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            entry.load()
+        except Exception as exc:  # a broken plugin must not hide the built-ins
+            raise ClustersimError(
+                f"strategy plugin '{entry.name}' ({entry.value}) failed to load: {exc}"
+            ) from exc
+
+
+def registered_strategies() -> dict[str, type[Strategy]]:
+    """Every registered strategy by name, sorted by name."""
+    load_plugins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def strategy_for(workload: Any, source: str = "") -> type[Strategy]:
+    """The strategy that owns the ``workload:`` mapping of a scenario."""
+    strategies = registered_strategies()
+    allowed = ", ".join(strategies)
+    if not isinstance(workload, dict) or not workload:
+        raise ScenarioError(
+            Problem("workload", "must be a mapping naming one workload kind", allowed), source
+        )
+    owners = [key for key in workload if key in strategies]
+    if len(owners) == 1:
+        return strategies[owners[0]]
+    if not owners:
+        from ..errors import did_you_mean
+
+        keys = ", ".join(map(str, workload))
+        hint = "".join(did_you_mean(str(k), strategies) for k in workload)
+        raise ScenarioError(
+            Problem("workload", f"no known workload kind among its keys ({keys});{hint}", allowed),
+            source,
+        )
+    raise ScenarioError(
+        Problem(
+            "workload",
+            f"names several workload kinds ({', '.join(owners)}); give exactly one",
+            allowed,
+        ),
+        source,
+    )

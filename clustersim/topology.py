@@ -1,0 +1,788 @@
+"""Cluster topology: devices, switches, directed links and routes.
+
+:func:`build_topology` turns a validated cluster spec (see ``scenario.py``) into a
+:class:`Topology`.  Units are SI throughout: bandwidth in bytes per second,
+latency in seconds, compute in FLOP/s, memory in bytes.
+
+Every full-duplex cable becomes two directed :class:`Link` objects named
+``"a->b"`` and ``"b->a"``; switches are non-blocking, so only links have
+capacity.  Routes are tuples of links.  In a two-tier cluster they are built
+structurally (no graph search), so that clusters of thousands of GPUs build and
+route quickly; custom topologies use breadth-first search on demand.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import zlib
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from clustersim.errors import Problem, ScenarioError, did_you_mean
+
+__all__ = ["Device", "Link", "Route", "Topology", "build_topology"]
+
+MAX_ROUTES = 64
+"""Most equal-cost alternatives :meth:`Topology.routes` returns for a custom topology."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One direction of a cable.
+
+    ``bandwidth_Bps`` is in bytes per second, ``latency_s`` in seconds;
+    ``index`` is the link's position in :attr:`Topology.links`.
+    """
+
+    index: int
+    name: str
+    src: str
+    dst: str
+    bandwidth_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A GPU or CPU: where compute runs and where transfers start and end.
+
+    ``flops_per_s`` is peak FLOP/s, ``efficiency`` the achieved fraction of it,
+    ``memory_bytes`` the capacity in bytes and ``memory_bandwidth_Bps`` bytes per
+    second.  ``node`` ("rack0/node1") and ``rack`` ("rack0") are set in two-tier
+    clusters only.
+    """
+
+    name: str
+    kind: Literal["gpu", "cpu"]
+    index: int
+    flops_per_s: float
+    efficiency: float
+    memory_bytes: float
+    memory_bandwidth_Bps: float
+    node: str | None = None
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A path of directed links from one device to another.
+
+    ``latency_s`` is the sum of the link latencies (seconds) and
+    ``bottleneck_Bps`` the smallest link bandwidth (bytes per second; ``inf``
+    for the empty route of a device to itself).
+    """
+
+    links: tuple[Link, ...] = ()
+    latency_s: float = 0.0
+    bottleneck_Bps: float = math.inf
+
+    @classmethod
+    def of(cls, links: Iterable[Link]) -> Route:
+        """The route along ``links``, with its latency and bottleneck computed."""
+        links = tuple(links)
+        if not links:
+            return cls((), 0.0, math.inf)
+        latency = 0.0
+        bottleneck = math.inf
+        for link in links:
+            latency += link.latency_s
+            if link.bandwidth_Bps < bottleneck:
+                bottleneck = link.bandwidth_Bps
+        return cls(links, latency, bottleneck)
+
+
+EMPTY_ROUTE = Route()
+
+# Frozen dataclasses set each field through object.__setattr__, which doubles the
+# cost of building a million links (a fully connected 1,024-device cluster).  The
+# slot descriptors give the same object at half the cost.
+_new_object = object.__new__
+_set_index = Link.index.__set__  # type: ignore[attr-defined]
+_set_name = Link.name.__set__  # type: ignore[attr-defined]
+_set_src = Link.src.__set__  # type: ignore[attr-defined]
+_set_dst = Link.dst.__set__  # type: ignore[attr-defined]
+_set_bandwidth = Link.bandwidth_Bps.__set__  # type: ignore[attr-defined]
+_set_latency = Link.latency_s.__set__  # type: ignore[attr-defined]
+
+
+class _Router(Protocol):
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        """Equal-cost routes from ``src`` to ``dst`` (distinct devices); () if none."""
+        ...
+
+
+class Topology:
+    """Devices, switches and directed links of a cluster, with routing.
+
+    Built by :func:`build_topology`.  ``devices`` is in build order and
+    ``Device.index`` is the position in it; ``links[i].index == i``;
+    ``switches`` names the switches and NICs.
+    """
+
+    __slots__ = (
+        "kind",
+        "devices",
+        "links",
+        "switches",
+        "spine_routing",
+        "racks",
+        "nodes",
+        "_router",
+        "_cache",
+        "_device_list",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        devices: dict[str, Device],
+        links: list[Link],
+        switches: list[str],
+        router: _Router,
+        *,
+        spine_routing: Literal["ecmp", "split"] = "ecmp",
+        racks: int = 0,
+        nodes: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.devices = devices
+        self.links = links
+        self.switches = switches
+        self.spine_routing = spine_routing
+        self.racks = racks
+        """Number of racks (two-tier only, else 0)."""
+        self.nodes = nodes
+        """Number of nodes (two-tier only, else 0)."""
+        self._router = router
+        self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
+        self._device_list = list(devices.values())
+
+    def __repr__(self) -> str:
+        return (
+            f"Topology(kind={self.kind!r}, devices={len(self.devices)}, "
+            f"switches={len(self.switches)}, links={len(self.links)})"
+        )
+
+    # -- lookup -------------------------------------------------------------
+
+    def device(self, name: str, path: str = "") -> Device:
+        """The device called ``name`` (its full path name).
+
+        Raises ScenarioError at key path ``path`` with a did-you-mean hint when
+        there is no such device.
+        """
+        try:
+            return self.devices[name]
+        except (KeyError, TypeError):
+            pass
+        example = self._device_list[0].name if self._device_list else "gpu0"
+        raise ScenarioError(
+            Problem(
+                path,
+                _hinted(f"unknown device {name!r}", str(name), self.devices),
+                allowed=f"full device paths such as {example}",
+            )
+        )
+
+    def select(self, glob: str, path: str = "") -> list[Device]:
+        """Devices whose full name matches ``glob``, in build order.
+
+        fnmatch semantics, case-sensitive; ``*`` also crosses ``/`` so
+        ``rack0/*/gpu*`` and ``*/cpu`` work.  Raises ScenarioError at ``path``
+        when nothing matches.
+        """
+        match = _compile_glob(glob)
+        found = [d for d in self._device_list if match(d.name)]
+        if not found:
+            example = self._device_list[0].name if self._device_list else "gpu0"
+            raise ScenarioError(
+                Problem(
+                    path,
+                    _hinted(f"no device matches {glob!r}", glob, self.devices)
+                    if _is_plain(glob)
+                    else f"no device matches {glob!r}",
+                    allowed=f"globs over full device names, e.g. {example}, * or */gpu*",
+                )
+            )
+        return found
+
+    def select_links(self, glob: str, path: str = "") -> list[Link]:
+        """Links whose name (``"src->dst"``) matches ``glob``, in index order.
+
+        Same semantics as :meth:`select`; raises ScenarioError at ``path`` when
+        nothing matches.
+        """
+        match = _compile_glob(glob)
+        found = [link for link in self.links if match(link.name)]
+        if not found:
+            example = self.links[0].name if self.links else "a->b"
+            raise ScenarioError(
+                Problem(
+                    path,
+                    f"no link matches {glob!r}",
+                    allowed=f"globs over link names 'src->dst', e.g. {example} or *->*tor",
+                )
+            )
+        return found
+
+    # -- routing ------------------------------------------------------------
+
+    def routes(self, src: str, dst: str) -> tuple[Route, ...]:
+        """All equal-cost routes from device ``src`` to device ``dst``.
+
+        Cached per pair.  ``src == dst`` gives ``(empty route,)``; unknown
+        devices or unconnected pairs raise ScenarioError.
+        """
+        key = (src, dst)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        a = self.device(src)
+        b = self.device(dst)
+        found = (EMPTY_ROUTE,) if a is b else self._router.routes(a, b)
+        if not found:
+            raise ScenarioError(Problem("", f"no route from {src} to {dst}"))
+        self._cache[key] = found
+        return found
+
+    def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
+        """One route from ``src`` to ``dst``, chosen among :meth:`routes` by ECMP.
+
+        The choice is a CRC-32 of ``"src|dst|flow_key"``: stable across runs and
+        machines, and spread evenly over the alternatives for varying keys.
+        """
+        found = self.routes(src, dst)
+        if len(found) == 1:
+            return found[0]
+        return found[zlib.crc32(f"{src}|{dst}|{flow_key}".encode()) % len(found)]
+
+    # -- summary ------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Counts for humans (CLI): kind, racks, nodes, gpus, cpus, devices, switches, links."""
+        gpus = sum(1 for d in self._device_list if d.kind == "gpu")
+        return {
+            "kind": self.kind,
+            "racks": self.racks,
+            "nodes": self.nodes,
+            "gpus": gpus,
+            "cpus": len(self._device_list) - gpus,
+            "devices": len(self._device_list),
+            "switches": len(self.switches),
+            "links": len(self.links),
+        }
+
+
+def _hinted(message: str, word: str, choices: Iterable[str]) -> str:
+    """``message`` followed by '; did you mean ...?' when a choice is close to ``word``."""
+    hint = did_you_mean(word, choices)
+    return f"{message};{hint}" if hint else message
+
+
+def _compile_glob(glob: str) -> Any:
+    return re.compile(fnmatch.translate(glob), re.DOTALL).match
+
+
+def _is_plain(glob: str) -> bool:
+    return not any(ch in glob for ch in "*?[")
+
+
+# -- building -----------------------------------------------------------------
+
+
+class _Builder:
+    """Collects devices, switches and links in build order."""
+
+    __slots__ = ("devices", "switches", "links")
+
+    def __init__(self) -> None:
+        self.devices: dict[str, Device] = {}
+        self.switches: list[str] = []
+        self.links: list[Link] = []
+
+    def device(
+        self,
+        name: str,
+        kind: Literal["gpu", "cpu"],
+        spec: Any,
+        node: str | None = None,
+        rack: str | None = None,
+    ) -> str:
+        """Add a device with the compute/memory fields of ``spec``; returns its name."""
+        self.devices[name] = Device(
+            name=name,
+            kind=kind,
+            index=len(self.devices),
+            flops_per_s=float(spec.flops_per_s),
+            efficiency=float(spec.efficiency),
+            memory_bytes=float(spec.memory_bytes),
+            memory_bandwidth_Bps=float(spec.memory_bandwidth_Bps),
+            node=node,
+            rack=rack,
+        )
+        return name
+
+    def switch(self, name: str) -> str:
+        self.switches.append(name)
+        return name
+
+    def link(self, src: str, dst: str, bandwidth_Bps: float, latency_s: float) -> Link:
+        """Append the directed link ``src->dst`` (bytes/s, seconds)."""
+        link = _new_object(Link)
+        _set_index(link, len(self.links))
+        _set_name(link, f"{src}->{dst}")
+        _set_src(link, src)
+        _set_dst(link, dst)
+        _set_bandwidth(link, bandwidth_Bps)
+        _set_latency(link, latency_s)
+        self.links.append(link)
+        return link
+
+    def cable(self, a: str, b: str, bandwidth_Bps: float, latency_s: float) -> tuple[Link, Link]:
+        """A full-duplex cable: links ``a->b`` and ``b->a``, in that order."""
+        return (
+            self.link(a, b, bandwidth_Bps, latency_s),
+            self.link(b, a, bandwidth_Bps, latency_s),
+        )
+
+
+def build_topology(cluster_spec: Any) -> Topology:
+    """The topology of a validated cluster spec (``Scenario.cluster``).
+
+    Raises ScenarioError (key paths under ``cluster.``) for what the spec's
+    schema cannot check alone: NVLink pairs out of range, duplicate names or
+    unknown link endpoints in custom clusters.
+    """
+    kind = getattr(cluster_spec, "kind", "two_tier")
+    if kind == "two_tier":
+        return _build_two_tier(cluster_spec)
+    if kind == "switch":
+        return _build_switch(cluster_spec)
+    if kind == "ring":
+        return _build_ring(cluster_spec)
+    if kind == "fully_connected":
+        return _build_fully_connected(cluster_spec)
+    if kind == "custom":
+        return _build_custom(cluster_spec)
+    raise ScenarioError(
+        Problem(
+            "cluster.kind",
+            f"unknown cluster kind {kind!r}",
+            allowed="two_tier, switch, ring, fully_connected, custom",
+        )
+    )
+
+
+# -- two-tier -----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Place:
+    """Where a two-tier device sits and the links that leave and reach it."""
+
+    rack: int
+    node: str
+    to_pcie: Link
+    from_pcie: Link
+    to_nvswitch: Link | None
+    from_nvswitch: Link | None
+    up: tuple[Link, ...]  # device -> pcie -> nic -> tor
+    down: tuple[Link, ...]  # tor -> nic -> pcie -> device
+
+
+class _TwoTierRouter:
+    __slots__ = ("places", "pair_links", "tor_up", "tor_down")
+
+    def __init__(self) -> None:
+        self.places: dict[str, _Place] = {}
+        self.pair_links: dict[tuple[str, str], Link] = {}
+        self.tor_up: list[list[Link]] = []  # [rack][spine]: tor -> spine
+        self.tor_down: list[list[Link]] = []  # [rack][spine]: spine -> tor
+
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        a = self.places[src.name]
+        b = self.places[dst.name]
+        if a.node == b.node:
+            if a.to_nvswitch is not None and b.from_nvswitch is not None:
+                return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
+            direct = self.pair_links.get((src.name, dst.name))
+            if direct is not None:
+                return (Route.of((direct,)),)
+            return (Route.of((a.to_pcie, b.from_pcie)),)
+        if a.rack == b.rack:
+            return (Route.of(a.up + b.down),)
+        ups = self.tor_up[a.rack]
+        downs = self.tor_down[b.rack]
+        return tuple(
+            Route.of((*a.up, up, down, *b.down)) for up, down in zip(ups, downs, strict=True)
+        )
+
+
+def rack_uplink_Bps(cluster_spec: Any) -> float:
+    """Total uplink bandwidth of one rack in bytes/s.
+
+    ``rack_uplink.bandwidth_Bps`` when given, else nodes_per_rack x NIC
+    bandwidth / oversubscription.
+    """
+    uplink = cluster_spec.rack_uplink
+    if uplink.bandwidth_Bps is not None:
+        return float(uplink.bandwidth_Bps)
+    ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
+    return cluster_spec.nodes_per_rack * float(cluster_spec.node.nic.bandwidth_Bps) / ratio
+
+
+def _nvlink_pairs(pairs: Sequence[Sequence[int]], gpus: int) -> list[tuple[int, int]]:
+    """Check NVLink GPU pairs against the node's GPU count."""
+    problems: list[Problem] = []
+    seen: dict[frozenset[int], int] = {}
+    out: list[tuple[int, int]] = []
+    for i, pair in enumerate(pairs):
+        path = f"cluster.node.nvlink.pairs[{i}]"
+        a, b = (int(x) for x in pair)
+        if not (0 <= a < gpus and 0 <= b < gpus):
+            problems.append(
+                Problem(path, f"GPU pair ({a}, {b}) out of range", allowed=f"0 .. {gpus - 1}")
+            )
+        elif a == b:
+            problems.append(Problem(path, f"GPU pair ({a}, {b}) links a GPU to itself"))
+        elif frozenset((a, b)) in seen:
+            problems.append(
+                Problem(
+                    path, f"duplicate GPU pair ({a}, {b}), also pairs[{seen[frozenset((a, b))]}]"
+                )
+            )
+        else:
+            seen[frozenset((a, b))] = i
+            out.append((a, b))
+    if problems:
+        raise ScenarioError(problems)
+    return out
+
+
+def _build_two_tier(spec: Any) -> Topology:
+    node_spec = spec.node
+    gpus = int(node_spec.gpus)
+    pcie_bw, pcie_lat = float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)
+    nic_bw, nic_lat = float(node_spec.nic.bandwidth_Bps), float(node_spec.nic.latency_s)
+    nvlink = node_spec.nvlink
+    nvswitch = nvlink is not None and nvlink.pairs is None
+    pairs = _nvlink_pairs(nvlink.pairs, gpus) if nvlink is not None and not nvswitch else []
+    nv_bw = float(nvlink.bandwidth_Bps) if nvlink is not None else 0.0
+    nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
+    racks = int(spec.racks)
+    nodes_per_rack = int(spec.nodes_per_rack)
+    spines = int(spec.spines) if racks > 1 else 0
+
+    b = _Builder()
+    router = _TwoTierRouter()
+    places = router.places
+    for r in range(racks):
+        rack = f"rack{r}"
+        tor = b.switch(f"{rack}/tor")
+        for n in range(nodes_per_rack):
+            node = f"{rack}/node{n}"
+            gpu_names = [
+                b.device(f"{node}/gpu{g}", "gpu", node_spec.gpu, node, rack) for g in range(gpus)
+            ]
+            cpu = b.device(f"{node}/cpu", "cpu", node_spec.cpu, node, rack)
+            pcie = b.switch(f"{node}/pcie")
+            nvs = b.switch(f"{node}/nvswitch") if nvswitch else ""
+            nic = b.switch(f"{node}/nic")
+            attached = [(name, *b.cable(name, pcie, pcie_bw, pcie_lat)) for name in gpu_names]
+            attached.append((cpu, *b.cable(cpu, pcie, pcie_bw, pcie_lat)))
+            nic_to_pcie, pcie_to_nic = b.cable(nic, pcie, pcie_bw, pcie_lat)
+            to_tor, from_tor = b.cable(nic, tor, nic_bw, nic_lat)
+            nv_links: dict[str, tuple[Link, Link]] = {}
+            if nvswitch:
+                for name in gpu_names:
+                    nv_links[name] = b.cable(name, nvs, nv_bw, nv_lat)
+            for ga, gb in pairs:
+                there, back = b.cable(gpu_names[ga], gpu_names[gb], nv_bw, nv_lat)
+                router.pair_links[(there.src, there.dst)] = there
+                router.pair_links[(back.src, back.dst)] = back
+            for name, to_pcie, from_pcie in attached:
+                nv = nv_links.get(name)
+                places[name] = _Place(
+                    rack=r,
+                    node=node,
+                    to_pcie=to_pcie,
+                    from_pcie=from_pcie,
+                    to_nvswitch=nv[0] if nv else None,
+                    from_nvswitch=nv[1] if nv else None,
+                    up=(to_pcie, pcie_to_nic, to_tor),
+                    down=(from_tor, nic_to_pcie, from_pcie),
+                )
+    if spines:
+        share = rack_uplink_Bps(spec) / spines
+        latency = float(spec.rack_uplink.latency_s)
+        spine_names = [f"spine{k}" for k in range(spines)]
+        for r in range(racks):
+            ups: list[Link] = []
+            downs: list[Link] = []
+            for spine in spine_names:
+                up, down = b.cable(f"rack{r}/tor", spine, share, latency)
+                ups.append(up)
+                downs.append(down)
+            router.tor_up.append(ups)
+            router.tor_down.append(downs)
+        for spine in spine_names:
+            b.switch(spine)
+    return Topology(
+        "two_tier",
+        b.devices,
+        b.links,
+        b.switches,
+        router,
+        spine_routing=spec.spine_routing,
+        racks=racks,
+        nodes=racks * nodes_per_rack,
+    )
+
+
+# -- flat kinds ---------------------------------------------------------------
+
+
+def _flat_devices(b: _Builder, spec: Any) -> list[str]:
+    kind = spec.device_kind
+    return [b.device(f"{kind}{i}", kind, spec.device) for i in range(int(spec.devices))]
+
+
+class _SwitchRouter:
+    __slots__ = ("up", "down")
+
+    def __init__(self, up: list[Link], down: list[Link]) -> None:
+        self.up = up  # [device index]: device -> switch
+        self.down = down  # [device index]: switch -> device
+
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        return (Route.of((self.up[src.index], self.down[dst.index])),)
+
+
+def _build_switch(spec: Any) -> Topology:
+    b = _Builder()
+    names = _flat_devices(b, spec)
+    switch = b.switch("switch")
+    bw, lat = float(spec.link.bandwidth_Bps), float(spec.link.latency_s)
+    up: list[Link] = []
+    down: list[Link] = []
+    for name in names:
+        there, back = b.cable(name, switch, bw, lat)
+        up.append(there)
+        down.append(back)
+    return Topology("switch", b.devices, b.links, b.switches, _SwitchRouter(up, down))
+
+
+class _RingRouter:
+    __slots__ = ("forward", "backward")
+
+    def __init__(self, forward: list[Link], backward: list[Link] | None) -> None:
+        self.forward = forward  # [i]: link i -> i+1 (mod n)
+        self.backward = backward  # [i]: link i -> i-1 (mod n); None if unidirectional
+
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        n = len(self.forward)
+        i, j = src.index, dst.index
+        ahead = (j - i) % n
+        behind = n - ahead
+        found: list[Route] = []
+        if self.backward is None or ahead <= behind:
+            found.append(Route.of(self.forward[(i + k) % n] for k in range(ahead)))
+        if self.backward is not None and behind <= ahead:
+            back = Route.of(self.backward[(i - k) % n] for k in range(behind))
+            if not found or found[0].links != back.links:  # n == 2: the same single cable
+                found.append(back)
+        return tuple(found)
+
+
+def _build_ring(spec: Any) -> Topology:
+    b = _Builder()
+    names = _flat_devices(b, spec)
+    n = len(names)
+    bw, lat = float(spec.link.bandwidth_Bps), float(spec.link.latency_s)
+    if n < 2:
+        router = _RingRouter([], None)
+    elif spec.bidirectional:
+        # Cable i joins i and i+1; with two devices a single cable closes the ring.
+        cables = [b.cable(names[i], names[(i + 1) % n], bw, lat) for i in range(n if n > 2 else 1)]
+        if n == 2:
+            cables.append(cables[0][::-1])
+        forward = [cables[i][0] for i in range(n)]  # i -> i+1
+        backward = [cables[i - 1][1] for i in range(n)]  # i -> i-1
+        router = _RingRouter(forward, backward)
+    else:
+        router = _RingRouter(
+            [b.link(names[i], names[(i + 1) % n], bw, lat) for i in range(n)], None
+        )
+    return Topology("ring", b.devices, b.links, b.switches, router)
+
+
+class _FullRouter:
+    __slots__ = ("links", "n")
+
+    def __init__(self, links: list[Link], n: int) -> None:
+        self.links = links
+        self.n = n
+
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        i, j = src.index, dst.index
+        lo, hi = (i, j) if i < j else (j, i)
+        cable = lo * (2 * self.n - lo - 1) // 2 + (hi - lo - 1)
+        return (Route.of((self.links[2 * cable + (i > j)],)),)
+
+
+def _build_fully_connected(spec: Any) -> Topology:
+    b = _Builder()
+    names = _flat_devices(b, spec)
+    bw, lat = float(spec.link.bandwidth_Bps), float(spec.link.latency_s)
+    cable = b.cable
+    for i, a in enumerate(names):
+        for other in names[i + 1 :]:
+            cable(a, other, bw, lat)
+    return Topology(
+        "fully_connected", b.devices, b.links, b.switches, _FullRouter(b.links, len(names))
+    )
+
+
+# -- custom -------------------------------------------------------------------
+
+
+class _GraphRouter:
+    """Fewest-hop routes by breadth-first search over directed links."""
+
+    __slots__ = ("out", "into", "limit")
+
+    def __init__(self, links: list[Link], limit: int = MAX_ROUTES) -> None:
+        self.out: dict[str, list[Link]] = {}
+        self.into: dict[str, list[Link]] = {}
+        for link in links:
+            self.out.setdefault(link.src, []).append(link)
+            self.into.setdefault(link.dst, []).append(link)
+        self.limit = limit
+
+    @staticmethod
+    def _distances(
+        start: str, edges: dict[str, list[Link]], forward: bool, stop: str
+    ) -> dict[str, int]:
+        """Hop counts from ``start`` (against link direction unless ``forward``),
+        exploring no level beyond the one where ``stop`` is reached."""
+        dist = {start: 0}
+        queue = deque((start,))
+        while queue:
+            u = queue.popleft()
+            if stop in dist and dist[u] >= dist[stop]:
+                break
+            d = dist[u] + 1
+            for link in edges.get(u, ()):
+                v = link.dst if forward else link.src
+                if v not in dist:
+                    dist[v] = d
+                    queue.append(v)
+        return dist
+
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        s, t = src.name, dst.name
+        from_s = self._distances(s, self.out, True, t)
+        if t not in from_s:
+            return ()
+        hops = from_s[t]
+        to_t = self._distances(t, self.into, False, s)
+        # A link u->v lies on a shortest route iff it advances one hop from s and
+        # v is exactly the remaining number of hops from t.  Walk these links in
+        # index order (depth first) so the alternatives come out in a fixed order.
+        found: list[Route] = []
+        path: list[Link] = []
+        stack: list[tuple[str, int]] = [(s, 0)]
+        while stack:
+            u, k = stack[-1]
+            if u == t:
+                found.append(Route.of(path))
+                if len(found) >= self.limit:
+                    break
+                stack.pop()
+                path.pop()
+                continue
+            options = self.out.get(u, ())
+            step = from_s[u] + 1
+            while k < len(options):
+                v = options[k].dst
+                k += 1
+                if from_s.get(v) == step and to_t.get(v) == hops - step:
+                    stack[-1] = (u, k)
+                    path.append(options[k - 1])
+                    stack.append((v, 0))
+                    break
+            else:
+                stack.pop()
+                if path:
+                    path.pop()
+        return tuple(found)
+
+
+def _build_custom(spec: Any) -> Topology:
+    problems: list[Problem] = []
+    where: dict[str, str] = {}  # name -> key path that defined it
+    named = [(f"cluster.devices[{i}].name", d.name) for i, d in enumerate(spec.devices)]
+    named += [(f"cluster.switches[{i}]", s) for i, s in enumerate(spec.switches)]
+    for path, name in named:
+        if not name:
+            problems.append(Problem(path, "empty name"))
+        elif name in where:
+            problems.append(
+                Problem(
+                    path,
+                    f"duplicate name {name!r}, already used at {where[name]}",
+                    allowed="names unique across devices and switches",
+                )
+            )
+        else:
+            where[name] = path
+    b = _Builder()
+    for d in spec.devices:
+        if d.name not in b.devices:
+            b.device(d.name, d.kind, d)
+    for s in spec.switches:
+        b.switch(s)
+    defined: dict[str, int] = {}  # link name -> index in cluster.links
+    for i, spec_link in enumerate(spec.links):
+        ends_ok = True
+        for end in ("src", "dst"):
+            name = getattr(spec_link, end)
+            if name not in where:
+                ends_ok = False
+                problems.append(
+                    Problem(
+                        f"cluster.links[{i}].{end}",
+                        _hinted(f"unknown device or switch {name!r}", name, where),
+                        allowed="names from cluster.devices and cluster.switches",
+                    )
+                )
+        if not ends_ok:
+            continue
+        src, dst = spec_link.src, spec_link.dst
+        if src == dst:
+            problems.append(Problem(f"cluster.links[{i}]", f"link from {src!r} to itself"))
+            continue
+        for name in [f"{src}->{dst}"] + ([f"{dst}->{src}"] if spec_link.duplex else []):
+            if name in defined:
+                problems.append(
+                    Problem(
+                        f"cluster.links[{i}]",
+                        f"second link {name} (first at cluster.links[{defined[name]}])",
+                        allowed="one link per direction; give one link the combined bandwidth",
+                    )
+                )
+            else:
+                defined[name] = i
+    if problems:
+        raise ScenarioError(problems)
+    for spec_link in spec.links:
+        bw, lat = float(spec_link.bandwidth_Bps), float(spec_link.latency_s)
+        if spec_link.duplex:
+            b.cable(spec_link.src, spec_link.dst, bw, lat)
+        else:
+            b.link(spec_link.src, spec_link.dst, bw, lat)
+    return Topology("custom", b.devices, b.links, b.switches, _GraphRouter(b.links))

@@ -1,0 +1,45 @@
+"""Shared helpers for the tests: build scenario documents the way a user writes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+def one_node(gpus: int, pcie: str, program: list[dict[str, Any]], **node: Any) -> dict[str, Any]:
+    """A scenario document: one node of ``gpus`` GPUs and a CPU on one PCIe switch."""
+    return {
+        "name": "one-node",
+        "cluster": {
+            "racks": 1,
+            "nodes_per_rack": 1,
+            "node": {"gpus": gpus, "pcie": {"bandwidth": pcie}, "nic": {"bandwidth": "100Gb/s"}, **node},
+        },
+        "workload": {"program": program},
+    }
+
+
+def transfer(op_id: str, src: str, dst: str, size: str, after: list[str] | None = None) -> dict[str, Any]:
+    """A program transfer operation."""
+    op: dict[str, Any] = {"id": op_id, "transfer": {"src": src, "dst": dst, "bytes": size}}
+    if after:
+        op["after"] = after
+    return op
+
+
+def compute(op_id: str, device: str, after: list[str] | None = None, **amount: Any) -> dict[str, Any]:
+    """A program compute operation (flops=, seconds= or bytes=)."""
+    op: dict[str, Any] = {"id": op_id, "compute": {"device": device, **amount}}
+    if after:
+        op["after"] = after
+    return op
+
+
+@pytest.fixture
+def scenarios_dir() -> Path:
+    return SCENARIOS

@@ -1,0 +1,195 @@
+"""The engine: compute streams, overlap, stragglers, link degradation, barriers."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim import parse_scenario, simulate
+from clustersim.engine import Simulation
+from clustersim.errors import SimulationError
+from clustersim.topology import build_topology
+
+from .conftest import compute, one_node, transfer
+
+
+def switch_sim(devices: int = 4, **cluster) -> Simulation:
+    doc = {
+        "name": "t",
+        "cluster": {"kind": "switch", "devices": devices, "link": {"bandwidth": "10GB/s"}, **cluster},
+        "workload": {"program": [compute("x", "gpu0", seconds="1s")]},
+    }
+    return Simulation.from_scenario(parse_scenario(doc))
+
+
+@pytest.mark.parametrize("flops", [1e9, 3.12e14, 1e15])
+@pytest.mark.parametrize("efficiency", [0.25, 0.5, 1.0])
+def test_compute_time_from_flops(flops: float, efficiency: float) -> None:
+    """Compute time = FLOPs / (peak x efficiency)."""
+    doc = one_node(1, "16GB/s", [compute("c", "rack0/node0/gpu0", flops=flops)])
+    doc["cluster"]["node"]["gpu"] = {"flops": "312TFLOPS", "efficiency": efficiency}
+    assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(flops / (312e12 * efficiency), rel=1e-12)
+
+
+@pytest.mark.parametrize(("size", "size_b"), [("2GB", 2e9), ("1GiB", 2**30), ("80GB", 80e9)])
+def test_memory_bound_compute_time(size: str, size_b: float) -> None:
+    """Memory-bound work takes bytes / memory bandwidth."""
+    doc = one_node(1, "16GB/s", [compute("c", "rack0/node0/gpu0", bytes=size)])
+    doc["cluster"]["node"]["gpu"] = {"memory_bandwidth": "2TB/s"}
+    assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(size_b / 2e12, rel=1e-12)
+
+
+def test_compute_stream_is_fifo() -> None:
+    """Two pieces of work submitted together to one device run one after the other."""
+    doc = one_node(1, "16GB/s", [compute("a", "rack0/node0/gpu0", seconds="3ms"), compute("b", "rack0/node0/gpu0", seconds="2ms")])
+    result = simulate(parse_scenario(doc))
+    ops = result.summary["operations"]
+    assert ops["a"]["end_s"] == pytest.approx(0.003)
+    assert ops["b"]["end_s"] == pytest.approx(0.005)
+    assert result.summary["devices"]["rack0/node0/gpu0"]["compute_s"] == pytest.approx(0.005)
+
+
+def test_compute_and_communication_overlap() -> None:
+    """A device computes while its transfer is in flight: the makespan is the longer of the two."""
+    program = [
+        compute("c", "rack0/node0/gpu0", seconds="10ms"),
+        transfer("t", "rack0/node0/gpu0", "rack0/node0/gpu1", "160MB"),  # 10 ms at 16 GB/s
+    ]
+    result = simulate(parse_scenario(one_node(2, "16GB/s", program)))
+    assert result.makespan_s == pytest.approx(0.010, rel=1e-12)
+    gpu0 = result.summary["devices"]["rack0/node0/gpu0"]
+    assert gpu0["exposed_communication_s"] == pytest.approx(0.0, abs=1e-15)
+    assert gpu0["idle_s"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_breakdown_exposed_and_idle() -> None:
+    """Exposed communication and idle time follow from the records."""
+    program = [
+        compute("c", "rack0/node0/gpu0", seconds="5ms"),
+        transfer("t", "rack0/node0/gpu0", "rack0/node0/gpu1", "160MB", after=["c"]),
+        compute("d", "rack0/node0/gpu1", seconds="5ms", after=["t"]),
+    ]
+    result = simulate(parse_scenario(one_node(2, "16GB/s", program)))
+    assert result.makespan_s == pytest.approx(0.020)
+    gpu0 = result.summary["devices"]["rack0/node0/gpu0"]
+    assert gpu0 == pytest.approx({"compute_s": 0.005, "communication_s": 0.010, "exposed_communication_s": 0.010, "idle_s": 0.005})
+
+
+@pytest.mark.parametrize("slowdown", [1.0, 1.5, 2.0, 4.0])
+def test_fixed_straggler_slows_matched_devices(slowdown: float) -> None:
+    """A fixed slowdown multiplies compute time of the devices its glob matches, and only those."""
+    program = [compute(f"c{i}", f"rack0/node0/gpu{i}", seconds="10ms") for i in range(4)]
+    doc = one_node(4, "16GB/s", program)
+    doc["stragglers"] = [{"devices": "rack0/node0/gpu[23]", "slowdown": slowdown}]
+    ops = simulate(parse_scenario(doc)).summary["operations"]
+    assert ops["c0"]["end_s"] == pytest.approx(0.010)
+    assert ops["c3"]["end_s"] == pytest.approx(0.010 * slowdown)
+
+
+def random_straggler_run(seed: int, dist: dict) -> list[float]:
+    program = [compute(f"c{i}", f"rack0/node0/gpu{i}", seconds="1s") for i in range(8)]
+    doc = one_node(8, "16GB/s", program)
+    doc["seed"] = seed
+    doc["stragglers"] = [{"random": {"slowdown": dist}}]
+    ops = simulate(parse_scenario(doc)).summary["operations"]
+    return [ops[f"c{i}"]["end_s"] for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [{"dist": "lognormal", "sigma": 0.3}, {"dist": "exponential", "scale": 0.5}, {"dist": "uniform", "low": 1.0, "high": 2.0}],
+)
+def test_random_straggler_is_seeded(dist: dict) -> None:
+    """Random slowdowns are the same for the same seed and differ for another."""
+    a = random_straggler_run(1, dist)
+    assert a == random_straggler_run(1, dist)
+    assert a != random_straggler_run(2, dist)
+    assert len(set(a)) == 8
+
+
+def test_uniform_straggler_within_bounds() -> None:
+    """Uniform slowdowns fall in [low, high)."""
+    times = random_straggler_run(3, {"dist": "uniform", "low": 1.2, "high": 1.3})
+    assert all(1.2 <= t < 1.3 for t in times)
+
+
+def test_link_degradation_window() -> None:
+    """Halving a link's bandwidth for part of a transfer stretches it by exactly that part."""
+    doc = {
+        "name": "degrade",
+        "cluster": {
+            "kind": "custom",
+            "devices": [{"name": "a"}, {"name": "b"}],
+            "links": [{"src": "a", "dst": "b", "bandwidth": "1GB/s"}],
+        },
+        "workload": {"program": [transfer("t", "a", "b", "1GB")]},
+        "stragglers": [{"links": "a->b", "bandwidth_factor": 0.5, "start": "200ms", "end": "600ms"}],
+    }
+    # 0.2 s at 1 GB/s (0.2 GB), 0.4 s at 0.5 GB/s (0.2 GB), the remaining 0.6 GB at 1 GB/s
+    assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(1.2, rel=1e-12)
+
+
+def test_barrier_releases_all_parties_at_the_last_arrival() -> None:
+    """Every party leaves a barrier when the last one arrives; it can be reused."""
+    sim = switch_sim()
+    left: list[tuple[int, float]] = []
+
+    def party(i: int):
+        for rnd in range(2):
+            yield sim.compute(f"gpu{i}", seconds=(i + 1) * 1e-3)
+            yield sim.barrier("b", 4).wait()
+            left.append((rnd, sim.now))
+
+    for i in range(4):
+        sim.process(party(i))
+    sim.run()
+    assert [t for rnd, t in left if rnd == 0] == pytest.approx([0.004] * 4)
+    assert [t for rnd, t in left if rnd == 1] == pytest.approx([0.008] * 4)
+
+
+def test_barrier_party_count_must_agree() -> None:
+    """Asking for the same barrier with another party count is a clear error."""
+    sim = switch_sim()
+    sim.barrier("b", 4)
+    with pytest.raises(SimulationError, match="4 parties"):
+        sim.barrier("b", 3)
+
+
+def test_transfer_to_self_takes_no_time() -> None:
+    """A device sending to itself needs no link."""
+    sim = switch_sim()
+    done = []
+
+    def proc():
+        yield sim.transfer("gpu0", "gpu0", 1e9)
+        done.append(sim.now)
+
+    sim.process(proc())
+    sim.run()
+    assert done == [0.0]
+
+
+def test_split_routing_spreads_a_flow_over_spines() -> None:
+    """With spine_routing split, one cross-rack flow uses every spine equally."""
+    doc = {
+        "name": "split",
+        "cluster": {
+            "racks": 2,
+            "nodes_per_rack": 1,
+            "node": {"gpus": 1, "pcie": {"bandwidth": "64GB/s"}, "nic": {"bandwidth": "100Gb/s"}},
+            "rack_uplink": {"bandwidth": "100Gb/s"},
+            "spines": 4,
+            "spine_routing": "split",
+        },
+        "workload": {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1GB")]},
+    }
+    result = simulate(parse_scenario(doc))
+    assert result.makespan_s == pytest.approx(1e9 / 12.5e9, rel=1e-12)
+    spine_bytes = [row["bytes"] for row in result.links if row["link"].startswith("rack0/tor->spine")]
+    assert spine_bytes == pytest.approx([2.5e8] * 4)
+
+
+def test_topology_is_reused() -> None:
+    """A Simulation can be built on an existing topology."""
+    doc = {"name": "t", "cluster": {"kind": "ring", "devices": 4, "link": {"bandwidth": "1GB/s"}}, "workload": {"program": [compute("x", "gpu0", seconds="1s")]}}
+    topo = build_topology(parse_scenario(doc).cluster)
+    assert Simulation(topo).topology is topo

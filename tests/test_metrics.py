@@ -1,0 +1,54 @@
+"""Metrics derived from records: interval unions, per-device breakdown, canonical JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clustersim.metrics import canonical_json, device_breakdown, union_length
+from clustersim.records import Record, timeline_csv
+
+
+@pytest.mark.parametrize(
+    ("intervals", "expected"),
+    [
+        ([], 0.0),
+        ([(0, 1)], 1.0),
+        ([(0, 1), (1, 2)], 2.0),
+        ([(0, 2), (1, 3)], 3.0),
+        ([(0, 5), (1, 2), (3, 4)], 5.0),
+        ([(4, 6), (0, 1)], 3.0),
+    ],
+)
+def test_union_length(intervals, expected) -> None:
+    """Overlapping intervals count once."""
+    assert union_length(intervals) == pytest.approx(expected)
+
+
+def test_breakdown_counts_transfers_on_both_ends() -> None:
+    """A transfer is communication time for its source and its destination."""
+    records = [
+        Record("a", "compute", "c", 0.0, 2.0),
+        Record("a", "transfer", "t", 1.0, 4.0, 10.0, 0.0, "a", "b"),
+    ]
+    out = device_breakdown(records, 5.0, ["a", "b", "c"])
+    assert out["a"] == pytest.approx({"compute_s": 2.0, "communication_s": 3.0, "exposed_communication_s": 2.0, "idle_s": 1.0})
+    assert out["b"] == pytest.approx({"compute_s": 0.0, "communication_s": 3.0, "exposed_communication_s": 3.0, "idle_s": 2.0})
+    assert "c" not in out
+
+
+def test_canonical_json_rounds_and_keeps_order() -> None:
+    """Floats are rounded to 12 significant digits; key order is kept."""
+    text = canonical_json({"b": 0.1 + 0.2, "a": [1.0 / 3.0]})
+    assert list(json.loads(text)) == ["b", "a"]
+    assert json.loads(text)["b"] == 0.3
+    assert text.endswith("\n")
+
+
+def test_timeline_csv_is_sorted_and_blank_for_missing_tags() -> None:
+    """Rows come in start order; tags that do not apply are empty cells."""
+    text = timeline_csv([Record("x", "compute", "late", 2.0, 3.0), Record("y", "compute", "early", 0.0, 1.5)])
+    lines = text.splitlines()
+    assert lines[1].startswith("y,compute,early,0,1.5,0,0,,,,,,")
+    assert lines[2].split(",")[2] == "late"
