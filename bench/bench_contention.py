@@ -1,4 +1,4 @@
-"""Contention: 1,024 hosts in 32 racks, each sending 100 MB to a host in another rack.
+"""Contention: 1,024 hosts in 32 racks, each sending 100 MB to a random host in another rack.
 
 Rack uplinks are 4:1 oversubscribed, so every cross-rack flow is contended at
 the spine. Prints flows completed per wall-clock second and rate
@@ -10,20 +10,22 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+
 from clustersim.api import simulate
 from clustersim.scenario import parse_scenario
 
 
-def scenario(racks: int, nodes_per_rack: int, spines: int, size: str) -> dict:
-    """A program where node n of rack r sends ``size`` to node n of rack r + 1."""
-    program = [
-        {
-            "id": f"r{r}n{n}",
-            "transfer": {"src": f"rack{r}/node{n}/gpu0", "dst": f"rack{(r + 1) % racks}/node{n}/gpu0", "bytes": size},
-        }
-        for r in range(racks)
-        for n in range(nodes_per_rack)
-    ]
+def scenario(racks: int, nodes_per_rack: int, spines: int, size: str, seed: int = 1) -> dict:
+    """A program where every host sends ``size`` to a random host of another rack (seeded)."""
+    rng = np.random.default_rng(seed)
+    program = []
+    for r in range(racks):
+        for n in range(nodes_per_rack):
+            dst_rack = (r + 1 + int(rng.integers(racks - 1))) % racks
+            dst_node = int(rng.integers(nodes_per_rack))
+            src, dst = f"rack{r}/node{n}/gpu0", f"rack{dst_rack}/node{dst_node}/gpu0"
+            program.append({"id": f"r{r}n{n}", "transfer": {"src": src, "dst": dst, "bytes": size}})
     return {
         "name": "bench-contention",
         "cluster": {

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import Problem, ScenarioError, join_path
+from .scenario import LinkStraggler, RandomStraggler, RandomStragglerSpec
 from .topology import Device, Topology
 
 
@@ -59,13 +60,6 @@ class ComputeStream:
     device: Device
     free_at_s: float = 0.0
     """Simulated time (s) at which the last submitted work ends."""
-
-    def reserve(self, now_s: float, duration_s: float) -> tuple[float, float]:
-        """Book ``duration_s`` seconds of work submitted at ``now_s``; return (start, end)."""
-        start = now_s if now_s > self.free_at_s else self.free_at_s
-        end = start + duration_s
-        self.free_at_s = end
-        return start, end
 
 
 # ---------------------------------------------------------------------------
@@ -137,16 +131,16 @@ class Stragglers:
         out = cls(seed=seed)
         for i, spec in enumerate(specs):
             path = join_path("stragglers", i)
-            if getattr(spec, "random", None) is not None:
+            if isinstance(spec, RandomStraggler):
                 out._add_random(i, spec.random, topology, path)
-            elif getattr(spec, "links", None) is not None:
+            elif isinstance(spec, LinkStraggler):
                 out._add_links(spec, topology, path)
             else:
                 for dev in topology.select(spec.devices, join_path(path, "devices")):
                     out.fixed[dev.name] = out.fixed.get(dev.name, 1.0) * spec.slowdown
         return out
 
-    def _add_random(self, index: int, spec: object, topology: Topology, path: str) -> None:
+    def _add_random(self, index: int, spec: RandomStragglerSpec, topology: Topology, path: str) -> None:
         devices = frozenset(
             d.name for d in topology.select(spec.devices, join_path(path, "random.devices"))
         )
@@ -156,7 +150,7 @@ class Stragglers:
         }
         self.random.append(_RandomSlowdown(index, devices, spec.fraction, dist.dist, params))
 
-    def _add_links(self, spec: object, topology: Topology, path: str) -> None:
+    def _add_links(self, spec: LinkStraggler, topology: Topology, path: str) -> None:
         if spec.end_s <= spec.start_s:
             raise ScenarioError(
                 Problem(join_path(path, "end"), "must be later than start", "a time after start")

@@ -20,12 +20,15 @@ from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 import simpy
+from simpy.events import Timeout
 
 from .devices import ComputeStream, Stragglers, work_seconds
 from .errors import SimulationError
 from .network import Network
 from .records import Record
 from .topology import Device, Topology, build_topology
+
+_new_record = tuple.__new__
 
 ProcessGenerator = Generator[simpy.Event, Any, Any]
 
@@ -67,7 +70,7 @@ class Simulation:
     def __init__(
         self, topology: Topology, *, seed: int = 0, stragglers: Stragglers | None = None
     ) -> None:
-        self.env = simpy.Environment()
+        self.env = simpy.Environment(initial_time=0.0)
         self.topology = topology
         self.seed = seed
         self.network = Network(self.env, topology.links)
@@ -77,6 +80,7 @@ class Simulation:
         self._streams: dict[str, ComputeStream] = {}
         self._flow_seq = 0
         self._barriers: dict[str, Barrier] = {}
+        self._slowed = bool(self.stragglers.fixed or self.stragglers.random)
         self._schedule_link_degradations()
 
     @classmethod
@@ -133,30 +137,26 @@ class Simulation:
         slowdown in ``iteration``.  Work queues behind earlier work on the
         same device (FIFO).
         """
-        stream = self._stream(device)
-        dev = stream.device
-        duration = work_seconds(dev, flops=flops, seconds=seconds, bytes=bytes)
-        duration *= self.stragglers.factor(dev, iteration)
-        now = self.env.now
-        start, end = stream.reserve(now, duration)
+        stream = self._streams.get(device) or self._stream(device)
+        if seconds is not None and flops is None and bytes is None:
+            duration = seconds
+        else:
+            duration = work_seconds(stream.device, flops=flops, seconds=seconds, bytes=bytes)
+        if self._slowed:
+            duration *= self.stragglers.factor(stream.device, iteration)
+        env = self.env
+        now = env._now
+        free = stream.free_at_s
+        start = now if now > free else free
+        end = start + duration
+        stream.free_at_s = end
         self.records.append(
-            Record(
-                device,
-                "compute",
-                label,
-                start,
-                end,
-                bytes or 0.0,
-                flops or 0.0,
-                "",
-                "",
-                iteration,
-                microbatch,
-                stage,
-                op,
+            _new_record(
+                Record,
+                (device, "compute", label, start, end, bytes or 0.0, flops or 0.0, "", "", iteration, microbatch, stage, op),
             )
         )
-        return self.env.timeout(end - now)
+        return Timeout(env, end - now)
 
     # -- communication -------------------------------------------------------
 
