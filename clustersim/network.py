@@ -12,39 +12,47 @@ Algorithm
 *Max-min fair rates* are computed by progressive filling (water-filling): every
 unfrozen flow grows at the same pace until some link saturates; the flows on
 that link are frozen at its fair share and the others keep growing.  It is run
-as a heap of links keyed by ``(fair share, link index)`` where the fair share
-of a link is ``remaining capacity / unfrozen flows on it``.  The smallest valid
-entry is the next bottleneck; all its unfrozen flows are frozen at that share,
-the capacity and flow count of every link they cross are reduced and those
-links re-pushed with their new share (older entries are recognised as stale
-and skipped).  Ties go to the lowest link index, so the result is
-deterministic.  Cost ``O((L + F k) log L)`` for ``L`` links, ``F`` flows of
-``k`` links each.
+as a heap of links keyed by ``(fair share, link index)``, the fair share of a
+link being ``remaining capacity / unfrozen flows on it``.  The top entry, once
+up to date, is the next bottleneck: its unfrozen flows are frozen at that
+share and the capacity and flow count of every link they cross are reduced.
+Freezing never lowers a link's fair share, so heap keys are lower bounds and
+an out-of-date top entry is simply pushed back with its current share (lazy
+increase-key, one entry per link).  Ties go to the lowest link index, so the
+result is deterministic.  Cost ``O((L + F k) log L)`` for ``L`` links and
+``F`` flows of ``k`` links each.
 
 *The network* (:class:`Network`) is event-driven without a SimPy process per
 flow:
 
-* One heap holds ``(time, flow id, version, flow)`` entries: the end of a
-  flow's latency phase (``version == -1``) and its completion (``version`` =
-  the flow's version when the entry was pushed).  An entry whose version is no
+* A timer queue holds the end of each flow's latency phase and its
+  completion, as ``(flow id, version, flow)`` entries in per-time buckets
+  under a heap of distinct times (collectives start and end many flows at the
+  same instant; a heap of floats is cheap).  An entry whose version is no
   longer the flow's is stale and skipped (lazy invalidation).  One SimPy
-  wake-up is pending for the earliest entry; if an earlier entry appears, a new
+  wake-up is pending for the earliest time; if an earlier time appears, a new
   wake-up is scheduled and the old one is ignored when it fires.
 * Bytes remaining are materialised lazily: a flow stores
   ``(remaining, rate, last_update)`` and only updates ``remaining`` when its
-  rate changes.  A flow completes exactly when its valid heap entry comes due.
-* Every arrival, departure and bandwidth change marks links dirty and schedules
-  one recomputation at the current instant with priority 2 (after SimPy's
-  ``URGENT`` = 0 and ``NORMAL`` = 1), so all changes of one instant cost a
-  single recomputation, run after every other event of that instant.
+  rate changes.  A flow completes exactly when its valid entry comes due.
+* A flow whose latency ends while all its links are idle gets
+  ``min(capacity)`` at once.  Otherwise arrivals, departures that leave other
+  flows on a link, and bandwidth changes mark links dirty and schedule one
+  recomputation at the current instant with priority 2 (after SimPy's
+  ``URGENT`` = 0 and ``NORMAL`` = 1): all changes of one instant cost a single
+  recomputation, run after every other event of that instant.  (A flow rated
+  at once and joined by another flow later in the same instant is re-rated by
+  that recomputation; no time has passed, so nothing differs.)
 * A recomputation only visits the connected components (flows sharing links,
-  transitively) of the dirty links.  A component of a single flow gets
-  ``min(capacity)`` of its links without the solver.  Flows whose rate does not
-  change keep their heap entry.
+  transitively) of the dirty links.  A flow alone on its links gets
+  ``min(capacity)`` without the solver.  Flows whose rate does not change keep
+  their timer entry.
 
 Determinism: all iteration is over lists and insertion-ordered dicts keyed by
-integers; nothing depends on hash seeds or ``id()``.  The same sequence of
-calls gives bit-identical times.
+integers or float times; entries due at the same time are handled in the
+order they were scheduled (departures before arrivals).  Nothing depends on
+hash seeds or ``id()`` (``id`` only keys a cache of validated routes), so the
+same sequence of calls gives bit-identical times.
 
 The module does not import :mod:`clustersim.topology`; it only reads these
 attributes: a link has ``index`` (its position in the list given to
@@ -57,11 +65,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any, Protocol
 
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.events import NORMAL, PENDING, Event
 
 from .errors import SimulationError
 
@@ -76,14 +84,10 @@ __all__ = [
 ]
 
 _INF = math.inf
+_NAN = math.nan
 
 RECOMPUTE_PRIORITY = 2
 """SimPy priority of the batched rate recomputation: after URGENT (0) and NORMAL (1)."""
-
-# Flow states.
-_LATENT = 0  # spending the route latency
-_ACTIVE = 1  # moving bytes (holds bandwidth)
-_DONE = 2  # last byte arrived
 
 _ROUTE_CACHE_MAX = 1 << 18
 
@@ -126,19 +130,28 @@ class LinkStats:
     """Largest number of flows moving bytes over the link at the same time."""
 
 
-class Flow:
-    """One transfer in the network.  The value of the event returned by
-    :meth:`Network.transfer`, so callers can read its times.
+class Flow(Event):
+    """One transfer in the network, and the SimPy event that succeeds (with
+    value ``None``) at the instant its last byte arrives.  Returned by
+    :meth:`Network.transfer`; wait for it with ``yield flow``.
 
     Public attributes (read only): ``id`` (sequence number, from 0),
     ``route``, ``links`` (tuple of link indices), ``size_bytes``, ``start_s``
     (time of the :meth:`Network.transfer` call), ``arrival_s`` (end of the
     latency phase, start of the bandwidth phase; ``nan`` before), ``end_s``
     (time the last byte arrived; ``nan`` before) and ``rate_Bps`` (current
-    rate in bytes/s, 0 outside the bandwidth phase).
+    rate in bytes/s, 0 outside the bandwidth phase).  All in seconds, bytes
+    and bytes/s.
     """
 
     __slots__ = (
+        # simpy.Event's attributes, as slots so that no instance dict is made
+        "env",
+        "callbacks",
+        "_value",
+        "_ok",
+        "_defused",
+        # the flow's own
         "id",
         "route",
         "links",
@@ -147,11 +160,9 @@ class Flow:
         "arrival_s",
         "end_s",
         "rate_Bps",
-        "event",
         "_remaining",
         "_last",
         "_version",
-        "_state",
         "_mark",
         "_frz",
         "_new",
@@ -159,26 +170,28 @@ class Flow:
 
     def __init__(
         self,
+        env: simpy.Environment,
         fid: int,
         route: Any,
         links: tuple[int, ...],
         size_bytes: float,
         now: float,
-        event: Event,
     ) -> None:
+        # Inlined Event.__init__ (as simpy.Timeout does).
+        self.env = env
+        self.callbacks = []
+        self._value = PENDING
         self.id = fid
         self.route = route
         self.links = links
         self.size_bytes = size_bytes
         self.start_s = now
-        self.arrival_s = math.nan
-        self.end_s = math.nan
+        self.arrival_s = _NAN
+        self.end_s = _NAN
         self.rate_Bps = 0.0
-        self.event = event
-        self._remaining = size_bytes
+        self._remaining = size_bytes  # bytes left at time _last
         self._last = now
-        self._version = 0
-        self._state = _LATENT
+        self._version = 0  # bumped whenever the flow's timer entry changes
         self._mark = -1  # component-search epoch
         self._frz = -1  # solver epoch in which the flow was frozen
         self._new = 0.0  # rate computed by the solver
@@ -186,19 +199,27 @@ class Flow:
     @property
     def done(self) -> bool:
         """True once the last byte has arrived."""
-        return self._state == _DONE
+        return self._value is not PENDING
 
     def remaining_bytes(self, now: float) -> float:
         """Bytes still to move at time ``now`` (seconds), given the current rate."""
-        if self._state == _DONE:
+        if self._value is not PENDING:
             return 0.0
-        if self._state == _LATENT or self.rate_Bps <= 0.0:
+        if self.rate_Bps <= 0.0:
             return self._remaining
         return max(0.0, self._remaining - self.rate_Bps * (now - self._last))
 
     def __repr__(self) -> str:
-        state = ("latent", "active", "done")[self._state]
-        return f"Flow(id={self.id}, size_bytes={self.size_bytes!r}, links={self.links}, {state}, rate_Bps={self.rate_Bps!r})"
+        if self._value is not PENDING:
+            state = "done"
+        elif self.arrival_s == self.arrival_s:
+            state = "active"
+        else:
+            state = "latent"
+        return (
+            f"Flow(id={self.id}, size_bytes={self.size_bytes!r}, links={self.links}, "
+            f"{state}, rate_Bps={self.rate_Bps!r})"
+        )
 
 
 class _SolverFlow:
@@ -220,21 +241,12 @@ class _Solver:
     must be distinct.  ``cap[l]`` is the capacity of link ``l`` in bytes/s.
     """
 
-    __slots__ = ("rem", "cnt", "stamp", "tick", "epoch")
+    __slots__ = ("rem", "cnt", "epoch")
 
     def __init__(self, n_links: int) -> None:
         self.rem = [0.0] * n_links  # remaining capacity, bytes/s
         self.cnt = [0] * n_links  # unfrozen flows
-        self.stamp = [-1] * n_links  # round in which a link was last re-pushed
-        self.tick = 0
-        self.epoch = 0
-
-    def grow(self, n_links: int) -> None:
-        extra = n_links - len(self.rem)
-        if extra > 0:
-            self.rem.extend([0.0] * extra)
-            self.cnt.extend([0] * extra)
-            self.stamp.extend([-1] * extra)
+        self.epoch = 0  # marks the flows frozen by the current fill
 
     def fill(
         self,
@@ -242,19 +254,31 @@ class _Solver:
         comp_flows: Sequence[Any],
         users: Sequence[dict[int, Any]],
         cap: Sequence[float],
+        private: Sequence[int] = (),
     ) -> None:
         """Set ``flow._new`` to the max-min fair rate of every flow in ``comp_flows``.
 
-        ``comp_links`` must hold every link crossed by a flow of
-        ``comp_flows``, and ``users`` of those links only flows of
-        ``comp_flows`` (a union of connected components).
+        ``users[l]`` holds the flows on link ``l``, all of them in
+        ``comp_flows`` (a union of connected components).  Every link crossed
+        by a flow of ``comp_flows`` must be in ``comp_links``, except links
+        with a single flow: of those, it suffices to give in ``private`` the
+        one with the smallest ``(capacity, index)`` of each flow (the others
+        could only come out of the heap after it, when their flow is already
+        frozen), which keeps the heap small.
+
+        Progressive filling with a heap of ``(fair share, link)``.  Freezing
+        flows at the current level ``s`` never lowers another link's fair
+        share (``(rem - k s) / (n - k) >= rem / n`` when ``s <= rem / n``),
+        so a heap key is a lower bound of the link's current share: the heap
+        holds one entry per link, and an entry found out of date when it
+        reaches the top is pushed back with the current share (lazy
+        increase-key).  An up-to-date top entry is the bottleneck; ties go to
+        the lowest link index.
         """
         rem = self.rem
         cnt = self.cnt
-        stamp = self.stamp
         self.epoch += 1
         epoch = self.epoch
-        tick = self.tick
         heap = []
         for link in comp_links:
             n = len(users[link])
@@ -262,42 +286,38 @@ class _Solver:
             c = cap[link]
             rem[link] = c
             heap.append((c / n if c > 0.0 else 0.0, link))
+        for link in private:
+            cnt[link] = 1
+            c = cap[link]
+            rem[link] = c
+            heap.append((c if c > 0.0 else 0.0, link))
         heapify(heap)
         left = len(comp_flows)
         while heap:
-            share, link = heappop(heap)
+            key, link = heap[0]
             n = cnt[link]
-            if n == 0:
+            if not n:
+                heappop(heap)
                 continue
             r = rem[link]
-            if (r / n if r > 0.0 else 0.0) != share:
-                continue  # stale entry: the link changed since it was pushed
+            share = r / n if r > 0.0 else 0.0
+            if share > key:
+                heapreplace(heap, (share, link))  # out of date: back in at its share
+                continue
+            heappop(heap)
             if share == _INF:
                 break  # only unbounded links are left
-            tick += 1
-            touched = []
+            # `link` is the bottleneck: freeze its unfrozen flows at `share`.
             for flow in users[link].values():
-                if flow._frz == epoch:
-                    continue
-                flow._frz = epoch
-                flow._new = share
-                links = flow.links
-                for l2 in links:
-                    rem[l2] -= share
-                    cnt[l2] -= 1
-                touched.append(links)
-            left -= len(touched)
-            for links in touched:
-                for l2 in links:
-                    if stamp[l2] != tick:
-                        stamp[l2] = tick
-                        n2 = cnt[l2]
-                        if n2 > 0:
-                            r2 = rem[l2]
-                            heappush(heap, (r2 / n2 if r2 > 0.0 else 0.0, l2))
-            if left == 0:
+                if flow._frz != epoch:
+                    flow._frz = epoch
+                    flow._new = share
+                    left -= 1
+                    for l2 in flow.links:
+                        rem[l2] -= share
+                        cnt[l2] -= 1
+            if not left:
                 break
-        self.tick = tick
         if left:
             for flow in comp_flows:
                 if flow._frz != epoch:
@@ -322,24 +342,27 @@ def max_min_rates(
             raise ValueError(f"link capacity must be >= 0, got {c!r}")
     n_links = len(cap)
     users: list[dict[int, _SolverFlow]] = [{} for _ in range(n_links)]
-    flows: list[_SolverFlow] = []
-    rates = [_INF] * len(flow_links)
-    for i, links in enumerate(flow_links):
-        lt = tuple(dict.fromkeys(int(x) for x in links))
-        flow = _SolverFlow(lt)
-        flows.append(flow)
-        for link in lt:
-            if not 0 <= link < n_links:
+    flows = [_SolverFlow(tuple(links)) for links in flow_links]
+    for i, flow in enumerate(flows):
+        for link in flow.links:
+            if link < 0 or link >= n_links:
                 raise IndexError(f"flow {i}: link index {link} out of range 0..{n_links - 1}")
-            users[link][i] = flow
-    comp_links = [link for link in range(n_links) if users[link]]
+            lf = users[link]
+            if i in lf:  # a link listed twice: keep one of each
+                flow.links = tuple(dict.fromkeys(flow.links))
+                for link2 in flow.links:
+                    if link2 < 0 or link2 >= n_links:
+                        raise IndexError(
+                            f"flow {i}: link index {link2} out of range 0..{n_links - 1}"
+                        )
+                    users[link2][i] = flow
+                break
+            lf[i] = flow
     active = [f for f in flows if f.links]
     if active:
+        comp_links = [link for link in range(n_links) if users[link]]
         _Solver(n_links).fill(comp_links, active, users, cap)
-    for i, flow in enumerate(flows):
-        if flow.links:
-            rates[i] = flow._new
-    return rates
+    return [flow._new if flow.links else _INF for flow in flows]
 
 
 class _Callback(Event):
@@ -362,12 +385,18 @@ class Network:
 
     ``links[i].index`` must be ``i``.  Units: seconds, bytes, bytes/s.
 
-    Counters: ``recomputations`` (batched rate recomputations that re-rated
-    at least one flow),
-    ``flows_started``, ``flows_completed``, ``flows_rerated`` (flows whose rate
-    a recomputation evaluated; flows outside the changed components are not
-    counted), ``rate_changes`` (flows whose rate actually changed) and
-    ``solver_calls`` (components that needed progressive filling).
+    Timer queue: a heap of distinct times plus, per time, a bucket (list) of
+    ``(flow id, version, flow)`` entries due then, in the order they were
+    scheduled.  Collectives start and finish many flows at the same instant,
+    and a heap of plain floats is much cheaper than one of tuples.
+
+    Counters: ``recomputations`` (batched rate recomputations that re-rated at
+    least one flow), ``flows_started``, ``flows_completed``, ``flows_rerated``
+    (flows whose rate a recomputation evaluated; flows outside the changed
+    components are not counted), ``rate_changes`` (flows whose rate a
+    recomputation changed) and ``solver_calls`` (components that needed
+    progressive filling).  A flow that finds all its links idle when its
+    latency ends is rated at once, without a recomputation.
     """
 
     def __init__(self, env: simpy.Environment, links: Sequence[LinkLike]) -> None:
@@ -387,19 +416,18 @@ class Network:
         self._peak = [0] * n
         self._lmark = [-1] * n
         self._solver = _Solver(n)
-        self._heap: list[tuple[float, int, int, Flow]] = []
-        self._stale = 0  # stale entries in the heap (estimate, for compaction)
+        self._times: list[float] = []  # heap of the times that have a bucket
+        self._buckets: dict[float, list[tuple[int, int, Flow]]] = {}
+        self._stale = 0  # stale entries in the buckets (for compaction)
         self._wake_at = _INF
         self._wake_event: Event | None = None
         self._dirty: dict[int, None] = {}
         self._recompute_pending = False
         self._epoch = 0
         self._next_id = 0
-        self._active: dict[int, Flow] = {}
-        self._in_flight = 0
-        self._routes: dict[int, tuple[Any, tuple[int, ...]]] = {}
+        self._n_active = 0
+        self._routes: dict[int, tuple[Any, tuple[int, ...], float]] = {}
         self.recomputations = 0
-        self.flows_started = 0
         self.flows_completed = 0
         self.flows_rerated = 0
         self.rate_changes = 0
@@ -408,59 +436,71 @@ class Network:
     # ----------------------------------------------------------------- public
 
     @property
+    def flows_started(self) -> int:
+        """Transfers started so far."""
+        return self._next_id
+
+    @property
     def active_flows(self) -> int:
         """Flows in their bandwidth phase (holding bandwidth) now."""
-        return len(self._active)
+        return self._n_active
 
     @property
     def in_flight(self) -> int:
         """Transfers started and not yet complete (latency or bandwidth phase)."""
-        return self._in_flight
+        return self._next_id - self.flows_completed
 
     def active(self) -> list[Flow]:
-        """The flows in their bandwidth phase, in order of arrival."""
-        return list(self._active.values())
+        """The flows in their bandwidth phase, by id (O(links + flows))."""
+        found: dict[int, Flow] = {}
+        for lf in self._link_flows:
+            found.update(lf)
+        return [found[fid] for fid in sorted(found)]
 
     def bandwidth_Bps(self, link_index: int) -> float:
         """Current capacity of a link in bytes/s."""
         return self._cap[link_index]
 
-    def transfer(self, route: RouteLike, size_bytes: float) -> Event:
+    def transfer(self, route: RouteLike, size_bytes: float) -> Flow:
         """Start moving ``size_bytes`` bytes over ``route`` now.
 
-        Returns an event that succeeds, with the :class:`Flow` as value, at the
-        instant the last byte arrives: ``route.latency_s`` seconds later the
-        flow starts to share bandwidth; a zero-byte transfer finishes after the
-        latency alone, and a transfer over an empty route at once (the event is
-        still triggered through the SimPy queue).
+        Returns the :class:`Flow`, a SimPy event that succeeds (value ``None``)
+        at the instant the last byte arrives.  ``route.latency_s`` seconds
+        after the call the flow starts to share bandwidth; a zero-byte
+        transfer finishes after the latency alone, and a transfer over an
+        empty route at once (still through the SimPy queue, so the waiting
+        process resumes in the same instant).
         """
         size = float(size_bytes)
-        if not (size >= 0.0 and size < _INF):
+        if not 0.0 <= size < _INF:
             raise SimulationError(
                 f"transfer size must be finite and >= 0 bytes, got {size_bytes!r}"
             )
+        info = self._routes.get(id(route))
+        if info is None or info[0] is not route:
+            info = self._route_info(route)
+        links = info[1]
         env = self.env
-        now = env.now
-        links = self._route_links(route)
-        event = Event(env)
-        flow = Flow(self._next_id, route, links, size, now, event)
-        self._next_id += 1
-        self.flows_started += 1
-        self._in_flight += 1
+        now = env._now  # Environment.now without the property call (hot path)
+        fid = self._next_id
+        self._next_id = fid + 1
+        flow = Flow(env, fid, route, links, size, now)
         if not links:
             flow.arrival_s = now
             self._finish(flow, now)
-            return event
-        latency = float(route.latency_s)
-        if latency > 0.0:
-            heappush(self._heap, (now + latency, flow.id, -1, flow))
-            if not self._recompute_pending:
-                self._arm()
-        elif latency == 0.0:
-            self._arrive(flow, now)
+        elif info[2] > 0.0:
+            t = now + info[2]
+            bucket = self._buckets.get(t)
+            if bucket is None:
+                self._buckets[t] = [(fid, -1, flow)]
+                heappush(self._times, t)
+                if t < self._wake_at and not self._recompute_pending:
+                    self._arm()
+            else:
+                bucket.append((fid, -1, flow))
         else:
-            raise SimulationError(f"route latency must be >= 0 s, got {route.latency_s!r}")
-        return event
+            self._arrive(flow, now)
+        return flow
 
     def set_bandwidth(self, link_index: int, bandwidth_Bps: float) -> None:
         """Set a link's capacity (bytes/s) from now on.
@@ -476,7 +516,8 @@ class Network:
         self._cap[link_index] = bw
         if self._link_flows[link_index]:
             self._dirty[link_index] = None
-            self._schedule_recompute()
+            if not self._recompute_pending:
+                self._schedule_recompute()
 
     def link_stats(self) -> list[LinkStats]:
         """Per-link bytes, busy time and peak concurrency up to ``env.now``."""
@@ -498,12 +539,12 @@ class Network:
             raise SimulationError(f"link {name!r}: bandwidth must be >= 0 B/s, got {value!r}")
         return bw
 
-    def _route_links(self, route: RouteLike) -> tuple[int, ...]:
-        """Link indices of a route (distinct, validated), cached per route object."""
-        key = id(route)
-        hit = self._routes.get(key)
-        if hit is not None and hit[0] is route:
-            return hit[1]
+    def _route_info(self, route: RouteLike) -> tuple[Any, tuple[int, ...], float]:
+        """``(route, distinct link indices, latency_s)``, validated and cached by ``id``.
+
+        The cache holds a reference to the route, so its ``id`` cannot be
+        reused by another object while the entry exists.
+        """
         n = len(self._links)
         idx = []
         for link in route.links:
@@ -513,26 +554,42 @@ class Network:
                     f"link {getattr(link, 'name', link)!r}: index {i!r} not in 0..{n - 1}"
                 )
             idx.append(i)
-        links = tuple(dict.fromkeys(idx))
+        latency = float(route.latency_s)
+        if not 0.0 <= latency < _INF:
+            raise SimulationError(
+                f"route latency must be finite and >= 0 s, got {route.latency_s!r}"
+            )
+        info = (route, tuple(dict.fromkeys(idx)), latency)
         if len(self._routes) >= _ROUTE_CACHE_MAX:
             self._routes.clear()
-        # The cache keeps a reference to the route, so its id cannot be reused.
-        self._routes[key] = (route, links)
-        return links
+        self._routes[id(route)] = info
+        return info
+
+    def _push(self, t: float, fid: int, version: int, flow: Flow) -> None:
+        """Schedule a timer-queue entry at time ``t`` (does not arm)."""
+        bucket = self._buckets.get(t)
+        if bucket is None:
+            self._buckets[t] = [(fid, version, flow)]
+            heappush(self._times, t)
+        else:
+            bucket.append((fid, version, flow))
 
     def _schedule_recompute(self) -> None:
-        if not self._recompute_pending:
-            self._recompute_pending = True
-            _Callback(self.env, self._recompute, RECOMPUTE_PRIORITY, 0.0)
+        self._recompute_pending = True
+        _Callback(self.env, self._recompute, RECOMPUTE_PRIORITY, 0.0)
 
     def _arm(self) -> None:
-        """Make sure a wake-up is pending for the earliest valid heap entry."""
-        heap = self._heap
-        while heap:
-            t, _, ver, flow = heap[0]
-            if ver >= 0 and (ver != flow._version or flow._state != _ACTIVE):
-                heappop(heap)
-                self._stale -= 1
+        """Make sure a wake-up is pending for the earliest time with a valid entry."""
+        times = self._times
+        buckets = self._buckets
+        while times:
+            t = times[0]
+            for _, ver, flow in buckets[t]:
+                if ver < 0 or ver == flow._version:
+                    break
+            else:  # only stale entries: drop the bucket
+                heappop(times)
+                self._stale -= len(buckets.pop(t))
                 continue
             if t < self._wake_at:
                 self._wake_at = t
@@ -543,82 +600,191 @@ class Network:
             return
 
     def _on_wake(self, event: Event) -> None:
+        """Process every entry due at the wake-up's target time.
+
+        Per bucket, completions first, then arrivals, so a link freed and
+        taken at the same instant does not count both flows at once.  The
+        bodies of :meth:`_arrive` and :meth:`_finish` are inlined here: this
+        is the per-transfer hot path.
+        """
         if event is not self._wake_event:
             return  # superseded by an earlier wake-up
         self._wake_event = None
         target = self._wake_at
-        self._wake_at = _INF
-        now = self.env.now
+        self._wake_at = -_INF  # no wake-ups while the due entries are processed
+        env = self.env
+        now = env._now
         if now > target:
             target = now
-        heap = self._heap
-        while heap and heap[0][0] <= target:
-            _, _, ver, flow = heappop(heap)
-            if ver < 0:
-                self._arrive(flow, now)
-            elif ver == flow._version and flow._state == _ACTIVE:
-                self._depart(flow, now)
-            else:
-                self._stale -= 1
+        times = self._times
+        buckets = self._buckets
+        link_flows = self._link_flows
+        nbytes = self._bytes
+        busy = self._busy
+        since = self._since
+        peak = self._peak
+        cap = self._cap
+        dirty = self._dirty
+        schedule = env.schedule
+        completed = 0
+        n_active = self._n_active
+        while times and times[0] <= target:
+            bucket = buckets.pop(heappop(times))
+            arrivals = None
+            for fid, ver, flow in bucket:
+                if ver < 0:
+                    if arrivals is None:
+                        arrivals = [flow]
+                    else:
+                        arrivals.append(flow)
+                elif ver == flow._version:
+                    # Departure: the last byte arrived.
+                    size = flow.size_bytes
+                    freed = False
+                    for link in flow.links:
+                        lf = link_flows[link]
+                        del lf[fid]
+                        nbytes[link] += size
+                        if lf:
+                            dirty[link] = None
+                            freed = True
+                        else:
+                            busy[link] += now - since[link]
+                    n_active -= 1
+                    flow._version = ver + 1  # no entry of this flow is valid any more
+                    flow._remaining = 0.0
+                    flow._last = now
+                    flow.rate_Bps = 0.0
+                    if freed and not self._recompute_pending:
+                        self._schedule_recompute()
+                    flow.end_s = now
+                    completed += 1
+                    flow._ok = True
+                    flow._value = None
+                    schedule(flow)
+                else:
+                    self._stale -= 1
+            if arrivals is None:
+                continue
+            for flow in arrivals:
+                # Arrival: the latency is over (see _arrive).
+                flow.arrival_s = now
+                size = flow.size_bytes
+                if size == 0.0:
+                    flow.end_s = now
+                    completed += 1
+                    flow._ok = True
+                    flow._value = None
+                    schedule(flow)
+                    continue
+                flow._last = now
+                n_active += 1
+                fid = flow.id
+                alone = True
+                rate = _INF
+                for link in flow.links:
+                    lf = link_flows[link]
+                    if lf:
+                        alone = False
+                        lf[fid] = flow
+                        if len(lf) > peak[link]:
+                            peak[link] = len(lf)
+                    else:
+                        since[link] = now
+                        lf[fid] = flow
+                        if not peak[link]:
+                            peak[link] = 1
+                        c = cap[link]
+                        if c < rate:
+                            rate = c
+                if alone:
+                    ver = flow._version + 1
+                    flow._version = ver
+                    flow.rate_Bps = rate
+                    if rate > 0.0:
+                        t = now + size / rate
+                        bucket = buckets.get(t)
+                        if bucket is None:
+                            buckets[t] = [(fid, ver, flow)]
+                            heappush(times, t)
+                        else:
+                            bucket.append((fid, ver, flow))
+                else:
+                    dirty[flow.links[0]] = None
+                    if not self._recompute_pending:
+                        self._schedule_recompute()
+        self._n_active = n_active
+        self.flows_completed += completed
+        self._wake_at = _INF
         if not self._recompute_pending:
             self._arm()
 
     def _arrive(self, flow: Flow, now: float) -> None:
-        """End of the latency phase: the flow starts to hold bandwidth."""
+        """End of the latency phase: the flow starts to hold bandwidth.
+
+        A flow that finds all its links idle is given ``min(capacity)`` at
+        once (no recomputation).  If another flow joins one of its links at
+        the same instant, the link is marked dirty and the recomputation of
+        this instant re-rates both; no time passes in between, so the result
+        is the same as if the flow had waited for the recomputation.
+        """
         flow.arrival_s = now
         if flow.size_bytes == 0.0:
             self._finish(flow, now)
             return
-        flow._state = _ACTIVE
         flow._last = now
+        self._n_active += 1
         fid = flow.id
-        self._active[fid] = flow
         link_flows = self._link_flows
         peak = self._peak
+        cap = self._cap
+        alone = True
+        rate = _INF
         for link in flow.links:
             lf = link_flows[link]
-            if not lf:
+            if lf:
+                alone = False
+                lf[fid] = flow
+                if len(lf) > peak[link]:
+                    peak[link] = len(lf)
+            else:
                 self._since[link] = now
-            lf[fid] = flow
-            if len(lf) > peak[link]:
-                peak[link] = len(lf)
+                lf[fid] = flow
+                if not peak[link]:
+                    peak[link] = 1
+                c = cap[link]
+                if c < rate:
+                    rate = c
+        if alone:
+            flow._version += 1
+            flow.rate_Bps = rate
+            if rate > 0.0:
+                t = now + flow.size_bytes / rate
+                self._push(t, fid, flow._version, flow)
+                if t < self._wake_at and not self._recompute_pending:
+                    self._arm()
+            return
         # One link suffices: the component search reaches all of the flow's links.
         self._dirty[flow.links[0]] = None
-        self._schedule_recompute()
-
-    def _depart(self, flow: Flow, now: float) -> None:
-        """The flow's last byte arrived: release its links."""
-        fid = flow.id
-        del self._active[fid]
-        link_flows = self._link_flows
-        size = flow.size_bytes
-        nbytes = self._bytes
-        dirty = False
-        for link in flow.links:
-            lf = link_flows[link]
-            del lf[fid]
-            nbytes[link] += size
-            if lf:
-                self._dirty[link] = None
-                dirty = True
-            else:
-                self._busy[link] += now - self._since[link]
-        flow._remaining = 0.0
-        flow._last = now
-        flow.rate_Bps = 0.0
-        if dirty:
+        if not self._recompute_pending:
             self._schedule_recompute()
-        self._finish(flow, now)
 
     def _finish(self, flow: Flow, now: float) -> None:
-        flow._state = _DONE
+        """Trigger the flow's event (as ``Event.succeed(None)`` does)."""
         flow.end_s = now
-        self._in_flight -= 1
         self.flows_completed += 1
-        flow.event.succeed(flow)
+        flow._ok = True
+        flow._value = None
+        self.env.schedule(flow)
 
     def _recompute(self, _event: Event) -> None:
-        """The batched recomputation of this instant (priority 2)."""
+        """The batched recomputation of this instant (runs at priority 2).
+
+        For each dirty link not yet visited: find its component by
+        breadth-first search over link -> flows -> links, rate a lone flow
+        with the minimum capacity of its links and larger components with
+        :meth:`_Solver.fill`, then re-time the flows whose rate changed.
+        """
         self._recompute_pending = False
         dirty = self._dirty
         self._dirty = {}
@@ -628,64 +794,98 @@ class Network:
         lmark = self._lmark
         link_flows = self._link_flows
         cap = self._cap
-        heap = self._heap
         rerated = 0
+        changed = 0
         for start in dirty:
-            if lmark[start] == epoch or not link_flows[start]:
+            lf = link_flows[start]
+            if not lf or lmark[start] == epoch:
                 continue
-            # Breadth-first search of the component of `start`.
+            if len(lf) == 1:
+                # Fast path: a flow alone on all its links needs no solver.
+                (flow,) = lf.values()
+                links = flow.links
+                rate = _INF
+                for link in links:
+                    if len(link_flows[link]) != 1:
+                        break
+                    c = cap[link]
+                    if c < rate:
+                        rate = c
+                else:
+                    for link in links:
+                        lmark[link] = epoch
+                    flow._mark = epoch
+                    rerated += 1
+                    if rate != flow.rate_Bps:
+                        changed += 1
+                        self._retime(flow, rate, now)
+                    continue
+            # Breadth-first search of the component of `start` (the list grows
+            # while it is walked).  Links with a single flow are not walked:
+            # only the tightest of each flow goes to the solver.
             lmark[start] = epoch
             comp_links = [start]
             comp_flows: list[Flow] = []
-            i = 0
-            while i < len(comp_links):
-                lf = link_flows[comp_links[i]]
-                i += 1
-                for flow in lf.values():
-                    if flow._mark != epoch:
-                        flow._mark = epoch
-                        comp_flows.append(flow)
-                        for l2 in flow.links:
-                            if lmark[l2] != epoch:
-                                lmark[l2] = epoch
+            private: list[int] = []
+            for link in comp_links:
+                for flow in link_flows[link].values():
+                    if flow._mark == epoch:
+                        continue
+                    flow._mark = epoch
+                    comp_flows.append(flow)
+                    best = -1
+                    best_cap = _INF
+                    for l2 in flow.links:
+                        if lmark[l2] != epoch:
+                            lmark[l2] = epoch
+                            if len(link_flows[l2]) > 1:
                                 comp_links.append(l2)
-            if len(comp_flows) == 1:
-                flow = comp_flows[0]
-                flow._new = min([cap[link] for link in flow.links])
-            else:
-                self.solver_calls += 1
-                self._solver.fill(comp_links, comp_flows, link_flows, cap)
+                            else:
+                                c = cap[l2]
+                                if c < best_cap or (c == best_cap and l2 < best):
+                                    best_cap = c
+                                    best = l2
+                    if best >= 0:
+                        private.append(best)
+            self.solver_calls += 1
+            self._solver.fill(comp_links, comp_flows, link_flows, cap, private)
             rerated += len(comp_flows)
             for flow in comp_flows:
-                rate = flow._new
-                old = flow.rate_Bps
-                if rate == old:
-                    continue
-                self.rate_changes += 1
-                if old > 0.0:
-                    # Materialise the bytes moved at the old rate; the old entry goes stale.
-                    dt = now - flow._last
-                    if dt > 0.0:
-                        rest = flow._remaining - old * dt
-                        flow._remaining = rest if rest > 0.0 else 0.0
-                    self._stale += 1
-                flow._last = now
-                flow.rate_Bps = rate
-                flow._version += 1
-                if rate > 0.0:
-                    heappush(heap, (now + flow._remaining / rate, flow.id, flow._version, flow))
+                if flow._new != flow.rate_Bps:
+                    changed += 1
+                    self._retime(flow, flow._new, now)
         if rerated:
             self.recomputations += 1
             self.flows_rerated += rerated
-        if self._stale > 1024 and self._stale > len(heap) // 2:
+            self.rate_changes += changed
+        if self._stale > 4096 and self._stale > 4 * (self._next_id - self.flows_completed):
             self._compact()
         self._arm()
 
+    def _retime(self, flow: Flow, rate: float, now: float) -> None:
+        """Give ``flow`` a new rate from ``now``: materialise the bytes moved
+        at the old rate, invalidate its entry, schedule the new completion."""
+        old = flow.rate_Bps
+        if old > 0.0:
+            dt = now - flow._last
+            if dt > 0.0:
+                rest = flow._remaining - old * dt
+                flow._remaining = rest if rest > 0.0 else 0.0
+            self._stale += 1  # its previous entry
+        flow._last = now
+        flow.rate_Bps = rate
+        flow._version += 1
+        if rate > 0.0:
+            self._push(now + flow._remaining / rate, flow.id, flow._version, flow)
+
     def _compact(self) -> None:
-        """Drop stale entries from the heap."""
-        heap = [
-            e for e in self._heap if e[2] < 0 or (e[2] == e[3]._version and e[3]._state == _ACTIVE)
-        ]
-        heapify(heap)
-        self._heap = heap
+        """Drop stale entries (the valid ones keep their order)."""
+        buckets: dict[float, list[tuple[int, int, Flow]]] = {}
+        for t, bucket in self._buckets.items():
+            keep = [e for e in bucket if e[1] < 0 or e[1] == e[2]._version]
+            if keep:
+                buckets[t] = keep
+        self._buckets = buckets
+        self._times = list(buckets)
+        heapify(self._times)
         self._stale = 0

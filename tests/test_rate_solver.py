@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pytest
 import simpy
@@ -11,25 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustersim.network import Network, max_min_rates
+from clustersim.topology import Link, Route
 
 REL = 1e-9
-
-
-@dataclass(frozen=True)
-class Link:
-    index: int
-    name: str
-    src: str
-    dst: str
-    bandwidth_Bps: float
-    latency_s: float
-
-
-@dataclass(frozen=True)
-class Route:
-    links: tuple[Link, ...]
-    latency_s: float
-    bottleneck_Bps: float
 
 
 # ------------------------------------------------------------ hand examples
@@ -68,6 +51,11 @@ def test_edge_cases() -> None:
     assert max_min_rates([[0], [0]], [math.inf]) == [math.inf, math.inf]
     assert max_min_rates([[0], [0, 1]], [0.0, 5.0]) == [0.0, 0.0]
     assert max_min_rates([[0, 0, 1]], [2.0, 5.0]) == [2.0]  # a repeated link counts once
+    assert max_min_rates([[0, 0, 1], [1]], [2.0, 5.0]) == [2.0, 3.0]
+    with pytest.raises(IndexError):
+        max_min_rates([[0, 0, -1]], [2.0])
+    with pytest.raises(IndexError):
+        max_min_rates([[-1]], [2.0])
     with pytest.raises(IndexError):
         max_min_rates([[2]], [1.0])
     with pytest.raises(ValueError):
@@ -102,7 +90,9 @@ def flow_sets(draw: st.DrawFn) -> tuple[list[list[int]], list[float]]:
     )
     flows = draw(
         st.lists(
-            st.lists(st.integers(0, n_links - 1), min_size=1, max_size=min(n_links, 5), unique=True),
+            st.lists(
+                st.integers(0, n_links - 1), min_size=1, max_size=min(n_links, 5), unique=True
+            ),
             min_size=0,
             max_size=30,
         )
@@ -180,13 +170,19 @@ def test_rates_do_not_depend_on_flow_order(case: tuple[list[list[int]], list[flo
 @st.composite
 def network_cases(draw: st.DrawFn) -> dict:
     n_links = draw(st.integers(1, 6))
-    caps = draw(st.lists(st.sampled_from([1e9, 2e9, 2.5e9, 4e9, 1e10]), min_size=n_links, max_size=n_links))
-    lats = draw(st.lists(st.sampled_from([0.0, 0.0, 1e-3, 0.25]), min_size=n_links, max_size=n_links))
+    caps = draw(
+        st.lists(st.sampled_from([1e9, 2e9, 2.5e9, 4e9, 1e10]), min_size=n_links, max_size=n_links)
+    )
+    lats = draw(
+        st.lists(st.sampled_from([0.0, 0.0, 1e-3, 0.25]), min_size=n_links, max_size=n_links)
+    )
     jobs = draw(
         st.lists(
             st.tuples(
                 st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(0.0, 2.0)),
-                st.lists(st.integers(0, n_links - 1), min_size=1, max_size=min(4, n_links), unique=True),
+                st.lists(
+                    st.integers(0, n_links - 1), min_size=1, max_size=min(4, n_links), unique=True
+                ),
                 st.one_of(st.sampled_from([0.0, 1e8, 1e9]), st.floats(1e6, 3e9)),
             ),
             min_size=1,
@@ -195,12 +191,20 @@ def network_cases(draw: st.DrawFn) -> dict:
     )
     changes = draw(
         st.lists(
-            st.tuples(st.floats(0.0, 3.0), st.integers(0, n_links - 1), st.sampled_from([5e8, 1e9, 3e9])),
+            st.tuples(
+                st.floats(0.0, 3.0), st.integers(0, n_links - 1), st.sampled_from([5e8, 1e9, 3e9])
+            ),
             max_size=3,
         )
     )
     checks = draw(st.lists(st.floats(1e-3, 6.0), min_size=1, max_size=6))
-    return {"caps": caps, "lats": lats, "jobs": jobs, "changes": changes, "checks": sorted(set(checks))}
+    return {
+        "caps": caps,
+        "lats": lats,
+        "jobs": jobs,
+        "changes": changes,
+        "checks": sorted(set(checks)),
+    }
 
 
 def build(case: dict) -> tuple[simpy.Environment, Network, list[float]]:
@@ -215,7 +219,11 @@ def build(case: dict) -> tuple[simpy.Environment, Network, list[float]]:
     def job(i: int, start: float, idx: list[int], size: float):
         yield env.timeout(start)
         chosen = tuple(links[k] for k in idx)
-        r = Route(chosen, sum(link.latency_s for link in chosen), min(link.bandwidth_Bps for link in chosen))
+        r = Route(
+            chosen,
+            sum(link.latency_s for link in chosen),
+            min(link.bandwidth_Bps for link in chosen),
+        )
         yield net.transfer(r, size)
         ends[i] = env.now
 
@@ -235,7 +243,8 @@ def reference_times(case: dict) -> list[float]:
     caps = list(case["caps"])
     lats = case["lats"]
     pending = sorted(
-        (start + sum(lats[k] for k in idx), i, idx, size) for i, (start, idx, size) in enumerate(case["jobs"])
+        (start + sum(lats[k] for k in idx), i, idx, size)
+        for i, (start, idx, size) in enumerate(case["jobs"])
     )
     changes = sorted((at, n, k, bw) for n, (at, k, bw) in enumerate(case["changes"]))
     ends = [math.nan] * len(case["jobs"])
@@ -245,7 +254,13 @@ def reference_times(case: dict) -> list[float]:
         ids = list(active)
         rates = max_min_rates([active[i][0] for i in ids], caps)
         finish = {i: t + active[i][1] / r for i, r in zip(ids, rates) if r > 0}
-        nxt = min([*finish.values(), pending[0][0] if pending else math.inf, changes[0][0] if changes else math.inf])
+        nxt = min(
+            [
+                *finish.values(),
+                pending[0][0] if pending else math.inf,
+                changes[0][0] if changes else math.inf,
+            ]
+        )
         assert nxt < math.inf
         for i, r in zip(ids, rates):
             links, rem = active[i]
@@ -288,3 +303,39 @@ def test_incremental_network_matches_full_solver(case: dict) -> None:
         for k in idx:
             carried[k] += size
     assert [s.bytes for s in net.link_stats()] == pytest.approx(carried, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_incremental_network_matches_reference_on_a_larger_case(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    n_links = 16
+    case = {
+        "caps": [rng.choice([1e9, 2.5e9, 1e10]) for _ in range(n_links)],
+        "lats": [rng.choice([0.0, 1e-6, 1e-3]) for _ in range(n_links)],
+        "jobs": [
+            (
+                rng.choice([0.0, 0.01, rng.uniform(0.0, 0.5)]),
+                rng.sample(range(n_links), rng.randint(1, 5)),
+                rng.choice([1e6, 5e7, rng.uniform(1e6, 4e8)]),
+            )
+            for _ in range(160)
+        ],
+        "changes": [
+            (rng.uniform(0.0, 1.0), rng.randrange(n_links), rng.choice([5e8, 2e9]))
+            for _ in range(4)
+        ],
+        "checks": sorted(rng.uniform(0.0, 2.0) for _ in range(8)),
+    }
+    env, net, ends = build(case)
+    for t in case["checks"]:
+        env.run(until=t)
+        flows = net.active()
+        caps = [net.bandwidth_Bps(k) for k in range(n_links)]
+        assert [f.rate_Bps for f in flows] == pytest.approx(
+            max_min_rates([f.links for f in flows], caps), rel=REL
+        )
+    env.run()
+    assert ends == pytest.approx(reference_times(case), rel=REL)
+    assert net.solver_calls > 0

@@ -134,7 +134,8 @@ class Program(Strategy):
             self.topology.device(op.compute.device, join_path(base, "compute.device"))
 
     def describe(self) -> str:
-        return f"program of {len(self.config.program)} operations"
+        n = len(self.config.program)
+        return f"program of {n} operation{'' if n == 1 else 's'}"
 
     def start(self, sim: Simulation) -> None:
         self.times: dict[str, tuple[float, float]] = {}
