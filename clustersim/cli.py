@@ -105,7 +105,7 @@ class RunCommand(Command):
         progress = _Progress(sys.stderr.isatty() and not args.quiet)
         started = time.monotonic()
         try:
-            result = simulate(scenario, progress=progress)
+            result = simulate(scenario, progress=progress if progress.enabled else None)
         finally:
             progress.close()
         wall = time.monotonic() - started
