@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check clustersim tests bench
+	$(VENV)/bin/ruff format --check clustersim tests bench
 
 test: $(STAMP) lint
 	$(PY) -m pytest

@@ -31,7 +31,11 @@ def scenario(racks: int, nodes_per_rack: int, spines: int, size: str, seed: int 
         "cluster": {
             "racks": racks,
             "nodes_per_rack": nodes_per_rack,
-            "node": {"gpus": 1, "pcie": {"bandwidth": "32GB/s"}, "nic": {"bandwidth": "100Gb/s", "latency": "2us"}},
+            "node": {
+                "gpus": 1,
+                "pcie": {"bandwidth": "32GB/s"},
+                "nic": {"bandwidth": "100Gb/s", "latency": "2us"},
+            },
             "rack_uplink": {"oversubscription": 4},
             "spines": spines,
         },
@@ -52,11 +56,15 @@ def main() -> None:
     wall = time.perf_counter() - t0
     engine = result.summary["engine"]
     hosts = args.racks * args.nodes_per_rack
-    print(f"contention: {hosts} hosts in {args.racks} racks, {args.spines} spines, 4:1 uplinks, {args.bytes} each")
+    print(
+        f"contention: {hosts} hosts in {args.racks} racks, {args.spines} spines, 4:1 uplinks, {args.bytes} each"
+    )
     print(f"  simulated makespan        : {result.makespan_s:.6f} s")
     print(f"  wall time (build + run)   : {wall:.3f} s")
     print(f"  flows completed per second: {engine['flows_completed'] / wall:,.0f}")
-    print(f"  rate recomputations/second: {engine['rate_recomputations'] / wall:,.1f} ({engine['rate_recomputations']} in all)")
+    print(
+        f"  rate recomputations/second: {engine['rate_recomputations'] / wall:,.1f} ({engine['rate_recomputations']} in all)"
+    )
 
 
 if __name__ == "__main__":

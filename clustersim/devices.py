@@ -140,7 +140,9 @@ class Stragglers:
                     out.fixed[dev.name] = out.fixed.get(dev.name, 1.0) * spec.slowdown
         return out
 
-    def _add_random(self, index: int, spec: RandomStragglerSpec, topology: Topology, path: str) -> None:
+    def _add_random(
+        self, index: int, spec: RandomStragglerSpec, topology: Topology, path: str
+    ) -> None:
         devices = frozenset(
             d.name for d in topology.select(spec.devices, join_path(path, "random.devices"))
         )

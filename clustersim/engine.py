@@ -153,7 +153,21 @@ class Simulation:
         self.records.append(
             _new_record(
                 Record,
-                (device, "compute", label, start, end, bytes or 0.0, flops or 0.0, "", "", iteration, microbatch, stage, op),
+                (
+                    device,
+                    "compute",
+                    label,
+                    start,
+                    end,
+                    bytes or 0.0,
+                    flops or 0.0,
+                    "",
+                    "",
+                    iteration,
+                    microbatch,
+                    stage,
+                    op,
+                ),
             )
         )
         return Timeout(env, end - now)

@@ -38,7 +38,9 @@ class ScenarioError(ClustersimError):
     """A scenario (or part of one) is invalid.  Carries one or more problems."""
 
     def __init__(self, problems: Sequence[Problem] | Problem, source: str = "") -> None:
-        self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
+        self.problems: list[Problem] = (
+            [problems] if isinstance(problems, Problem) else list(problems)
+        )
         self.source = source
         super().__init__(self.render())
 

@@ -18,13 +18,20 @@ def one_node(gpus: int, pcie: str, program: list[dict[str, Any]], **node: Any) -
         "cluster": {
             "racks": 1,
             "nodes_per_rack": 1,
-            "node": {"gpus": gpus, "pcie": {"bandwidth": pcie}, "nic": {"bandwidth": "100Gb/s"}, **node},
+            "node": {
+                "gpus": gpus,
+                "pcie": {"bandwidth": pcie},
+                "nic": {"bandwidth": "100Gb/s"},
+                **node,
+            },
         },
         "workload": {"program": program},
     }
 
 
-def transfer(op_id: str, src: str, dst: str, size: str, after: list[str] | None = None) -> dict[str, Any]:
+def transfer(
+    op_id: str, src: str, dst: str, size: str, after: list[str] | None = None
+) -> dict[str, Any]:
     """A program transfer operation."""
     op: dict[str, Any] = {"id": op_id, "transfer": {"src": src, "dst": dst, "bytes": size}}
     if after:
@@ -32,7 +39,9 @@ def transfer(op_id: str, src: str, dst: str, size: str, after: list[str] | None 
     return op
 
 
-def compute(op_id: str, device: str, after: list[str] | None = None, **amount: Any) -> dict[str, Any]:
+def compute(
+    op_id: str, device: str, after: list[str] | None = None, **amount: Any
+) -> dict[str, Any]:
     """A program compute operation (flops=, seconds= or bytes=)."""
     op: dict[str, Any] = {"id": op_id, "compute": {"device": device, **amount}}
     if after:

@@ -49,13 +49,25 @@ def test_timeline_has_one_row_per_operation(tmp_path) -> None:
 def test_no_temporary_files_left(tmp_path) -> None:
     """Outputs are moved into place; no temporary names remain."""
     main(["run", str(D1), "-o", str(tmp_path), "-q"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["links.csv", "summary.json", "timeline.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "links.csv",
+        "summary.json",
+        "timeline.csv",
+    ]
 
 
 def test_same_run_same_bytes(tmp_path) -> None:
     """Two runs of one scenario give byte-identical summary.json and timeline.csv."""
     for d in ("a", "b"):
-        main(["run", str(SCENARIOS / "network" / "oversubscribed_shuffle.yaml"), "-o", str(tmp_path / d), "-q"])
+        main(
+            [
+                "run",
+                str(SCENARIOS / "network" / "oversubscribed_shuffle.yaml"),
+                "-o",
+                str(tmp_path / d),
+                "-q",
+            ]
+        )
     for name in ("summary.json", "timeline.csv", "links.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
@@ -67,7 +79,12 @@ def test_summary_independent_of_hash_seed(tmp_path) -> None:
         out = tmp_path / seed
         env = {**os.environ, "PYTHONHASHSEED": seed}
         scenario = SCENARIOS / "network" / "oversubscribed_shuffle.yaml"
-        subprocess.run([sys.executable, "-m", "clustersim", "run", str(scenario), "-o", str(out), "-q"], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "clustersim", "run", str(scenario), "-o", str(out), "-q"],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
         outs.append((out / "summary.json").read_bytes())
     assert outs[0] == outs[1]
 
@@ -79,7 +96,10 @@ def test_seed_override(tmp_path) -> None:
 
 
 BAD = {
-    "unknown key": ("name: x\ncluster:\n  node:\n    nicc: {bandwidth: 1GB/s}\nworkload: {program: []}\n", "nicc"),
+    "unknown key": (
+        "name: x\ncluster:\n  node:\n    nicc: {bandwidth: 1GB/s}\nworkload: {program: []}\n",
+        "nicc",
+    ),
     "bare number": (
         "name: x\ncluster:\n  node:\n    pcie: {bandwidth: 16}\n    nic: {bandwidth: 1GB/s}\nworkload:\n  program:\n    - {id: a, compute: {device: rack0/node0/gpu0, seconds: 1s}}\n",
         "cluster.node.pcie.bandwidth",
@@ -98,7 +118,10 @@ BAD = {
         "    - {id: b, compute: {device: rack0/node0/gpu0, seconds: 1s}, after: [a]}\n",
         "cycle",
     ),
-    "unknown workload": ("name: x\ncluster:\n  node:\n    pcie: {bandwidth: 16GB/s}\n    nic: {bandwidth: 1GB/s}\nworkload: {programm: []}\n", "program"),
+    "unknown workload": (
+        "name: x\ncluster:\n  node:\n    pcie: {bandwidth: 16GB/s}\n    nic: {bandwidth: 1GB/s}\nworkload: {programm: []}\n",
+        "program",
+    ),
     "yaml syntax": ("name: [x\n", "s.yaml"),
 }
 
@@ -121,7 +144,9 @@ def test_bad_input_exits_2_with_clear_message(tmp_path, capsys, case: str, comma
 def test_bad_input_via_subprocess_has_no_traceback(tmp_path) -> None:
     """The console entry point itself exits 2 without a traceback."""
     path = write(tmp_path, "name: x\ncluster: {kind: torus}\nworkload: {program: []}\n")
-    proc = subprocess.run([sys.executable, "-m", "clustersim", "run", str(path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "clustersim", "run", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "cluster" in proc.stderr

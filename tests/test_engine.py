@@ -15,7 +15,12 @@ from .conftest import compute, one_node, transfer
 def switch_sim(devices: int = 4, **cluster) -> Simulation:
     doc = {
         "name": "t",
-        "cluster": {"kind": "switch", "devices": devices, "link": {"bandwidth": "10GB/s"}, **cluster},
+        "cluster": {
+            "kind": "switch",
+            "devices": devices,
+            "link": {"bandwidth": "10GB/s"},
+            **cluster,
+        },
         "workload": {"program": [compute("x", "gpu0", seconds="1s")]},
     }
     return Simulation.from_scenario(parse_scenario(doc))
@@ -27,7 +32,9 @@ def test_compute_time_from_flops(flops: float, efficiency: float) -> None:
     """Compute time = FLOPs / (peak x efficiency)."""
     doc = one_node(1, "16GB/s", [compute("c", "rack0/node0/gpu0", flops=flops)])
     doc["cluster"]["node"]["gpu"] = {"flops": "312TFLOPS", "efficiency": efficiency}
-    assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(flops / (312e12 * efficiency), rel=1e-12)
+    assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(
+        flops / (312e12 * efficiency), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize(("size", "size_b"), [("2GB", 2e9), ("1GiB", 2**30), ("80GB", 80e9)])
@@ -40,7 +47,14 @@ def test_memory_bound_compute_time(size: str, size_b: float) -> None:
 
 def test_compute_stream_is_fifo() -> None:
     """Two pieces of work submitted together to one device run one after the other."""
-    doc = one_node(1, "16GB/s", [compute("a", "rack0/node0/gpu0", seconds="3ms"), compute("b", "rack0/node0/gpu0", seconds="2ms")])
+    doc = one_node(
+        1,
+        "16GB/s",
+        [
+            compute("a", "rack0/node0/gpu0", seconds="3ms"),
+            compute("b", "rack0/node0/gpu0", seconds="2ms"),
+        ],
+    )
     result = simulate(parse_scenario(doc))
     ops = result.summary["operations"]
     assert ops["a"]["end_s"] == pytest.approx(0.003)
@@ -71,7 +85,14 @@ def test_breakdown_exposed_and_idle() -> None:
     result = simulate(parse_scenario(one_node(2, "16GB/s", program)))
     assert result.makespan_s == pytest.approx(0.020)
     gpu0 = result.summary["devices"]["rack0/node0/gpu0"]
-    assert gpu0 == pytest.approx({"compute_s": 0.005, "communication_s": 0.010, "exposed_communication_s": 0.010, "idle_s": 0.005})
+    assert gpu0 == pytest.approx(
+        {
+            "compute_s": 0.005,
+            "communication_s": 0.010,
+            "exposed_communication_s": 0.010,
+            "idle_s": 0.005,
+        }
+    )
 
 
 @pytest.mark.parametrize("slowdown", [1.0, 1.5, 2.0, 4.0])
@@ -96,7 +117,11 @@ def random_straggler_run(seed: int, dist: dict) -> list[float]:
 
 @pytest.mark.parametrize(
     "dist",
-    [{"dist": "lognormal", "sigma": 0.3}, {"dist": "exponential", "scale": 0.5}, {"dist": "uniform", "low": 1.0, "high": 2.0}],
+    [
+        {"dist": "lognormal", "sigma": 0.3},
+        {"dist": "exponential", "scale": 0.5},
+        {"dist": "uniform", "low": 1.0, "high": 2.0},
+    ],
 )
 def test_random_straggler_is_seeded(dist: dict) -> None:
     """Random slowdowns are the same for the same seed and differ for another."""
@@ -122,7 +147,9 @@ def test_link_degradation_window() -> None:
             "links": [{"src": "a", "dst": "b", "bandwidth": "1GB/s"}],
         },
         "workload": {"program": [transfer("t", "a", "b", "1GB")]},
-        "stragglers": [{"links": "a->b", "bandwidth_factor": 0.5, "start": "200ms", "end": "600ms"}],
+        "stragglers": [
+            {"links": "a->b", "bandwidth_factor": 0.5, "start": "200ms", "end": "600ms"}
+        ],
     }
     # 0.2 s at 1 GB/s (0.2 GB), 0.4 s at 0.5 GB/s (0.2 GB), the remaining 0.6 GB at 1 GB/s
     assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(1.2, rel=1e-12)
@@ -184,12 +211,18 @@ def test_split_routing_spreads_a_flow_over_spines() -> None:
     }
     result = simulate(parse_scenario(doc))
     assert result.makespan_s == pytest.approx(1e9 / 12.5e9, rel=1e-12)
-    spine_bytes = [row["bytes"] for row in result.links if row["link"].startswith("rack0/tor->spine")]
+    spine_bytes = [
+        row["bytes"] for row in result.links if row["link"].startswith("rack0/tor->spine")
+    ]
     assert spine_bytes == pytest.approx([2.5e8] * 4)
 
 
 def test_topology_is_reused() -> None:
     """A Simulation can be built on an existing topology."""
-    doc = {"name": "t", "cluster": {"kind": "ring", "devices": 4, "link": {"bandwidth": "1GB/s"}}, "workload": {"program": [compute("x", "gpu0", seconds="1s")]}}
+    doc = {
+        "name": "t",
+        "cluster": {"kind": "ring", "devices": 4, "link": {"bandwidth": "1GB/s"}},
+        "workload": {"program": [compute("x", "gpu0", seconds="1s")]},
+    }
     topo = build_topology(parse_scenario(doc).cluster)
     assert Simulation(topo).topology is topo

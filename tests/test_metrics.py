@@ -33,8 +33,12 @@ def test_breakdown_counts_transfers_on_both_ends() -> None:
         Record("a", "transfer", "t", 1.0, 4.0, 10.0, 0.0, "a", "b"),
     ]
     out = device_breakdown(records, 5.0, ["a", "b", "c"])
-    assert out["a"] == pytest.approx({"compute_s": 2.0, "communication_s": 3.0, "exposed_communication_s": 2.0, "idle_s": 1.0})
-    assert out["b"] == pytest.approx({"compute_s": 0.0, "communication_s": 3.0, "exposed_communication_s": 3.0, "idle_s": 2.0})
+    assert out["a"] == pytest.approx(
+        {"compute_s": 2.0, "communication_s": 3.0, "exposed_communication_s": 2.0, "idle_s": 1.0}
+    )
+    assert out["b"] == pytest.approx(
+        {"compute_s": 0.0, "communication_s": 3.0, "exposed_communication_s": 3.0, "idle_s": 2.0}
+    )
     assert "c" not in out
 
 
@@ -48,7 +52,9 @@ def test_canonical_json_rounds_and_keeps_order() -> None:
 
 def test_timeline_csv_is_sorted_and_blank_for_missing_tags() -> None:
     """Rows come in start order; tags that do not apply are empty cells."""
-    text = timeline_csv([Record("x", "compute", "late", 2.0, 3.0), Record("y", "compute", "early", 0.0, 1.5)])
+    text = timeline_csv(
+        [Record("x", "compute", "late", 2.0, 3.0), Record("y", "compute", "early", 0.0, 1.5)]
+    )
     lines = text.splitlines()
     assert lines[1].startswith("y,compute,early,0,1.5,0,0,,,,,,")
     assert lines[2].split(",")[2] == "late"

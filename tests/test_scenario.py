@@ -938,7 +938,11 @@ def test_schema_unit_fields_are_patterned_strings_with_examples() -> None:
 def test_schema_workload_is_one_of_the_given_plugins() -> None:
     """With workload schemas, ``workload`` is exactly one of them, each with its key required."""
     program = {"type": "object", "properties": {"program": {"type": "array"}}}
-    collective = {"type": "object", "properties": {"collective": {"type": "string"}, "bytes": {}}, "required": ["bytes"]}
+    collective = {
+        "type": "object",
+        "properties": {"collective": {"type": "string"}, "bytes": {}},
+        "required": ["bytes"],
+    }
     schema = scenario_json_schema({"program": program, "collective": collective})
     alternatives = schema["properties"]["workload"]["oneOf"]
     assert [a["required"] for a in alternatives] == [["program"], ["collective", "bytes"]]

@@ -34,7 +34,11 @@ class Ping(Strategy):
 
 
 def ping_doc(n: int) -> dict:
-    return {"name": "ping", "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "1GB/s"}}, "workload": {"ping": n}}
+    return {
+        "name": "ping",
+        "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "1GB/s"}},
+        "workload": {"ping": n},
+    }
 
 
 def test_subclass_registers_itself() -> None:
@@ -98,4 +102,3 @@ def test_broken_plugin_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setattr(base.metadata, "entry_points", lambda group: [Broken()])
     with pytest.raises(ClustersimError, match="broken"):
         base.load_plugins()
-

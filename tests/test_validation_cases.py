@@ -96,9 +96,19 @@ def test_d2_sweep_cpu_root(n: int, pcie: str, bw: float) -> None:
 def sharded_aggregation(n: int, size_b: float, pcie: str) -> dict:
     """D3 shape: GPU i aggregates part i of n, then sends it to every other GPU."""
     part = f"{size_b / n}B"
-    program = [transfer(f"p{j}to{i}", gpu(j), gpu(i), part) for i in range(n) for j in range(n) if i != j]
-    program += [compute(f"sum{i}", gpu(i), after=[f"p{j}to{i}" for j in range(n) if j != i], flops=0) for i in range(n)]
-    program += [transfer(f"b{i}to{j}", gpu(i), gpu(j), part, after=[f"sum{i}"]) for i in range(n) for j in range(n) if i != j]
+    program = [
+        transfer(f"p{j}to{i}", gpu(j), gpu(i), part) for i in range(n) for j in range(n) if i != j
+    ]
+    program += [
+        compute(f"sum{i}", gpu(i), after=[f"p{j}to{i}" for j in range(n) if j != i], flops=0)
+        for i in range(n)
+    ]
+    program += [
+        transfer(f"b{i}to{j}", gpu(i), gpu(j), part, after=[f"sum{i}"])
+        for i in range(n)
+        for j in range(n)
+        if i != j
+    ]
     return one_node(n, pcie, program)
 
 
@@ -138,14 +148,18 @@ def test_n1_oversubscription_sweep(ratio: int, nodes: int) -> None:
     assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(1e9 / per_flow, rel=1e-9)
 
 
-@pytest.mark.parametrize(("uplink", "expected_s"), [("10Gb/s", 1.6), ("20Gb/s", 0.8), ("5Gb/s", 3.2)])
+@pytest.mark.parametrize(
+    ("uplink", "expected_s"), [("10Gb/s", 1.6), ("20Gb/s", 0.8), ("5Gb/s", 3.2)]
+)
 def test_n1_uplink_as_bandwidth(uplink: str, expected_s: float) -> None:
     """N1 with the rack uplink given as a bandwidth instead of a ratio."""
     doc = two_racks(2, "10Gb/s", {"bandwidth": uplink}, "1GB", pairs=2)
     assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(expected_s, rel=1e-9)
 
 
-@pytest.mark.parametrize(("size", "size_b"), [("1TB", 1e12), ("8Tb", 1e12), ("1TiB", 2**40), ("100GB", 1e11)])
+@pytest.mark.parametrize(
+    ("size", "size_b"), [("1TB", 1e12), ("8Tb", 1e12), ("1TiB", 2**40), ("100GB", 1e11)]
+)
 @pytest.mark.parametrize(("bw", "bw_Bps"), [("200Gb/s", 25e9), ("400Gb/s", 50e9), ("25GB/s", 25e9)])
 def test_n2_bulk_transfer_sweep(size: str, size_b: float, bw: str, bw_Bps: float) -> None:
     """N2 generalised: S bytes over one link of bandwidth B take S / B."""
@@ -179,7 +193,11 @@ def test_n4_alpha_beta_sweep(latency_us: float, size_b: float, bw: float) -> Non
     """N4: a message of l bytes takes a + l / B exactly (two hops through a switch)."""
     doc = {
         "name": "n4",
-        "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": f"{bw}B/s", "latency": f"{latency_us}us"}},
+        "cluster": {
+            "kind": "switch",
+            "devices": 2,
+            "link": {"bandwidth": f"{bw}B/s", "latency": f"{latency_us}us"},
+        },
         "workload": {"program": [transfer("m", "gpu0", "gpu1", f"{size_b}B")]},
     }
     expected = 2 * latency_us * 1e-6 + size_b / bw
