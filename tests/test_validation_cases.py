@@ -202,3 +202,19 @@ def test_n4_alpha_beta_sweep(latency_us: float, size_b: float, bw: float) -> Non
     }
     expected = 2 * latency_us * 1e-6 + size_b / bw
     assert simulate(parse_scenario(doc)).makespan_s == pytest.approx(expected, rel=1e-12, abs=1e-18)
+
+
+@pytest.mark.parametrize(
+    ("name", "utilisation"),
+    [("n1_oversubscribed_uplink.yaml", 1.0), ("n1_full_bisection.yaml", 0.5)],
+)
+def test_n1_uplink_statistics(name: str, utilisation: float) -> None:
+    """N1: the rack uplink carries 2 GB with 2 concurrent flows for the whole run."""
+    result = simulate(VALIDATION / name)
+    uplink = {row["link"]: row for row in result.links}["rack0/tor->spine0"]
+    assert uplink["bytes"] == 2e9
+    assert uplink["peak_flows"] == 2
+    assert uplink["busy_s"] == pytest.approx(result.makespan_s, rel=1e-12)
+    assert uplink["utilisation"] == pytest.approx(utilisation, rel=1e-9)
+    # the bottleneck (uplink at 2:1, the NICs at 1:1) is busy all the time
+    assert result.summary["busiest_links"][0]["utilisation"] == pytest.approx(1.0, rel=1e-9)
