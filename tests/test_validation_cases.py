@@ -205,16 +205,16 @@ def test_n4_alpha_beta_sweep(latency_us: float, size_b: float, bw: float) -> Non
 
 
 @pytest.mark.parametrize(
-    ("name", "utilisation"),
-    [("n1_oversubscribed_uplink.yaml", 1.0), ("n1_full_bisection.yaml", 0.5)],
+    ("name", "uplink_Bps"),
+    [("n1_oversubscribed_uplink.yaml", 1.25e9), ("n1_full_bisection.yaml", 2.5e9)],
 )
-def test_n1_uplink_statistics(name: str, utilisation: float) -> None:
-    """N1: the rack uplink carries 2 GB with 2 concurrent flows for the whole run."""
+def test_n1_uplink_statistics(name: str, uplink_Bps: float) -> None:
+    """N1: the rack uplink carries 2 GB with 2 concurrent flows and is full the whole run."""
     result = simulate(VALIDATION / name)
     uplink = {row["link"]: row for row in result.links}["rack0/tor->spine0"]
     assert uplink["bytes"] == 2e9
     assert uplink["peak_flows"] == 2
     assert uplink["busy_s"] == pytest.approx(result.makespan_s, rel=1e-12)
-    assert uplink["utilisation"] == pytest.approx(utilisation, rel=1e-9)
-    # the bottleneck (uplink at 2:1, the NICs at 1:1) is busy all the time
+    assert uplink["bandwidth_Bps"] == uplink_Bps
+    assert uplink["utilisation"] == pytest.approx(2e9 / (uplink_Bps * result.makespan_s), rel=1e-12)
     assert result.summary["busiest_links"][0]["utilisation"] == pytest.approx(1.0, rel=1e-9)
