@@ -185,12 +185,15 @@ class Simulation:
         microbatch: int = -1,
         stage: int = -1,
         op: str = "",
+        record: bool = True,
     ) -> simpy.Event:
         """Send ``size_bytes`` bytes from device ``src`` to device ``dst``.
 
         The event fires when the last byte has arrived.  With several
         equal-cost routes the flow takes one by hash (ECMP), or is split evenly
         over all of them when the cluster's ``spine_routing`` is ``split``.
+        ``record=False`` leaves the transfer out of the records (collectives
+        with millions of sends record one row per rank instead).
         """
         if size_bytes < 0:
             raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
@@ -204,6 +207,8 @@ class Simulation:
         else:
             self._flow_seq += 1
             done = self.network.transfer(self.topology.route(src, dst, self._flow_seq), size_bytes)
+        if not record:
+            return done
         records = self.records
 
         def _record(_event: simpy.Event) -> None:

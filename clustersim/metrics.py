@@ -5,7 +5,7 @@ Definitions (all times in simulated seconds, over the whole run of length
 
 * ``compute_s`` -- time the device's compute stream was busy;
 * ``communication_s`` -- time at least one transfer from or to the device
-  was in flight;
+  (or a collective it takes part in) was in flight;
 * ``exposed_communication_s`` -- communication time not hidden behind
   compute (communication_s minus its overlap with compute);
 * ``idle_s`` -- time with neither compute nor communication.
@@ -24,6 +24,9 @@ from typing import Any
 from .records import Record
 
 Interval = tuple[float, float]
+
+COMMUNICATION_KINDS = frozenset({"transfer", "collective"})
+"""Record kinds that count as communication of their ``src`` and ``dst`` devices."""
 
 
 def union_length(intervals: Iterable[Interval]) -> float:
@@ -55,7 +58,7 @@ def device_breakdown(
     for r in records:
         if r.kind == "compute":
             compute.setdefault(r.resource, []).append((r.start_s, r.end_s))
-        elif r.kind == "transfer":
+        elif r.kind in COMMUNICATION_KINDS:
             comm.setdefault(r.src, []).append((r.start_s, r.end_s))
             if r.dst != r.src:
                 comm.setdefault(r.dst, []).append((r.start_s, r.end_s))

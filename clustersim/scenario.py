@@ -588,6 +588,15 @@ StragglerSpec = Annotated[
 # --------------------------------------------------------------------------- scenario
 
 
+class NetworkSpec(_Spec):
+    """How communication is priced."""
+
+    model: Literal["flow", "analytical"] = "flow"
+    """``flow``: transfers are flows sharing links max-min fairly (default);
+    ``analytical``: collectives are priced by their algorithm's alpha-beta cost,
+    without simulating flows (no contention; for very large sweeps)."""
+
+
 class Scenario(_Spec):
     """A whole scenario: the cluster, its stragglers, and the workload to run on it."""
 
@@ -601,6 +610,8 @@ class Scenario(_Spec):
     """The hardware."""
     stragglers: list[StragglerSpec] = []
     """Slow devices and degraded links."""
+    network: NetworkSpec = NetworkSpec()
+    """How communication is priced (flow-level by default)."""
     workload: dict[str, Any] = Field(min_length=1)
     """What runs; checked by the workload plugin named by its key."""
 

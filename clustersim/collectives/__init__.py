@@ -1,0 +1,133 @@
+"""The collective communication library.
+
+Collectives are built from transfers on the simulated network (flow-level
+mode, the default), so contention, oversubscription and stragglers act on
+them; or priced in closed form by their algorithm's alpha-beta cost
+(analytical mode, ``network: {model: analytical}``).
+
+```python
+from clustersim.collectives import CollectiveCall, run_collective
+call = CollectiveCall("allreduce", devices, 160e6, algorithm="ring")
+done = run_collective(sim, call)       # a SimPy event; yield it from a process
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+import simpy
+
+from ..records import Record
+from .algorithm import (
+    Algorithm,
+    CollectiveCall,
+    HopCost,
+    applicable_algorithms,
+    check_call,
+    registered_algorithms,
+)
+from .ops import OPERATIONS, bandwidths, canonical_op
+from .schedule import Schedule, execute
+
+if TYPE_CHECKING:
+    from ..engine import Simulation
+    from ..topology import Topology
+
+__all__ = [
+    "OPERATIONS",
+    "Algorithm",
+    "CollectiveCall",
+    "HopCost",
+    "Schedule",
+    "analytical_time",
+    "applicable_algorithms",
+    "bandwidths",
+    "canonical_op",
+    "check_call",
+    "execute",
+    "registered_algorithms",
+    "run_collective",
+]
+
+BUILTIN_ALGORITHMS = ("ring", "direct", "tree", "halving_doubling", "hierarchical", "root")
+"""Modules of the built-in algorithms (each registers its classes on import)."""
+
+_loaded = False
+
+
+def load_algorithms() -> None:
+    """Import the built-in algorithm modules once."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN_ALGORITHMS:
+        try:
+            importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:  # an algorithm module not written yet
+            if exc.name != f"{__name__}.{module}":
+                raise
+
+
+def label_of(call: CollectiveCall) -> str:
+    """Timeline label of a call, e.g. ``allreduce/ring``."""
+    return f"{call.op}/{call.algorithm}"
+
+
+def run_collective(
+    sim: Simulation,
+    call: CollectiveCall,
+    *,
+    model: str = "flow",
+    label: str | None = None,
+    iteration: int = -1,
+    record_transfers: bool | None = None,
+) -> simpy.Event:
+    """Start ``call`` now on ``sim``; the event fires when every rank is done.
+
+    ``model`` is ``flow`` (simulate the algorithm's transfers) or
+    ``analytical`` (hold every rank for the algorithm's alpha-beta cost).
+    """
+    algo = check_call(call, sim.topology)
+    label = label or label_of(call)
+    if model == "analytical":
+        return _hold(sim, call, algo.cost(call, sim.topology), label, iteration)
+    schedule = algo.schedule(call, sim.topology)
+    return execute(
+        sim,
+        call.devices,
+        schedule,
+        label=label,
+        reduce_cost=call.reduce_cost,
+        record_transfers=record_transfers,
+        iteration=iteration,
+    )
+
+
+def analytical_time(call: CollectiveCall, topology: Topology) -> float:
+    """Seconds ``call`` takes by its algorithm's alpha-beta formula."""
+    return check_call(call, topology).cost(call, topology)
+
+
+def _hold(
+    sim: Simulation, call: CollectiveCall, seconds: float, label: str, iteration: int
+) -> simpy.Event:
+    start = sim.now
+    for device in call.devices:
+        sim.records.append(
+            Record(
+                device,
+                "collective",
+                label,
+                start,
+                start + seconds,
+                0.0,
+                0.0,
+                device,
+                device,
+                iteration,
+            )
+        )
+    return sim.timeout(seconds)

@@ -1,0 +1,165 @@
+"""Collective algorithms: the registry, a call, and the alpha-beta costs of routes.
+
+An :class:`Algorithm` subclass registers itself by defining ``name``.  It
+says which operations it implements (``ops``), whether it applies to a call
+on a topology (:meth:`Algorithm.unsupported`), builds the call's
+:class:`~clustersim.collectives.schedule.Schedule` (flow-level mode) and
+prices it in closed form (:meth:`Algorithm.cost`, analytical mode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import Problem, ScenarioError, did_you_mean
+from ..topology import Topology
+from .ops import OPERATIONS
+from .schedule import Schedule
+
+_ALGORITHMS: dict[str, type[Algorithm]] = {}
+
+
+@dataclass(frozen=True)
+class CollectiveCall:
+    """One collective: an operation over a group of devices.
+
+    ``size_bytes`` is nccl-tests' size (see :mod:`clustersim.collectives.ops`);
+    ``root`` a rank index (rooted operations); ``chunk_bytes`` the pipelining
+    chunk of algorithms that pipeline (``None``: the algorithm's default);
+    ``bidirectional`` runs a ring both ways, half the data each way;
+    ``reduce_cost`` makes each reduction cost its bytes over the receiving
+    device's memory bandwidth (free by default).
+    """
+
+    op: str
+    devices: tuple[str, ...]
+    size_bytes: float
+    algorithm: str = "ring"
+    root: int = 0
+    chunk_bytes: float | None = None
+    bidirectional: bool = False
+    reduce_cost: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    """Algorithm-specific options (e.g. hierarchical's ``inter`` algorithm)."""
+
+    @property
+    def n(self) -> int:
+        """Number of ranks."""
+        return len(self.devices)
+
+
+@dataclass(frozen=True)
+class HopCost:
+    """Alpha-beta cost of sending between two devices on an idle network."""
+
+    alpha_s: float
+    """Latency of the route in seconds."""
+    beta_s_per_B: float
+    """Seconds per byte: 1 / the route's bottleneck bandwidth."""
+
+    def time(self, nbytes: float) -> float:
+        """alpha + nbytes x beta, in seconds."""
+        return self.alpha_s + nbytes * self.beta_s_per_B
+
+    @classmethod
+    def between(cls, topology: Topology, src: str, dst: str) -> HopCost:
+        """The cost of the (first) route from ``src`` to ``dst``."""
+        route = topology.routes(src, dst)[0]
+        return cls(route.latency_s, 1.0 / route.bottleneck_Bps)
+
+    @classmethod
+    def worst(cls, costs: list[HopCost]) -> HopCost:
+        """Largest alpha and largest beta of ``costs`` (the slowest hop dominates)."""
+        return cls(max(c.alpha_s for c in costs), max(c.beta_s_per_B for c in costs))
+
+
+class Algorithm:
+    """Base class of collective algorithms."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    ops: ClassVar[frozenset[str]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _ALGORITHMS[cls.name] = cls
+
+    def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
+        """Why this algorithm cannot run ``call`` on ``topology``, or None if it can."""
+        if call.op not in self.ops:
+            return f"{self.name} does not implement {call.op}"
+        return None
+
+    def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
+        """The sends of ``call`` (flow-level mode)."""
+        raise NotImplementedError
+
+    def cost(self, call: CollectiveCall, topology: Topology) -> float:
+        """Seconds ``call`` takes by this algorithm's alpha-beta formula (analytical mode)."""
+        raise NotImplementedError
+
+    def reduce_time(self, call: CollectiveCall, topology: Topology, nbytes: float) -> float:
+        """Seconds to sum ``nbytes`` on the slowest device of the group (0 when reductions are free)."""
+        if not call.reduce_cost or nbytes <= 0:
+            return 0.0
+        slowest = min(topology.device(d).memory_bandwidth_Bps for d in call.devices)
+        return nbytes / slowest
+
+
+def registered_algorithms() -> dict[str, type[Algorithm]]:
+    """Every registered algorithm by name, in registration order."""
+    from . import load_algorithms
+
+    load_algorithms()
+    return dict(_ALGORITHMS)
+
+
+def algorithm(name: str, path: str = "") -> Algorithm:
+    """An instance of the algorithm called ``name``; ScenarioError if unknown."""
+    algorithms = registered_algorithms()
+    cls = algorithms.get(name)
+    if cls is None:
+        raise ScenarioError(
+            Problem(
+                path,
+                f"unknown algorithm '{name}';{did_you_mean(name, algorithms)}",
+                ", ".join(algorithms),
+            )
+        )
+    return cls()
+
+
+def applicable_algorithms(op: str, devices: tuple[str, ...], topology: Topology) -> list[str]:
+    """Names of the algorithms that can run ``op`` over ``devices`` on ``topology``."""
+    out = []
+    for name, cls in registered_algorithms().items():
+        call = CollectiveCall(op, devices, 0.0, algorithm=name)
+        if cls().unsupported(call, topology) is None:
+            out.append(name)
+    return out
+
+
+def check_call(call: CollectiveCall, topology: Topology, path: str = "") -> Algorithm:
+    """The algorithm of ``call`` once the call is checked against ``topology``."""
+    if call.op not in OPERATIONS:
+        raise ScenarioError(
+            Problem(path, f"unknown collective operation '{call.op}'", ", ".join(OPERATIONS))
+        )
+    if call.n < 1:
+        raise ScenarioError(Problem(path, "a collective needs at least one device"))
+    if len(set(call.devices)) != call.n:
+        raise ScenarioError(Problem(path, "a device appears twice in the group"))
+    if OPERATIONS[call.op].rooted and not 0 <= call.root < call.n:
+        raise ScenarioError(
+            Problem(path, f"root {call.root} is not a rank of the group", f"0 .. {call.n - 1}")
+        )
+    if call.size_bytes < 0:
+        raise ScenarioError(Problem(path, "size must not be negative"))
+    algo = algorithm(call.algorithm, path)
+    reason = algo.unsupported(call, topology)
+    if reason:
+        usable = ", ".join(applicable_algorithms(call.op, call.devices, topology)) or "none"
+        raise ScenarioError(Problem(path, reason, f"for {call.op} here: {usable}"))
+    return algo
