@@ -367,7 +367,7 @@ def test_unknown_key_without_close_match() -> None:
     doc["zzz"] = "blue"
     (problem,) = problems(doc)
     assert (problem.path, problem.message) == ("zzz", "unknown key")
-    assert problem.allowed == "name, seed, description, cluster, stragglers, workload"
+    assert problem.allowed == "name, seed, description, cluster, stragglers, network, workload"
 
 
 def test_python_field_names_are_not_offered_as_keys() -> None:
