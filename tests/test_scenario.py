@@ -921,6 +921,7 @@ def test_schema_uses_yaml_key_names() -> None:
         "description",
         "cluster",
         "stragglers",
+        "network",
         "workload",
     }
     link = schema["$defs"]["LinkSpec"]["properties"]
