@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_contention.py
 	$(PY) bench/bench_rate_solver.py
+	$(PY) bench/bench_allreduce.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -64,6 +64,34 @@ class Barrier:
         return self._arrived
 
 
+class _SplitSend:
+    """A send split evenly over equal-cost routes; notifies once, when the last part arrives."""
+
+    __slots__ = ("left", "notify", "first")
+
+    def __init__(
+        self,
+        sim: Simulation,
+        routes: Any,
+        size_bytes: float,
+        notify: Callable[[Any], None],
+        tag: Any,
+    ) -> None:
+        self.left = len(routes)
+        self.notify = notify
+        self.first = None
+        share = size_bytes / len(routes)
+        for route in routes:
+            flow = sim.network.transfer(route, share, self._part_done, tag)
+            if self.first is None:
+                self.first = flow
+
+    def _part_done(self, flow: Any) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.notify(flow)
+
+
 class Simulation:
     """One run of a scenario: clock, devices, network and the record sink."""
 
@@ -232,6 +260,26 @@ class Simulation:
 
         done.callbacks.append(_record)
         return done
+
+    def send(
+        self, src: str, dst: str, size_bytes: float, notify: Callable[[Any], None], tag: Any = None
+    ) -> None:
+        """Low-level transfer for high-volume callers (collective schedules).
+
+        Like :meth:`transfer` but with no event and no record: ``notify(flow)``
+        is called when the last byte has arrived, with ``flow.tag == tag`` and
+        ``flow.start_s`` the time of this call.  Same routing (ECMP or split).
+        """
+        routes = self.topology.routes(src, dst)
+        if len(routes) == 1:
+            self.network.transfer(routes[0], size_bytes, notify, tag)
+        elif self.topology.spine_routing == "split":
+            _SplitSend(self, routes, size_bytes, notify, tag)
+        else:
+            self._flow_seq += 1
+            self.network.transfer(
+                self.topology.route(src, dst, self._flow_seq), size_bytes, notify, tag
+            )
 
     # -- synchronisation -----------------------------------------------------
 

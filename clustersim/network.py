@@ -166,6 +166,8 @@ class Flow(Event):
         "_mark",
         "_frz",
         "_new",
+        "notify",
+        "tag",
     )
 
     def __init__(
@@ -195,6 +197,10 @@ class Flow(Event):
         self._mark = -1  # component-search epoch
         self._frz = -1  # solver epoch in which the flow was frozen
         self._new = 0.0  # rate computed by the solver
+        self.notify: Any = (
+            None  # called with the flow at completion instead of triggering the event
+        )
+        self.tag: Any = None  # the caller's own tag (e.g. a send id)
 
     @property
     def done(self) -> bool:
@@ -461,7 +467,9 @@ class Network:
         """Current capacity of a link in bytes/s."""
         return self._cap[link_index]
 
-    def transfer(self, route: RouteLike, size_bytes: float) -> Flow:
+    def transfer(
+        self, route: RouteLike, size_bytes: float, notify: Any = None, tag: Any = None
+    ) -> Flow:
         """Start moving ``size_bytes`` bytes over ``route`` now.
 
         Returns the :class:`Flow`, a SimPy event that succeeds (value ``None``)
@@ -470,6 +478,11 @@ class Network:
         transfer finishes after the latency alone, and a transfer over an
         empty route at once (still through the SimPy queue, so the waiting
         process resumes in the same instant).
+
+        With ``notify``, the flow is not used as an event: ``notify(flow)`` is
+        called directly at completion (no SimPy event per flow; what
+        high-volume callers such as collective schedules use), and ``tag`` is
+        stored on the flow for the caller.
         """
         size = float(size_bytes)
         if not 0.0 <= size < _INF:
@@ -485,6 +498,9 @@ class Network:
         fid = self._next_id
         self._next_id = fid + 1
         flow = Flow(env, fid, route, links, size, now)
+        if notify is not None:
+            flow.notify = notify
+            flow.tag = tag
         if not links:
             flow.arrival_s = now
             self._finish(flow, now)
@@ -628,6 +644,7 @@ class Network:
         schedule = env.schedule
         completed = 0
         n_active = self._n_active
+        direct: list[Flow] = []  # completed flows whose caller asked for a direct call
         while times and times[0] <= target:
             bucket = buckets.pop(heappop(times))
             arrivals = None
@@ -661,7 +678,10 @@ class Network:
                     completed += 1
                     flow._ok = True
                     flow._value = None
-                    schedule(flow)
+                    if flow.notify is None:
+                        schedule(flow)
+                    else:
+                        direct.append(flow)
                 else:
                     self._stale -= 1
             if arrivals is None:
@@ -675,7 +695,10 @@ class Network:
                     completed += 1
                     flow._ok = True
                     flow._value = None
-                    schedule(flow)
+                    if flow.notify is None:
+                        schedule(flow)
+                    else:
+                        direct.append(flow)
                     continue
                 flow._last = now
                 n_active += 1
@@ -716,6 +739,8 @@ class Network:
         self._n_active = n_active
         self.flows_completed += completed
         self._wake_at = _INF
+        for flow in direct:  # state is consistent again: callers may start new flows
+            flow.notify(flow)
         if not self._recompute_pending:
             self._arm()
 
@@ -775,6 +800,8 @@ class Network:
         self.flows_completed += 1
         flow._ok = True
         flow._value = None
+        if flow.notify is not None:
+            flow.callbacks.append(flow.notify)
         self.env.schedule(flow)
 
     def _recompute(self, _event: Event) -> None:

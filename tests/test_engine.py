@@ -226,3 +226,42 @@ def test_topology_is_reused() -> None:
     }
     topo = build_topology(parse_scenario(doc).cluster)
     assert Simulation(topo).topology is topo
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "split"])
+@pytest.mark.parametrize("size", [0.0, 1e9])
+def test_low_level_send_notifies_once(routing: str, size: float) -> None:
+    """Simulation.send calls back once, when the last part of the transfer has arrived.
+
+    Each ToR-spine link is 50 Gb/s: one ECMP flow is limited to it, a split flow
+    uses both spines at once (the full 100 Gb/s NIC).
+    """
+    doc = {
+        "name": "send",
+        "cluster": {
+            "racks": 2,
+            "nodes_per_rack": 1,
+            "node": {
+                "gpus": 1,
+                "pcie": {"bandwidth": "64GB/s"},
+                "nic": {"bandwidth": "100Gb/s", "latency": "1us"},
+            },
+            "rack_uplink": {"bandwidth": "100Gb/s"},
+            "spines": 2,
+            "spine_routing": routing,
+        },
+        "workload": {"program": [compute("x", "rack0/node0/gpu0", seconds="1s")]},
+    }
+    sim = Simulation.from_scenario(parse_scenario(doc))
+    calls: list[tuple[object, float]] = []
+    sim.send(
+        "rack0/node0/gpu0",
+        "rack1/node0/gpu0",
+        size,
+        lambda flow: calls.append((flow.tag, sim.now)),
+        tag=7,
+    )
+    sim.run()
+    assert len(calls) == 1 and calls[0][0] == 7
+    bottleneck = 12.5e9 if routing == "split" else 6.25e9
+    assert calls[0][1] == pytest.approx(2e-6 + size / bottleneck, rel=1e-12)

@@ -10,7 +10,7 @@ with callbacks only -- no SimPy process per send -- so a ring all-reduce over
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -174,6 +174,10 @@ class _Execution:
         self.first = [float("inf")] * n
         self.last = [float("-inf")] * n
         self.started_at = sim.env.now
+        self.n = n
+        self.network = sim.network
+        self.routes: dict[int, Any] = {}
+        """Route per (src rank, dst rank) pair with a single route; False where there are several."""
 
     def start(self, i: int) -> None:
         s = self.s
@@ -184,26 +188,51 @@ class _Execution:
             first[src] = now
         if now < first[dst]:
             first[dst] = now
-        event = self.sim.transfer(
-            self.devices[src],
-            self.devices[dst],
-            s.nbytes[i],
-            label=self.label,
-            iteration=self.iteration,
-            record=self.record_transfers,
-        )
-        event.callbacks.append(lambda _e, i=i: self.arrived(i))
+        key = src * self.n + dst
+        route = self.routes.get(key)
+        if route is None:
+            found = self.sim.topology.routes(self.devices[src], self.devices[dst])
+            route = self.routes[key] = found[0] if len(found) == 1 else False
+        if route is False:  # several equal-cost routes: let the engine choose or split
+            self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self.arrived, i)
+        else:
+            self.network.transfer(route, s.nbytes[i], self.arrived, i)
 
-    def arrived(self, i: int) -> None:
-        nbytes = self.s.reduce_bytes[i]
+    def arrived(self, flow: Any) -> None:
+        i = flow.tag
+        s = self.s
+        if self.record_transfers:
+            self._record_transfer(i, flow.start_s)
+        nbytes = s.reduce_bytes[i]
         if nbytes > 0.0 and self.reduce_cost:
-            dst = self.devices[self.s.dst[i]]
+            dst = self.devices[s.dst[i]]
             event = self.sim.compute(
                 dst, bytes=nbytes, label=f"{self.label} reduce", iteration=self.iteration
             )
             event.callbacks.append(lambda _e, i=i: self.complete(i))
         else:
             self.complete(i)
+
+    def _record_transfer(self, i: int, start_s: float) -> None:
+        s = self.s
+        src, dst = self.devices[s.src[i]], self.devices[s.dst[i]]
+        self.sim.records.append(
+            Record(
+                src,
+                "transfer",
+                self.label,
+                start_s,
+                self.env._now,
+                s.nbytes[i],
+                0.0,
+                src,
+                dst,
+                self.iteration,
+                -1,
+                -1,
+                f"step{s.step[i]}" if s.step[i] >= 0 else "",
+            )
+        )
 
     def complete(self, i: int) -> None:
         s = self.s

@@ -88,6 +88,7 @@ def load_plugins() -> None:
         return
     _plugins_loaded = True
     from . import program  # noqa: F401  (built-in strategies register on import)
+    from . import collective  # noqa: F401
 
     for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:

@@ -1,0 +1,319 @@
+"""Hierarchical (two-level) collectives: inside each node, then across nodes.
+
+The group is split by node (``Device.node``, set in two-tier clusters).  With
+``g`` GPUs of the group on each of ``N`` nodes, local rank ``r`` of every node
+forms *rail* ``r`` (``N`` ranks, one per node).  An all-reduce of ``S`` bytes is
+
+1. a reduce-scatter of ``S`` inside each node (intra algorithm, a ring by
+   default): local rank ``r`` ends with shard ``r`` (``S / g`` bytes) summed
+   over its node;
+2. an all-reduce of ``S / g`` bytes on each rail across nodes, all ``g`` rails
+   at once (``call.options["inter"]``, a ring by default);
+3. an all-gather of ``S`` inside each node.
+
+All-gather is an all-gather of ``S / g`` on each rail, then of ``S`` inside
+each node; reduce-scatter is a reduce-scatter of ``S`` inside each node, then
+of ``S / g`` on each rail.  Phases chain per rank (a rank starts a phase when
+its own part of the previous one is done), not by a global barrier.
+
+The phases are built from the registered algorithms' schedules and priced by
+their costs.  The ``g`` rails of a node leave through the same NIC (and PCIe
+link to it) at the same time, so the across-node phase is priced on a view of
+the topology where every link that is not a device's own link carries ``g``
+flows: bandwidth / ``g``.  The cost is exact (matches the flow-level run) when
+every node has the same layout, the phases' own algorithms are exact on it and
+the rails' flows meet only on those node-level links (rack uplinks not
+oversubscribed, one spine or ``spine_routing: split``); otherwise it is the
+usual bottleneck-share approximation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from ..topology import Link, Route, Topology
+from .algorithm import Algorithm, CollectiveCall, HopCost, registered_algorithms
+from .schedule import Schedule
+
+INTER_DEFAULT = "ring"
+"""Algorithm across nodes when ``options`` does not name one."""
+INTRA_DEFAULT = "ring"
+"""Algorithm inside a node when ``options`` does not name one."""
+
+
+def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | None:
+    """Ranks of ``call`` grouped by node, nodes in order of first rank; None if a device has no node."""
+    groups: dict[str, list[int]] = {}
+    for rank, name in enumerate(call.devices):
+        node = topology.device(name).node
+        if node is None:
+            return None
+        groups.setdefault(node, []).append(rank)
+    return list(groups.values())
+
+
+class SharedLinks:
+    """A view of a topology in which ``share`` flows split every switch-to-switch link.
+
+    Links with a device at one end (a GPU's own PCIe or NVLink port) keep
+    their bandwidth; every other link (PCIe switch -> NIC, NIC -> ToR, ToR ->
+    spine, and back) has bandwidth / ``share`` in the routes this view
+    returns.  Everything else is the wrapped topology's.
+    """
+
+    def __init__(self, topology: Topology, share: int) -> None:
+        self._topology = topology
+        self._share = share
+        self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._topology, name)
+
+    def routes(self, src: str, dst: str) -> tuple[Route, ...]:
+        """The wrapped topology's routes with shared links' bandwidth divided by ``share``."""
+        key = (src, dst)
+        found = self._cache.get(key)
+        if found is None:
+            found = tuple(
+                Route.of(self._scaled(link) for link in route.links)
+                for route in self._topology.routes(src, dst)
+            )
+            self._cache[key] = found
+        return found
+
+    def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
+        """Like :meth:`Topology.route`, on the shared view."""
+        chosen = self._topology.route(src, dst, flow_key)
+        return Route.of(self._scaled(link) for link in chosen.links)
+
+    def _scaled(self, link: Link) -> Link:
+        devices = self._topology.devices
+        if self._share <= 1 or link.src in devices or link.dst in devices:
+            return link
+        return replace(link, bandwidth_Bps=link.bandwidth_Bps / self._share)
+
+
+# -- fallback ring, used only while no "ring" algorithm is registered ---------
+
+
+def _ring_pass(
+    n: int, chunk: float, steps: int, reduce: bool, step0: int = 0, s: Schedule | None = None
+) -> Schedule:
+    """``steps`` ring steps of ``chunk`` bytes: rank i sends to i + 1 after its last send and receive."""
+    s = s or Schedule(n)
+    last_send = [-1] * n
+    last_recv = [-1] * n
+    for step in range(steps):
+        sent = [
+            s.send(
+                i,
+                (i + 1) % n,
+                chunk,
+                after=(last_send[i], last_recv[i]),
+                reduce_bytes=chunk if reduce else 0.0,
+                step=step0 + step,
+            )
+            for i in range(n)
+        ]
+        last_send = sent
+        last_recv = [sent[(i - 1) % n] for i in range(n)]
+    return s
+
+
+def _fallback_ring_schedule(op: str, n: int, size: float) -> Schedule:
+    """Ring reduce-scatter / all-gather / all-reduce of nccl-tests size ``size`` over ``n`` ranks."""
+    if n <= 1:
+        return Schedule(n)
+    chunk = size / n
+    if op == "reducescatter":
+        return _ring_pass(n, chunk, n - 1, True)
+    if op == "allgather":
+        return _ring_pass(n, chunk, n - 1, False)
+    s = _ring_pass(n, chunk, n - 1, True)
+    ends = s.rank_ends()
+    tail = _ring_pass(n, chunk, n - 1, False, step0=n - 1)
+    s.embed(tail, list(range(n)), after=ends)
+    return s
+
+
+def _fallback_ring_cost(
+    op: str, devices: Sequence[str], size: float, topology: Any, reduce_Bps: float | None
+) -> float:
+    """Alpha-beta time of :func:`_fallback_ring_schedule` (slowest hop), seconds."""
+    n = len(devices)
+    if n <= 1:
+        return 0.0
+    hop = HopCost.worst(
+        [HopCost.between(topology, devices[i], devices[(i + 1) % n]) for i in range(n)]
+    )
+    chunk = size / n
+    per_step = hop.time(chunk)
+    reduce_step = per_step + (chunk / reduce_Bps if reduce_Bps else 0.0)
+    if op == "reducescatter":
+        return (n - 1) * reduce_step
+    if op == "allgather":
+        return (n - 1) * per_step
+    return (n - 1) * (reduce_step + per_step)
+
+
+# -- the algorithm ------------------------------------------------------------
+
+
+class Hierarchical(Algorithm):
+    """Two-level all-reduce / all-gather / reduce-scatter: inside nodes, then across them.
+
+    Options: ``inter`` (algorithm across nodes, default ``ring``) and ``intra``
+    (inside a node, default ``ring``).
+    """
+
+    name = "hierarchical"
+    description = "two levels: reduce-scatter in each node, all-reduce across nodes per rail, all-gather"
+    ops: ClassVar[frozenset[str]] = frozenset({"allreduce", "allgather", "reducescatter"})
+
+    def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
+        """Why the call cannot run hierarchically: wrong op, no nodes, uneven nodes, bad sub-algorithm."""
+        reason = super().unsupported(call, topology)
+        if reason:
+            return reason
+        groups = node_groups(call, topology)
+        if groups is None:
+            return "hierarchical needs devices in nodes (a two_tier cluster)"
+        sizes = {len(g) for g in groups}
+        if len(sizes) > 1:
+            return (
+                "hierarchical needs the same number of the group's GPUs on every node "
+                f"(got {', '.join(str(len(g)) for g in groups)})"
+            )
+        if call.size_bytes == 0 and call.n <= 1:
+            return None
+        for phase_op, ranks, level in self._phase_specs(call, groups):
+            sub = self._sub_call(call, phase_op, ranks, 0.0, level)
+            reason = self._sub_reason(sub, level, topology)
+            if reason:
+                return reason
+        return None
+
+    # -- phases ---------------------------------------------------------------
+
+    def _phase_specs(
+        self, call: CollectiveCall, groups: list[list[int]]
+    ) -> list[tuple[str, list[int], str]]:
+        """(op, ranks of one instance, level) of each phase, one representative instance."""
+        rail = [g[0] for g in groups]
+        node = groups[0]
+        if call.op == "allreduce":
+            return [("reducescatter", node, "intra"), ("allreduce", rail, "inter"), ("allgather", node, "intra")]
+        if call.op == "allgather":
+            return [("allgather", rail, "inter"), ("allgather", node, "intra")]
+        return [("reducescatter", node, "intra"), ("reducescatter", rail, "inter")]
+
+    def _phases(
+        self, call: CollectiveCall, groups: list[list[int]]
+    ) -> list[tuple[str, list[list[int]], float, str]]:
+        """(op, rank lists of its parallel instances, size in bytes, level) for each phase."""
+        g = len(groups[0])
+        nodes = groups
+        rails = [[grp[r] for grp in groups] for r in range(g)]
+        size = call.size_bytes
+        if call.op == "allreduce":
+            return [
+                ("reducescatter", nodes, size, "intra"),
+                ("allreduce", rails, size / g, "inter"),
+                ("allgather", nodes, size, "intra"),
+            ]
+        if call.op == "allgather":
+            return [("allgather", rails, size / g, "inter"), ("allgather", nodes, size, "intra")]
+        return [("reducescatter", nodes, size, "intra"), ("reducescatter", rails, size / g, "inter")]
+
+    def _sub_call(
+        self, call: CollectiveCall, op: str, ranks: list[int], size: float, level: str
+    ) -> CollectiveCall:
+        return CollectiveCall(
+            op,
+            tuple(call.devices[r] for r in ranks),
+            size,
+            algorithm=str(call.options.get(level, INTER_DEFAULT if level == "inter" else INTRA_DEFAULT)),
+            chunk_bytes=call.chunk_bytes,
+            bidirectional=call.bidirectional,
+            reduce_cost=call.reduce_cost,
+        )
+
+    def _sub_reason(self, sub: CollectiveCall, level: str, topology: Any) -> str | None:
+        algorithms = registered_algorithms()
+        cls = algorithms.get(sub.algorithm)
+        if cls is None:
+            if sub.algorithm == "ring":
+                return None  # the fallback ring
+            known = ", ".join(n for n in algorithms if n != self.name)
+            return f"unknown {level} algorithm '{sub.algorithm}' (options.{level}; known: {known})"
+        if cls is type(self):
+            return f"options.{level} cannot be hierarchical itself"
+        if sub.n <= 1:
+            return None
+        reason = cls().unsupported(sub, topology)
+        return f"{level} phase: {reason}" if reason else None
+
+    def _sub_schedule(self, sub: CollectiveCall, topology: Topology) -> Schedule:
+        if sub.n <= 1:
+            return Schedule(sub.n)
+        cls = registered_algorithms().get(sub.algorithm)
+        if cls is None:
+            return _fallback_ring_schedule(sub.op, sub.n, sub.size_bytes)
+        return cls().schedule(sub, topology)
+
+    def _sub_cost(self, sub: CollectiveCall, topology: Any) -> float:
+        if sub.n <= 1:
+            return 0.0
+        cls = registered_algorithms().get(sub.algorithm)
+        if cls is None:
+            reduce_Bps = None
+            if sub.reduce_cost:
+                reduce_Bps = min(topology.device(d).memory_bandwidth_Bps for d in sub.devices)
+            return _fallback_ring_cost(sub.op, sub.devices, sub.size_bytes, topology, reduce_Bps)
+        return cls().cost(sub, topology)
+
+    # -- schedule and cost ----------------------------------------------------
+
+    def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
+        """Phases embedded one after the other, chained per rank."""
+        s = Schedule(call.n)
+        groups = node_groups(call, topology)
+        if call.n <= 1 or groups is None:
+            return s
+        step = 0
+        for op, instances, size, level in self._phases(call, groups):
+            if len(instances[0]) <= 1:
+                continue
+            after = s.rank_ends()
+            deepest = 0
+            for ranks in instances:
+                sub = self._sub_schedule(self._sub_call(call, op, ranks, size, level), topology)
+                s.embed(sub, ranks, after=after, step_offset=step)
+                deepest = max(deepest, max(sub.step, default=-1) + 1)
+            step += deepest
+        return s
+
+    def cost(self, call: CollectiveCall, topology: Topology) -> float:
+        """Sum of the phases' costs, seconds.
+
+        Intra-node phases are priced on the topology; the across-node phase on
+        :class:`SharedLinks` (node-level links split ``g`` ways, the rails
+        running at once).  Exact where the module docstring says.
+        """
+        groups = node_groups(call, topology)
+        if call.n <= 1 or groups is None:
+            return 0.0
+        g = len(groups[0])
+        shared = SharedLinks(topology, g)
+        total = 0.0
+        for op, instances, size, level in self._phases(call, groups):
+            if len(instances[0]) <= 1:
+                continue
+            view = shared if level == "inter" else topology
+            total += max(
+                self._sub_cost(self._sub_call(call, op, ranks, size, level), view)
+                for ranks in instances
+            )
+        return total

@@ -1,0 +1,263 @@
+"""Ring algorithms: every rank talks only to its neighbours in the group order.
+
+Rank i sends to rank i + 1 (mod n).  Each operation is a sequence of *steps*;
+in a step some ranks ("positions" of the ring) each send one message to their
+successor.  A message can be split into ``c`` equal pieces (``call.chunk_bytes``)
+and the pieces pipeline under two rules, like the FIFO of a NCCL channel:
+
+* piece k of step s from a rank waits for piece k of step s - 1 to have
+  arrived at that rank (and been reduced there, if the step reduces);
+* a rank sends one piece at a time: each piece waits for the rank's previous
+  piece (piece k - 1 of the same step, or the last piece of its previous step).
+
+Operations (S = ``call.size_bytes``, see :mod:`clustersim.collectives.ops`):
+
+=============== ================================================================
+allreduce       reduce-scatter then all-gather: 2(n-1) steps, every rank sends S/n
+reducescatter   n-1 steps of S/n, each summed at the receiver
+allgather       n-1 steps of S/n
+alltoall        ring relay: in step s (0-based) every rank forwards the
+                (n-1-s) blocks of S/n still travelling; each rank sends (n-1) S / 2
+broadcast       pipelined chain root -> root+1 -> ... -> root-1 (n-1 hops)
+reduce          pipelined chain root+1 -> ... -> root-1 -> root, summing on the way
+gather          ring forwarding to the root: position p after the root sends its
+                block, then the p blocks it receives (n-1 steps)
+scatter         the reverse: the root sends the farthest rank's block first
+barrier         n-1 steps of zero-byte messages around the ring: after step n-2
+                a rank has heard (transitively) from every other rank
+=============== ================================================================
+
+Chunking: ``chunk_bytes=None`` means no sub-chunking, except for the chain
+broadcast and reduce, where pipelining is the point: they default to
+:data:`CHAIN_CHUNK_BYTES` (4 MiB, NCCL's default buffer).  A message of m bytes
+is split into c = ceil(m / chunk) equal pieces.
+
+Bidirectional (``call.bidirectional``): two rings run at once, the group order
+and its reverse, each carrying half the data (barrier: one ring).  On full-duplex
+ring or fully-connected links this halves the bandwidth term; on a switch both
+directions leave through the same uplink, so it does not (the cost says so).
+
+Cost (analytical mode).  Each hop's cost is alpha (route latency) + bytes x
+beta, where beta = the most loaded link of the hop's route: flows on it (among
+the hops in use at once, both rings counted) / its bandwidth.  With t_h the
+time of one piece on hop h (reduction at the receiver included):
+
+* allreduce, reducescatter, allgather, alltoall, barrier: sum over steps of
+  c x max_h t_h -- the longest path of the pipeline stays on the slowest hop.
+  Exact whenever hops do not share links (uniform ring, switch, fully connected,
+  and heterogeneous rings whose hops use disjoint links, e.g. across nodes).
+  For a uniform ring, allreduce = 2(n-1)(alpha + S/n beta).
+* broadcast, reduce (chains of n-1 hops): sum_h t_h + (c - 1) max_h t_h
+  (tandem pipeline), = (n - 1 + c - 1)(alpha + piece beta) on a uniform ring.
+  Exact when hops do not share links.
+* gather, scatter: (n-1) c max_h t_h, exact on uniform hops, an upper bound
+  otherwise.
+
+It is an approximation when hops share links (the load-based beta assumes every
+hop busy at once, which is false in the fill/drain of chains and fans), with
+reduce costs and two rings (their reductions share one compute stream), and for
+ECMP routes (the first route is priced).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..topology import Topology
+from .algorithm import Algorithm, CollectiveCall, HopCost
+from .ops import OPERATIONS
+from .schedule import Schedule
+
+CHAIN_CHUNK_BYTES = 4 * 2**20
+"""Default pipelining chunk (bytes) of the chain broadcast and reduce: 4 MiB."""
+
+FULL_OPS = frozenset({"allreduce", "reducescatter", "allgather", "alltoall", "barrier"})
+"""Operations in which every rank sends in every step."""
+CHAIN_OPS = frozenset({"broadcast", "reduce"})
+FAN_OPS = frozenset({"gather", "scatter"})
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One ring step: the positions that send, bytes each sends, whether the receiver sums."""
+
+    positions: Sequence[int]
+    nbytes: float
+    reduces: bool
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """An operation on one ring: its steps and the number of pieces per message."""
+
+    steps: list[_Step]
+    pieces: int
+    hops: list[int]
+    """Positions whose hop (position -> position + 1) the plan uses."""
+
+
+def pieces(nbytes: float, chunk: float | None) -> int:
+    """Number of equal pieces a message of ``nbytes`` is split into (at most ``chunk`` bytes each)."""
+    if chunk is None or nbytes <= chunk:
+        return 1
+    return max(1, math.ceil(nbytes / chunk * (1.0 - 1e-12)))
+
+
+def _plan(call: CollectiveCall, n: int, root_pos: int, share: float) -> _Plan:
+    """The steps of ``call`` on a ring of ``n`` whose root sits at ``root_pos``, carrying ``share`` of the data."""
+    op, size = call.op, call.size_bytes * share
+    everyone = range(n)
+    block = size / n
+    if op == "allreduce":
+        steps = [_Step(everyone, block, s < n - 1) for s in range(2 * (n - 1))]
+    elif op in ("reducescatter", "allgather"):
+        steps = [_Step(everyone, block, op == "reducescatter") for _ in range(n - 1)]
+    elif op == "alltoall":
+        steps = [_Step(everyone, (n - 1 - s) * block, False) for s in range(n - 1)]
+    elif op == "barrier":
+        steps = [_Step(everyone, 0.0, False) for _ in range(n - 1)]
+    elif op == "broadcast":
+        steps = [_Step([(root_pos + j) % n], size, False) for j in range(n - 1)]
+    elif op == "reduce":
+        steps = [_Step([(root_pos + 1 + j) % n], size, True) for j in range(n - 1)]
+    elif op == "gather":
+        steps = [
+            _Step([(root_pos + 1 + p) % n for p in range(s, n - 1)], block, False)
+            for s in range(n - 1)
+        ]
+    else:  # scatter
+        steps = [_Step([(root_pos + p) % n for p in range(s + 1)], block, False) for s in range(n - 1)]
+    if op in FULL_OPS:
+        hops = list(everyone)
+    elif op in ("broadcast", "scatter"):
+        hops = [(root_pos + j) % n for j in range(n - 1)]
+    else:
+        hops = [(root_pos + 1 + j) % n for j in range(n - 1)]
+    chunk = call.chunk_bytes
+    if chunk is None and op in CHAIN_OPS:
+        chunk = CHAIN_CHUNK_BYTES
+    largest = max((s.nbytes for s in steps), default=0.0)
+    return _Plan(steps, pieces(largest, chunk), hops)
+
+
+def _orders(call: CollectiveCall) -> list[tuple[list[int], float]]:
+    """The rings to run: (rank order, share of the data)."""
+    forward = list(range(call.n))
+    if call.bidirectional and call.op != "barrier" and call.n > 1:
+        return [(forward, 0.5), (forward[::-1], 0.5)]
+    return [(forward, 1.0)]
+
+
+def _play(schedule: Schedule, order: list[int], plan: _Plan) -> None:
+    """Add the sends of ``plan`` on the ring ``order`` to ``schedule`` (see the module rules)."""
+    n = len(order)
+    c = plan.pieces
+    send = schedule.send
+    previous: dict[int, list[int]] = {}  # position -> piece ids it sent in the previous step
+    last_sent: dict[int, int] = {}  # position -> id of the last piece it sent
+    for s, step in enumerate(plan.steps):
+        piece = step.nbytes / c
+        reduce_bytes = piece if step.reduces else 0.0
+        current: dict[int, list[int]] = {}
+        for pos in step.positions:
+            src, dst = order[pos], order[(pos + 1) % n]
+            arrived = previous.get((pos - 1) % n)
+            last = last_sent.get(pos, -1)
+            ids = []
+            for k in range(c):
+                after = (last,) if arrived is None else (arrived[k], last)
+                last = send(src, dst, piece, after, reduce_bytes, s)
+                ids.append(last)
+            current[pos] = ids
+            last_sent[pos] = last
+        previous = current
+
+
+def _hop_costs(
+    call: CollectiveCall, topology: Topology, pairs: list[tuple[int, int]]
+) -> dict[tuple[int, int], HopCost]:
+    """Alpha-beta cost of each (src rank, dst rank) hop when all ``pairs`` send at once.
+
+    beta = max over the route's links of (hops crossing the link) / bandwidth,
+    i.e. the hop's max-min fair share when every hop sends equal bytes.
+    """
+    routes = {
+        pair: topology.routes(call.devices[pair[0]], call.devices[pair[1]])[0] for pair in pairs
+    }
+    load = Counter(link.index for pair in pairs for link in routes[pair].links)
+    return {
+        pair: HopCost(
+            route.latency_s,
+            max((load[link.index] / link.bandwidth_Bps for link in route.links), default=0.0),
+        )
+        for pair, route in routes.items()
+    }
+
+
+class Ring(Algorithm):
+    """Ring collectives: neighbour-to-neighbour steps in group order (see the module docstring)."""
+
+    name = "ring"
+    description = "ring: rank i sends to rank i+1; bandwidth-optimal, 2(n-1) steps for all-reduce"
+    ops = frozenset(OPERATIONS)
+
+    def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
+        """Why ``call`` cannot run as a ring (a non-positive chunk), or None."""
+        if call.chunk_bytes is not None and not call.chunk_bytes > 0:
+            return f"chunk must be positive bytes, got {call.chunk_bytes}"
+        return super().unsupported(call, topology)
+
+    def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
+        """The ring's sends: one ring, or two opposite rings with half the data each."""
+        schedule = Schedule(call.n)
+        if call.n < 2:
+            return schedule
+        for order, share in _orders(call):
+            _play(schedule, order, _plan(call, call.n, order.index(call.root), share))
+        return schedule
+
+    def cost(self, call: CollectiveCall, topology: Topology) -> float:
+        """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""
+        n = call.n
+        if n < 2:
+            return 0.0
+        rings = [
+            (order, _plan(call, n, order.index(call.root), share)) for order, share in _orders(call)
+        ]
+        pairs = [(order[h], order[(h + 1) % n]) for order, plan in rings for h in plan.hops]
+        costs = _hop_costs(call, topology, pairs)
+        return max(self._ring_cost(call, topology, order, plan, costs) for order, plan in rings)
+
+    def _ring_cost(
+        self,
+        call: CollectiveCall,
+        topology: Topology,
+        order: list[int],
+        plan: _Plan,
+        costs: dict[tuple[int, int], HopCost],
+    ) -> float:
+        """Seconds of one ring's plan, given each hop's cost."""
+        n, c = len(order), plan.pieces
+        hops = [costs[(order[h], order[(h + 1) % n])] for h in plan.hops]
+
+        def piece_times(step: _Step) -> list[float]:
+            piece = step.nbytes / c
+            extra = self.reduce_time(call, topology, piece) if step.reduces else 0.0
+            return [hop.time(piece) + extra for hop in hops]
+
+        if call.op in CHAIN_OPS:
+            times = piece_times(plan.steps[0])
+            return sum(times) + (c - 1) * max(times)
+        if call.op in FAN_OPS:
+            return len(plan.steps) * c * max(piece_times(plan.steps[0]))
+        total = 0.0
+        memo: dict[tuple[float, bool], float] = {}
+        for step in plan.steps:
+            key = (step.nbytes, step.reduces)
+            if key not in memo:
+                memo[key] = max(piece_times(step))
+            total += c * memo[key]
+        return total

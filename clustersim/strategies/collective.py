@@ -1,0 +1,176 @@
+"""The ``collective`` workload: one collective operation, run back to back.
+
+```yaml
+workload:
+  collective: allreduce          # or all-reduce, all_gather, reduce_scatter, broadcast, ...
+  algorithm: ring                # see `clustersim list algorithms`
+  bytes: 160MB                   # nccl-tests size (see clustersim.collectives.ops)
+  group: "rack0/*/gpu*"          # glob over device names; default every GPU
+  root: 0                        # rank of the root (broadcast, reduce, gather, scatter)
+  chunk: 4MB                     # pipelining chunk of algorithms that pipeline
+  bidirectional: false           # rings both ways, half the data each way
+  reduce_cost: false             # reductions cost bytes / memory bandwidth
+  iterations: 1                  # how many times, back to back
+  options: {inter: ring}         # algorithm-specific options
+```
+
+The network model (``network: {model: flow | analytical}``) decides whether
+the collective's sends are simulated as flows or its alpha-beta cost is used.
+The summary gives the time per iteration and nccl-tests' algorithm and bus
+bandwidths (GB = 1e9 bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..collectives import (
+    OPERATIONS,
+    CollectiveCall,
+    Schedule,
+    bandwidths,
+    canonical_op,
+    check_call,
+    execute,
+    run_collective,
+)
+from ..collectives import label_of as _label_of
+from ..engine import Simulation
+from ..errors import Problem, ScenarioError
+from ..scenario import Bool, Count, Glob, Int, Size
+from ..units import format_size
+from .base import Strategy
+
+
+class CollectiveWorkload(BaseModel):
+    """``workload: {collective: allreduce, bytes: 160MB, ...}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    collective: str = Field(description="operation: allreduce, allgather, reducescatter, ...")
+    algorithm: str = Field("ring", description="collective algorithm, e.g. ring, hierarchical")
+    size_bytes: Size = Field(alias="bytes", description="nccl-tests size, e.g. 160MB")
+    group: Glob | None = Field(
+        None, description="glob over device names (default: every GPU, or every device if none)"
+    )
+    root: Int = Field(0, ge=0, description="root rank of rooted operations")
+    chunk_bytes: Size | None = Field(
+        None, alias="chunk", description="pipelining chunk (default: the algorithm's)"
+    )
+    bidirectional: Bool = Field(False, description="run rings both ways, half the data each way")
+    reduce_cost: Bool = Field(False, description="reductions cost bytes / memory bandwidth")
+    iterations: Count = Field(1, description="times the collective runs, back to back")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="algorithm options, e.g. {inter: ring}"
+    )
+
+
+class Collective(Strategy):
+    """Run one collective operation ``iterations`` times back to back."""
+
+    name = "collective"
+    description = "one collective (allreduce, allgather, ...) with a chosen algorithm, repeated"
+    config_model = CollectiveWorkload
+
+    def check(self) -> None:
+        """Operation known, group matches devices, root in range, algorithm applies."""
+        cfg = self.config
+        op = canonical_op(cfg.collective, "workload.collective")
+        if cfg.group is None:
+            devices = [d for d in self.topology.devices.values() if d.kind == "gpu"]
+            devices = devices or list(self.topology.devices.values())
+        else:
+            devices = self.topology.select(cfg.group, "workload.group")
+        names = tuple(d.name for d in devices)
+        if OPERATIONS[op].rooted and cfg.root >= len(names):
+            raise ScenarioError(
+                Problem(
+                    "workload.root",
+                    f"root {cfg.root} is not a rank of the group of {len(names)} devices",
+                    f"0 .. {len(names) - 1}",
+                )
+            )
+        self.call = CollectiveCall(
+            op,
+            names,
+            cfg.size_bytes,
+            algorithm=cfg.algorithm,
+            root=cfg.root,
+            chunk_bytes=cfg.chunk_bytes,
+            bidirectional=cfg.bidirectional,
+            reduce_cost=cfg.reduce_cost,
+            options=dict(cfg.options),
+        )
+        self.algorithm = check_call(self.call, self.topology, "workload.algorithm")
+
+    def describe(self) -> str:
+        call = self.call
+        times = "" if self.config.iterations == 1 else f", {self.config.iterations} times"
+        return (
+            f"{call.op} of {format_size(call.size_bytes)} over {call.n} devices "
+            f"({call.algorithm}{times})"
+        )
+
+    @property
+    def model(self) -> str:
+        """``flow`` or ``analytical``, from the scenario's ``network.model``."""
+        network = getattr(self.scenario, "network", None)
+        return getattr(network, "model", "flow")
+
+    def schedule(self) -> Schedule:
+        """The call's schedule (built once, reused by every iteration)."""
+        if getattr(self, "_schedule", None) is None:
+            self._schedule = self.algorithm.schedule(self.call, self.topology)
+        return self._schedule
+
+    def start(self, sim: Simulation) -> None:
+        self.times: list[float] = []
+        sim.process(self._run(sim))
+
+    def _run(self, sim: Simulation) -> Generator[Any, Any, None]:
+        call = self.call
+        label = _label_of(call)
+        for i in range(self.config.iterations):
+            start = sim.now
+            if self.model == "analytical":
+                yield run_collective(sim, call, model="analytical", label=label, iteration=i)
+            else:
+                yield execute(
+                    sim,
+                    call.devices,
+                    self.schedule(),
+                    label=label,
+                    reduce_cost=call.reduce_cost,
+                    iteration=i,
+                )
+            self.times.append(sim.now - start)
+
+    def summarize(self, sim: Simulation) -> dict[str, Any]:
+        """time_s (mean per iteration), times_s, algbw/busbw in GB/s, bytes sent per device."""
+        from ..errors import SimulationError
+
+        call = self.call
+        if len(self.times) != self.config.iterations:
+            raise SimulationError(
+                f"collective finished {len(self.times)} of {self.config.iterations} iterations"
+            )
+        mean = sum(self.times) / len(self.times)
+        algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
+        sent = self.schedule().bytes_sent()
+        return {
+            "op": call.op,
+            "algorithm": call.algorithm,
+            "ranks": call.n,
+            "group": list(call.devices),
+            "bytes": call.size_bytes,
+            "iterations": self.config.iterations,
+            "model": self.model,
+            "time_s": mean,
+            "times_s": list(self.times),
+            "algbw_GBps": algbw / 1e9,
+            "busbw_GBps": busbw / 1e9,
+            "bytes_sent_per_device": max(sent, default=0.0),
+        }
