@@ -270,9 +270,13 @@ class CollectiveCommand(Command):
             "--bandwidth",
             help=f"each link (two_tier: each NIC), each direction (default: {_BENCH_DEFAULTS['bandwidth']})",
         )
-        where.add_argument("--latency", help="each link (two_tier: each NIC) (default: 0)")
+        where.add_argument(
+            "--latency", metavar="TIME", help="each link (two_tier: each NIC) (default: 0)"
+        )
         for flag, text in _TWO_TIER_FLAGS.items():
-            where.add_argument(flag, help=f"two_tier: {text}")
+            metavar = "N" if flag.endswith(("racks", "rack", "node")) else "BANDWIDTH"
+            metavar = "RATIO" if flag == "--oversubscription" else metavar
+            where.add_argument(flag, metavar=metavar, help=f"two_tier: {text}")
         out = parser.add_argument_group("output")
         out.add_argument("--json", action="store_true", help="print the rows as JSON")
         out.add_argument("--csv", metavar="FILE", help="also write the rows as CSV")
@@ -305,7 +309,7 @@ class CollectiveCommand(Command):
         finally:
             progress.close()
         devices = rows[0]["devices"] if rows else 0
-        title = f"{op} on {devices} devices, {where}"
+        title = f"{op} on {devices} device{'' if devices == 1 else 's'}, {where}"
         if args.json:
             _out(json.dumps(rows, indent=2))
         else:
@@ -496,7 +500,9 @@ def _print_bench_table(rows: list[dict[str, Any]], title: str) -> None:
     left = f"{'size(B)':>14} {'size':>10} {'count(f32)':>12}"
     group = f"{'time(us)':>12} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
     width = len(group) + 2
-    _out(("#" + " " * (len(left) - 1) + "".join(f"  {a:^{width - 2}}" for a in algorithms)).rstrip())
+    _out(
+        ("#" + " " * (len(left) - 1) + "".join(f"  {a:^{width - 2}}" for a in algorithms)).rstrip()
+    )
     _out("#" + left[1:] + "".join(f"  {group}" for _ in algorithms))
     by_point = {(r["bytes"], r["algorithm"]): r for r in rows}
     for size in dict.fromkeys(r["bytes"] for r in rows):

@@ -82,3 +82,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ' did you mean X?' hint, or '' when nothing is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" did you mean '{close[0]}'?" if close else ""
+
+
+def hinted(message: str, word: object, choices: Iterable[str]) -> str:
+    """``message`` followed by '; did you mean X?' when ``word`` is text close to one of ``choices``."""
+    hint = did_you_mean(word, choices) if isinstance(word, str) else ""
+    return f"{message};{hint}" if hint else message

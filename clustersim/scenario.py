@@ -17,7 +17,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union
 
@@ -39,7 +39,7 @@ from pydantic import (
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from clustersim import units
-from clustersim.errors import Problem, ScenarioError, did_you_mean, join_path
+from clustersim.errors import Problem, ScenarioError, hinted, join_path
 
 __all__ = [
     "CLUSTER_KINDS",
@@ -396,7 +396,7 @@ def _name_problems(cluster: CustomCluster) -> list[Problem]:
         for end in ("src", "dst"):
             name = getattr(link, end)
             if name not in names:
-                message = _hinted(f"unknown device or switch {name!r}", name, names)
+                message = hinted(f"unknown device or switch {name!r}", name, names)
                 problems.append(Problem(join_path("links", i, end), message))
         if link.src == link.dst:
             problems.append(
@@ -685,7 +685,7 @@ def _error_problems(model_cls: type[BaseModel], error: Any) -> list[Problem]:
 def _unknown_key_problem(path: str, key: object, model: Any) -> Problem:
     """An unknown key, with a did-you-mean hint and the keys allowed at its place."""
     keys = _model_keys(model)
-    return Problem(path, _hinted("unknown key", key, keys), ", ".join(keys))
+    return Problem(path, hinted("unknown key", key, keys), ", ".join(keys))
 
 
 def _tag_problem(path: str, error: Any) -> Problem:
@@ -703,7 +703,7 @@ def _tag_problem(path: str, error: Any) -> Problem:
     if key not in data:
         return Problem(join_path(path, key), "required key missing", allowed)
     value = data[key]
-    message = _hinted(f"unknown {key} {_describe(value)}", value, choices.split(", "))
+    message = hinted(f"unknown {key} {_describe(value)}", value, choices.split(", "))
     return Problem(join_path(path, key), message, allowed)
 
 
@@ -756,7 +756,7 @@ def _choice_message(value: object, annotation: Any, ctx: Mapping[str, Any]) -> t
     """A value that is not one of a fixed set of choices."""
     choices = [str(c) for c in typing.get_args(annotation)] if _is_literal(annotation) else []
     allowed = ", ".join(choices) or str(ctx.get("expected", "")).replace("'", "")
-    return _hinted(f"unknown value {_describe(value)}", value, choices), allowed
+    return hinted(f"unknown value {_describe(value)}", value, choices), allowed
 
 
 def _length_message(kind: str, ctx: Mapping[str, Any], annotation: Any) -> str:
@@ -781,13 +781,7 @@ def _builtin_tag_message(kind: str, ctx: Mapping[str, Any]) -> tuple[str, str]:
     if kind == "union_tag_not_found":
         return f"required key {key!r} missing", allowed
     tag = str(ctx.get("tag", ""))
-    return _hinted(f"unknown {key} {tag!r}", tag, allowed.split(", ")), allowed
-
-
-def _hinted(message: str, word: object, choices: Iterable[str]) -> str:
-    """``message`` plus a did-you-mean hint when ``word`` is text close to one of ``choices``."""
-    hint = did_you_mean(word, choices) if isinstance(word, str) else ""
-    return f"{message};{hint}" if hint else message
+    return hinted(f"unknown {key} {tag!r}", tag, allowed.split(", ")), allowed
 
 
 def _plain(message: str) -> str:

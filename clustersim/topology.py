@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from clustersim.errors import Problem, ScenarioError, did_you_mean
+from clustersim.errors import Problem, ScenarioError, hinted
 
 __all__ = ["Device", "Link", "Route", "Topology", "build_topology"]
 
@@ -183,7 +183,7 @@ class Topology:
         raise ScenarioError(
             Problem(
                 path,
-                _hinted(f"unknown device {name!r}", str(name), self.devices),
+                hinted(f"unknown device {name!r}", str(name), self.devices),
                 allowed=f"full device paths such as {example}",
             )
         )
@@ -202,7 +202,7 @@ class Topology:
             raise ScenarioError(
                 Problem(
                     path,
-                    _hinted(f"no device matches {glob!r}", glob, self.devices)
+                    hinted(f"no device matches {glob!r}", glob, self.devices)
                     if _is_plain(glob)
                     else f"no device matches {glob!r}",
                     allowed=f"globs over full device names, e.g. {example}, * or */gpu*",
@@ -275,12 +275,6 @@ class Topology:
             "switches": len(self.switches),
             "links": len(self.links),
         }
-
-
-def _hinted(message: str, word: str, choices: Iterable[str]) -> str:
-    """``message`` followed by '; did you mean ...?' when a choice is close to ``word``."""
-    hint = did_you_mean(word, choices)
-    return f"{message};{hint}" if hint else message
 
 
 def _compile_glob(glob: str) -> Any:

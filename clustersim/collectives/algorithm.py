@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import Problem, ScenarioError, did_you_mean
+from ..errors import Problem, ScenarioError, hinted
 from ..topology import Topology
 from .ops import OPERATIONS
 from .schedule import Schedule
@@ -124,7 +124,7 @@ def algorithm(name: str, path: str = "") -> Algorithm:
         raise ScenarioError(
             Problem(
                 path,
-                f"unknown algorithm '{name}';{did_you_mean(name, algorithms)}",
+                hinted(f"unknown algorithm '{name}'", name, algorithms),
                 ", ".join(algorithms),
             )
         )

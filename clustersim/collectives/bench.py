@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Problem, ScenarioError, did_you_mean
+from ..errors import Problem, ScenarioError, hinted
 from ..units import UnitError, parse_size
 from . import (
     OPERATIONS,
@@ -251,6 +251,7 @@ def resolve_algorithms(
     """
     if isinstance(requested, str):
         requested = [name.strip() for name in requested.split(",") if name.strip()]
+    requested = list(dict.fromkeys(requested))
     known = registered_algorithms()
     if list(requested) in ([], ["all"]):
         names = applicable_algorithms(op, devices, topology)
@@ -265,11 +266,10 @@ def resolve_algorithms(
         return names
     for name in requested:
         if name not in known:
-            hint = did_you_mean(name, known)
             raise ScenarioError(
                 Problem(
                     "--algorithm",
-                    f"unknown algorithm {name!r}" + (f";{hint}" if hint else ""),
+                    hinted(f"unknown algorithm {name!r}", name, known),
                     ", ".join(["all", *known]),
                 )
             )
@@ -308,7 +308,11 @@ def sweep(
         raise ScenarioError(Problem("--model", f"unknown model {model!r}", ", ".join(MODELS)))
     if iterations < 1:
         raise ScenarioError(Problem("--iterations", "must be at least 1"))
-    topology = topology or build_topology(scenario.cluster)
+    if topology is None:
+        try:
+            topology = build_topology(scenario.cluster)
+        except ScenarioError as exc:
+            raise exc.with_source(scenario.source) from None
     devices = group_devices(topology, group)
     names = resolve_algorithms(op, devices, topology, algorithms)
     calls = [

@@ -22,19 +22,21 @@ link to it) at the same time, so the across-node phase is priced on a view of
 the topology where every link that is not a device's own link carries ``g``
 flows: bandwidth / ``g``.  The cost is exact (matches the flow-level run) when
 every node has the same layout, the phases' own algorithms are exact on it and
-the rails' flows meet only on those node-level links (rack uplinks not
-oversubscribed, one spine or ``spine_routing: split``); otherwise it is the
-usual bottleneck-share approximation.
+the across-node algorithm's formula counts the flows it puts on each link
+(``ring`` and ``direct`` do; then it is exact even behind oversubscribed rack
+uplinks, with one spine or ``spine_routing: split``).  With several spines
+and ECMP the view assumes every flow of a pair hashes onto the first spine
+(pessimistic); algorithms whose formula ignores their own link sharing (e.g.
+``halving_doubling`` across racks) give a lower bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..topology import Link, Route, Topology
-from .algorithm import Algorithm, CollectiveCall, HopCost, registered_algorithms
+from .algorithm import Algorithm, CollectiveCall, registered_algorithms
 from .schedule import Schedule
 
 INTER_DEFAULT = "ring"
@@ -60,7 +62,11 @@ class SharedLinks:
     Links with a device at one end (a GPU's own PCIe or NVLink port) keep
     their bandwidth; every other link (PCIe switch -> NIC, NIC -> ToR, ToR ->
     spine, and back) has bandwidth / ``share`` in the routes this view
-    returns.  Everything else is the wrapped topology's.
+    returns.  With ``spine_routing: split`` a pair's k equal-cost routes
+    become one route whose spine links have k times the bandwidth (each flow
+    is split evenly over them); with ECMP the first route stands for all (as
+    if every flow hashed onto the same spine).  Everything else is the
+    wrapped topology's.
     """
 
     def __init__(self, topology: Topology, share: int) -> None:
@@ -76,86 +82,29 @@ class SharedLinks:
         key = (src, dst)
         found = self._cache.get(key)
         if found is None:
-            found = tuple(
-                Route.of(self._scaled(link) for link in route.links)
-                for route in self._topology.routes(src, dst)
+            alternatives = self._topology.routes(src, dst)
+            split = len(alternatives) if self._topology.spine_routing == "split" else 1
+            common = set.intersection(*({link.index for link in r.links} for r in alternatives))
+            found = (
+                Route.of(
+                    self._scaled(link, 1 if link.index in common else split)
+                    for link in alternatives[0].links
+                ),
             )
             self._cache[key] = found
         return found
 
     def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
         """Like :meth:`Topology.route`, on the shared view."""
-        chosen = self._topology.route(src, dst, flow_key)
-        return Route.of(self._scaled(link) for link in chosen.links)
+        return self.routes(src, dst)[0]
 
-    def _scaled(self, link: Link) -> Link:
+    def _scaled(self, link: Link, split: int = 1) -> Link:
+        """``link`` with bandwidth x ``split`` / ``share`` (``share`` only for switch-to-switch links)."""
         devices = self._topology.devices
-        if self._share <= 1 or link.src in devices or link.dst in devices:
+        share = 1 if link.src in devices or link.dst in devices else self._share
+        if share == split:
             return link
-        return replace(link, bandwidth_Bps=link.bandwidth_Bps / self._share)
-
-
-# -- fallback ring, used only while no "ring" algorithm is registered ---------
-
-
-def _ring_pass(
-    n: int, chunk: float, steps: int, reduce: bool, step0: int = 0, s: Schedule | None = None
-) -> Schedule:
-    """``steps`` ring steps of ``chunk`` bytes: rank i sends to i + 1 after its last send and receive."""
-    s = s or Schedule(n)
-    last_send = [-1] * n
-    last_recv = [-1] * n
-    for step in range(steps):
-        sent = [
-            s.send(
-                i,
-                (i + 1) % n,
-                chunk,
-                after=(last_send[i], last_recv[i]),
-                reduce_bytes=chunk if reduce else 0.0,
-                step=step0 + step,
-            )
-            for i in range(n)
-        ]
-        last_send = sent
-        last_recv = [sent[(i - 1) % n] for i in range(n)]
-    return s
-
-
-def _fallback_ring_schedule(op: str, n: int, size: float) -> Schedule:
-    """Ring reduce-scatter / all-gather / all-reduce of nccl-tests size ``size`` over ``n`` ranks."""
-    if n <= 1:
-        return Schedule(n)
-    chunk = size / n
-    if op == "reducescatter":
-        return _ring_pass(n, chunk, n - 1, True)
-    if op == "allgather":
-        return _ring_pass(n, chunk, n - 1, False)
-    s = _ring_pass(n, chunk, n - 1, True)
-    ends = s.rank_ends()
-    tail = _ring_pass(n, chunk, n - 1, False, step0=n - 1)
-    s.embed(tail, list(range(n)), after=ends)
-    return s
-
-
-def _fallback_ring_cost(
-    op: str, devices: Sequence[str], size: float, topology: Any, reduce_Bps: float | None
-) -> float:
-    """Alpha-beta time of :func:`_fallback_ring_schedule` (slowest hop), seconds."""
-    n = len(devices)
-    if n <= 1:
-        return 0.0
-    hop = HopCost.worst(
-        [HopCost.between(topology, devices[i], devices[(i + 1) % n]) for i in range(n)]
-    )
-    chunk = size / n
-    per_step = hop.time(chunk)
-    reduce_step = per_step + (chunk / reduce_Bps if reduce_Bps else 0.0)
-    if op == "reducescatter":
-        return (n - 1) * reduce_step
-    if op == "allgather":
-        return (n - 1) * per_step
-    return (n - 1) * (reduce_step + per_step)
+        return replace(link, bandwidth_Bps=link.bandwidth_Bps * split / share)
 
 
 # -- the algorithm ------------------------------------------------------------
@@ -169,7 +118,9 @@ class Hierarchical(Algorithm):
     """
 
     name = "hierarchical"
-    description = "two levels: reduce-scatter in each node, all-reduce across nodes per rail, all-gather"
+    description = (
+        "two levels: reduce-scatter in each node, all-reduce across nodes per rail, all-gather"
+    )
     ops: ClassVar[frozenset[str]] = frozenset({"allreduce", "allgather", "reducescatter"})
 
     def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
@@ -186,28 +137,16 @@ class Hierarchical(Algorithm):
                 "hierarchical needs the same number of the group's GPUs on every node "
                 f"(got {', '.join(str(len(g)) for g in groups)})"
             )
-        if call.size_bytes == 0 and call.n <= 1:
+        if call.n <= 1:
             return None
-        for phase_op, ranks, level in self._phase_specs(call, groups):
-            sub = self._sub_call(call, phase_op, ranks, 0.0, level)
+        for op, instances, _size, level in self._phases(call, groups):
+            sub = self._sub_call(call, op, instances[0], 0.0, level)
             reason = self._sub_reason(sub, level, topology)
             if reason:
                 return reason
         return None
 
     # -- phases ---------------------------------------------------------------
-
-    def _phase_specs(
-        self, call: CollectiveCall, groups: list[list[int]]
-    ) -> list[tuple[str, list[int], str]]:
-        """(op, ranks of one instance, level) of each phase, one representative instance."""
-        rail = [g[0] for g in groups]
-        node = groups[0]
-        if call.op == "allreduce":
-            return [("reducescatter", node, "intra"), ("allreduce", rail, "inter"), ("allgather", node, "intra")]
-        if call.op == "allgather":
-            return [("allgather", rail, "inter"), ("allgather", node, "intra")]
-        return [("reducescatter", node, "intra"), ("reducescatter", rail, "inter")]
 
     def _phases(
         self, call: CollectiveCall, groups: list[list[int]]
@@ -225,7 +164,10 @@ class Hierarchical(Algorithm):
             ]
         if call.op == "allgather":
             return [("allgather", rails, size / g, "inter"), ("allgather", nodes, size, "intra")]
-        return [("reducescatter", nodes, size, "intra"), ("reducescatter", rails, size / g, "inter")]
+        return [
+            ("reducescatter", nodes, size, "intra"),
+            ("reducescatter", rails, size / g, "inter"),
+        ]
 
     def _sub_call(
         self, call: CollectiveCall, op: str, ranks: list[int], size: float, level: str
@@ -234,7 +176,9 @@ class Hierarchical(Algorithm):
             op,
             tuple(call.devices[r] for r in ranks),
             size,
-            algorithm=str(call.options.get(level, INTER_DEFAULT if level == "inter" else INTRA_DEFAULT)),
+            algorithm=str(
+                call.options.get(level, INTER_DEFAULT if level == "inter" else INTRA_DEFAULT)
+            ),
             chunk_bytes=call.chunk_bytes,
             bidirectional=call.bidirectional,
             reduce_cost=call.reduce_cost,
@@ -244,8 +188,6 @@ class Hierarchical(Algorithm):
         algorithms = registered_algorithms()
         cls = algorithms.get(sub.algorithm)
         if cls is None:
-            if sub.algorithm == "ring":
-                return None  # the fallback ring
             known = ", ".join(n for n in algorithms if n != self.name)
             return f"unknown {level} algorithm '{sub.algorithm}' (options.{level}; known: {known})"
         if cls is type(self):
@@ -258,21 +200,12 @@ class Hierarchical(Algorithm):
     def _sub_schedule(self, sub: CollectiveCall, topology: Topology) -> Schedule:
         if sub.n <= 1:
             return Schedule(sub.n)
-        cls = registered_algorithms().get(sub.algorithm)
-        if cls is None:
-            return _fallback_ring_schedule(sub.op, sub.n, sub.size_bytes)
-        return cls().schedule(sub, topology)
+        return registered_algorithms()[sub.algorithm]().schedule(sub, topology)
 
     def _sub_cost(self, sub: CollectiveCall, topology: Any) -> float:
         if sub.n <= 1:
             return 0.0
-        cls = registered_algorithms().get(sub.algorithm)
-        if cls is None:
-            reduce_Bps = None
-            if sub.reduce_cost:
-                reduce_Bps = min(topology.device(d).memory_bandwidth_Bps for d in sub.devices)
-            return _fallback_ring_cost(sub.op, sub.devices, sub.size_bytes, topology, reduce_Bps)
-        return cls().cost(sub, topology)
+        return registered_algorithms()[sub.algorithm]().cost(sub, topology)
 
     # -- schedule and cost ----------------------------------------------------
 

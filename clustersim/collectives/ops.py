@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import Problem, ScenarioError, did_you_mean
+from ..errors import Problem, ScenarioError, hinted
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def canonical_op(name: str, path: str = "") -> str:
     raise ScenarioError(
         Problem(
             path,
-            f"unknown collective operation '{name}';{did_you_mean(key, OPERATIONS)}",
+            hinted(f"unknown collective operation '{name}'", key, OPERATIONS),
             ", ".join(OPERATIONS),
         )
     )

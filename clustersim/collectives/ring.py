@@ -50,8 +50,10 @@ time of one piece on hop h (reduction at the receiver included):
 * broadcast, reduce (chains of n-1 hops): sum_h t_h + (c - 1) max_h t_h
   (tandem pipeline), = (n - 1 + c - 1)(alpha + piece beta) on a uniform ring.
   Exact when hops do not share links.
-* gather, scatter: (n-1) c max_h t_h, exact on uniform hops, an upper bound
-  otherwise.
+* gather, scatter (fans of n-1 hops, hop j from the root carrying (n-1-j)
+  messages): max over j of sum_{i<=j} t_i + ((n-1-j) c - 1) max_{i<=j} t_i,
+  = (n-1) c (alpha + piece beta) on a uniform ring.  Exact when hops do not
+  share links.
 
 It is an approximation when hops share links (the load-based beta assumes every
 hop busy at once, which is false in the fill/drain of chains and fans), with
@@ -77,7 +79,6 @@ CHAIN_CHUNK_BYTES = 4 * 2**20
 FULL_OPS = frozenset({"allreduce", "reducescatter", "allgather", "alltoall", "barrier"})
 """Operations in which every rank sends in every step."""
 CHAIN_OPS = frozenset({"broadcast", "reduce"})
-FAN_OPS = frozenset({"gather", "scatter"})
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,9 @@ def _plan(call: CollectiveCall, n: int, root_pos: int, share: float) -> _Plan:
             for s in range(n - 1)
         ]
     else:  # scatter
-        steps = [_Step([(root_pos + p) % n for p in range(s + 1)], block, False) for s in range(n - 1)]
+        steps = [
+            _Step([(root_pos + p) % n for p in range(s + 1)], block, False) for s in range(n - 1)
+        ]
     if op in FULL_OPS:
         hops = list(everyone)
     elif op in ("broadcast", "scatter"):
@@ -174,6 +177,24 @@ def _play(schedule: Schedule, order: list[int], plan: _Plan) -> None:
             current[pos] = ids
             last_sent[pos] = last
         previous = current
+
+
+def _fan_time(times: list[float], c: int) -> float:
+    """Seconds of a fan pipeline (scatter) over hops whose piece times are ``times``.
+
+    Hop j (counted from the root) forwards (n-1-j) c pieces, each waiting for
+    the same piece on hop j-1 and for the hop's previous piece.  The longest
+    path to hop j's last piece stays on the slowest hop so far:
+    sum_{i<=j} t_i + ((n-1-j) c - 1) max_{i<=j} t_i; the answer is the max over j.
+    Gather is the mirror image: the same with ``times`` listed from the root's
+    incoming hop backwards.  Exact when hops share no links.
+    """
+    best = total = slowest = 0.0
+    for j, t in enumerate(times):
+        total += t
+        slowest = max(slowest, t)
+        best = max(best, total + ((len(times) - j) * c - 1) * slowest)
+    return best
 
 
 def _hop_costs(
@@ -251,8 +272,10 @@ class Ring(Algorithm):
         if call.op in CHAIN_OPS:
             times = piece_times(plan.steps[0])
             return sum(times) + (c - 1) * max(times)
-        if call.op in FAN_OPS:
-            return len(plan.steps) * c * max(piece_times(plan.steps[0]))
+        if call.op == "scatter":
+            return _fan_time(piece_times(plan.steps[0]), c)
+        if call.op == "gather":
+            return _fan_time(piece_times(plan.steps[0])[::-1], c)
         total = 0.0
         memo: dict[tuple[float, bool], float] = {}
         for step in plan.steps:

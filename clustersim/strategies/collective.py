@@ -3,7 +3,7 @@
 ```yaml
 workload:
   collective: allreduce          # or all-reduce, all_gather, reduce_scatter, broadcast, ...
-  algorithm: ring                # see `clustersim list algorithms`
+  algorithm: ring                # a registered algorithm: ring, hierarchical, ...
   bytes: 160MB                   # nccl-tests size (see clustersim.collectives.ops)
   group: "rack0/*/gpu*"          # glob over device names; default every GPU
   root: 0                        # rank of the root (broadcast, reduce, gather, scatter)

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..engine import Simulation
-from ..errors import Problem, ScenarioError, did_you_mean, join_path
+from ..errors import Problem, ScenarioError, hinted, join_path
 from ..scenario import FlopCount, Size, TimeSpan
 from .base import Strategy
 
@@ -115,7 +115,7 @@ class Program(Strategy):
                     problems.append(
                         Problem(
                             join_path("workload.program", i, "after", j),
-                            f"unknown id '{dep}';{did_you_mean(dep, seen)}",
+                            hinted(f"unknown id '{dep}'", dep, seen),
                             "ids of other operations",
                         )
                     )

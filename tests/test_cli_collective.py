@@ -1,0 +1,352 @@
+"""`clustersim collective`: nccl-tests style sweeps, their outputs and their errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import pytest
+
+from clustersim.cli import main
+from clustersim.collectives import OPERATIONS, applicable_algorithms, registered_algorithms
+from clustersim.collectives.bench import (
+    ROW_KEYS,
+    flat_cluster,
+    load_cluster,
+    parse_sizes,
+    plot_figure,
+    scenario_of,
+    sweep,
+)
+from clustersim.errors import ScenarioError
+from clustersim.topology import build_topology
+
+from .conftest import SCENARIOS
+
+DGX = SCENARIOS / "clusters" / "dgx-a100-4nodes.yaml"
+R1 = [
+    "--op", "allreduce", "--algorithm", "ring", "--bytes", "160MB",
+    "--devices", "8", "--topology", "ring", "--bandwidth", "54GB/s",
+]  # fmt: skip
+
+
+def run_json(capsys, *argv: str) -> list[dict]:
+    """Rows printed by ``clustersim collective ARGV --json``."""
+    assert main(["collective", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def fail(capsys, *argv: str) -> str:
+    """stderr of a run that must exit 2 without a traceback."""
+    assert main(["collective", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def applicable(op: str, cluster: dict) -> list[str]:
+    topology = build_topology(scenario_of(cluster).cluster)
+    return applicable_algorithms(op, tuple(topology.devices), topology)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def test_json_rows_have_exactly_the_documented_keys(capsys) -> None:
+    """--json prints a list of rows with keys exactly op, algorithm, bytes, devices, time_s, algbw_GBps, busbw_GBps."""
+    rows = run_json(capsys, *R1)
+    assert len(rows) == 1
+    assert list(rows[0]) == list(ROW_KEYS)
+    assert set(rows[0]) == {
+        "op", "algorithm", "bytes", "devices", "time_s", "algbw_GBps", "busbw_GBps",
+    }  # fmt: skip
+    assert rows[0]["op"] == "allreduce" and rows[0]["algorithm"] == "ring"
+    assert rows[0]["bytes"] == 160_000_000 and rows[0]["devices"] == 8
+
+
+def test_r1_ring_allreduce_through_the_cli(capsys) -> None:
+    """R1: 8 GPUs in a ring at 54 GB/s, 160 MB ring all-reduce = 2 x 7/8 x 160 MB / 54 GB/s = 5.185 ms."""
+    (row,) = run_json(capsys, *R1)
+    assert row["time_s"] == pytest.approx(5.185e-3, rel=5e-3)
+    assert row["time_s"] == pytest.approx(2 * 7 / 8 * 160e6 / 54e9, rel=1e-9)
+    assert row["algbw_GBps"] == pytest.approx(160e6 / row["time_s"] / 1e9, rel=1e-12)
+    assert row["busbw_GBps"] == pytest.approx(2 * 7 / 8 * row["algbw_GBps"], rel=1e-12)
+    assert row["busbw_GBps"] == pytest.approx(54.0, rel=1e-9)  # busbw equals the link bandwidth
+
+
+def test_op_aliases_and_latency(capsys) -> None:
+    """`all-reduce` is allreduce; --latency adds 2(n-1) hop latencies to the ring (R2)."""
+    argv = [*R1[2:], "--op", "all-reduce", "--latency", "1us"]
+    (row,) = run_json(capsys, *argv)
+    assert row["op"] == "allreduce"
+    assert row["time_s"] == pytest.approx(2 * 7 / 8 * 160e6 / 54e9 + 2 * 7 * 1e-6, rel=1e-9)
+
+
+def test_analytical_model_and_iterations_agree_with_flow(capsys) -> None:
+    """Uncontended ring: --model analytical gives the flow time; --iterations 3 the same time per run."""
+    (flow,) = run_json(capsys, *R1)
+    (analytical,) = run_json(capsys, *R1, "--model", "analytical")
+    (repeated,) = run_json(capsys, *R1, "--iterations", "3")
+    assert analytical["time_s"] == pytest.approx(flow["time_s"], rel=1e-9)
+    assert repeated["time_s"] == pytest.approx(flow["time_s"], rel=1e-9)
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("64MB", [64e6]),
+        ("1MB:1GB:x4", [1e6, 4e6, 16e6, 64e6, 256e6]),
+        ("1MB:64MB:x4", [1e6, 4e6, 16e6, 64e6]),
+        ("1KiB:1MiB:x2", [2.0**k for k in range(10, 21)]),
+        ("1MB:4MB:+1MB", [1e6, 2e6, 3e6, 4e6]),
+        ("1MB:4.5MB:+1MB", [1e6, 2e6, 3e6, 4e6]),
+        ("8MB:8MB:x2", [8e6]),
+        ("0:2kB:+1kB", [0.0, 1e3, 2e3]),
+    ],
+)
+def test_parse_sizes(text: str, expected: list[float]) -> None:
+    """SIZE, MIN:MAX:xF and MIN:MAX:+STEP expand to the sizes up to MAX included."""
+    assert parse_sizes(text) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("text", "count"), [("1MB:1GB:x4", 5), ("1MB:8MB:+1MB", 8)])
+def test_size_ranges_through_the_cli(capsys, text: str, count: int) -> None:
+    """One row per size of the range, in increasing order."""
+    rows = run_json(capsys, *R1, "--bytes", text)
+    assert len(rows) == count
+    sizes = [r["bytes"] for r in rows]
+    assert sizes == sorted(sizes) and sizes[0] == 1_000_000
+
+
+# --------------------------------------------------------------------------- algorithms
+
+
+@pytest.mark.parametrize("op", ["allreduce", "allgather"])
+def test_algorithm_all_runs_every_applicable_algorithm(capsys, op: str) -> None:
+    """--algorithm all: one row per applicable algorithm and size, busbw = algbw x nccl-tests factor."""
+    cluster = flat_cluster("switch", 8, "25GB/s", "1us")
+    names = applicable(op, cluster)
+    if not names:
+        pytest.skip(f"no algorithm for {op} registered yet")
+    argv = ["--op", op, "--algorithm", "all", "--bytes", "1MB:16MB:x4", "--devices", "8"]
+    rows = run_json(capsys, *argv, "--bandwidth", "25GB/s", "--latency", "1us")
+    assert [r["algorithm"] for r in rows[: len(names)]] == names
+    assert len(rows) == 3 * len(names)
+    factor = OPERATIONS[op].bus_factor(8)
+    for row in rows:
+        assert row["time_s"] > 0
+        assert row["algbw_GBps"] == pytest.approx(row["bytes"] / row["time_s"] / 1e9, rel=1e-12)
+        assert row["busbw_GBps"] == pytest.approx(factor * row["algbw_GBps"], rel=1e-12)
+        # nothing beats the link: each device has one 25 GB/s uplink (a little slack for rounding)
+        assert row["busbw_GBps"] <= 25.0 * (1 + 1e-9)
+
+
+def test_algorithm_all_lists_several_algorithms(capsys) -> None:
+    """With several algorithms registered, the all-reduce table has a column group for each."""
+    names = applicable("allreduce", flat_cluster("switch", 8, "25GB/s"))
+    if len(names) < 2:
+        pytest.skip("fewer than two all-reduce algorithms registered yet")
+    argv = ["collective", "--op", "allreduce", "--bytes", "1MB:4MB:x4", "--devices", "8"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# allreduce on 8 devices, topology switch")
+    assert all(name in out[1] for name in names)
+    assert "time(us)" in out[2] and "busbw(GB/s)" in out[2]
+    assert len(out) == 3 + 2  # header lines, then one line per size
+
+
+def test_sweep_function_returns_rows() -> None:
+    """bench.sweep is callable from Python and returns the same rows as the CLI."""
+    scenario = scenario_of(flat_cluster("ring", 8, "54GB/s"))
+    seen = []
+    rows = sweep(
+        scenario, "all_reduce", [160e6, 320e6], "ring", progress=lambda i, n: seen.append((i, n))
+    )
+    assert [r["bytes"] for r in rows] == [160_000_000, 320_000_000]
+    assert rows[1]["time_s"] == pytest.approx(2 * rows[0]["time_s"], rel=1e-9)
+    assert seen == [(1, 2), (2, 2)]
+
+
+def test_group_selects_devices(capsys) -> None:
+    """--group restricts the collective to the matching devices."""
+    rows = run_json(capsys, *R1, "--group", "gpu[0-3]")
+    assert rows[0]["devices"] == 4
+
+
+# --------------------------------------------------------------------------- files
+
+
+def test_csv_and_plot_files(tmp_path, capsys) -> None:
+    """--csv writes the JSON rows as CSV, --plot a PNG; no temporary file is left behind."""
+    out_csv, out_png = tmp_path / "rows.csv", tmp_path / "busbw.png"
+    argv = [*R1, "--bytes", "1MB:16MB:x4", "--csv", str(out_csv), "--plot", str(out_png)]
+    rows = run_json(capsys, *argv)
+    with out_csv.open() as fh:
+        read = list(csv.DictReader(fh))
+    assert list(read[0]) == list(ROW_KEYS)
+    assert len(read) == len(rows) == 3
+    for got, want in zip(read, rows, strict=True):
+        assert got["algorithm"] == want["algorithm"]
+        assert float(got["bytes"]) == want["bytes"]
+        assert float(got["time_s"]) == want["time_s"]
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busbw.png", "rows.csv"]
+
+
+def test_plot_has_one_line_per_algorithm() -> None:
+    """The figure: busbw against size on a log x axis, one labelled line per algorithm."""
+    rows = [
+        {"algorithm": a, "bytes": s, "busbw_GBps": b}
+        for a, scale in (("ring", 1.0), ("tree", 0.5), ("direct", 0.25))
+        for s, b in ((1e6, 10.0 * scale), (4e6, 20.0 * scale), (0, 0.0))
+    ]
+    fig = plot_figure(rows, "allreduce on 8 devices, topology switch")
+    (ax,) = fig.axes
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["ring", "tree", "direct"]
+    assert list(lines[1].get_xdata()) == [1e6, 4e6]  # the 0-byte point has no place on a log axis
+    assert list(lines[1].get_ydata()) == [5.0, 10.0]
+    assert ax.get_xscale() == "log"
+    assert "bytes" in ax.get_xlabel() and "GB/s" in ax.get_ylabel()
+    assert "allreduce" in ax.get_title() and "8 devices" in ax.get_title()
+    assert ax.get_legend() is not None
+
+
+def test_plot_of_a_real_sweep(capsys) -> None:
+    """The title names op, devices and topology; one line per algorithm run."""
+    names = applicable("allreduce", flat_cluster("switch", 4, "25GB/s"))
+    rows = sweep(scenario_of(flat_cluster("switch", 4, "25GB/s")), "allreduce", [1e6, 4e6])
+    fig = plot_figure(rows, "allreduce on 4 devices, topology switch")
+    assert len(fig.axes[0].get_lines()) == len(names)
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def test_cluster_file(capsys, tmp_path) -> None:
+    """--cluster takes a scenario file; the group defaults to every GPU."""
+    path = DGX
+    if not path.exists():  # pragma: no cover - written by another engineer
+        path = tmp_path / "dgx.yaml"
+        path.write_text(
+            "cluster:\n  nodes_per_rack: 4\n  node:\n    gpus: 8\n"
+            "    pcie: {bandwidth: 32GB/s}\n    nvlink: {bandwidth: 300GB/s}\n"
+            "    nic: {bandwidth: 200Gb/s}\n"
+        )
+    rows = run_json(
+        capsys, "--op", "allgather", "--algorithm", "all", "--bytes", "64MB", "--cluster", str(path)
+    )
+    assert rows and {r["devices"] for r in rows} == {32}
+    assert all(r["time_s"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kind: ring\ndevices: 8\nlink: {bandwidth: 54GB/s}\n",  # a bare cluster section
+        "cluster: {kind: ring, devices: 8, link: {bandwidth: 54GB/s}}\n",  # no name, no workload
+        "name: x\ncluster: {kind: ring, devices: 8, link: {bandwidth: 54GB/s}}\n"
+        "workload: {program: []}\n",  # a full scenario
+    ],
+)
+def test_cluster_file_forms(capsys, tmp_path, text: str) -> None:
+    """A cluster section alone, a scenario without workload and a full scenario all give R1."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    argv = ["--op", "allreduce", "--algorithm", "ring", "--bytes", "160MB", "--cluster", str(path)]
+    (row,) = run_json(capsys, *argv)
+    assert row["time_s"] == pytest.approx(2 * 7 / 8 * 160e6 / 54e9, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("kind: ring\ndevices: 8\nlink: {bandwith: 54GB/s}\n", "link.bandwith"),
+        ("cluster: {kind: ring, devices: 8, link: {bandwidth: 54}}\n", "cluster.link.bandwidth"),
+        ("name: x\nworkload: {program: []}\n", "cluster"),
+        ("- 1\n- 2\n", "mapping"),
+        ("cluster: {kind: ring\n", "invalid YAML"),
+    ],
+)
+def test_bad_cluster_file_names_file_and_key(capsys, tmp_path, text: str, where: str) -> None:
+    """A bad --cluster file: exit 2, the message names the file and the key path."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    err = fail(capsys, "--op", "allreduce", "--cluster", str(path))
+    assert str(path) in err and where in err
+    with pytest.raises(ScenarioError):
+        load_cluster(path)
+
+
+def test_two_tier_from_flags(capsys) -> None:
+    """--topology two_tier builds racks x nodes x GPUs; --devices must agree with them."""
+    argv = ["--op", "allreduce", "--algorithm", "ring", "--bytes", "1MB", "--topology", "two_tier"]
+    rows = run_json(capsys, *argv, "--racks", "2", "--gpus-per-node", "2", "--nvlink", "none")
+    assert rows[0]["devices"] == 2 * 2 * 2
+    err = fail(capsys, *argv, "--devices", "5")
+    assert "--devices" in err and "= 16" in err  # defaults: 1 rack x 2 nodes x 8 GPUs
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+BAD = [
+    (["--op", "allredcue", "--devices", "4"], "did you mean 'allreduce'"),
+    (["--op", "allreduce", "--algorithm", "rign", "--devices", "4"], "did you mean 'ring'"),
+    (["--op", "allreduce", "--algorithm", "nosuch", "--devices", "4"], "unknown algorithm"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "1GB:1MB:x2"], "larger than its maximum"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "1MB:1GB:x1"], "larger than 1"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "1MB:1GB:+0"], "larger than 0"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "1MB:1GB"], "cannot read size range"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "1MB:1GB:/2"], "cannot read range step"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "12"], "--bytes"),
+    (["--op", "allreduce", "--devices", "4", "--bytes", "1B:1GB:+1B"], "at most"),
+    (["--op", "allreduce"], "--devices"),
+    (["--op", "allreduce", "--devices", "4", "--bandwidth", "5"], "--bandwidth"),
+    (["--op", "allreduce", "--devices", "4", "--latency", "1 parsec"], "--latency"),
+    (["--op", "allreduce", "--devices", "4", "--racks", "2"], "two_tier"),
+    (["--op", "allreduce", "--devices", "4", "--group", "cpu*"], "--group"),
+    (["--op", "broadcast", "--devices", "4", "--root", "9"], "--root"),
+    (["--op", "allreduce", "--devices", "4", "--iterations", "0"], "--iterations"),
+    (["--op", "allreduce", "--devices", "4", "--chunk", "0"], "--chunk"),
+    (["--op", "allreduce", "--cluster", "nosuch.yaml"], "file not found"),
+    (["--op", "allreduce", "--cluster", "x.yaml", "--devices", "4"], "cannot be combined"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD)
+def test_bad_input_exits_2_with_one_clear_message(capsys, argv: list[str], message: str) -> None:
+    """Bad input: exit 2, the key message on stderr, nothing on stdout, no traceback."""
+    err = fail(capsys, *argv)
+    assert message in err
+    assert err.startswith("clustersim: error")
+
+
+def test_algorithm_not_applicable(capsys) -> None:
+    """An algorithm that does not implement the operation: exit 2 naming the usable ones."""
+    for name, cls in registered_algorithms().items():
+        missing = [op for op in OPERATIONS if op not in cls.ops]
+        if missing:
+            err = fail(capsys, "--op", missing[0], "--algorithm", name, "--devices", "4")
+            assert name in err and missing[0] in err
+            return
+    pytest.skip("every registered algorithm implements every operation")
+
+
+def test_no_progress_without_a_terminal(capsys) -> None:
+    """The progress indicator only appears when stderr is a terminal."""
+    assert main(["collective", *R1, "--bytes", "1MB:1GB:x2"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_on_a_terminal(capsys, monkeypatch) -> None:
+    """On a terminal, a sweep of many points shows `point i of N` on stderr, then clears it."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["collective", *R1, "--bytes", "1MB:1GB:x2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "point 10 of 10" in captured.err and captured.err.endswith("\r")
+    assert len(json.loads(captured.out)) == 10
