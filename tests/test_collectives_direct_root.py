@@ -1,0 +1,234 @@
+"""Direct (one-shot) and via-root collectives: cases D1-D3, formulas, flow == analytical."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustersim.collectives import CollectiveCall, analytical_time, run_collective
+from clustersim.collectives.direct import Direct
+from clustersim.collectives.root import ViaRoot
+from clustersim.engine import Simulation
+from clustersim.scenario import parse_scenario
+from clustersim.topology import Topology, build_topology
+
+from .conftest import one_node
+
+KB, MB, GB = 1e3, 1e6, 1e9
+OPS = (
+    "allreduce",
+    "reducescatter",
+    "allgather",
+    "alltoall",
+    "barrier",
+    "broadcast",
+    "reduce",
+    "gather",
+    "scatter",
+)
+ALGORITHMS = {"direct": Direct, "root": ViaRoot}
+
+
+def flat(kind: str, n: int, bandwidth: str = "25GB/s", latency: str = "1us") -> Topology:
+    """A flat cluster of ``n`` GPUs built from a scenario document."""
+    doc = {
+        "name": "t",
+        "cluster": {
+            "kind": kind,
+            "devices": n,
+            "link": {"bandwidth": bandwidth, "latency": latency},
+        },
+        "workload": {"program": []},
+    }
+    return build_topology(parse_scenario(doc).cluster)
+
+
+def pcie_node(gpus: int, pcie: str = "16GB/s") -> Topology:
+    """One node: ``gpus`` GPUs and a CPU on one PCIe switch (cases D1-D3)."""
+    return build_topology(parse_scenario(one_node(gpus, pcie, [])).cluster)
+
+
+def gpus_of(topo: Topology) -> tuple[str, ...]:
+    return tuple(d for d in topo.devices if "gpu" in d)
+
+
+def flow_time(call: CollectiveCall, topo: Topology) -> float:
+    """Seconds the flow-level run of ``call`` takes on an idle ``topo``."""
+    sim = Simulation(topo)
+    run_collective(sim, call)
+    sim.run()
+    return sim.now
+
+
+# -- validation cases D1-D3 ---------------------------------------------------------
+
+
+def test_d1_one_gpu_aggregates() -> None:
+    """D1: 4 GPUs on 16 GB/s PCIe, 160 MB, GPU 0 sums and sends back: 30 + 30 = 60 ms."""
+    topo = pcie_node(4)
+    call = CollectiveCall("allreduce", gpus_of(topo), 160 * MB, algorithm="root")
+    assert flow_time(call, topo) == pytest.approx(0.060, rel=1e-3)
+    assert analytical_time(call, topo) == pytest.approx(0.060, rel=1e-3)
+
+
+def test_d2_cpu_aggregates() -> None:
+    """D2: the 4 GPUs send to the CPU, which sends the sum back: 40 + 40 = 80 ms."""
+    topo = pcie_node(4)
+    devices = (*gpus_of(topo), "rack0/node0/cpu")
+    call = CollectiveCall("allreduce", devices, 160 * MB, algorithm="root", root=4)
+    assert flow_time(call, topo) == pytest.approx(0.080, rel=1e-3)
+    assert analytical_time(call, topo) == pytest.approx(0.080, rel=1e-3)
+
+
+def test_d3_direct_allreduce_is_sharded_aggregation() -> None:
+    """D3: direct all-reduce = each GPU sums a 40 MB part, then shares it: 7.5 + 7.5 = 15 ms."""
+    topo = pcie_node(4)
+    call = CollectiveCall("allreduce", gpus_of(topo), 160 * MB, algorithm="direct")
+    assert flow_time(call, topo) == pytest.approx(0.015, rel=1e-3)
+    assert analytical_time(call, topo) == pytest.approx(0.015, rel=1e-3)
+
+
+# -- closed forms ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
+def test_direct_allgather_on_switch_shares_the_uplink(n: int) -> None:
+    """Switch: a rank's uplink carries n-1 flows: alpha + (n-1)(S/n) beta."""
+    size = 32 * MB
+    topo = flat("switch", n, "25GB/s", "1us")
+    call = CollectiveCall("allgather", gpus_of(topo), size, algorithm="direct")
+    expected = 2e-6 + (n - 1) * size / n / 25e9
+    assert flow_time(call, topo) == pytest.approx(expected, rel=1e-9)
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
+def test_direct_allgather_fully_connected_uses_every_pair_link(n: int) -> None:
+    """Fully connected: each pair has its own link: alpha + (S/n) beta."""
+    size = 32 * MB
+    topo = flat("fully_connected", n, "25GB/s", "1us")
+    call = CollectiveCall("allgather", gpus_of(topo), size, algorithm="direct")
+    expected = 1e-6 + size / n / 25e9
+    assert flow_time(call, topo) == pytest.approx(expected, rel=1e-9)
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
+def test_root_allreduce_on_switch_serialises_at_the_root(n: int) -> None:
+    """Via root on a switch: 2 (alpha + (n-1) S beta)."""
+    size = 16 * MB
+    topo = flat("switch", n, "25GB/s", "1us")
+    call = CollectiveCall("allreduce", gpus_of(topo), size, algorithm="root", root=n - 1)
+    expected = 2 * (2e-6 + (n - 1) * size / 25e9)
+    assert flow_time(call, topo) == pytest.approx(expected, rel=1e-9)
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
+
+
+# -- flow-level run == closed form -------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 16])
+@pytest.mark.parametrize("kind", ["switch", "fully_connected"])
+@pytest.mark.parametrize("name", ["direct", "root"])
+def test_flow_equals_analytical(name: str, kind: str, n: int, op: str) -> None:
+    """Every operation of both algorithms: simulated sends take exactly the cost, 1 KB .. 1 GB."""
+    topo = flat(kind, n, "25GB/s", "2us")
+    for size in (1 * KB, 3 * MB, 1 * GB):
+        call = CollectiveCall(op, gpus_of(topo), size, algorithm=name, root=n // 2)
+        assert flow_time(call, topo) == pytest.approx(analytical_time(call, topo), rel=1e-9)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("name", ["direct", "root"])
+def test_flow_equals_analytical_with_reduce_cost_on_pcie(name: str, op: str) -> None:
+    """One PCIe node with reductions costed: flow and formula agree."""
+    topo = pcie_node(5)
+    call = CollectiveCall(op, gpus_of(topo), 50 * MB, algorithm=name, root=2, reduce_cost=True)
+    assert flow_time(call, topo) == pytest.approx(analytical_time(call, topo), rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [256, 1024])
+def test_analytical_large_group(n: int) -> None:
+    """Large groups (analytical only): direct all-to-all on a switch = alpha + (n-1) S/n beta."""
+    topo = flat("switch", n, "50GB/s", "1us")
+    call = CollectiveCall("alltoall", gpus_of(topo), 1 * GB, algorithm="direct")
+    assert analytical_time(call, topo) == pytest.approx(2e-6 + (n - 1) * GB / n / 50e9, rel=1e-9)
+
+
+# -- bytes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["allgather", "alltoall", "reducescatter"])
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_direct_bytes_each_rank_sends(op: str, n: int) -> None:
+    """Direct all-gather, all-to-all, reduce-scatter: every rank sends (n-1)/n S."""
+    topo = flat("switch", n)
+    call = CollectiveCall(op, gpus_of(topo), 21 * MB, algorithm="direct")
+    sent = Direct().schedule(call, topo).bytes_sent()
+    assert sent == pytest.approx([(n - 1) / n * 21 * MB] * n, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 4, 9])
+def test_root_allreduce_bytes(n: int) -> None:
+    """Via root: each other rank sends S, the root sends (n-1) S."""
+    topo = flat("switch", n)
+    call = CollectiveCall("allreduce", gpus_of(topo), 10 * MB, algorithm="root", root=1)
+    sent = ViaRoot().schedule(call, topo).bytes_sent()
+    assert sent == pytest.approx([10 * MB if r != 1 else (n - 1) * 10 * MB for r in range(n)])
+
+
+def test_root_sends_back_only_after_every_arrival() -> None:
+    """The root's out-sends depend on all in-sends (the reduction needs every buffer)."""
+    topo = flat("switch", 4)
+    call = CollectiveCall("allreduce", gpus_of(topo), MB, algorithm="root")
+    schedule = ViaRoot().schedule(call, topo)
+    parents = schedule.parents()
+    into = [i for i in range(len(schedule)) if schedule.dst[i] == 0]
+    out = [i for i in range(len(schedule)) if schedule.src[i] == 0]
+    assert len(into) == len(out) == 3
+    assert all(sorted(parents[i]) == sorted(into) for i in out)
+
+
+# -- small cases and reduction cost -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("name", ["direct", "root"])
+def test_single_rank_is_a_no_op(name: str, op: str) -> None:
+    """n = 1: no sends, zero time in both models."""
+    topo = flat("switch", 1)
+    call = CollectiveCall(op, gpus_of(topo), GB, algorithm=name)
+    assert len(ALGORITHMS[name]().schedule(call, topo)) == 0
+    assert analytical_time(call, topo) == 0.0
+    assert flow_time(call, topo) == 0.0
+
+
+@pytest.mark.parametrize("name", ["direct", "root"])
+def test_barrier_is_two_latencies_per_phase(name: str) -> None:
+    """Barrier carries no bytes: direct = one route latency, via root = two."""
+    topo = flat("switch", 6, "25GB/s", "1us")
+    call = CollectiveCall("barrier", gpus_of(topo), GB, algorithm=name)
+    expected = 2e-6 if name == "direct" else 4e-6
+    assert flow_time(call, topo) == pytest.approx(expected, rel=1e-9)
+
+
+def test_root_reduce_cost_by_hand() -> None:
+    """Via root, 4 GPUs on a 20 GB/s switch, 40 MB, 2 TB/s memory, 1 us links.
+
+    In: 2 us + 3 x 40 MB / 20 GB/s = 6.002 ms; root sums 3 x 40 MB / 2 TB/s = 60 us;
+    out: 6.002 ms. Total 12.064 ms.
+    """
+    topo = flat("switch", 4, "20GB/s", "1us")
+    call = CollectiveCall("allreduce", gpus_of(topo), 40 * MB, algorithm="root", reduce_cost=True)
+    assert analytical_time(call, topo) == pytest.approx(12.064e-3, rel=1e-12)
+    assert flow_time(call, topo) == pytest.approx(12.064e-3, rel=1e-9)
+
+
+def test_direct_reduce_cost_by_hand() -> None:
+    """Direct reduce-scatter, 4 GPUs, 40 MB: 2 us + 3 x 10 MB / 20 GB/s + 3 x 10 MB / 2 TB/s = 1.517 ms."""
+    topo = flat("switch", 4, "20GB/s", "1us")
+    call = CollectiveCall(
+        "reducescatter", gpus_of(topo), 40 * MB, algorithm="direct", reduce_cost=True
+    )
+    assert analytical_time(call, topo) == pytest.approx(1.517e-3, rel=1e-12)
+    assert flow_time(call, topo) == pytest.approx(1.517e-3, rel=1e-9)
