@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from ..engine import gc_paused
 from ..records import Record
 from .algorithm import (
     Algorithm,
@@ -94,7 +95,8 @@ def run_collective(
     label = label or label_of(call)
     if model == "analytical":
         return _hold(sim, call, algo.cost(call, sim.topology), label, iteration)
-    schedule = algo.schedule(call, sim.topology)
+    with gc_paused():
+        schedule = algo.schedule(call, sim.topology)
     return execute(
         sim,
         call.devices,
