@@ -65,7 +65,9 @@ def main() -> None:
     t0 = time.perf_counter()
     topology = build_topology(parse_scenario(doc).cluster)
     sim = Simulation(topology)
-    call = CollectiveCall("allreduce", tuple(d.name for d in topology.select("*/gpu*")), args.bytes, "ring")
+    call = CollectiveCall(
+        "allreduce", tuple(d.name for d in topology.select("*/gpu*")), args.bytes, "ring"
+    )
     run_collective(sim, call)
     built = time.perf_counter()
     sim.run()
@@ -73,10 +75,14 @@ def main() -> None:
     transfers = sim.network.flows_completed
     rate = transfers / (done - t0)
     bare = bare_simpy_rate()
-    print(f"ring all-reduce of {args.bytes:.3g} B over {call.n} GPUs ({args.racks} racks, {args.oversubscription:g}:1 uplinks)")
+    print(
+        f"ring all-reduce of {args.bytes:.3g} B over {call.n} GPUs ({args.racks} racks, {args.oversubscription:g}:1 uplinks)"
+    )
     print(f"  simulated time            : {sim.now * 1e3:.3f} ms")
     print(f"  wall: build {built - t0:.2f} s + run {done - built:.2f} s = {done - t0:.2f} s")
-    print(f"  transfers                 : {transfers:,} ({rate:,.0f} per wall second, rate recomputations {sim.network.recomputations})")
+    print(
+        f"  transfers                 : {transfers:,} ({rate:,.0f} per wall second, rate recomputations {sim.network.recomputations})"
+    )
     print(f"  bare SimPy timeouts       : {bare:,.0f} per second (same run)")
     print(f"  transfers/s over SimPy events/s: {rate / bare:.2f} (target >= 0.25)")
 

@@ -16,15 +16,24 @@ moves piece by piece along tree edges:
 
 Ranks are *single-ported, full duplex* -- the model of Sanders, Speck & Träff
 (2009), in which the two-tree algorithm was designed: a rank sends one piece
-at a time and receives one piece at a time (a child's piece and the parent's
-piece are not received at once, a node's two children are served one after
-the other).  The order in which a rank's port serves the pieces competing
-for it is decided by list scheduling: whenever a send can start (its data is
-there, its sender's send port and its receiver's receive port are free) it
-starts; among sends that could start at the same instant the lowest piece
-index wins, then the first tree, then the first child.  The schedule makes each
-send wait for its data and for the previous send on the two ports it uses, so
-in the flow-level run a rank never has two messages on its uplink or downlink.
+at a time and receives one piece at a time (a node serves its two children
+one after the other; a child's piece and the parent's piece are received one
+after the other).  The order in which a port serves competing pieces is set
+by list scheduling in priority order: sends are taken by increasing slot of a
+periodic plan (below), each starting as soon as its data is there and its
+sender's send port and receiver's receive port are free.  The schedule makes
+each send wait for its data and for the previous send on the two ports it
+uses, so in the flow-level run a rank never has two messages at once on its
+uplink or on its downlink.  Plans (slots of piece k, a slot = one piece time):
+
+* broadcast: piece k enters position q at slot down(q) + 2k, where down(q)
+  sums along the root path 1 per first child and 2 per second child (a
+  parent serves its first child, then its second);
+* reduce: the mirror, a parent takes its second child's piece then its
+  first's, then sends up;
+* allreduce: period 3 (the receive port of an interior rank takes first
+  child, second child, parent; its send port: parent, first child, second
+  child); the double tree interleaves its two trees on the same slots.
 
 Trees (positions are ranks relative to ``call.root``; allreduce and barrier
 use root 0):
@@ -34,41 +43,43 @@ use root 0):
   al.).  Tree 1: position 0 is the root with one child, the largest power of
   two below n; a position q > 0 whose lowest set bit is b has parent
   (q - b) + 2b, or q - b if that is >= n, so odd positions are leaves.  Tree 2
-  is tree 1 shifted by one (node q of tree 1 played by position q + 1 mod n)
-  for even n -- every position is a leaf in one tree and interior in the
-  other -- and mirrored (played by n - 1 - q) for odd n, where the
-  complement is not exact (position 0 and n - 1 stay interior in both, n
-  odd: one rank more work than the others).  Each tree carries half the data
-  (c pieces of each half).  For broadcast and reduce the root of the call
-  also feeds tree 2's root (broadcast; edges into the call's root are
-  skipped since it has the data) or receives every reduced piece of tree 2
-  from it (reduce).
+  is tree 1 shifted by one (node q played by position q + 1 mod n): for even
+  n every position is a leaf in one tree and interior in the other; for odd n
+  the same holds except position 0, interior in both (tree 1's root and tree
+  2's node n - 1).  Each tree carries half the data (c pieces of each half).
+  For broadcast and reduce the call's root (position 0) also feeds tree 2's
+  root (broadcast; nothing is sent back to position 0, which has the data) or
+  receives every reduced piece of tree 2 from it (reduce).
 
 Cost
 ----
 With t = alpha + p beta the time of one piece on a hop (alpha: route latency,
 beta: seconds per byte) and gamma p the time of its reduction (0 unless
-``call.reduce_cost``), closed forms of the binary tree on uniform hops:
+``call.reduce_cost``), on uniform hops (switch, fully connected):
 
-* broadcast: T = (D + f (c - 1)) t, where f = the root's number of children
-  (1 for n = 2, else 2: a node sends piece k to its two children one after the
-  other, so the pipeline runs at 2t a piece) and D = the largest, over
-  positions, of the sum along the root path of 1 for a first child and 2 for
-  a second child (piece 0 reaches a second child one slot after the first).
-* reduce: the mirror, every hop t + gamma p: T = (D + f (c - 1)) (t + gamma p).
-* allreduce: an interior rank's ports carry three pieces per piece of data
-  (two in and one out going up, one in and two out coming down), so the
-  pipeline runs at one piece per 3t in steady state, T ~ (3 c + O(depth)) t;
-  the double tree carries each half over both trees at once and runs at about
-  4 t per pair of half pieces, T ~ (2 c + O(depth)) t_half: a bandwidth term of
-  2 S beta, the ring's 2 (n-1)/n S beta at large n.
+* ``tree`` broadcast: T = (D + f (c - 1)) t, where f = the root's number of
+  children (1 for n = 2, else 2: two children are served one after the other,
+  so the pipeline runs at 2t a piece) and D = max over positions of down(q)
+  (:func:`tree_broadcast_closed_form`);
+* ``tree`` reduce: the mirror, T = (D + f (c - 1)) (t + gamma p);
+* ``tree`` allreduce: an interior rank's ports carry three pieces per piece of
+  data (two in and one out going up, one in and two out coming down): after
+  the first two pieces every further piece adds exactly 3t (reductions free;
+  2t for n = 3, 4 and t for n = 2, where no rank has a parent and two
+  children), T = T(2) + 3 (c - 2) t, a bandwidth term of 3 S beta;
+* ``double_tree``: each tree carries S/2; a rank is interior in one tree and a
+  leaf in the other, so it handles 4 pieces (allreduce) per pair of half
+  pieces where the single tree handles 6; the plan reaches 5t per pair
+  (allreduce, about 2.5 S beta) and 2.5t per pair (broadcast and reduce,
+  about 1.25 S beta, against 2 S beta for the single tree).
 
 :meth:`cost` evaluates the list schedule itself, each send taking alpha + p
 beta from its route (:class:`HopCost`) plus its reduction: the longest path of
-the flow-level schedule.  It equals the flow-level time exactly whenever no
-two concurrent sends of distinct ranks share a link (single ports leave only
-that case): on "switch" and "fully_connected" clusters.  Where routes share
-links (rings, oversubscribed fabrics) it is a lower bound.
+the flow-level schedule, i.e. the formulas above on uniform hops.  It equals
+the flow-level time exactly (reductions included) whenever no two concurrent
+sends of distinct ranks share a link -- single ports leave only that case --
+so on "switch" and "fully_connected" clusters.  Where routes of different
+pairs share links (rings, oversubscribed fabrics) it is a lower bound.
 """
 
 from __future__ import annotations
@@ -201,25 +212,25 @@ class _Dag:
         return len(self.src) - 1
 
 
-def path_offsets(tree: Tree) -> tuple[list[int], list[int]]:
-    """Per position, sums along its root path of (2 first child, 1 second) and (1 first, 2 second)."""
-    up = [0] * len(tree.parent)
-    down = [0] * len(tree.parent)
+def path_offsets(tree: Tree, first: int = 1) -> list[int]:
+    """Per position, the sum along its root path of ``first`` for a first child, 3 - first for a second."""
+    offset = [0] * len(tree.parent)
     for q in tree.top_down():
         for index, child in enumerate(tree.children[q]):
-            up[child] = up[q] + (2 if index == 0 else 1)
-            down[child] = down[q] + (1 if index == 0 else 2)
-    return up, down
+            offset[child] = offset[q] + (first if index == 0 else 3 - first)
+    return offset
 
 
 def _reduce(
-    dag: _Dag, tree: Tree, pieces: int, size: float, tree_id: int, period: int
+    dag: _Dag, tree: Tree, pieces: int, size: float, tree_id: int, period: int, first: int = 1
 ) -> list[list[int]]:
     """Reduce sends up ``tree``; return, per piece, the sends into the root.
 
-    Priority slot of piece k from position q: g - up(q) + period k (g = max up).
+    Priority slot of piece k from position q: g - up(q) + period k, with
+    up = :func:`path_offsets` (``first``) and g its maximum.  ``first`` = 1:
+    a parent takes its second child's piece first (the mirror of broadcast).
     """
-    up, _down = path_offsets(tree)
+    up = path_offsets(tree, first)
     top = max(up)
     into: list[list[list[int]]] = [[[] for _ in range(pieces)] for _ in tree.parent]
     order = tree.bottom_up()
@@ -249,7 +260,7 @@ def _broadcast(
     ``holders`` already have the data: nothing is sent to them and they send
     without waiting.
     """
-    _up, down = path_offsets(tree)
+    down = path_offsets(tree)
     order = tree.top_down()
     for k in range(pieces):
         got = {tree.root: ready[k]}
@@ -367,10 +378,15 @@ class _TreeAlgorithm(Algorithm):
 
 
 def _allreduce(dag: _Dag, trees: list[Tree], pieces: int, size: float, period: int) -> None:
-    """Reduce up each tree then broadcast down it, piece by piece."""
+    """Reduce up each tree then broadcast down it, piece by piece.
+
+    Priorities follow a periodic plan (period 3 on one tree): a parent takes
+    its first child's piece, then its second's, then sends up, so that its
+    down piece fits the third slot of its receive port.
+    """
     for tree_id, tree in enumerate(trees):
-        at_root = _reduce(dag, tree, pieces, size, tree_id, period)
-        top = max(path_offsets(tree)[0])
+        at_root = _reduce(dag, tree, pieces, size, tree_id, period, 2)
+        top = max(path_offsets(tree, 2))
         _broadcast(dag, tree, pieces, size, tree_id, period, at_root, top)
 
 
@@ -397,9 +413,6 @@ class BinaryTree(_TreeAlgorithm):
         return dag
 
 
-DT = {"ar": 4, "bc": 2}
-
-
 class DoubleBinaryTree(_TreeAlgorithm):
     """Two complementary pipelined binary trees, half the data each (see the module docstring)."""
 
@@ -415,11 +428,11 @@ class DoubleBinaryTree(_TreeAlgorithm):
             return dag
         pieces, size = pieces_of(call.size_bytes / 2, call.chunk_bytes)
         if call.op == "allreduce":
-            _allreduce(dag, [first, second], pieces, size, DT["ar"])
+            _allreduce(dag, [first, second], pieces, size, 3)
         elif call.op == "broadcast":
-            self._broadcast(dag, first, second, pieces, size, DT["bc"])
+            self._broadcast(dag, first, second, pieces, size, 2)
         else:
-            self._reduce(dag, first, second, pieces, size, DT["bc"])
+            self._reduce(dag, first, second, pieces, size, 2)
         return dag
 
     @staticmethod
@@ -442,7 +455,7 @@ class DoubleBinaryTree(_TreeAlgorithm):
     ) -> None:
         _reduce(dag, first, pieces, size, 0, period)
         at_root = _reduce(dag, second, pieces, size, 1, period)
-        top = max(path_offsets(second)[0])
+        top = max(path_offsets(second))
         if second.root != 0:
             for k in range(pieces):
                 key = (top + 1 + period * k, 1, -1)
