@@ -188,12 +188,21 @@ class SchemaCommand(Command):
 
 class ListCommand(Command):
     name = "list"
-    help = "list registered plugins (strategies)"
+    help = "list registered plugins (strategies, collective algorithms) or commands"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("what", choices=["strategies", "commands"], help="what to list")
+        parser.add_argument(
+            "what", choices=["strategies", "algorithms", "commands"], help="what to list"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.what == "algorithms":
+            from .collectives import registered_algorithms
+
+            for name, cls in registered_algorithms().items():
+                ops = ", ".join(sorted(cls.ops))
+                _out(f"{name:<20} {cls.description or cls.__doc__.splitlines()[0]} [{ops}]")
+            return EXIT_OK
         if args.what == "commands":
             for name, cls in sorted(_COMMANDS.items()):
                 _out(f"{name:<12} {cls.help}")

@@ -188,11 +188,29 @@ def test_list_strategies(capsys) -> None:
     assert "program" in capsys.readouterr().out
 
 
+def test_list_algorithms(capsys) -> None:
+    """`clustersim list algorithms` names every collective algorithm and its operations."""
+    assert main(["list", "algorithms"]) == 0
+    out = capsys.readouterr().out
+    for name in (
+        "ring",
+        "direct",
+        "tree",
+        "double_tree",
+        "halving_doubling",
+        "recursive_doubling",
+        "hierarchical",
+        "root",
+    ):
+        assert f"\n{name} " in "\n" + out
+    assert "allreduce" in out
+
+
 def test_help_lists_commands(capsys) -> None:
     """--help names every command."""
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for command in ("run", "validate", "schema", "list"):
+    for command in ("run", "validate", "schema", "list", "collective"):
         assert command in out
