@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from clustersim.scenario import parse_scenario
+from clustersim.topology import Topology, build_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -52,3 +56,18 @@ def compute(
 @pytest.fixture
 def scenarios_dir() -> Path:
     return SCENARIOS
+
+
+@functools.cache
+def flat_topology(kind: str, n: int, bandwidth: str = "25GB/s", latency: str = "1us") -> Topology:
+    """A flat cluster (switch, ring or fully_connected) of ``n`` GPUs, built once per argument set."""
+    doc = {
+        "name": "t",
+        "cluster": {
+            "kind": kind,
+            "devices": n,
+            "link": {"bandwidth": bandwidth, "latency": latency},
+        },
+        "workload": {"program": []},
+    }
+    return build_topology(parse_scenario(doc).cluster)

@@ -15,8 +15,9 @@ from clustersim.collectives.halving_doubling import (
     largest_power_of_two,
 )
 from clustersim.engine import Simulation
-from clustersim.scenario import parse_scenario
-from clustersim.topology import Topology, build_topology
+from clustersim.topology import Topology
+
+from .conftest import flat_topology
 
 BANDWIDTH = 25e9  # bytes/s
 LATENCY = 1e-6  # seconds per link; a switch route crosses two links
@@ -27,24 +28,10 @@ GROUPS = [2, 3, 4, 5, 7, 8, 16]
 KINDS = ["switch", "fully_connected"]
 OPS = ["allreduce", "reducescatter", "allgather", "barrier", "broadcast", "reduce"]
 
-_TOPOLOGIES: dict[tuple[str, int], Topology] = {}
-
 
 def topology(kind: str, n: int) -> Topology:
     """A flat cluster of n GPUs, 25 GB/s and 1 us per link (cached)."""
-    key = (kind, n)
-    if key not in _TOPOLOGIES:
-        doc = {
-            "name": "t",
-            "cluster": {
-                "kind": kind,
-                "devices": n,
-                "link": {"bandwidth": "25GB/s", "latency": "1us"},
-            },
-            "workload": {"program": []},
-        }
-        _TOPOLOGIES[key] = build_topology(parse_scenario(doc).cluster)
-    return _TOPOLOGIES[key]
+    return flat_topology(kind, n)
 
 
 def alpha(kind: str) -> float:

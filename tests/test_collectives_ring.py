@@ -13,7 +13,7 @@ from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 from clustersim.topology import Topology, build_topology
 
-from .conftest import one_node
+from .conftest import flat_topology, one_node
 
 KB, MB, GB = 1e3, 1e6, 1e9
 OPS = (
@@ -32,16 +32,7 @@ FULL = ("allreduce", "reducescatter", "allgather")
 
 def flat(kind: str, n: int, bandwidth: str = "25GB/s", latency: str = "1us") -> Topology:
     """A flat cluster of ``n`` GPUs built from a scenario document."""
-    doc = {
-        "name": "t",
-        "cluster": {
-            "kind": kind,
-            "devices": n,
-            "link": {"bandwidth": bandwidth, "latency": latency},
-        },
-        "workload": {"program": []},
-    }
-    return build_topology(parse_scenario(doc).cluster)
+    return flat_topology(kind, n, bandwidth, latency)
 
 
 def ring_call(topo: Topology, op: str, size: float, **kw) -> CollectiveCall:

@@ -19,8 +19,9 @@ from clustersim.collectives.tree import (
     tree_broadcast_closed_form,
 )
 from clustersim.engine import Simulation
-from clustersim.scenario import parse_scenario
-from clustersim.topology import Topology, build_topology
+from clustersim.topology import Topology
+
+from .conftest import flat_topology
 
 BANDWIDTH = 25e9  # bytes/s per link
 LATENCY = 1e-6  # seconds per link; a switch route crosses two links
@@ -31,23 +32,10 @@ KINDS = ["switch", "fully_connected"]
 ALGOS = ["tree", "double_tree"]
 OPS = ["broadcast", "reduce", "allreduce", "barrier"]
 
-_TOPOLOGIES: dict[tuple[str, int], Topology] = {}
-
 
 def topology(kind: str, n: int) -> Topology:
     """A flat cluster of n GPUs, 25 GB/s and 1 us per link (cached)."""
-    if (kind, n) not in _TOPOLOGIES:
-        doc = {
-            "name": "t",
-            "cluster": {
-                "kind": kind,
-                "devices": n,
-                "link": {"bandwidth": "25GB/s", "latency": "1us"},
-            },
-            "workload": {"program": []},
-        }
-        _TOPOLOGIES[kind, n] = build_topology(parse_scenario(doc).cluster)
-    return _TOPOLOGIES[kind, n]
+    return flat_topology(kind, n)
 
 
 def hop_time(nbytes: float, kind: str = "switch") -> float:
