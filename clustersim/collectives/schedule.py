@@ -147,7 +147,31 @@ class Schedule:
 
 
 class _Execution:
-    """One run of a schedule on a simulation (see :func:`execute`)."""
+    """One run of a schedule on a simulation (see :func:`execute`).
+
+    The per-send methods are the hot path of big collectives: they keep to
+    local variables and list indexing.
+    """
+
+    __slots__ = (
+        "sim",
+        "env",
+        "devices",
+        "s",
+        "label",
+        "reduce_cost",
+        "record_transfers",
+        "iteration",
+        "remaining",
+        "left",
+        "done",
+        "first",
+        "last",
+        "n",
+        "network",
+        "routes",
+        "_arrived",
+    )
 
     def __init__(
         self,
@@ -172,16 +196,20 @@ class _Execution:
         self.done = sim.env.event()
         n = len(devices)
         self.first = [float("inf")] * n
+        """Per rank: when its first send (to or from it) started, s."""
         self.last = [float("-inf")] * n
-        self.started_at = sim.env.now
+        """Per rank: when its last send (to or from it) completed, s."""
         self.n = n
         self.network = sim.network
         self.routes: dict[int, Any] = {}
         """Route per (src rank, dst rank) pair with a single route; False where there are several."""
+        plain = not record_transfers and not reduce_cost
+        self._arrived = self._complete_flow if plain else self.arrived
 
     def start(self, i: int) -> None:
         s = self.s
-        src, dst = s.src[i], s.dst[i]
+        src = s.src[i]
+        dst = s.dst[i]
         now = self.env._now
         first = self.first
         if now < first[src]:
@@ -194,11 +222,12 @@ class _Execution:
             found = self.sim.topology.routes(self.devices[src], self.devices[dst])
             route = self.routes[key] = found[0] if len(found) == 1 else False
         if route is False:  # several equal-cost routes: let the engine choose or split
-            self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self.arrived, i)
+            self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self._arrived, i)
         else:
-            self.network.transfer(route, s.nbytes[i], self.arrived, i)
+            self.network.transfer(route, s.nbytes[i], self._arrived, i)
 
     def arrived(self, flow: Any) -> None:
+        """A send's last byte arrived: record it, reduce if that costs time, then complete."""
         i = flow.tag
         s = self.s
         if self.record_transfers:
@@ -212,6 +241,10 @@ class _Execution:
             event.callbacks.append(lambda _e, i=i: self.complete(i))
         else:
             self.complete(i)
+
+    def _complete_flow(self, flow: Any) -> None:
+        """:meth:`arrived` when there is nothing to record or reduce."""
+        self.complete(flow.tag)
 
     def _record_transfer(self, i: int, start_s: float) -> None:
         s = self.s
@@ -235,17 +268,19 @@ class _Execution:
         )
 
     def complete(self, i: int) -> None:
+        """Send ``i`` is done (reduction included): start the sends waiting only for it."""
         s = self.s
         now = self.env._now
-        for rank in (s.src[i], s.dst[i]):
-            if now > self.last[rank]:
-                self.last[rank] = now
+        last = self.last
+        last[s.src[i]] = now  # time only moves forward: now is the latest
+        last[s.dst[i]] = now
         kids = s.children[i]
         if kids is not None:
             remaining = self.remaining
             for k in kids:
-                remaining[k] -= 1
-                if remaining[k] == 0:
+                left = remaining[k] - 1
+                remaining[k] = left
+                if left == 0:
                     self.start(k)
         self.left -= 1
         if self.left == 0:
