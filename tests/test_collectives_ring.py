@@ -308,3 +308,24 @@ def test_reduce_cost_matches_flow(op: str) -> None:
     topo = build_topology(parse_scenario(one_node(4, "16GB/s", [])).cluster)
     call = ring_call(topo, op, 64 * MB, root=3, reduce_cost=True, chunk_bytes=8 * MB)
     assert flow_time(call, topo) == pytest.approx(analytical_time(call, topo), rel=1e-9)
+
+
+@pytest.mark.parametrize("op", ["allreduce", "reducescatter", "allgather", "barrier"])
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 16])
+def test_bulk_built_ring_equals_send_by_send(op: str, n: int) -> None:
+    """The bulk-built one-ring schedule has exactly the sends and dependencies of the general builder."""
+    from clustersim.collectives.ring import _orders, _plan, _play, _regular_ring
+    from clustersim.collectives.schedule import Schedule
+
+    call = CollectiveCall(op, tuple(f"gpu{i}" for i in range(n)), 1e6, algorithm="ring")
+    order, share = _orders(call)[0]
+    plan = _plan(call, n, 0, share)
+    general = Schedule(n)
+    _play(general, order, plan)
+    bulk = _regular_ring(order, plan)
+    for field in ("src", "dst", "nbytes", "reduce_bytes", "n_deps", "step"):
+        assert getattr(bulk, field) == getattr(general, field), field
+    assert [tuple(bulk.kids(i)) for i in range(len(bulk))] == [
+        tuple(general.kids(i)) for i in range(len(general))
+    ]
+    assert bulk.parents() == general.parents()

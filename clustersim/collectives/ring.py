@@ -154,6 +154,46 @@ def _orders(call: CollectiveCall) -> list[tuple[list[int], float]]:
     return [(forward, 1.0)]
 
 
+REGULAR_OPS = frozenset({"allreduce", "reducescatter", "allgather", "barrier"})
+"""Operations whose one-ring, unchunked schedule is built in bulk by :func:`_regular_ring`."""
+
+
+def _regular_ring(order: list[int], plan: _Plan) -> Schedule:
+    """The schedule :func:`_play` builds for a one-ring, one-piece plan in which every
+    position sends in every step, built in bulk with dependents computed from ids.
+
+    Send ``s * n + p`` is position p's send of step s; it waits for send
+    ``(s-1) * n + p - 1`` (what p received) and ``(s-1) * n + p`` (p's own
+    previous send), so its dependents are ``(s+1) * n + p`` and
+    ``(s+1) * n + p + 1``.  Same sends, same order, a fraction of the memory
+    of a 2-million-send all-reduce.
+    """
+    n = len(order)
+    steps = len(plan.steps)
+    src = order * steps
+    nxt = order[1:] + order[:1]
+    dst = nxt * steps
+    nbytes: list[float] = []
+    reduce_bytes: list[float] = []
+    step_of: list[int] = []
+    for s, step in enumerate(plan.steps):
+        nbytes += [step.nbytes] * n
+        reduce_bytes += [step.nbytes if step.reduces else 0.0] * n
+        step_of += [s] * n
+    n_deps = [0] * n + [2] * (n * (steps - 1))
+    last_step_start = (steps - 1) * n
+
+    def dependents(i: int) -> tuple[int, ...]:
+        if i >= last_step_start:
+            return ()
+        p = i % n
+        base = i - p + n
+        a, b = base + p, base + (p + 1) % n
+        return (a, b) if a < b else (b, a)
+
+    return Schedule.regular(n, src, dst, nbytes, reduce_bytes, n_deps, step_of, dependents)
+
+
 def _play(schedule: Schedule, order: list[int], plan: _Plan) -> None:
     """Add the sends of ``plan`` on the ring ``order`` to ``schedule`` (see the module rules)."""
     n = len(order)
@@ -236,7 +276,13 @@ class Ring(Algorithm):
         schedule = Schedule(call.n)
         if call.n < 2:
             return schedule
-        for order, share in _orders(call):
+        orders = _orders(call)
+        if len(orders) == 1 and call.op in REGULAR_OPS:
+            order, share = orders[0]
+            plan = _plan(call, call.n, order.index(call.root), share)
+            if plan.pieces == 1:
+                return _regular_ring(order, plan)
+        for order, share in orders:
             _play(schedule, order, _plan(call, call.n, order.index(call.root), share))
         return schedule
 

@@ -9,7 +9,7 @@ with callbacks only -- no SimPy process per send -- so a ring all-reduce over
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -33,7 +33,17 @@ class Schedule:
     for that reduction too.
     """
 
-    __slots__ = ("n_ranks", "src", "dst", "nbytes", "reduce_bytes", "n_deps", "children", "step")
+    __slots__ = (
+        "n_ranks",
+        "src",
+        "dst",
+        "nbytes",
+        "reduce_bytes",
+        "n_deps",
+        "children",
+        "step",
+        "child_rule",
+    )
 
     def __init__(self, n_ranks: int) -> None:
         self.n_ranks = n_ranks
@@ -45,6 +55,34 @@ class Schedule:
         self.children: list[list[int] | None] = []
         self.step: list[int] = []
         """Algorithm step of each send (for labels and tests); -1 if not given."""
+        self.child_rule: Callable[[int], Sequence[int]] | None = None
+        """For regular schedules built in bulk (:meth:`regular`): the dependents of a
+        send computed from its id instead of stored, to save memory on millions of sends."""
+
+    @classmethod
+    def regular(
+        cls,
+        n_ranks: int,
+        src: list[int],
+        dst: list[int],
+        nbytes: list[float],
+        reduce_bytes: list[float],
+        n_deps: list[int],
+        step: list[int],
+        child_rule: Callable[[int], Sequence[int]],
+    ) -> Schedule:
+        """A schedule given whole: parallel lists and a rule for each send's dependents (in id order)."""
+        out = cls(n_ranks)
+        out.src, out.dst, out.nbytes, out.reduce_bytes = src, dst, nbytes, reduce_bytes
+        out.n_deps, out.step, out.child_rule = n_deps, step, child_rule
+        out.children = [None] * len(src)
+        return out
+
+    def kids(self, i: int) -> Sequence[int]:
+        """The sends that wait for send ``i``."""
+        if self.child_rule is not None:
+            return self.child_rule(i)
+        return self.children[i] or ()
 
     def __len__(self) -> int:
         return len(self.src)
@@ -59,6 +97,8 @@ class Schedule:
         step: int = -1,
     ) -> int:
         """Add a send of ``nbytes`` from rank ``src`` to rank ``dst`` after the sends ``after``; return its id."""
+        if self.child_rule is not None:
+            raise ValueError("cannot add sends to a schedule built with Schedule.regular")
         i = len(self.src)
         self.src.append(src)
         self.dst.append(dst)
@@ -83,17 +123,18 @@ class Schedule:
     def parents(self) -> list[list[int]]:
         """For each send, the sends it waits for."""
         out: list[list[int]] = [[] for _ in self.src]
-        for parent, kids in enumerate(self.children):
-            for k in kids or ():
+        for parent in range(len(self.src)):
+            for k in self.kids(parent):
                 out[k].append(parent)
         return out
 
     def rank_ends(self) -> dict[int, list[int]]:
         """For each rank, its last sends: those involving it with no later send of it depending on them."""
         out: dict[int, list[int]] = {}
-        for i, kids in enumerate(self.children):
+        for i in range(len(self.src)):
+            kids = self.kids(i)
             for rank in {self.src[i], self.dst[i]}:
-                if not any(rank in (self.src[k], self.dst[k]) for k in kids or ()):
+                if not any(rank in (self.src[k], self.dst[k]) for k in kids):
                     out.setdefault(rank, []).append(i)
         return out
 
@@ -274,8 +315,9 @@ class _Execution:
         last = self.last
         last[s.src[i]] = now  # time only moves forward: now is the latest
         last[s.dst[i]] = now
-        kids = s.children[i]
-        if kids is not None:
+        rule = s.child_rule
+        kids = s.children[i] if rule is None else rule(i)
+        if kids:
             remaining = self.remaining
             for k in kids:
                 left = remaining[k] - 1
