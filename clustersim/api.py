@@ -23,7 +23,7 @@ from .engine import Simulation
 from .metrics import canonical_json, device_breakdown, link_table
 from .records import Record, timeline_csv, timeline_frame
 from .scenario import Scenario, load_scenario
-from .strategies import Strategy, strategy_for
+from .strategies import Strategy, strategy_for_scenario
 from .topology import Topology, build_topology
 
 BUSIEST_LINKS = 10
@@ -51,8 +51,7 @@ def prepare(scenario: Scenario | str | os.PathLike[str]) -> Prepared:
         if isinstance(exc, ScenarioError):
             raise exc.with_source(scenario.source) from None
         raise
-    strategy_cls = strategy_for(scenario.workload, scenario.source)
-    strategy = strategy_cls.from_workload(scenario.workload, scenario, topology)
+    strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
     return Prepared(scenario, topology, strategy)
 
 

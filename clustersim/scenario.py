@@ -588,6 +588,105 @@ StragglerSpec = Annotated[
 # --------------------------------------------------------------------------- scenario
 
 
+# --------------------------------------------------------------------------- training
+
+
+class LayerSpec(_Spec):
+    """One layer (or a block repeated ``repeat`` times) of a model given by hand."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """Name of the layer, shown in the timeline."""
+    params: FlopCount
+    """Number of parameters (a count, e.g. 2.4e6)."""
+    flops: FlopCount
+    """Forward FLOPs per sample."""
+    backward_flops: FlopCount | None = None
+    """Backward FLOPs per sample (default: 2 x forward)."""
+    activations: Size = _unit("0B", "activations")
+    """Activation bytes stored per sample for backward."""
+    repeat: Count = 1
+    """How many identical copies of the layer follow one another."""
+
+
+class ModelSpec(_Spec):
+    """The model: a preset computed from its architecture, or a list of layers."""
+
+    preset: str | None = None
+    """Preset name: resnet50, vgg16, bert-large, gpt2-1.5b (``clustersim list models``)."""
+    layers: list[LayerSpec] | None = None
+    """Layers given by hand (instead of a preset)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        if (self.preset is None) == (self.layers is None):
+            raise Invalid(
+                Problem("", "give exactly one of preset or layers", "preset: NAME or layers: [...]")
+            )
+        if self.layers is not None and not self.layers:
+            raise Invalid(Problem("layers", "needs at least one layer"))
+        return self
+
+
+class TrainingSpec(_Spec):
+    """How training runs: batch, iterations, number format, optimizer."""
+
+    global_batch: Count
+    """Samples per iteration over all data-parallel workers."""
+    iterations: Count = 3
+    """Training iterations to simulate."""
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    """Number format of gradients and communicated values (4 or 2 bytes)."""
+    optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
+    """Optimizer; its step costs memory traffic (bytes per parameter: sgd 12, momentum 20, adam 28)."""
+
+
+class AllreduceSyncSpec(_Spec):
+    """Gradient all-reduce as PyTorch DDP and Horovod do it."""
+
+    algorithm: str = "ring"
+    """Collective algorithm (``clustersim list algorithms``)."""
+    bucket: Size = _unit("25MB", "bucket")
+    """Gradient bucket size; a full bucket is all-reduced at once."""
+    overlap: Bool = True
+    """All-reduce buckets while backward goes on (false: wait for the whole backward)."""
+    options: dict[str, Any] = {}
+    """Algorithm options (hierarchical: inter, intra)."""
+
+
+class ParameterServerSpec(_Spec):
+    """Parameter servers: placement, sharding and consistency mode."""
+
+    placement: Literal["cpu", "gpu", "dedicated", "sharded"] = "cpu"
+    """cpu: the CPU of worker node(s); gpu: one GPU; dedicated: server nodes that do not
+    train; sharded: every worker is also a server."""
+    servers: Count = 1
+    """Number of servers the parameters are sharded over (sharded: every worker)."""
+    server_devices: Glob | None = None
+    """Which devices serve (default: by placement; dedicated: the CPUs of the last nodes)."""
+    mode: Literal["sync", "backup", "async", "ssp", "geo"] = "sync"
+    """sync: wait for every worker; backup: go on after the first k pushes; async: no waiting;
+    ssp: bounded staleness; geo: local steps, push deltas every k steps."""
+    backup_k: Count | None = None
+    """backup: how many pushes the server waits for (default: 90% of the workers, rounded up)."""
+    staleness: Int = Field(2, ge=0)
+    """ssp: how many iterations a worker may run ahead of the slowest."""
+    geo_period: Count = 4
+    """geo: local steps between pushes of parameter deltas."""
+
+
+class DataParallelSpec(_Spec):
+    """Data parallelism: how gradients are synchronised."""
+
+    sync: Literal["allreduce", "ps"] = "allreduce"
+    """allreduce or ps (parameter servers)."""
+    workers: Glob = "*/gpu*"
+    """Devices that train (data-parallel ranks)."""
+    allreduce: AllreduceSyncSpec = AllreduceSyncSpec()
+    """Settings of sync: allreduce."""
+    ps: ParameterServerSpec = ParameterServerSpec()
+    """Settings of sync: ps."""
+
+
 class NetworkSpec(_Spec):
     """How communication is priced."""
 
@@ -612,8 +711,41 @@ class Scenario(_Spec):
     """Slow devices and degraded links."""
     network: NetworkSpec = NetworkSpec()
     """How communication is priced (flow-level by default)."""
-    workload: dict[str, Any] = Field(min_length=1)
-    """What runs; checked by the workload plugin named by its key."""
+    model: ModelSpec | None = None
+    """The model trained (training scenarios)."""
+    training: TrainingSpec | None = None
+    """Batch, iterations, precision, optimizer (training scenarios)."""
+    data_parallel: DataParallelSpec | None = None
+    """Gradient synchronisation (training scenarios; default all-reduce over every GPU)."""
+    workload: dict[str, Any] | None = Field(None, min_length=1)
+    """What runs, for scenarios that are not training: checked by the workload plugin named
+    by its key (program, collective)."""
+
+    @model_validator(mode="after")
+    def _workload_or_training(self) -> Scenario:
+        training = {"model": self.model, "training": self.training}
+        if self.workload is not None:
+            given = [k for k, v in training.items() if v is not None]
+            if given or self.data_parallel is not None:
+                raise Invalid(
+                    Problem(
+                        "workload",
+                        "a scenario runs either a workload or training (model, training), not both",
+                    )
+                )
+            return self
+        missing = [k for k, v in training.items() if v is None]
+        if len(missing) == 2:
+            raise Invalid(
+                Problem(
+                    "",
+                    "nothing to run: give workload (program, collective) or model and training",
+                    "workload: {...} or model: {...} with training: {...}",
+                )
+            )
+        if missing:
+            raise Invalid(Problem(missing[0], "required key missing for a training scenario"))
+        return self
 
     _source: str = PrivateAttr("")
 

@@ -367,7 +367,10 @@ def test_unknown_key_without_close_match() -> None:
     doc["zzz"] = "blue"
     (problem,) = problems(doc)
     assert (problem.path, problem.message) == ("zzz", "unknown key")
-    assert problem.allowed == "name, seed, description, cluster, stragglers, network, workload"
+    assert (
+        problem.allowed
+        == "name, seed, description, cluster, stragglers, network, model, training, data_parallel, workload"
+    )
 
 
 def test_python_field_names_are_not_offered_as_keys() -> None:
@@ -598,8 +601,7 @@ def test_all_problems_reported_together_in_document_order() -> None:
         "cluster.node.nic",
         "cluster.spine_routing",
         "stragglers[0].slowdown",
-        "workload",
-    ]
+    ]  # "nothing to run" (no workload, no model) is checked once the keys themselves are valid
 
 
 def test_problems_are_not_repeated() -> None:
@@ -922,6 +924,9 @@ def test_schema_uses_yaml_key_names() -> None:
         "cluster",
         "stragglers",
         "network",
+        "model",
+        "training",
+        "data_parallel",
         "workload",
     }
     link = schema["$defs"]["LinkSpec"]["properties"]
@@ -969,9 +974,10 @@ def test_schema_moves_plugin_definitions_to_the_top() -> None:
 
 
 def test_schema_without_plugins_requires_a_nonempty_mapping() -> None:
-    """Without workload schemas, ``workload`` is any non-empty mapping."""
+    """Without workload schemas, ``workload`` is any non-empty mapping (or absent: training)."""
     workload = scenario_json_schema()["properties"]["workload"]
-    assert workload["type"] == "object" and workload["minProperties"] == 1
+    mapping = next(alt for alt in workload["anyOf"] if alt.get("type") == "object")
+    assert mapping["minProperties"] == 1
 
 
 _FULL_DOC: dict[str, Any] = {
@@ -1005,3 +1011,54 @@ _FULL_DOC: dict[str, Any] = {
 def test_full_document_is_valid() -> None:
     """The corruption test starts from a valid document."""
     assert parse_scenario(copy.deepcopy(_FULL_DOC)).cluster.spine_routing == "split"
+
+
+def test_scenario_needs_a_workload_or_training() -> None:
+    """A scenario without workload and without model/training says what to give."""
+    doc = {"name": "x", "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "1GB/s"}}}
+    with pytest.raises(ScenarioError, match="nothing to run"):
+        parse_scenario(doc)
+
+
+def test_training_needs_model_and_training() -> None:
+    """A training scenario needs both model and training."""
+    doc = {
+        "name": "x",
+        "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "1GB/s"}},
+        "model": {"preset": "resnet50"},
+    }
+    with pytest.raises(ScenarioError, match="training: required key missing"):
+        parse_scenario(doc)
+
+
+def test_workload_and_training_exclude_each_other() -> None:
+    """Giving a workload and a model at once is an error at workload."""
+    doc = {
+        "name": "x",
+        "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "1GB/s"}},
+        "model": {"preset": "resnet50"},
+        "training": {"global_batch": 8},
+        "workload": {"program": []},
+    }
+    with pytest.raises(ScenarioError, match="workload: a scenario runs either"):
+        parse_scenario(doc)
+
+
+def test_training_sections_parse_with_units() -> None:
+    """model layers, training and data_parallel parse to SI numbers and defaults."""
+    doc = {
+        "name": "x",
+        "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "1GB/s"}},
+        "model": {
+            "layers": [
+                {"name": "fc", "params": 1e6, "flops": "2MFLOP", "activations": "4KB", "repeat": 3}
+            ]
+        },
+        "training": {"global_batch": 64, "optimizer": "adam"},
+        "data_parallel": {"allreduce": {"bucket": "10MB", "overlap": False}},
+    }
+    s = parse_scenario(doc)
+    assert s.model.layers[0].flops == 2e6 and s.model.layers[0].activations == 4e3
+    assert s.training.iterations == 3 and s.training.precision == "fp32"
+    assert s.data_parallel.sync == "allreduce" and s.data_parallel.allreduce.bucket == 1e7
+    assert s.data_parallel.allreduce.overlap is False

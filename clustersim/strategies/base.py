@@ -65,6 +65,11 @@ class Strategy:
             raise exc.with_source(scenario.source) from None
         return strategy
 
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, topology: Topology) -> Strategy:
+        """The strategy for ``scenario`` (workload strategies read ``scenario.workload``)."""
+        return cls.from_workload(scenario.workload, scenario, topology)
+
     def check(self) -> None:
         """Check the workload against the topology (devices exist, ...); raise ScenarioError."""
 
@@ -102,6 +107,25 @@ def registered_strategies() -> dict[str, type[Strategy]]:
     """Every registered strategy by name, sorted by name."""
     load_plugins()
     return dict(sorted(_REGISTRY.items()))
+
+
+TRAINING_STRATEGIES = {"allreduce": "data_parallel", "ps": "parameter_server"}
+"""Training scenarios: the strategy for each ``data_parallel.sync``."""
+
+
+def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
+    """The strategy that runs ``scenario``: by its workload key, or its training sections."""
+    if scenario.workload is not None:
+        return strategy_for(scenario.workload, scenario.source)
+    sync = scenario.data_parallel.sync if scenario.data_parallel is not None else "allreduce"
+    name = TRAINING_STRATEGIES[sync]
+    strategies = registered_strategies()
+    if name not in strategies:
+        raise ScenarioError(
+            Problem("data_parallel.sync", f"no strategy '{name}' is installed for sync: {sync}"),
+            scenario.source,
+        )
+    return strategies[name]
 
 
 def strategy_for(workload: Any, source: str = "") -> type[Strategy]:
