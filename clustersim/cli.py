@@ -188,11 +188,13 @@ class SchemaCommand(Command):
 
 class ListCommand(Command):
     name = "list"
-    help = "list registered plugins (strategies, collective algorithms) or commands"
+    help = "list registered plugins (strategies, collective algorithms, model presets) or commands"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "what", choices=["strategies", "algorithms", "commands"], help="what to list"
+            "what",
+            choices=["strategies", "algorithms", "models", "commands"],
+            help="what to list",
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -202,6 +204,16 @@ class ListCommand(Command):
             for name, cls in registered_algorithms().items():
                 ops = ", ".join(sorted(cls.ops))
                 _out(f"{name:<20} {cls.description or cls.__doc__.splitlines()[0]} [{ops}]")
+            return EXIT_OK
+        if args.what == "models":
+            from .models import registered_presets
+
+            for name, found in registered_presets().items():
+                model = found.build()
+                _out(
+                    f"{name:<12} {model.params / 1e6:>9.1f} M params  "
+                    f"{model.forward_flops / 1e9:>9.2f} GFLOPs/sample forward  {found.description}"
+                )
             return EXIT_OK
         if args.what == "commands":
             for name, cls in sorted(_COMMANDS.items()):
@@ -537,6 +549,83 @@ def _write_bench_files(
     if args.plot:
         path = bench.save_figure(bench.plot_figure(rows, title), args.plot)
         print(f"wrote {path}", file=note, flush=True)
+
+
+class CompareCommand(Command):
+    name = "compare"
+    help = "run scenarios over a grid of values and compare one summary metric"
+    description = (
+        "Simulate every SCENARIO for every value of the --set key paths (several --set make a "
+        "grid), in parallel on local cores, and write DIR/compare.csv, DIR/compare.md and "
+        "DIR/compare.png (the metric against the first swept key, one line per scenario). "
+        "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
+        "scenarios without iterations show makespan_s, and the table says so)."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("scenarios", metavar="SCENARIO", nargs="+", help="scenario YAML files")
+        parser.add_argument(
+            "--set",
+            dest="settings",
+            action="append",
+            default=[],
+            metavar="KEY=V1,V2,...",
+            help="dotted key path with [i] indices and the values to sweep (YAML scalars), "
+            "e.g. cluster.rack_uplink.oversubscription=1,2,4,8; repeat for a grid",
+        )
+        parser.add_argument(
+            "--metric",
+            default="iteration_time_s",
+            help="summary key to compare (default: iteration_time_s)",
+        )
+        parser.add_argument(
+            "-j",
+            "--jobs",
+            type=int,
+            metavar="N",
+            help="simulations run at once (default: number of cores)",
+        )
+        parser.add_argument("-o", "--output", metavar="DIR", required=True, help="output folder")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from . import sweep
+        from .errors import Problem, ScenarioError
+
+        if args.jobs is not None and args.jobs < 1:
+            raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
+        settings = [sweep.parse_set(text) for text in args.settings]
+        jobs = sweep.build_jobs(args.scenarios, settings)
+        progress = _CompareProgress(sys.stderr.isatty())
+        try:
+            results = sweep.run_jobs(jobs, args.jobs, progress=progress)
+        finally:
+            progress.close()
+        rows = sweep.table_rows(jobs, results, args.metric)
+        keys = [s.key for s in settings]
+        written = sweep.write_outputs(rows, args.output, keys, args.metric)
+        _out(f"{len(jobs)} simulation(s) of {len(args.scenarios)} scenario(s)")
+        _out(f"wrote {', '.join(str(p) for p in written)}")
+        return EXIT_OK
+
+
+class _CompareProgress:
+    """``n of N done`` on stderr while compare runs (only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        sys.stderr.write(f"\r  compare: {done} of {total} done")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 40 + "\r")
+            sys.stderr.flush()
 
 
 def build_parser() -> argparse.ArgumentParser:
