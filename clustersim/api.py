@@ -135,6 +135,7 @@ def json_schema() -> dict[str, Any]:
     workloads = {
         name: cls.config_model.model_json_schema(by_alias=True)
         for name, cls in registered_strategies().items()
+        if not cls.is_training
     }
     return scenario_json_schema(workloads)
 

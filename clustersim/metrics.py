@@ -121,3 +121,42 @@ def _canonical(value: Any) -> Any:
 def canonical_json(summary: dict[str, Any]) -> str:
     """The text of summary.json: stable key order (as built), rounded floats, newline at end."""
     return json.dumps(_canonical(summary), indent=2, ensure_ascii=False) + "\n"
+
+
+def training_summary(
+    clock: Any,
+    records: Sequence[Record],
+    iterations: int,
+    global_batch: float,
+    devices: Sequence[str],
+) -> dict[str, Any]:
+    """The summary keys every training strategy shares, from its ``IterationClock``.
+
+    * ``iteration_times_s`` -- per iteration, from the end of the previous one
+      (or time 0) to the moment its last worker ended it (seconds);
+    * ``iteration_time_s`` -- their mean;
+    * ``throughput_samples_per_s`` -- ``global_batch`` / ``iteration_time_s``;
+    * ``per_iteration`` -- for each of ``devices`` that was active, its
+      compute / communication / exposed communication / idle seconds over the
+      run up to the last iteration's end, divided by the number of iterations
+      (the mean per iteration, as the iteration windows tile the run);
+    * ``bubble_fraction`` -- mean over those devices of idle time / run time.
+
+    ``clock`` is a :class:`clustersim.training.IterationClock`.
+    """
+    times = clock.iteration_times(iterations)
+    done = len(times)
+    mean = sum(times) / done if done else 0.0
+    run_s = sum(times)
+    breakdown = device_breakdown(records, run_s, devices) if done else {}
+    per_iteration = {
+        name: {key: value / done for key, value in row.items()} for name, row in breakdown.items()
+    }
+    idle = [row["idle_s"] / run_s for row in breakdown.values() if run_s > 0]
+    return {
+        "iteration_time_s": mean,
+        "iteration_times_s": list(times),
+        "throughput_samples_per_s": global_batch / mean if mean > 0 else 0.0,
+        "per_iteration": per_iteration,
+        "bubble_fraction": sum(idle) / len(idle) if idle else 0.0,
+    }

@@ -39,6 +39,9 @@ class Strategy:
     name: ClassVar[str]
     description: ClassVar[str] = ""
     config_model: ClassVar[type[BaseModel]]
+    is_training: ClassVar[bool] = False
+    """True for strategies that run training scenarios (model, training) instead of
+    owning a ``workload:`` key."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -92,7 +95,7 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from . import collective, program  # noqa: F401  (built-in strategies register on import)
+    from . import collective, data_parallel, parameter_server, program  # noqa: F401  (built-in strategies register on import)
 
     for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
@@ -130,7 +133,7 @@ def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
 
 def strategy_for(workload: Any, source: str = "") -> type[Strategy]:
     """The strategy that owns the ``workload:`` mapping of a scenario."""
-    strategies = registered_strategies()
+    strategies = {name: cls for name, cls in registered_strategies().items() if not cls.is_training}
     allowed = ", ".join(strategies)
     if not isinstance(workload, dict) or not workload:
         raise ScenarioError(

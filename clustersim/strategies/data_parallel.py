@@ -1,0 +1,259 @@
+"""Data-parallel training with gradient all-reduce (PyTorch DDP / Horovod semantics).
+
+```yaml
+model: {preset: resnet50}                 # or layers: [{name: fc, params: 4e6, flops: 8e6}]
+training: {global_batch: 256, iterations: 3, precision: fp32, optimizer: sgd}
+data_parallel:
+  sync: allreduce
+  workers: "*/gpu*"                       # default: every GPU
+  allreduce: {algorithm: ring, bucket: 25MB, overlap: true}
+```
+
+Every worker holds the whole model and trains on its share of the global
+batch (:func:`~clustersim.training.split_batch`).  Per iteration a worker runs
+the forward pass, then the backward pass in reverse layer order.  Gradients
+are grouped into buckets in backward order
+(:func:`~clustersim.training.make_buckets`); a worker's bucket is complete
+when the backward of every layer in it has run.
+
+Synchronisation (the modelling choices):
+
+* a bucket's all-reduce over all workers starts when the **last** worker has
+  completed that bucket -- a collective needs every rank, so the slowest
+  worker's gradient sets the start (NCCL/Gloo ranks block in the collective
+  until their peers join; we count the collective from the moment all have);
+* buckets are launched **in order**: bucket k starts no earlier than bucket
+  k-1 started (DDP's ordered buckets); several may be in flight at once and
+  then share the network (flow model) -- the analytical model prices each one
+  alone, without contention;
+* with ``overlap: false`` no bucket starts before every worker has finished
+  its whole backward pass; then all are launched, in order, at that instant;
+* once every bucket's all-reduce has ended, each worker runs its optimizer
+  step (memory-bound, :func:`~clustersim.training.optimizer_step`) and
+  starts the next iteration.
+
+An iteration of a worker therefore takes forward + backward + the exposed part
+of the all-reduces + the optimizer step; stragglers stretch it for everyone.
+Units: seconds, bytes, FLOPs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, ClassVar
+
+import simpy
+
+from .. import models, training
+from ..collectives import CollectiveCall, check_call, run_collective
+from ..engine import Simulation
+from ..errors import Problem, ScenarioError, SimulationError
+from ..metrics import training_summary
+from ..scenario import DataParallelSpec, Scenario
+from ..topology import Topology
+from ..units import format_size
+from .base import Strategy
+
+
+class DataParallel(Strategy):
+    """Synchronous data parallelism: bucketed gradient all-reduce, optionally overlapped."""
+
+    name = "data_parallel"
+    description = "data-parallel training: bucketed gradient all-reduce (DDP/Horovod), overlap"
+    config_model = DataParallelSpec
+    is_training: ClassVar[bool] = True
+    """A training strategy: configured by the scenario's model/training/data_parallel sections,
+    never by ``workload:``."""
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, topology: Topology) -> DataParallel:
+        """The strategy of a training scenario (``model``, ``training``, ``data_parallel``)."""
+        if scenario.workload is not None or scenario.model is None or scenario.training is None:
+            raise ScenarioError(
+                Problem(
+                    "workload",
+                    "data_parallel is a training strategy, not a workload",
+                    "model: {...}, training: {...} and data_parallel: {...} at the top level",
+                ),
+                scenario.source,
+            )
+        strategy = cls(scenario.data_parallel or DataParallelSpec(), scenario, topology)
+        try:
+            strategy.check()
+        except ScenarioError as exc:
+            raise exc.with_source(scenario.source) from None
+        return strategy
+
+    # -- checks --------------------------------------------------------------
+
+    def check(self) -> None:
+        """Workers match devices, batch >= workers, the all-reduce algorithm applies."""
+        spec: DataParallelSpec = self.config  # type: ignore[assignment]
+        scenario = self.scenario
+        assert scenario.model is not None and scenario.training is not None
+        self.train = scenario.training
+        self.model = models.build_model(scenario.model, path="model")
+        self.workers = self._select_workers(spec)
+        n = len(self.workers)
+        if self.train.global_batch < n:
+            raise ScenarioError(
+                Problem(
+                    "training.global_batch",
+                    f"global batch {self.train.global_batch} is smaller than the {n} workers",
+                    f">= {n} (one sample per worker at least)",
+                )
+            )
+        self.sync = spec.allreduce
+        self.buckets = training.make_buckets(self.model, self.sync.bucket, self.train.precision)
+        self.samples = training.split_batch(self.train.global_batch, self.workers)
+        self.calls = [self._call(b.nbytes) for b in self.buckets]
+        largest = max(self.calls, key=lambda c: c.size_bytes)
+        check_call(largest, self.topology, "data_parallel.allreduce.algorithm")
+
+    def _select_workers(self, spec: DataParallelSpec) -> tuple[str, ...]:
+        """Devices of ``data_parallel.workers``; when not given, every GPU (else every device)."""
+        if "workers" in spec.model_fields_set:
+            found = self.topology.select(spec.workers, "data_parallel.workers")
+        else:
+            devices = list(self.topology.devices.values())
+            found = [d for d in devices if d.kind == "gpu"] or devices
+        return tuple(d.name for d in found)
+
+    def _call(self, nbytes: float) -> CollectiveCall:
+        return CollectiveCall(
+            "allreduce",
+            self.workers,
+            nbytes,
+            algorithm=self.sync.algorithm,
+            options=dict(self.sync.options),
+        )
+
+    @property
+    def network_model(self) -> str:
+        """``flow`` or ``analytical``, from the scenario's ``network.model``."""
+        return self.scenario.network.model
+
+    def describe(self) -> str:
+        mode = "overlapped" if self.sync.overlap else "after backward"
+        return (
+            f"data-parallel training of {self.model.name} ({self.model.params:.4g} params) "
+            f"on {len(self.workers)} workers, batch {self.train.global_batch}, "
+            f"{len(self.buckets)} bucket(s) of <= {format_size(self.sync.bucket)} "
+            f"all-reduced by {self.sync.algorithm}, {mode}"
+        )
+
+    # -- running -------------------------------------------------------------
+
+    def start(self, sim: Simulation) -> None:
+        self.clock = training.IterationClock.new()
+        self._sync = _BucketSync(sim, self)
+        for rank, device in enumerate(self.workers):
+            sim.process(self._worker(sim, rank, device))
+
+    def _worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
+        model, samples = self.model, self.samples[rank]
+        for it in range(self.train.iterations):
+            self.clock.start(device, it, sim.now)
+            yield from training.forward_pass(sim, device, model, samples, it)
+            on_gradient = self._sync.gradient_callback(rank, it)
+            yield from training.backward_pass(sim, device, model, samples, it, on_gradient)
+            yield self._sync.synced(it)
+            yield training.optimizer_step(sim, device, model.params, self.train.optimizer, it)
+            self.clock.end(device, it, sim.now)
+
+    # -- summary -------------------------------------------------------------
+
+    def summarize(self, sim: Simulation) -> dict[str, Any]:
+        """Iteration times, throughput, model, workers, buckets, bytes all-reduced per iteration."""
+        iterations = self.train.iterations
+        ended = len(self.clock.iteration_ends(iterations))
+        if ended != iterations:
+            raise SimulationError(f"data_parallel finished {ended} of {iterations} iterations")
+        summary = training_summary(
+            self.clock, sim.records, iterations, self.train.global_batch, self.workers
+        )
+        nbytes = [b.nbytes for b in self.buckets]
+        return {
+            "iteration_time_s": summary.pop("iteration_time_s"),
+            "iteration_times_s": summary.pop("iteration_times_s"),
+            "throughput_samples_per_s": summary.pop("throughput_samples_per_s"),
+            "model": {"name": self.model.name, "params": self.model.params},
+            "workers": list(self.workers),
+            "global_batch": self.train.global_batch,
+            "buckets": {"count": len(nbytes), "bytes": nbytes},
+            "communication": {
+                "op": "allreduce",
+                "algorithm": self.sync.algorithm,
+                "overlap": self.sync.overlap,
+                "network_model": self.network_model,
+                "bytes_per_iteration": sum(nbytes),
+            },
+            **summary,
+        }
+
+
+class _BucketSync:
+    """Counts completed buckets per iteration and launches their all-reduces in order."""
+
+    def __init__(self, sim: Simulation, strategy: DataParallel) -> None:
+        self.sim = sim
+        self.strategy = strategy
+        self.n = len(strategy.workers)
+        buckets = strategy.buckets
+        self.bucket_of = {layer: b.index for b in buckets for layer in b.layers}
+        self.sizes = [len(b.layers) for b in buckets]
+        self.ready: dict[int, list[int]] = {}
+        """Per iteration: how many workers completed each bucket."""
+        self.launched: dict[int, int] = {}
+        """Per iteration: how many buckets have been launched (in order)."""
+        self.pending: dict[int, list[simpy.Event]] = {}
+        self.done: dict[int, simpy.Event] = {}
+
+    def synced(self, it: int) -> simpy.Event:
+        """The event that fires when every bucket of iteration ``it`` is all-reduced."""
+        event = self.done.get(it)
+        if event is None:
+            event = self.done[it] = self.sim.env.event()
+        return event
+
+    def gradient_callback(self, rank: int, it: int) -> Any:
+        """``on_gradient(layer)`` for worker ``rank`` in iteration ``it``."""
+        left = list(self.sizes)
+
+        def on_gradient(layer: int) -> None:
+            k = self.bucket_of[layer]
+            left[k] -= 1
+            if left[k] == 0:
+                self._bucket_complete(it, k)
+
+        return on_gradient
+
+    def _bucket_complete(self, it: int, k: int) -> None:
+        counts = self.ready.setdefault(it, [0] * len(self.sizes))
+        counts[k] += 1
+        self._launch_ready(it)
+
+    def _launch_ready(self, it: int) -> None:
+        """Launch, in bucket order, every bucket all workers completed (all, without overlap)."""
+        counts = self.ready[it]
+        if not self.strategy.sync.overlap and min(counts) < self.n:
+            return
+        k = self.launched.get(it, 0)
+        while k < len(counts) and counts[k] == self.n:
+            self._launch(it, k)
+            k += 1
+        self.launched[it] = k
+
+    def _launch(self, it: int, k: int) -> None:
+        strategy = self.strategy
+        event = run_collective(
+            self.sim,
+            strategy.calls[k],
+            model=strategy.network_model,
+            label=f"allreduce bucket{k}",
+            iteration=it,
+        )
+        events = self.pending.setdefault(it, [])
+        events.append(event)
+        if len(events) == len(self.sizes):
+            self.sim.all_of(events).callbacks.append(lambda _e: self.synced(it).succeed())
