@@ -1,0 +1,660 @@
+"""Data-parallel training with parameter servers (push/pull key-value, Li et al. OSDI 2014).
+
+```yaml
+model: {layers: [{name: fc, params: 25e6, flops: 5e7}]}
+training: {global_batch: 256, iterations: 10, precision: fp32, optimizer: sgd}
+data_parallel:
+  sync: ps
+  workers: "*/gpu*"                  # default: every GPU
+  ps: {servers: 2, placement: dedicated, mode: sync}   # backup | async | ssp | geo
+```
+
+**Keys.**  The parameters are cut into keys (blocks): one key per layer with
+parameters; a layer holding more than ``total params / servers`` is split into
+``ceil(params / (total / servers))`` equal keys named ``layer[0]``,
+``layer[1]``, ... so that no server is forced to hold more than its share
+because of one big layer.  Keys are assigned to servers by size-balanced
+(greedy LPT) assignment: largest key first, each to the least-loaded server;
+ties between keys keep layer order, ties between servers take the lowest
+server index.
+
+**Placement** (``data_parallel.ps.placement``; ``server_devices`` overrides it
+and then every matched device is a server, whatever ``servers`` says):
+
+* ``cpu`` -- the CPUs of the first ``servers`` nodes that hold workers (a
+  cluster kind without node CPUs is an error at ``data_parallel.ps.placement``);
+* ``gpu`` -- the first ``servers`` workers also serve (they train as well);
+* ``dedicated`` -- servers on nodes that do not train: by default the CPUs of
+  the last ``servers`` nodes of the cluster; every device of a server's node is
+  removed from the workers (so those nodes' GPUs idle);
+* ``sharded`` -- every worker is also a server (``servers`` is ignored).
+
+A key whose server is the worker itself is pushed and pulled locally, with
+no transfer.
+
+**Per iteration** each worker runs the forward pass, then the backward pass;
+as each layer's gradient is ready its keys are pushed (``params x
+BYTES_PER_VALUE[precision]`` bytes each) to their servers -- pushes overlap
+the rest of the backward.  A server's work runs on its compute stream and is
+memory-bound: aggregating one push reads the key's gradient (``key bytes``),
+and an update costs ``OPTIMIZER_BYTES_PER_PARAM[optimizer] x key params``.  The
+updated key is pulled back (``key bytes``); a worker starts its next
+iteration when all its pulls are in.
+
+**Modes**
+
+* ``sync`` -- a key's server aggregates every worker's push (``m`` pushes
+  cost ``m x key bytes``, each as it arrives), then updates once; every worker
+  pulls the new version.  ``training.iterations`` rounds.
+* ``backup`` -- the same, but a round closes after the first ``k`` pushes
+  (``backup_k``, default ``ceil(0.9 n)``) made on the current version; later
+  pushes still cross the network (they are not cancelled) and are dropped at
+  the server; their senders pull the newest version (after the round's update
+  if it is under way).  Training ends after ``training.iterations`` rounds;
+  a worker still computing then stops at its next layer boundary.
+* ``async`` -- the server applies each push at once (version + 1, an update
+  each); the worker pulls the key right after its own push is applied.  Each
+  worker runs ``training.iterations`` iterations at its own pace.
+* ``ssp`` -- async pushes and pulls, plus the bounded-staleness gate of Ho et
+  al. 2013: worker ``w`` may start iteration ``i`` (0-based) only when every
+  worker has finished iteration ``i - s - 1``, i.e. has completed at least
+  ``i - s`` iterations (``s = staleness``).  No worker starts more than ``s +
+  1`` iterations beyond the slowest worker's completed count; ``s = 0`` is
+  bulk-synchronous starts.
+* ``geo`` -- each worker runs local iterations (forward, backward, a local
+  optimizer step on the whole model, no communication); after every
+  ``geo_period``-th iteration, and after its last one, it pushes its parameter
+  delta (full model bytes, per key) and pulls, async-style; the server applies
+  a delta at the cost of an update.  That is ``ceil(iterations / geo_period)``
+  pushes per worker.
+
+**Summary.**  Besides the common training keys: ``updates_per_s`` -- sync and
+backup: rounds / end of the last round; async, ssp, geo: the sum over workers
+of (whole-model updates the worker had applied / end of its last iteration),
+the server's rate while every worker trains at its own pace (a whole-model
+update = one applied push of every key); ``iterations_per_worker``;
+``pushes_per_worker`` (whole-model pushes: key pushes / keys); ``key_pushes``
+and ``key_pushes_dropped`` (backup);
+``staleness_histogram`` -- for each applied push: by how many versions the
+key advanced between the worker's pull and the application (always 0 in sync
+and backup).  Async modes: ``iteration_time_s`` is the mean over workers of
+their mean iteration period, ``iteration_times_s[i]`` the mean over workers
+of the length of their iteration ``i``, ``throughput_samples_per_s`` the sum
+over workers of samples / end of their last iteration.  Backup: iteration
+``r`` ends when the last worker taking part in round ``r`` has pulled it, and
+throughput counts the samples of accepted pushes.
+Units: seconds, bytes, FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import simpy
+
+from .. import training
+from ..engine import Simulation
+from ..errors import Problem, ScenarioError, SimulationError
+from ..metrics import training_summary
+from ..scenario import DataParallelSpec, ParameterServerSpec, Scenario
+from ..topology import Device, Topology
+from .base import Strategy
+
+ASYNC_MODES = ("async", "ssp", "geo")
+"""Modes in which each worker runs at its own pace."""
+
+_PS = "data_parallel.ps"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One parameter block: its layer, size and server."""
+
+    index: int
+    name: str
+    layer: int
+    params: float
+    nbytes: float
+    server: str
+
+
+def key_blocks(model: training.Model, servers: int) -> list[tuple[str, int, float]]:
+    """``(name, layer index, params)`` of every key, in layer order.
+
+    A layer with more than ``total / servers`` parameters is split into
+    ``ceil(params / (total / servers))`` equal keys ``name[j]``.
+    """
+    share = model.params / servers if servers else model.params
+    blocks: list[tuple[str, int, float]] = []
+    for index, layer in enumerate(model.layers):
+        if layer.params <= 0:
+            continue
+        parts = math.ceil(layer.params / share - 1e-9) if layer.params > share else 1
+        if parts == 1:
+            blocks.append((layer.name, index, layer.params))
+        else:
+            blocks += [(f"{layer.name}[{j}]", index, layer.params / parts) for j in range(parts)]
+    return blocks
+
+
+def assign_keys(sizes: Sequence[float], servers: int) -> list[int]:
+    """Server index of each key: largest first to the least-loaded server (greedy LPT).
+
+    Ties: equal keys in their given order, equally loaded servers by lowest index.
+    """
+    load = [0.0] * servers
+    owner = [0] * len(sizes)
+    for k in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        s = min(range(servers), key=lambda j: (load[j], j))
+        owner[k] = s
+        load[s] += sizes[k]
+    return owner
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def _node_cpu(topology: Topology, node: str) -> Device | None:
+    return next((d for d in topology.devices.values() if d.node == node and d.kind == "cpu"), None)
+
+
+def _nodes_in_order(devices: Sequence[Device]) -> list[str]:
+    nodes: list[str] = []
+    for d in devices:
+        if d.node is not None and d.node not in nodes:
+            nodes.append(d.node)
+    return nodes
+
+
+def _need_nodes(topology: Topology, placement: str) -> None:
+    if not any(d.node is not None for d in topology.devices.values()):
+        raise ScenarioError(
+            Problem(
+                f"{_PS}.placement",
+                f"placement {placement} needs nodes with CPUs; this cluster kind has none",
+                "gpu or sharded, or server_devices naming the servers",
+            )
+        )
+
+
+def _too_few(what: str, have: int, want: int) -> ScenarioError:
+    return ScenarioError(
+        Problem(f"{_PS}.servers", f"{want} servers asked but only {have} {what}", f"1 .. {have}")
+    )
+
+
+def place(
+    spec: ParameterServerSpec, topology: Topology, workers: Sequence[Device]
+) -> tuple[list[Device], list[Device]]:
+    """``(workers, servers)`` for ``spec``'s placement (see the module docstring)."""
+    placement, n = spec.placement, spec.servers
+    if spec.server_devices is not None:
+        servers = topology.select(spec.server_devices, f"{_PS}.server_devices")
+        if placement == "dedicated":
+            workers = _without_nodes(workers, servers)
+        return list(workers), servers
+    if placement == "gpu":
+        if n > len(workers):
+            raise _too_few("workers", len(workers), n)
+        return list(workers), list(workers[:n])
+    if placement == "sharded":
+        return list(workers), list(workers)
+    _need_nodes(topology, placement)
+    if placement == "cpu":
+        nodes = _nodes_in_order(workers)
+        if n > len(nodes):
+            raise _too_few("nodes hold workers", len(nodes), n)
+        cpus = [_node_cpu(topology, node) for node in nodes[:n]]
+        return list(workers), _present(cpus, placement)
+    nodes = _nodes_in_order(list(topology.devices.values()))
+    if n >= len(nodes):
+        raise _too_few("nodes exist (one must train)", len(nodes) - 1, n)
+    servers = _present([_node_cpu(topology, node) for node in nodes[-n:]], placement)
+    return _without_nodes(workers, servers), servers
+
+
+def _present(cpus: Sequence[Device | None], placement: str) -> list[Device]:
+    if any(c is None for c in cpus):
+        raise ScenarioError(
+            Problem(f"{_PS}.placement", f"placement {placement}: a server node has no CPU")
+        )
+    return [c for c in cpus if c is not None]
+
+
+def _without_nodes(workers: Sequence[Device], servers: Sequence[Device]) -> list[Device]:
+    """Workers not on a server's node (nor servers themselves)."""
+    nodes = {s.node for s in servers if s.node is not None}
+    names = {s.name for s in servers}
+    kept = [w for w in workers if w.node not in nodes and w.name not in names]
+    if not kept:
+        raise ScenarioError(
+            Problem(
+                f"{_PS}.placement",
+                "dedicated servers leave no worker: every worker is on a server node",
+                "fewer servers, or server_devices on nodes that do not train",
+            )
+        )
+    return kept
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class _KeyState:
+    """A key on its server: version, the round being gathered (sync/backup)."""
+
+    version: int = 0
+    accepted: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    closing: bool = False
+
+
+@dataclass
+class _Pending:
+    """Pulls a worker still waits for in its current iteration."""
+
+    left: int
+    event: simpy.Event
+
+
+class ParameterServer(Strategy):
+    """Parameter-server data parallelism: sync, backup, async, ssp, geo."""
+
+    name = "parameter_server"
+    description = "data-parallel training with parameter servers: sync/backup/async/ssp/geo"
+    config_model = DataParallelSpec
+    training: ClassVar[bool] = True
+    """A training strategy: configured by model/training/data_parallel, never by ``workload:``."""
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, topology: Topology) -> ParameterServer:
+        """The strategy of a training scenario with ``data_parallel.sync: ps``."""
+        if scenario.workload is not None or scenario.model is None or scenario.training is None:
+            raise ScenarioError(
+                Problem(
+                    "workload",
+                    "parameter_server is a training strategy, not a workload",
+                    "model: {...}, training: {...} and data_parallel: {sync: ps} at the top level",
+                ),
+                scenario.source,
+            )
+        strategy = cls(scenario.data_parallel or DataParallelSpec(sync="ps"), scenario, topology)
+        try:
+            strategy.check()
+        except ScenarioError as exc:
+            raise exc.with_source(scenario.source) from None
+        return strategy
+
+    # -- checks --------------------------------------------------------------
+
+    def check(self) -> None:
+        """Workers and servers exist, batch >= workers, backup_k <= workers; build the keys."""
+        from .. import models
+
+        spec: DataParallelSpec = self.config  # type: ignore[assignment]
+        scenario = self.scenario
+        assert scenario.model is not None and scenario.training is not None
+        self.ps = spec.ps
+        self.train = scenario.training
+        self.model = models.build_model(scenario.model, path="model")
+        workers, servers = place(self.ps, self.topology, self._candidates(spec))
+        self.workers = tuple(d.name for d in workers)
+        self.servers = tuple(d.name for d in servers)
+        n = len(self.workers)
+        self._check_counts(n)
+        self.samples = training.split_batch(self.train.global_batch, self.workers)
+        self.k = self._quorum(n)
+        self.keys = self._make_keys()
+        self.layer_keys: dict[int, list[Key]] = {}
+        for key in self.keys:
+            self.layer_keys.setdefault(key.layer, []).append(key)
+
+    def _candidates(self, spec: DataParallelSpec) -> list[Device]:
+        """Devices of ``data_parallel.workers``; when not given, every GPU (else every device)."""
+        if "workers" in spec.model_fields_set:
+            return self.topology.select(spec.workers, "data_parallel.workers")
+        devices = list(self.topology.devices.values())
+        return [d for d in devices if d.kind == "gpu"] or devices
+
+    def _check_counts(self, n: int) -> None:
+        if self.train.global_batch < n:
+            raise ScenarioError(
+                Problem(
+                    "training.global_batch",
+                    f"global batch {self.train.global_batch} is smaller than the {n} workers",
+                    f">= {n} (one sample per worker at least)",
+                )
+            )
+        if self.ps.mode == "backup" and self.ps.backup_k is not None and self.ps.backup_k > n:
+            raise ScenarioError(
+                Problem(
+                    f"{_PS}.backup_k", f"{self.ps.backup_k} pushes but {n} workers", f"1 .. {n}"
+                )
+            )
+        if self.model.params <= 0:
+            raise ScenarioError(Problem("model", "the model has no parameters to serve"))
+
+    def _quorum(self, n: int) -> int:
+        """Pushes a round waits for: n (sync), backup_k or ceil(0.9 n) (backup)."""
+        if self.ps.mode != "backup":
+            return n
+        return self.ps.backup_k or math.ceil(0.9 * n - 1e-9)
+
+    def _make_keys(self) -> list[Key]:
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
+        blocks = key_blocks(self.model, len(self.servers))
+        owner = assign_keys([p for _, _, p in blocks], len(self.servers))
+        return [
+            Key(i, name, layer, params, params * per_value, self.servers[owner[i]])
+            for i, (name, layer, params) in enumerate(blocks)
+        ]
+
+    def describe(self) -> str:
+        return (
+            f"parameter-server training ({self.ps.mode}) of {self.model.name} "
+            f"({self.model.params:.4g} params, {len(self.keys)} keys) on {len(self.workers)} "
+            f"workers and {len(self.servers)} {self.ps.placement} server(s), "
+            f"batch {self.train.global_batch}"
+        )
+
+    # -- running -------------------------------------------------------------
+
+    def start(self, sim: Simulation) -> None:
+        n = len(self.workers)
+        self.sim = sim
+        self.clock = training.IterationClock.new()
+        self.state = [_KeyState() for _ in self.keys]
+        self.pulled = [[0] * len(self.keys) for _ in range(n)]
+        self.pending: list[_Pending | None] = [None] * n
+        self.completed = [0] * n
+        self.applied = [0] * n
+        self.histogram: dict[int, int] = {}
+        self.pushes = [0] * n
+        self.dropped = 0
+        self.round_end: dict[int, float] = {}
+        self.round_samples: list[float] = []
+        self.ssp_waiters: list[tuple[int, simpy.Event]] = []
+        body = self._geo_worker if self.ps.mode == "geo" else self._worker
+        for w in range(n):
+            sim.process(body(w))
+
+    @property
+    def _done(self) -> bool:
+        """Sync/backup: every key has had ``training.iterations`` rounds."""
+        return min(st.version for st in self.state) >= self.train.iterations
+
+    def _worker(self, w: int) -> Generator[Any, Any, None]:
+        """Sync, backup, async and ssp: compute, push per layer, wait for every pull."""
+        sim, device, samples = self.sim, self.workers[w], self.samples[w]
+        rounds = self.ps.mode in ("sync", "backup")
+        stop = (lambda: self._done) if self.ps.mode == "backup" else None
+        for it in range(self.train.iterations if not rounds else 1 << 62):
+            if rounds and min(self.pulled[w]) >= self.train.iterations:
+                return
+            if self.ps.mode == "ssp":
+                yield from self._ssp_gate(it)
+            self.clock.start(device, it, sim.now)
+            pending = self._expect_pulls(w)
+            fwd = training.forward_pass(sim, device, self.model, samples, it)
+            bwd = training.backward_pass(
+                sim, device, self.model, samples, it, self._pusher(w, it, stop)
+            )
+            for gen in (fwd, bwd):
+                if not (yield from _until(gen, stop)):
+                    return
+            yield pending.event
+            self._finish(w, it)
+
+    def _pusher(self, w: int, it: int, stop: Callable[[], bool] | None) -> Callable[[int], None]:
+        """``on_gradient(layer)``: push the layer's keys (unless training has ended)."""
+
+        def on_gradient(layer: int) -> None:
+            if stop is None or not stop():
+                for key in self.layer_keys.get(layer, ()):
+                    self._push(w, key, it)
+
+        return on_gradient
+
+    def _geo_worker(self, w: int) -> Generator[Any, Any, None]:
+        """Geo: local steps; every ``geo_period``-th (and the last) iteration pushes deltas."""
+        sim, device, samples = self.sim, self.workers[w], self.samples[w]
+        iterations, period = self.train.iterations, self.ps.geo_period
+        for it in range(iterations):
+            self.clock.start(device, it, sim.now)
+            yield from training.forward_pass(sim, device, self.model, samples, it)
+            yield from training.backward_pass(sim, device, self.model, samples, it)
+            opt = self.train.optimizer
+            yield training.optimizer_step(sim, device, self.model.params, opt, it)
+            if (it + 1) % period == 0 or it == iterations - 1:
+                pending = self._expect_pulls(w)
+                for key in self.keys:
+                    self._push(w, key, it)
+                yield pending.event
+            self._finish(w, it)
+
+    def _finish(self, w: int, it: int) -> None:
+        self.clock.end(self.workers[w], it, self.sim.now)
+        self.completed[w] += 1
+        self.pending[w] = None
+        if self.ssp_waiters:
+            slowest = min(self.completed)
+            ready = [(t, e) for t, e in self.ssp_waiters if t <= slowest]
+            self.ssp_waiters = [(t, e) for t, e in self.ssp_waiters if t > slowest]
+            for _, event in ready:
+                event.succeed()
+
+    def _ssp_gate(self, it: int) -> Generator[Any, Any, None]:
+        """Wait until every worker has completed at least ``it - staleness`` iterations."""
+        need = it - self.ps.staleness
+        if need > 0 and min(self.completed) < need:
+            event = self.sim.env.event()
+            self.ssp_waiters.append((need, event))
+            yield event
+
+    def _expect_pulls(self, w: int) -> _Pending:
+        pending = _Pending(len(self.keys), self.sim.env.event())
+        self.pending[w] = pending
+        return pending
+
+    # -- push, apply, pull ---------------------------------------------------
+
+    def _push(self, w: int, key: Key, it: int) -> None:
+        """Send worker ``w``'s gradient (or delta) of ``key`` to its server."""
+        self.pushes[w] += 1
+        device = self.workers[w]
+        arrive = self._arrive_round if self.ps.mode in ("sync", "backup") else self._apply_now
+        if device == key.server:
+            arrive(w, key, it)
+            return
+        event = self.sim.transfer(
+            device, key.server, key.nbytes, label=f"push {key.name}", iteration=it, op="push"
+        )
+        event.callbacks.append(lambda _e: arrive(w, key, it))
+
+    def _apply_now(self, w: int, key: Key, it: int) -> None:
+        """Async, ssp, geo: apply the push at once; the worker pulls the result."""
+        st = self.state[key.index]
+        self._count_staleness(st.version - self.pulled[w][key.index])
+        st.version += 1
+        version = st.version
+        self.applied[w] += 1
+        event = self._update(key, it)
+        event.callbacks.append(lambda _e: self._pull(w, key, version, it))
+
+    def _arrive_round(self, w: int, key: Key, it: int) -> None:
+        """Sync, backup: aggregate a push made on the current version, or drop it."""
+        st = self.state[key.index]
+        if self.pulled[w][key.index] == st.version and not st.closing and not self._key_done(st):
+            st.accepted.append(w)
+            self._count_staleness(0)
+            self.sim.compute(
+                key.server,
+                bytes=key.nbytes,
+                label=f"aggregate {key.name}",
+                iteration=st.version,
+                op="ps_aggregate",
+            )
+            if len(st.accepted) == self.k:
+                st.closing = True
+                event = self._update(key, st.version)
+                event.callbacks.append(lambda _e: self._close_round(key))
+            return
+        self.dropped += 1
+        if st.closing:
+            st.waiting.append(w)
+        else:
+            self._pull(w, key, st.version, it)
+
+    def _key_done(self, st: _KeyState) -> bool:
+        return st.version >= self.train.iterations
+
+    def _close_round(self, key: Key) -> None:
+        st = self.state[key.index]
+        round_ = st.version
+        st.version += 1
+        accepted, waiting = st.accepted, st.waiting
+        st.accepted, st.waiting, st.closing = [], [], False
+        if key.index == 0:
+            self.round_samples.append(sum(self.samples[w] for w in accepted))
+        for w in accepted:
+            self.applied[w] += 1
+            self._pull(w, key, st.version, round_, round_=round_)
+        for w in waiting:
+            self._pull(w, key, st.version, round_)
+
+    def _update(self, key: Key, it: int) -> simpy.Event:
+        """The server's optimizer update of ``key`` (memory-bound, on its compute stream)."""
+        per_param = training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
+        return self.sim.compute(
+            key.server,
+            bytes=key.params * per_param,
+            label=f"update {key.name}",
+            iteration=it,
+            op="ps_update",
+        )
+
+    def _pull(self, w: int, key: Key, version: int, it: int, round_: int | None = None) -> None:
+        """Send ``key`` at ``version`` to worker ``w``."""
+        device = self.workers[w]
+
+        def arrived(_e: Any = None) -> None:
+            self.pulled[w][key.index] = version
+            if round_ is not None:
+                self.round_end[round_] = max(self.round_end.get(round_, 0.0), self.sim.now)
+            pending = self.pending[w]
+            if pending is not None:
+                pending.left -= 1
+                if pending.left == 0:
+                    pending.event.succeed()
+
+        if device == key.server:
+            arrived()
+            return
+        event = self.sim.transfer(
+            key.server, device, key.nbytes, label=f"pull {key.name}", iteration=it, op="pull"
+        )
+        event.callbacks.append(arrived)
+
+    def _count_staleness(self, staleness: int) -> None:
+        self.histogram[staleness] = self.histogram.get(staleness, 0) + 1
+
+    # -- summary -------------------------------------------------------------
+
+    def summarize(self, sim: Simulation) -> dict[str, Any]:
+        """Common training keys, plus keys, servers, updates/s, iterations, staleness."""
+        mode = self.ps.mode
+        if mode in ASYNC_MODES:
+            common = self._async_summary(sim)
+        else:
+            common = self._round_summary(sim)
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
+        load = {s: 0.0 for s in self.servers}
+        for key in self.keys:
+            load[key.server] += key.params
+        settings: dict[str, Any] = {"mode": mode, "placement": self.ps.placement}
+        if mode == "backup":
+            settings["backup_k"] = self.k
+        elif mode == "ssp":
+            settings["staleness"] = self.ps.staleness
+        elif mode == "geo":
+            settings["geo_period"] = self.ps.geo_period
+        return {
+            "iteration_time_s": common.pop("iteration_time_s"),
+            "iteration_times_s": common.pop("iteration_times_s"),
+            "throughput_samples_per_s": common.pop("throughput_samples_per_s"),
+            "updates_per_s": common.pop("updates_per_s"),
+            "iterations_per_worker": dict(zip(self.workers, self.completed, strict=True)),
+            "staleness_histogram": dict(sorted(self.histogram.items())),
+            "model": {"name": self.model.name, "params": self.model.params},
+            "parameter_server": settings,
+            "workers": list(self.workers),
+            "servers": {s: {"params": p, "bytes": p * per_value} for s, p in load.items()},
+            "keys": [
+                {"name": k.name, "params": k.params, "bytes": k.nbytes, "server": k.server}
+                for k in self.keys
+            ],
+            "global_batch": self.train.global_batch,
+            "pushes_per_worker": {
+                d: self.pushes[w] / len(self.keys) for w, d in enumerate(self.workers)
+            },
+            "key_pushes": sum(self.pushes),
+            "key_pushes_dropped": self.dropped,
+            **common,
+        }
+
+    def _devices(self) -> list[str]:
+        return list(dict.fromkeys(self.workers + self.servers))
+
+    def _round_summary(self, sim: Simulation) -> dict[str, Any]:
+        """Sync/backup: iteration r ends when its last participant has pulled round r."""
+        rounds = self.train.iterations
+        if len(self.round_end) != rounds:
+            raise SimulationError(f"parameter_server finished {len(self.round_end)} of {rounds}")
+        clock = training.IterationClock.new()
+        for r, t in self.round_end.items():
+            clock.end("rounds", r, t)
+        batch = sum(self.round_samples) / len(self.round_samples)
+        common = training_summary(clock, sim.records, rounds, batch, self._devices())
+        last = max(self.round_end.values())
+        common["updates_per_s"] = rounds / last if last > 0 else 0.0
+        return common
+
+    def _async_summary(self, sim: Simulation) -> dict[str, Any]:
+        """Async modes: per-worker periods and rates, summed or averaged over workers."""
+        iterations = self.train.iterations
+        if min(self.completed) != iterations:
+            raise SimulationError(
+                f"parameter_server: a worker finished {min(self.completed)} of {iterations}"
+            )
+        common = training_summary(
+            self.clock, sim.records, iterations, self.train.global_batch, self._devices()
+        )
+        ends = [[self.clock.ends[d, i] for i in range(iterations)] for d in self.workers]
+        lengths = [[e[i] - (e[i - 1] if i else 0.0) for i in range(iterations)] for e in ends]
+        n = len(self.workers)
+        common["iteration_times_s"] = [sum(x[i] for x in lengths) / n for i in range(iterations)]
+        common["iteration_time_s"] = sum(e[-1] / iterations for e in ends) / n
+        common["throughput_samples_per_s"] = sum(
+            self.samples[w] * iterations / ends[w][-1] for w in range(n) if ends[w][-1] > 0
+        )
+        nkeys = len(self.keys)
+        common["updates_per_s"] = sum(
+            self.applied[w] / nkeys / ends[w][-1] for w in range(n) if ends[w][-1] > 0
+        )
+        return common
+
+
+def _until(gen: Iterator[Any], stop: Callable[[], bool] | None) -> Generator[Any, Any, bool]:
+    """Drive a pass layer by layer; False (after closing it) once ``stop()`` says training ended."""
+    for event in gen:
+        yield event
+        if stop is not None and stop():
+            close = getattr(gen, "close", None)
+            if close is not None:
+                close()
+            return False
+    return True
