@@ -267,7 +267,7 @@ class ParameterServer(Strategy):
     name = "parameter_server"
     description = "data-parallel training with parameter servers: sync/backup/async/ssp/geo"
     config_model = DataParallelSpec
-    training: ClassVar[bool] = True
+    is_training: ClassVar[bool] = True
     """A training strategy: configured by model/training/data_parallel, never by ``workload:``."""
 
     @classmethod
