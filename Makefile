@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   ?= scenarios/network/oversubscribed_shuffle.yaml
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench install clean ps-vs-ring
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ bench: $(STAMP)
 	$(PY) bench/bench_contention.py
 	$(PY) bench/bench_rate_solver.py
 	$(PY) bench/bench_allreduce.py
+
+PS_VS_RING_KEY := cluster.rack_uplink.oversubscription
+
+ps-vs-ring: $(STAMP)
+	$(VENV)/bin/clustersim compare scenarios/ps_vs_ring/*.yaml --set $(PS_VS_RING_KEY)=1,2,4,8,16 -o reports/ps_vs_ring
+	cp reports/ps_vs_ring/compare.png reports/ps_vs_ring/ps_vs_ring.png
+	$(PY) -c 'from clustersim.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring", "$(PS_VS_RING_KEY)"))'
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

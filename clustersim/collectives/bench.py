@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -416,14 +415,9 @@ def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    """Write ``fig`` as PNG to ``path`` through a temporary file in the same folder, then rename."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """Write ``fig`` as PNG to ``path`` atomically (a temporary name, then renamed)."""
+    from ..api import atomic_file
+
+    with atomic_file(path, "wb") as fh:
+        fig.savefig(fh, format="png")
+    return Path(path)
