@@ -306,3 +306,36 @@ def test_shipped_backup_beats_sync_under_a_straggler() -> None:
     backup = simulate(SCENARIOS / "backup_straggler.yaml").summary
     assert backup["iteration_time_s"] < 0.5 * sync["iteration_time_s"]
     assert backup["key_pushes_dropped"] > 0 and sync["key_pushes_dropped"] == 0
+
+
+@pytest.mark.parametrize("slowdown", [1.5, 2.0, 4.0])
+def test_a_straggler_costs_sync_its_delay_and_async_its_share(slowdown: float) -> None:
+    """One slow worker: sync runs at its pace, async loses only that worker's share of updates.
+
+    4 workers, a dedicated server; each worker computes t = 3 x 1e12 FLOPs / GPU per
+    iteration and spends c on its own push, update and pull. Async updates/s go from
+    4 / (t + c) to 3 / (t + c) + 1 / (k t + c) (P5); sync's iteration grows by (k - 1) t.
+    """
+    params = 1e5
+    t = 3 * 1e12 / GPU
+    c = 2 * 4 * params / NIC + 12 * params / MEM
+    straggler = [{"devices": "rack0/node3/gpu0", "slowdown": slowdown}]
+
+    def doc(mode: str, stragglers: list) -> dict[str, Any]:
+        return ps_doc(
+            5,
+            [layer("w", params, 1e12)],
+            batch=4,
+            placement="dedicated",
+            mode=mode,
+            iterations=20,
+            stragglers=stragglers,
+        )
+
+    fast, slow = run(doc("async", [])), run(doc("async", straggler))
+    assert fast["updates_per_s"] == pytest.approx(4 / (t + c), rel=1e-2)
+    assert slow["updates_per_s"] == pytest.approx(3 / (t + c) + 1 / (slowdown * t + c), rel=1e-2)
+    sync_fast, sync_slow = run(doc("sync", [])), run(doc("sync", straggler))
+    assert sync_slow["iteration_time_s"] - sync_fast["iteration_time_s"] == pytest.approx(
+        (slowdown - 1) * t, rel=2e-2
+    )
