@@ -311,7 +311,9 @@ class CollectiveCommand(Command):
         sizes = bench.parse_sizes(args.bytes)
         chunk = _flag_quantity(parse_size, args.chunk, "--chunk") if args.chunk else None
         scenario, where = _bench_scenario(args)
-        progress = _SweepProgress(sys.stderr.isatty())
+        progress = _CountProgress(
+            sys.stderr.isatty(), "collective: point {done} of {total}", _PROGRESS_MIN_POINTS
+        )
         try:
             rows = bench.sweep(
                 scenario,
@@ -362,23 +364,27 @@ _TWO_TIER_FLAGS = {
 _PROGRESS_MIN_POINTS = 8
 
 
-class _SweepProgress:
-    """``point i of N`` on stderr while a sweep of many points runs (only on a terminal)."""
+class _CountProgress:
+    """A count of finished runs on stderr while many go on (only on a terminal)."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, template: str, min_total: int = 1) -> None:
         self.enabled = enabled
+        self.template = template
+        """The line shown, with ``{done}`` and ``{total}``."""
+        self.min_total = min_total
+        """Totals below this show nothing (short sweeps need no progress)."""
         self.shown = False
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total < _PROGRESS_MIN_POINTS:
+        if not self.enabled or total < self.min_total:
             return
-        sys.stderr.write(f"\r  collective: point {done} of {total}")
+        sys.stderr.write("\r  " + self.template.format(done=done, total=total))
         sys.stderr.flush()
         self.shown = True
 
     def close(self) -> None:
         if self.shown:
-            sys.stderr.write("\r" + " " * 40 + "\r")
+            sys.stderr.write("\r" + " " * 48 + "\r")
             sys.stderr.flush()
 
 
@@ -595,7 +601,7 @@ class CompareCommand(Command):
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         settings = [sweep.parse_set(text) for text in args.settings]
         jobs = sweep.build_jobs(args.scenarios, settings)
-        progress = _CompareProgress(sys.stderr.isatty())
+        progress = _CountProgress(sys.stderr.isatty(), "compare: {done} of {total} done")
         try:
             results = sweep.run_jobs(jobs, args.jobs, progress=progress)
         finally:
@@ -606,26 +612,6 @@ class CompareCommand(Command):
         _out(f"{len(jobs)} simulation(s) of {len(args.scenarios)} scenario(s)")
         _out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK
-
-
-class _CompareProgress:
-    """``n of N done`` on stderr while compare runs (only on a terminal)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        sys.stderr.write(f"\r  compare: {done} of {total} done")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 40 + "\r")
-            sys.stderr.flush()
 
 
 def build_parser() -> argparse.ArgumentParser:

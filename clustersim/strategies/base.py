@@ -89,6 +89,37 @@ class Strategy:
         return self.name
 
 
+class TrainingStrategy(Strategy):
+    """Base of strategies that run training scenarios (``model``, ``training``,
+    ``data_parallel``) rather than owning a ``workload:`` key."""
+
+    is_training = True
+    default_sync: ClassVar[str] = "allreduce"
+    """``data_parallel.sync`` this strategy stands for (used when the section is absent)."""
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, topology: Topology) -> Strategy:
+        """The strategy of a training scenario, checked against ``topology``."""
+        from ..scenario import DataParallelSpec
+
+        if scenario.workload is not None or scenario.model is None or scenario.training is None:
+            raise ScenarioError(
+                Problem(
+                    "workload",
+                    f"{cls.name} is a training strategy, not a workload",
+                    "model: {...}, training: {...} and data_parallel: {...} at the top level",
+                ),
+                scenario.source,
+            )
+        spec = scenario.data_parallel or DataParallelSpec(sync=cls.default_sync)
+        strategy = cls(spec, scenario, topology)
+        try:
+            strategy.check()
+        except ScenarioError as exc:
+            raise exc.with_source(scenario.source) from None
+        return strategy
+
+
 def load_plugins() -> None:
     """Import the built-in strategies and every ``clustersim.strategies`` entry point, once."""
     global _plugins_loaded

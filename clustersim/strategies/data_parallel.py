@@ -40,7 +40,7 @@ Units: seconds, bytes, FLOPs.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, ClassVar
+from typing import Any
 
 import simpy
 
@@ -49,40 +49,17 @@ from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import training_summary
-from ..scenario import DataParallelSpec, Scenario
-from ..topology import Topology
+from ..scenario import DataParallelSpec
 from ..units import format_size
-from .base import Strategy
+from .base import TrainingStrategy
 
 
-class DataParallel(Strategy):
+class DataParallel(TrainingStrategy):
     """Synchronous data parallelism: bucketed gradient all-reduce, optionally overlapped."""
 
     name = "data_parallel"
     description = "data-parallel training: bucketed gradient all-reduce (DDP/Horovod), overlap"
     config_model = DataParallelSpec
-    is_training: ClassVar[bool] = True
-    """A training strategy: configured by the scenario's model/training/data_parallel sections,
-    never by ``workload:``."""
-
-    @classmethod
-    def from_scenario(cls, scenario: Scenario, topology: Topology) -> DataParallel:
-        """The strategy of a training scenario (``model``, ``training``, ``data_parallel``)."""
-        if scenario.workload is not None or scenario.model is None or scenario.training is None:
-            raise ScenarioError(
-                Problem(
-                    "workload",
-                    "data_parallel is a training strategy, not a workload",
-                    "model: {...}, training: {...} and data_parallel: {...} at the top level",
-                ),
-                scenario.source,
-            )
-        strategy = cls(scenario.data_parallel or DataParallelSpec(), scenario, topology)
-        try:
-            strategy.check()
-        except ScenarioError as exc:
-            raise exc.with_source(scenario.source) from None
-        return strategy
 
     # -- checks --------------------------------------------------------------
 

@@ -91,7 +91,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import simpy
 
@@ -99,9 +99,9 @@ from .. import training
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import training_summary
-from ..scenario import DataParallelSpec, ParameterServerSpec, Scenario
+from ..scenario import DataParallelSpec, ParameterServerSpec
 from ..topology import Device, Topology
-from .base import Strategy
+from .base import TrainingStrategy
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -261,33 +261,13 @@ class _Pending:
     event: simpy.Event
 
 
-class ParameterServer(Strategy):
+class ParameterServer(TrainingStrategy):
     """Parameter-server data parallelism: sync, backup, async, ssp, geo."""
 
     name = "parameter_server"
     description = "data-parallel training with parameter servers: sync/backup/async/ssp/geo"
     config_model = DataParallelSpec
-    is_training: ClassVar[bool] = True
-    """A training strategy: configured by model/training/data_parallel, never by ``workload:``."""
-
-    @classmethod
-    def from_scenario(cls, scenario: Scenario, topology: Topology) -> ParameterServer:
-        """The strategy of a training scenario with ``data_parallel.sync: ps``."""
-        if scenario.workload is not None or scenario.model is None or scenario.training is None:
-            raise ScenarioError(
-                Problem(
-                    "workload",
-                    "parameter_server is a training strategy, not a workload",
-                    "model: {...}, training: {...} and data_parallel: {sync: ps} at the top level",
-                ),
-                scenario.source,
-            )
-        strategy = cls(scenario.data_parallel or DataParallelSpec(sync="ps"), scenario, topology)
-        try:
-            strategy.check()
-        except ScenarioError as exc:
-            raise exc.with_source(scenario.source) from None
-        return strategy
+    default_sync = "ps"
 
     # -- checks --------------------------------------------------------------
 
