@@ -129,6 +129,15 @@ def _print_summary(result: Any, wall_s: float) -> None:
     _out(f"scenario  {s['scenario']} (seed {s['seed']}, workload {s['workload']})")
     _out(f"cluster   {topo.get('devices', 0)} devices, {topo.get('links', 0)} links")
     _out(f"makespan  {format_time(s['makespan_s'])}")
+    if "iteration_time_s" in s:
+        _out(
+            f"iteration {format_time(s['iteration_time_s'])} mean over {len(s['iteration_times_s'])}, "
+            f"{s['throughput_samples_per_s']:,.1f} samples/s"
+        )
+    if "busbw_GBps" in s:
+        _out(
+            f"collective {format_time(s['time_s'])}, algbw {s['algbw_GBps']:.2f} GB/s, busbw {s['busbw_GBps']:.2f} GB/s"
+        )
     engine = s["engine"]
     _out(
         f"engine    {engine['records']} records, {engine['flows_completed']} flows, "
