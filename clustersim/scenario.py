@@ -687,6 +687,33 @@ class DataParallelSpec(_Spec):
     """Settings of sync: ps."""
 
 
+class ParallelismSpec(_Spec):
+    """How the workers are split into parallel groups."""
+
+    dp: Count | None = None
+    """Data-parallel replicas (default: workers / (pp x tp))."""
+    pp: Count = 1
+    """Pipeline stages."""
+    tp: Count = 1
+    """Tensor-parallel degree (1 until tensor parallelism lands)."""
+
+
+class PipelineSpec(_Spec):
+    """Pipeline parallelism: schedule, micro-batches, stage split."""
+
+    schedule: Literal["naive", "gpipe", "1f1b", "interleaved"] = "1f1b"
+    """naive: one micro-batch through all stages; gpipe: all forwards then all backwards;
+    1f1b: PipeDream-Flush; interleaved: 1F1B over ``chunks`` model chunks per device."""
+    micro_batches: Count = 8
+    """Micro-batches per iteration (the global batch is split among them)."""
+    chunks: Count = 1
+    """interleaved: model chunks per device (v)."""
+    recompute: Bool = False
+    """Activation recomputation: backward re-runs the forward; only stage inputs are stored."""
+    stage_layers: list[Count] | None = None
+    """Layers per stage (virtual stage for interleaved), input first; default: balanced by compute time."""
+
+
 class NetworkSpec(_Spec):
     """How communication is priced."""
 
@@ -717,6 +744,10 @@ class Scenario(_Spec):
     """Batch, iterations, precision, optimizer (training scenarios)."""
     data_parallel: DataParallelSpec | None = None
     """Gradient synchronisation (training scenarios; default all-reduce over every GPU)."""
+    parallelism: ParallelismSpec | None = None
+    """Split of the workers into data-parallel and pipeline groups (training scenarios)."""
+    pipeline: PipelineSpec | None = None
+    """Pipeline schedule (training scenarios with parallelism.pp > 1)."""
     workload: dict[str, Any] | None = Field(None, min_length=1)
     """What runs, for scenarios that are not training: checked by the workload plugin named
     by its key (program, collective)."""
@@ -726,7 +757,7 @@ class Scenario(_Spec):
         training = {"model": self.model, "training": self.training}
         if self.workload is not None:
             given = [k for k, v in training.items() if v is not None]
-            if given or self.data_parallel is not None:
+            if given or self.data_parallel is not None or self.pipeline is not None:
                 raise Invalid(
                     Problem(
                         "workload",

@@ -369,7 +369,7 @@ def test_unknown_key_without_close_match() -> None:
     assert (problem.path, problem.message) == ("zzz", "unknown key")
     assert (
         problem.allowed
-        == "name, seed, description, cluster, stragglers, network, model, training, data_parallel, workload"
+        == "name, seed, description, cluster, stragglers, network, model, training, data_parallel, parallelism, pipeline, workload"
     )
 
 
@@ -927,6 +927,8 @@ def test_schema_uses_yaml_key_names() -> None:
         "model",
         "training",
         "data_parallel",
+        "parallelism",
+        "pipeline",
         "workload",
     }
     link = schema["$defs"]["LinkSpec"]["properties"]

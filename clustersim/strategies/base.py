@@ -144,7 +144,9 @@ def registered_strategies() -> dict[str, type[Strategy]]:
 
 
 TRAINING_STRATEGIES = {"allreduce": "data_parallel", "ps": "parameter_server"}
-"""Training scenarios: the strategy for each ``data_parallel.sync``."""
+"""Training scenarios without pipeline parallelism: the strategy for each
+``data_parallel.sync``; with ``parallelism.pp > 1`` or a ``pipeline`` section the
+strategy is ``pipeline``."""
 
 
 def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
@@ -152,11 +154,12 @@ def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
     if scenario.workload is not None:
         return strategy_for(scenario.workload, scenario.source)
     sync = scenario.data_parallel.sync if scenario.data_parallel is not None else "allreduce"
-    name = TRAINING_STRATEGIES[sync]
+    pp = scenario.parallelism.pp if scenario.parallelism is not None else 1
+    name = "pipeline" if pp > 1 or scenario.pipeline is not None else TRAINING_STRATEGIES[sync]
     strategies = registered_strategies()
     if name not in strategies:
         raise ScenarioError(
-            Problem("data_parallel.sync", f"no strategy '{name}' is installed for sync: {sync}"),
+            Problem("", f"no strategy '{name}' is installed for this training scenario"),
             scenario.source,
         )
     return strategies[name]
