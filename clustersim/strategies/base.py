@@ -126,7 +126,7 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from . import collective, data_parallel, parameter_server, program  # noqa: F401  (built-in strategies register on import)
+    from . import collective, data_parallel, parameter_server, pipeline, program  # noqa: F401  (built-in strategies register on import)
 
     for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
