@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-DEMO   ?= scenarios/network/oversubscribed_shuffle.yaml
+DEMO   ?= scenarios/pipeline/1f1b_m8.yaml
 
 .PHONY: demo test lint bench install clean ps-vs-ring
 

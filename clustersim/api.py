@@ -81,15 +81,24 @@ class Result:
         return canonical_json(self.summary)
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
-        """Write summary.json, timeline.csv and links.csv into ``out_dir``; return their paths."""
+        """Write summary.json, timeline.csv, links.csv and trace.json into ``out_dir``, and
+        gantt.png and gantt.svg for a training workload; return their paths."""
+        from .trace import nodes_of, trace_json
+
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = {
             "summary.json": self.summary_json(),
             "timeline.csv": timeline_csv(self.records),
             "links.csv": _links_csv(self.links),
+            "trace.json": trace_json(self.records, nodes_of(self.topology)),
         }
-        return [write_atomic(out / name, text) for name, text in files.items()]
+        written = [write_atomic(out / name, text) for name, text in files.items()]
+        if "iteration_times_s" in self.summary and self.records:
+            from .report import write_gantt
+
+            written += write_gantt(out, self.records, self.summary)
+        return written
 
 
 def simulate(

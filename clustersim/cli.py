@@ -79,10 +79,11 @@ class _Progress:
 
 class RunCommand(Command):
     name = "run"
-    help = "simulate a scenario and write summary.json, timeline.csv and links.csv"
+    help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
     description = (
-        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv and DIR/links.csv "
-        "(each written to a temporary name first, then moved into place). Prints a short summary."
+        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv and "
+        "DIR/trace.json, plus DIR/gantt.png and DIR/gantt.svg for training scenarios (each "
+        "written to a temporary name first, then moved into place). Prints a short summary."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -619,6 +620,27 @@ class CompareCommand(Command):
         keys = [s.key for s in settings]
         written = sweep.write_outputs(rows, args.output, keys, args.metric)
         _out(f"{len(jobs)} simulation(s) of {len(args.scenarios)} scenario(s)")
+        _out(f"wrote {', '.join(str(p) for p in written)}")
+        return EXIT_OK
+
+
+class ReportCommand(Command):
+    name = "report"
+    help = "redraw the Gantt chart and write report.html from a finished run folder"
+    description = (
+        "Read DIR/summary.json, DIR/timeline.csv and DIR/links.csv of a finished run (nothing "
+        "is simulated again), redraw DIR/gantt.png and DIR/gantt.svg and write DIR/report.html: "
+        "summary table, per-device breakdown, Gantt chart, activation memory and link "
+        "utilisation plots. A missing or unreadable file exits 2 naming it."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_dir", metavar="DIR", help="output folder of `clustersim run`")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from .report import write_report
+
+        written = write_report(args.run_dir)
         _out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK
 

@@ -53,6 +53,7 @@ def test_no_temporary_files_left(tmp_path) -> None:
         "links.csv",
         "summary.json",
         "timeline.csv",
+        "trace.json",
     ]
 
 
