@@ -117,6 +117,9 @@ class RunCommand(Command):
         else:
             _print_summary(result, wall)
             _out(f"wrote {', '.join(str(p) for p in written)}")
+            gantt = [p for p in written if p.name == "gantt.png"]
+            if gantt:
+                _out(f"Gantt chart: {gantt[0]}  (clustersim report {out_dir} writes report.html)")
         return EXIT_OK
 
 
