@@ -105,12 +105,25 @@ def simulate(
     scenario: Scenario | str | os.PathLike[str],
     *,
     progress: Callable[[float], None] | None = None,
+    check: bool = False,
 ) -> Result:
-    """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result."""
+    """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
+
+    A run that ends with work still waiting (a deadlock) raises SimulationError
+    naming what waits on what.  ``check=True`` (or the environment variable
+    ``CLUSTERSIM_CHECK=1``) also verifies the invariants of
+    :mod:`clustersim.invariants` and raises SimulationError listing violations.
+    """
+    from .invariants import Checker, Watch, checking_requested
+
     prepared = prepare(scenario)
     sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
+    watch = Checker(sim) if check or checking_requested() else Watch(sim)
     prepared.strategy.start(sim)
     sim.run(progress=progress)
+    watch.raise_if_deadlocked(prepared.strategy)
+    if isinstance(watch, Checker):
+        watch.raise_if_violated(prepared.strategy)
     return _result(prepared, sim)
 
 

@@ -48,6 +48,10 @@ __all__ = [
     "FlopRate",
     "Size",
     "TimeSpan",
+    "MAX_DEVICES",
+    "MAX_FILE_BYTES",
+    "MAX_LINKS",
+    "MAX_YAML_DEPTH",
     "MAX_YAML_NODES",
     "ClusterSpec",
     "CustomCluster",
@@ -279,6 +283,26 @@ class UplinkSpec(_Spec):
         return self
 
 
+MAX_DEVICES = 262_144
+"""Most devices (GPUs and CPUs) a cluster may have; checked before anything is built."""
+MAX_LINKS = 1_000_000
+"""Most links (each direction counted) a cluster may have; checked before anything is built."""
+
+
+def _size_check(devices: int, links: int, how: str) -> None:
+    """Raise :class:`Invalid` when a cluster of ``devices`` and ``links`` is over the limits.
+
+    ``how`` says how the counts follow from the keys, for the message.
+    """
+    allowed = f"at most {MAX_DEVICES:,} devices and {MAX_LINKS:,} links"
+    if devices > MAX_DEVICES:
+        message = f"the cluster would have {devices:,} devices ({how}); too many"
+        raise Invalid(Problem("", message, allowed))
+    if links > MAX_LINKS:
+        message = f"the cluster would have {links:,} links ({how}); too many"
+        raise Invalid(Problem("", message, allowed))
+
+
 class TwoTierCluster(_Spec):
     """Nodes in racks under top-of-rack switches, racks joined by spine switches."""
 
@@ -299,6 +323,21 @@ class TwoTierCluster(_Spec):
     """Number of spine switches."""
     spine_routing: Literal["ecmp", "split"] = "ecmp"
     """How rack-to-rack flows use the spines: one path by hash (ecmp) or all (split)."""
+
+    @model_validator(mode="after")
+    def _not_too_large(self) -> TwoTierCluster:
+        nodes, gpus = self.racks * self.nodes_per_rack, self.node.gpus
+        nvlink = self.node.nvlink
+        per_node = 2 * (gpus + 1) + 4  # device <-> PCIe, NIC <-> PCIe, NIC <-> ToR
+        if nvlink is not None:
+            per_node += 2 * (gpus if nvlink.pairs is None else len(nvlink.pairs))
+        spine_links = 2 * self.racks * self.spines if self.racks > 1 else 0
+        how = (
+            f"racks {self.racks} x nodes_per_rack {self.nodes_per_rack} x "
+            f"(gpus {gpus} + 1 CPU), spines {self.spines}"
+        )
+        _size_check(nodes * (gpus + 1), nodes * per_node + spine_links, how)
+        return self
 
 
 class FlatCluster(_Spec):
@@ -332,6 +371,13 @@ class FlatCluster(_Spec):
                     "bidirectional", f"only a ring can be one-way, not kind {self.kind!r}", "true"
                 )
             )
+        return self
+
+    @model_validator(mode="after")
+    def _not_too_large(self) -> FlatCluster:
+        n = self.devices
+        links = {"switch": 2 * n, "ring": 2 * n if self.bidirectional else n}
+        _size_check(n, links.get(self.kind, n * (n - 1)), f"{self.kind} of devices {n}")
         return self
 
 
@@ -379,6 +425,8 @@ class CustomCluster(_Spec):
         problems = _name_problems(self)
         if problems:
             raise Invalid(problems)
+        links = sum(2 if link.duplex else 1 for link in self.links)
+        _size_check(len(self.devices), links, "as listed")
         return self
 
 
@@ -1090,6 +1138,10 @@ def _document_position(data: Any, path: str) -> tuple[int, ...]:
 
 MAX_YAML_NODES = 1_000_000
 """Largest document accepted, counted with every alias expanded (guards against alias bombs)."""
+MAX_YAML_DEPTH = 100
+"""Deepest nesting of lists and mappings accepted."""
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""Largest scenario file accepted, bytes (16 MiB)."""
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -1109,28 +1161,52 @@ class _NodeCheck:
         self.duplicates: list[Problem] = []
         """Keys given twice, at their key path."""
         self._sizes: dict[int, int] = {}
+        self._heights: dict[int, int] = {}
         self._active: set[int] = set()
 
-    def size(self, node: Node, path: str = "") -> int:
-        """Number of nodes under ``node`` (itself included) with aliases expanded."""
+    def size(self, node: Node, path: str = "", depth: int = 0) -> int:
+        """Number of nodes under ``node`` (itself included) with aliases expanded.
+
+        ``depth`` is how many lists and mappings hold ``node``; deeper than
+        :data:`MAX_YAML_DEPTH` is refused.
+        """
         if id(node) in self._sizes:
+            self._check_depth(node, path, depth + self._heights[id(node)] - 1)
             return self._sizes[id(node)]
+        self._check_depth(node, path, depth)
         if id(node) in self._active:
             raise ScenarioError(
                 Problem(path, f"recursive alias at line {node.start_mark.line + 1}")
             )
         self._active.add(id(node))
-        size = 1
-        if isinstance(node, SequenceNode):
-            size += sum(self.size(child, join_path(path, i)) for i, child in enumerate(node.value))
-        elif isinstance(node, MappingNode):
-            self._note_duplicates(node, path)
-            for key, value in node.value:
-                name = key.value if isinstance(key, ScalarNode) else "?"
-                size += 1 + self.size(value, join_path(path, name))
+        size, children = 1, self._children(node, path)
+        for child, child_path in children:
+            size += self.size(child, child_path, depth + 1)
         self._active.discard(id(node))
-        self._sizes[id(node)] = min(size, MAX_YAML_NODES + 1)
+        self._sizes[id(node)] = min(
+            size + len(children) * isinstance(node, MappingNode), MAX_YAML_NODES + 1
+        )
+        self._heights[id(node)] = 1 + max((self._heights[id(c)] for c, _ in children), default=0)
         return self._sizes[id(node)]
+
+    def _children(self, node: Node, path: str) -> list[tuple[Node, str]]:
+        """The items of a list or the values of a mapping, each with its key path."""
+        if isinstance(node, SequenceNode):
+            return [(child, join_path(path, i)) for i, child in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            self._note_duplicates(node, path)
+            return [
+                (value, join_path(path, key.value if isinstance(key, ScalarNode) else "?"))
+                for key, value in node.value
+            ]
+        return []
+
+    @staticmethod
+    def _check_depth(node: Node, path: str, depth: int) -> None:
+        if depth > MAX_YAML_DEPTH:
+            line = node.start_mark.line + 1
+            message = f"nested more than {MAX_YAML_DEPTH} levels deep (line {line})"
+            raise ScenarioError(Problem(path, message, f"at most {MAX_YAML_DEPTH} levels"))
 
     def _note_duplicates(self, node: MappingNode, path: str) -> None:
         first_line: dict[Any, int] = {}
@@ -1146,8 +1222,33 @@ class _NodeCheck:
                 first_line[key] = line
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader, refusing lists and mappings nested deeper than :data:`MAX_YAML_DEPTH`
+    while it composes (so that a deep document fails fast, before the whole file is read)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH + 1:
+                line = self.peek_event().start_mark.line + 1
+                message = f"nested more than {MAX_YAML_DEPTH} levels deep (line {line})"
+                raise ScenarioError(Problem("", message, f"at most {MAX_YAML_DEPTH} levels"))
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def _yaml_problem(exc: yaml.YAMLError) -> Problem:
     """A YAML syntax error, with its line and column."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a character"
+        return Problem(
+            "", f"invalid YAML: {character} at character {exc.position} is not allowed in YAML"
+        )
     mark = getattr(exc, "problem_mark", None)
     what = " ".join(
         str(x) for x in (getattr(exc, "context", None), getattr(exc, "problem", None)) if x
@@ -1159,7 +1260,10 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
 
 def _load_yaml(text: str, source: str) -> object:
     """The document in ``text``: safe YAML, no duplicate keys, no alias bombs."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_problem(exc), source) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -1175,7 +1279,8 @@ def _load_yaml(text: str, source: str) -> object:
     except yaml.YAMLError as exc:
         raise ScenarioError(_yaml_problem(exc), source) from None
     except RecursionError:
-        raise ScenarioError(Problem("", "the document is nested too deeply"), source) from None
+        message = f"the document is nested too deeply (at most {MAX_YAML_DEPTH} levels)"
+        raise ScenarioError(Problem("", message), source) from None
     except ScenarioError as exc:
         raise exc.with_source(source) from None
     finally:
@@ -1185,11 +1290,15 @@ def _load_yaml(text: str, source: str) -> object:
 def _read_text(path: str | Path, source: str) -> str:
     """The file's text; errors name the file."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ScenarioError(Problem("", "file not found"), source) from None
     except OSError as exc:
         raise ScenarioError(Problem("", f"cannot read the file: {exc.strerror}"), source) from None
+    if len(data) > MAX_FILE_BYTES:
+        message = f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB"
+        raise ScenarioError(Problem("", message, f"at most {MAX_FILE_BYTES:,} bytes"), source)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

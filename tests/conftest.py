@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,10 @@ import pytest
 
 from clustersim.scenario import parse_scenario
 from clustersim.topology import Topology, build_topology
+
+# Every run through clustersim.api.simulate in the suite (and in the CLI subprocesses it
+# starts) checks the invariants of clustersim.invariants (issue 6).
+os.environ.setdefault("CLUSTERSIM_CHECK", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

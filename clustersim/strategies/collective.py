@@ -85,6 +85,15 @@ class Collective(Strategy):
         else:
             devices = self.topology.select(cfg.group, "workload.group")
         names = tuple(d.name for d in devices)
+        if len(names) < 2:
+            raise ScenarioError(
+                Problem(
+                    "workload.group",
+                    f"matches only {len(names)} device ({', '.join(names)}); a collective "
+                    "needs at least 2 (with one nothing moves and its bandwidth is undefined)",
+                    "a glob matching 2 or more devices",
+                )
+            )
         if OPERATIONS[op].rooted and cfg.root >= len(names):
             raise ScenarioError(
                 Problem(

@@ -130,6 +130,17 @@ class Program(Strategy):
         if op.transfer is not None:
             self.topology.device(op.transfer.src, join_path(base, "transfer.src"))
             self.topology.device(op.transfer.dst, join_path(base, "transfer.dst"))
+            try:
+                self.topology.routes(op.transfer.src, op.transfer.dst)
+            except ScenarioError:
+                raise ScenarioError(
+                    Problem(
+                        join_path(base, "transfer"),
+                        f"no route from {op.transfer.src} to {op.transfer.dst}: "
+                        "the cluster's links do not connect them",
+                        "devices joined by a path of links",
+                    )
+                ) from None
         else:
             self.topology.device(op.compute.device, join_path(base, "compute.device"))
 

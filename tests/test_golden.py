@@ -1,0 +1,260 @@
+"""Golden timings: `clustersim golden record/check`, the pytest plugin, the project's goldens."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clustersim import golden
+from clustersim.cli import main
+
+from .conftest import ROOT, SCENARIOS
+
+pytest_plugins = ["pytester"]
+
+GOLDEN_DIR = ROOT / "tests" / "golden"
+SLOW_FIRST = (
+    "ps_vs_ring/bert_large_ring.yaml",
+    "ps_vs_ring/bert_large_hierarchical.yaml",
+    "ps_vs_ring/*_ps_sharded.yaml",
+    "parameter_server/geo.yaml",
+    "ps_vs_ring/*_ps_cpu.yaml",
+    "parameter_server/ssp.yaml",
+    "ps_vs_ring/*_ps_dedicated.yaml",
+)
+"""Scenarios that take seconds each (slowest first): started first so the two processes
+finish together."""
+OVERLAP = SCENARIOS / "data_parallel" / "overlap.yaml"
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    """A copy of data_parallel/overlap.yaml (100 GB/s links) to edit."""
+    path = tmp_path / "scenarios" / "overlap.yaml"
+    path.parent.mkdir()
+    shutil.copy(OVERLAP, path)
+    return path
+
+
+def _halve_bandwidth(path: Path) -> None:
+    text = path.read_text()
+    assert "link: {bandwidth: 100GB/s}" in text
+    path.write_text(text.replace("link: {bandwidth: 100GB/s}", "link: {bandwidth: 50GB/s}"))
+
+
+def _golden_file(tmp_path: Path, scenario: Path) -> Path:
+    return golden.golden_path(scenario, tmp_path / "golden")
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _record(tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    code, out, _ = _run(
+        ["golden", "record", str(scenario), "--dir", str(tmp_path / "golden")], capsys
+    )
+    assert code == 0, out
+    return json.loads(_golden_file(tmp_path, scenario).read_text())
+
+
+def test_record_writes_named_file_with_key_metrics(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    doc = _record(tmp_path, Path("scenarios/overlap.yaml"), capsys)
+    assert (tmp_path / "golden" / "scenarios__overlap.json").is_file()
+    assert doc["clustersim_version"] == golden.__version__
+    assert doc["scenario"] == "dp-overlap"
+    assert doc["scenario_file"] == "scenarios/overlap.yaml"
+    assert doc["scenario_sha256"] == golden.scenario_sha256(scenario)
+    assert doc["seed"] == 0 and doc["rtol"] == 0.01 and doc["tolerances"] == {}
+    metrics = doc["metrics"]
+    assert metrics["iteration_time_s"] == pytest.approx(14.7e-3, rel=1e-6)
+    assert metrics["throughput_samples_per_s"] == pytest.approx(400 / 14.7e-3, rel=1e-6)
+    assert {"makespan_s", "bubble_fraction", "busiest_link.utilisation"} <= set(metrics)
+    assert {f"devices.gpu{i}.compute_s" for i in range(4)} <= set(metrics)
+
+
+def test_round_trip_passes_and_prints_table(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _record(tmp_path, scenario, capsys)
+    code, out, _ = _run(
+        ["golden", "check", str(scenario), "--dir", str(tmp_path / "golden")], capsys
+    )
+    assert code == 0, out
+    assert "metric" in out and "golden" in out and "now" in out and "change" in out
+    assert "iteration_time_s" in out and "+0.000%" in out
+    assert "all 1 scenario(s) match" in out
+
+
+def test_changed_timing_exits_1_listing_metrics(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _record(tmp_path, scenario, capsys)
+    _halve_bandwidth(scenario)
+    code, out, _ = _run(
+        ["golden", "check", str(scenario), "--dir", str(tmp_path / "golden")], capsys
+    )
+    assert code == 1, out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("iteration_time_s"))
+    assert "CHANGED" in line and "+30.612%" in line  # 14.7 ms -> 19.2 ms
+    assert "note: the scenario file changed" in out
+    assert "1 of 1 scenario(s) changed" in out
+
+
+def test_per_metric_tolerances_in_file_are_honoured(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = _record(tmp_path, scenario, capsys)
+    _halve_bandwidth(scenario)
+    argv = ["golden", "check", str(scenario), "--dir", str(tmp_path / "golden")]
+    doc["tolerances"] = {"*": 5.0}
+    _golden_file(tmp_path, scenario).write_text(json.dumps(doc))
+    assert _run(argv, capsys)[0] == 0
+    doc["tolerances"] = {"*": 5.0, "iteration_time_s": 0.05}  # exact key beats the glob
+    _golden_file(tmp_path, scenario).write_text(json.dumps(doc))
+    code, out, _ = _run(argv, capsys)
+    assert code == 1
+    failed = [ln.split()[0] for ln in out.splitlines() if "CHANGED (rtol" in ln]
+    assert failed == ["iteration_time_s"]
+    doc["tolerances"] = {"*": 5.0, "iteration_*": 0.5}  # longer glob beats the shorter one
+    _golden_file(tmp_path, scenario).write_text(json.dumps(doc))
+    assert _run(argv, capsys)[0] == 0
+
+
+def test_rtol_flag_sets_the_default_tolerance(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _record(tmp_path, scenario, capsys)
+    _halve_bandwidth(scenario)
+    argv = ["golden", "check", str(scenario), "--dir", str(tmp_path / "golden")]
+    assert _run([*argv, "--rtol", "0.01"], capsys)[0] == 1
+    assert _run([*argv, "--rtol", "10"], capsys)[0] == 0
+
+
+def test_record_keeps_tolerances_of_existing_golden(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = _record(tmp_path, scenario, capsys)
+    doc["tolerances"] = {"devices.*": 0.5}
+    doc["rtol"] = 0.02
+    _golden_file(tmp_path, scenario).write_text(json.dumps(doc))
+    _halve_bandwidth(scenario)
+    again = _record(tmp_path, scenario, capsys)
+    assert again["tolerances"] == {"devices.*": 0.5} and again["rtol"] == 0.02
+    assert again["metrics"]["iteration_time_s"] == pytest.approx(19.2e-3, rel=1e-6)
+
+
+def test_bad_input_exits_2(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = str(tmp_path / "golden")
+    code, _, err = _run(["golden", "check", str(scenario), "--dir", folder], capsys)
+    assert code == 2 and "no golden file" in err
+    code, _, err = _run(["golden", "record", str(tmp_path / "nope.yaml"), "--dir", folder], capsys)
+    assert code == 2 and "no such scenario file" in err
+    doc = _record(tmp_path, scenario, capsys)
+    code, _, err = _run(["golden", "check", str(scenario), "--dir", folder, "--rtol", "-1"], capsys)
+    assert code == 2 and "--rtol" in err
+    doc["metrics"]["makespan_s"] = "fast"
+    doc["tolerances"] = {"*": -1}
+    _golden_file(tmp_path, scenario).write_text(json.dumps(doc))
+    code, _, err = _run(["golden", "check", str(scenario), "--dir", folder], capsys)
+    assert code == 2 and "metrics.makespan_s" in err and "tolerances.*" in err
+    _golden_file(tmp_path, scenario).write_text("{not json")
+    code, _, err = _run(["golden", "check", str(scenario), "--dir", folder], capsys)
+    assert code == 2 and "JSON" in err
+    scenario.write_text("name: broken\ncluster: {kind: nope}\nworkload: {}\n")
+    code, _, err = _run(["golden", "record", str(scenario), "--dir", folder], capsys)
+    assert code == 2 and "cluster" in err
+
+
+def test_check_without_scenarios_uses_golden_files(
+    tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _record(tmp_path, Path("scenarios/overlap.yaml"), capsys)
+    code, out, _ = _run(["golden", "check", "--dir", "golden"], capsys)
+    assert code == 0 and "scenarios/overlap.yaml: ok" in out
+    code, _, err = _run(["golden", "check", "--dir", "empty"], capsys)
+    assert code == 2 and "no golden files" in err
+
+
+def test_golden_path_and_zero_metrics() -> None:
+    assert golden.golden_path("/r/scenarios/a/b.yaml", "g", root="/r") == Path(
+        "g/scenarios__a__b.json"
+    )
+    assert golden.golden_path("/elsewhere/c.yml", "g", root="/r") == Path("g/c.json")
+    rows = golden.compare_metrics({"a": 0.0, "b": 0.0, "c": 1.0}, {"a": 1e-13, "b": 1e-9, "d": 2})
+    assert [(r.metric, r.status) for r in rows] == [
+        ("a", "ok"),
+        ("b", "changed"),
+        ("c", "missing"),
+        ("d", "new"),
+    ]
+
+
+def test_many_devices_are_capped() -> None:
+    devices = {f"gpu{i}": {"compute_s": 1.0, "idle_s": 0.0} for i in range(100)}
+    metrics = golden.metrics_of({"makespan_s": 1.0, "devices": devices})
+    assert len([k for k in metrics if k.startswith("devices.")]) == 2 * golden.MAX_DEVICES
+
+
+PLUGIN_TEST = """
+def test_cluster(clustersim_golden):
+    clustersim_golden.check("scenarios/overlap.yaml")
+"""
+
+
+def test_pytest_fixture_checks_and_updates(pytester: pytest.Pytester) -> None:
+    folder = pytester.path / "scenarios"
+    folder.mkdir()
+    shutil.copy(OVERLAP, folder / "overlap.yaml")
+    pytester.makepyfile(test_cluster=PLUGIN_TEST)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no golden file*", "*--clustersim-update-golden*"])
+    result = pytester.runpytest("--clustersim-update-golden")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "tests" / "golden" / "scenarios__overlap.json").is_file()
+    pytester.runpytest().assert_outcomes(passed=1)
+    _halve_bandwidth(folder / "overlap.yaml")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*iteration_time_s*CHANGED*", "*--clustersim-update-golden*"])
+    pytester.runpytest("--clustersim-update-golden").assert_outcomes(passed=1)
+
+
+def _slow_first(path: Path) -> tuple[int, str]:
+    name = path.relative_to(SCENARIOS).as_posix()
+    rank = [i for i, glob in enumerate(SLOW_FIRST) if fnmatch.fnmatchcase(name, glob)]
+    return (rank[0] if rank else len(SLOW_FIRST), name)
+
+
+def test_every_scenario_matches_its_golden(monkeypatch) -> None:
+    """Every shipped scenario has a golden file in tests/golden and still matches it.
+
+    A change that moves a timing fails here until the golden is deliberately
+    updated: `clustersim golden record scenarios/**/*.yaml --dir tests/golden`.
+    The invariant checks are off in these runs (tests/test_invariants.py runs the
+    shipped scenarios with them on); they would add a third to the heaviest runs.
+    """
+    monkeypatch.setenv("CLUSTERSIM_CHECK", "0")
+    scenarios = sorted(SCENARIOS.rglob("*.yaml"), key=_slow_first)
+    expected = {golden.golden_path(s, GOLDEN_DIR, ROOT) for s in scenarios}
+    stale = sorted(p.name for p in set(golden.goldens_in(GOLDEN_DIR)) - expected)
+    missing = sorted(str(p.name) for p in expected if not p.is_file())
+    assert not missing, f"scenarios without a golden file: {missing}"
+    assert not stale, f"golden files without a scenario: {stale}"
+    reports = golden.check(scenarios, GOLDEN_DIR, jobs=2, root=ROOT)
+    failed = [r for r in reports if not r.passed]
+    text = "\n".join(line for r in failed for line in golden.report_lines(r))
+    assert not failed, f"timings moved (update deliberately with clustersim golden record):\n{text}"
