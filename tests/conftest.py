@@ -76,3 +76,14 @@ def flat_topology(kind: str, n: int, bandwidth: str = "25GB/s", latency: str = "
         "workload": {"program": []},
     }
     return build_topology(parse_scenario(doc).cluster)
+
+
+def flow_time(call, topo: Topology) -> float:
+    """Seconds the flow-level run of collective ``call`` takes on an idle ``topo``."""
+    from clustersim.collectives import run_collective
+    from clustersim.engine import Simulation
+
+    sim = Simulation(topo)
+    run_collective(sim, call)
+    sim.run()
+    return sim.now

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from clustersim.collectives import CollectiveCall, analytical_time, run_collective
+from clustersim.collectives import CollectiveCall, analytical_time
 from clustersim.collectives.direct import Direct
 from clustersim.collectives.root import ViaRoot
-from clustersim.engine import Simulation
 from clustersim.scenario import parse_scenario
 from clustersim.topology import Topology, build_topology
 
-from .conftest import flat_topology, one_node
+from .conftest import flat_topology, flow_time, one_node
 
 KB, MB, GB = 1e3, 1e6, 1e9
 OPS = (
@@ -40,14 +39,6 @@ def pcie_node(gpus: int, pcie: str = "16GB/s") -> Topology:
 
 def gpus_of(topo: Topology) -> tuple[str, ...]:
     return tuple(d for d in topo.devices if "gpu" in d)
-
-
-def flow_time(call: CollectiveCall, topo: Topology) -> float:
-    """Seconds the flow-level run of ``call`` takes on an idle ``topo``."""
-    sim = Simulation(topo)
-    run_collective(sim, call)
-    sim.run()
-    return sim.now
 
 
 # -- validation cases D1-D3 ---------------------------------------------------------

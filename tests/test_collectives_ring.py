@@ -6,14 +6,13 @@ import math
 
 import pytest
 
-from clustersim.collectives import CollectiveCall, analytical_time, check_call, run_collective
+from clustersim.collectives import CollectiveCall, analytical_time, check_call
 from clustersim.collectives.ring import CHAIN_CHUNK_BYTES, Ring, pieces
-from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 from clustersim.topology import Topology, build_topology
 
-from .conftest import flat_topology, one_node
+from .conftest import flat_topology, flow_time, one_node
 
 KB, MB, GB = 1e3, 1e6, 1e9
 OPS = (
@@ -39,14 +38,6 @@ def ring_call(topo: Topology, op: str, size: float, **kw) -> CollectiveCall:
     """A ring call over every device of ``topo`` (GPUs only)."""
     gpus = tuple(d for d in topo.devices if "gpu" in d)
     return CollectiveCall(op, gpus, size, algorithm="ring", **kw)
-
-
-def flow_time(call: CollectiveCall, topo: Topology) -> float:
-    """Seconds the flow-level run of ``call`` takes on an idle ``topo``."""
-    sim = Simulation(topo)
-    run_collective(sim, call)
-    sim.run()
-    return sim.now
 
 
 # -- validation cases R1-R3 -------------------------------------------------------

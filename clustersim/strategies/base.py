@@ -119,6 +119,15 @@ class TrainingStrategy(Strategy):
             raise exc.with_source(scenario.source) from None
         return strategy
 
+    def load_training(self) -> None:
+        """Set ``self.train`` (the training section) and ``self.model`` (built from the model section)."""
+        from .. import models
+
+        scenario = self.scenario
+        assert scenario.model is not None and scenario.training is not None
+        self.train = scenario.training
+        self.model = models.build_model(scenario.model, path="model")
+
 
 def load_plugins() -> None:
     """Import the built-in strategies and every ``clustersim.strategies`` entry point, once."""

@@ -44,7 +44,7 @@ from typing import Any
 
 import simpy
 
-from .. import models, training
+from .. import training
 from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
@@ -66,10 +66,7 @@ class DataParallel(TrainingStrategy):
     def check(self) -> None:
         """Workers match devices, batch >= workers, the all-reduce algorithm applies."""
         spec: DataParallelSpec = self.config  # type: ignore[assignment]
-        scenario = self.scenario
-        assert scenario.model is not None and scenario.training is not None
-        self.train = scenario.training
-        self.model = models.build_model(scenario.model, path="model")
+        self.load_training()
         self.workers = self._select_workers(spec)
         n = len(self.workers)
         if self.train.global_batch < n:

@@ -273,14 +273,9 @@ class ParameterServer(TrainingStrategy):
 
     def check(self) -> None:
         """Workers and servers exist, batch >= workers, backup_k <= workers; build the keys."""
-        from .. import models
-
         spec: DataParallelSpec = self.config  # type: ignore[assignment]
-        scenario = self.scenario
-        assert scenario.model is not None and scenario.training is not None
         self.ps = spec.ps
-        self.train = scenario.training
-        self.model = models.build_model(scenario.model, path="model")
+        self.load_training()
         workers, servers = place(self.ps, self.topology, self._candidates(spec))
         self.workers = tuple(d.name for d in workers)
         self.servers = tuple(d.name for d in servers)

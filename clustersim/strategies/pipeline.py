@@ -74,7 +74,7 @@ from typing import Any
 
 import simpy
 
-from .. import models, training
+from .. import training
 from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
@@ -144,9 +144,7 @@ class Pipeline(TrainingStrategy):
         """Grid, schedule, micro-batch size, stage split and all-reduce algorithm."""
         spec: DataParallelSpec = self.config  # type: ignore[assignment]
         scenario = self.scenario
-        assert scenario.model is not None and scenario.training is not None
-        self.train = scenario.training
-        self.model = models.build_model(scenario.model, path="model")
+        self.load_training()
         self.pipe = scenario.pipeline or PipelineSpec()
         parallelism = scenario.parallelism or ParallelismSpec()
         if spec.sync != "allreduce":
