@@ -17,14 +17,17 @@ Conventions (all per sample, i.e. per image or per sequence):
   the total for every preset).  So ResNet-50's 4.09 GMACs are ~8.2 GFLOPs.
 * **Backward FLOPs** are 2 x forward unless a layer list says otherwise (the
   gradients with respect to inputs and to weights each cost one forward).
-* **Activation bytes** are fp32 values (4 bytes) kept for the backward pass.
-  For convolutional nets: the output elements of each layer (its input is the
-  previous layer's output, so each tensor is counted once; batch-norm and ReLU
-  intermediates are not counted separately).  For transformers: the tensors
-  listed by Korthikanti et al. 2022 ("Reducing activation recomputation"),
-  without dropout masks -- attention 6sh + a s^2 values (layer-norm input,
-  QKV input, Q, K, V, softmax output, projection input), MLP 2sh + 2 s f
-  values (3 s f when gated).
+* **Activation bytes** are the bytes a layer keeps for its backward pass.
+  Convolutional nets: fp32 values (4 bytes), the output elements of each
+  layer (its input is the previous layer's output, so each tensor is counted
+  once; batch-norm and ReLU intermediates are not counted separately).
+  Transformers: Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+  Large Transformer Models"), 16-bit activations, no tensor parallelism, no
+  recomputation -- a GPT block keeps 34 s h + 5 a s^2 bytes (1-byte dropout
+  masks included), the embedding its dropout mask s h, the head the final
+  norm's input 2 s h and the fp32 logits 4 s V; :mod:`clustersim.transformer`
+  lists every tensor and the generalisation to other FFN widths, gated FFNs,
+  grouped-query attention and models without dropout.
 
 Layer granularity: convolutional nets have one :class:`Layer` per convolution
 (with its batch norm) and per fully connected layer, named as in torchvision
@@ -36,6 +39,11 @@ A hand-written layer with ``repeat: n`` (n > 1) becomes n separate layers
 named ``name#1`` ... ``name#n``, so that gradients of each copy can be
 bucketed and communicated as soon as that copy's backward ends.
 
+Transformer presets: BERT-large, GPT-2 XL, the GPT-3 family (Brown et al.
+2020), LLaMA-2 7B/13B/70B (Touvron et al. 2023) and the ten GPT models of
+Narayanan et al. 2021 (Megatron-LM).  A ``model.transformer`` section builds
+the same way from its keys (:func:`transformer_from_spec`).
+
 Presets register themselves with the :func:`preset` decorator; list them with
 :func:`registered_presets` or ``clustersim list models``.
 """
@@ -46,8 +54,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import Problem, ScenarioError, hinted, join_path
-from .scenario import LayerSpec, ModelSpec
+from .scenario import LayerSpec, ModelSpec, TransformerSpec
 from .training import Layer, Model
+from .transformer import BACKWARD_FACTOR, Transformer, transformer_builder, transformer_model
 
 __all__ = [
     "ACTIVATION_BYTES_PER_VALUE",
@@ -60,13 +69,12 @@ __all__ = [
     "layers_from_specs",
     "preset",
     "registered_presets",
+    "transformer_from_spec",
     "transformer_model",
 ]
 
-BACKWARD_FACTOR = 2.0
-"""Backward FLOPs per forward FLOP when a layer does not say."""
 ACTIVATION_BYTES_PER_VALUE = 4
-"""Bytes of one stored activation value (fp32)."""
+"""Bytes of one stored activation value of a convolutional net (fp32)."""
 
 # --------------------------------------------------------------------------- registry
 
@@ -126,7 +134,12 @@ def build_model(spec: ModelSpec, path: str = "model") -> Model:
     """The model a scenario's ``model:`` section describes (``path`` is its key path, for errors)."""
     if spec.preset is not None:
         return build_preset(spec.preset, path)
-    assert spec.layers is not None  # ModelSpec guarantees exactly one of preset or layers
+    if spec.transformer is not None:
+        shape = transformer_from_spec(spec.transformer, join_path(path, "transformer"))
+        return shape.build("transformer")
+    assert (
+        spec.layers is not None
+    )  # ModelSpec guarantees exactly one of preset, transformer, layers
     return Model("custom", tuple(layers_from_specs(spec.layers)))
 
 
@@ -147,7 +160,7 @@ def layers_from_specs(specs: Sequence[LayerSpec]) -> list[Layer]:
 
 
 def _layer(name: str, params: float, flops: float, activation_values: float) -> Layer:
-    """A layer with the default backward cost and fp32 activations."""
+    """A convolutional-net layer with the default backward cost and fp32 activations."""
     return Layer(
         name, params, flops, BACKWARD_FACTOR * flops, activation_values * ACTIVATION_BYTES_PER_VALUE
     )
@@ -289,116 +302,43 @@ def vgg16() -> Model:
 # --------------------------------------------------------------------------- transformers
 
 
-@dataclass(frozen=True)
-class Transformer:
-    """A transformer's shape; :meth:`build` turns it into layers.
-
-    ``seq`` is the sequence length FLOPs and activations are counted for (one
-    sample = one sequence).  ``max_positions`` is the number of learned
-    position embeddings (None: ``seq``; 0: none, e.g. rotary).  ``kv_heads``
-    (None: ``heads``) gives grouped-query attention.  ``head`` is ``"tied"``
-    (LM head sharing the token embedding: FLOPs, no parameters), ``"untied"``
-    or ``None`` (no LM head).  ``norm_params`` is the parameters of one norm
-    per hidden unit: 2 for layer norm, 1 for RMS norm.
-
-    Forward FLOPs per sequence of one block (Megatron-LM, Narayanan et al. 2021;
-    Kaplan et al. 2020): QKV and output projections 8 s h^2, attention scores
-    QK^T and their product with V 2 x 2 s^2 h, MLP 4 s h f (6 s h f gated);
-    with f = 4h that is 24 s h^2 + 4 s^2 h.  The LM head adds 2 s h V.
-    Embedding look-ups cost no FLOPs.
-    """
-
-    layers: int
-    hidden: int
-    heads: int
-    ffn: int
-    vocab: int
-    seq: int
-    max_positions: int | None = None
-    type_vocab: int = 0
-    kv_heads: int | None = None
-    bias: bool = True
-    gated_ffn: bool = False
-    norm_params: int = 2
-    embedding_norm: bool = False
-    final_norm: bool = True
-    head: str | None = "tied"
-    pooler: bool = False
-
-    def __post_init__(self) -> None:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
-        if self.head not in ("tied", "untied", None):
-            raise ValueError(f"head must be 'tied', 'untied' or None, not {self.head!r}")
-
-    def build(self, name: str) -> Model:
-        """The model: embedding, attention and MLP of each block, then the head."""
-        layers = [self.embedding()]
-        for i in range(self.layers):
-            layers += [self.attention(f"layer{i}.attention"), self.mlp(f"layer{i}.mlp")]
-        head = self.output()
-        if head.params or head.forward_flops:
-            layers.append(head)
-        return Model(name, tuple(layers))
-
-    def _norm(self) -> int:
-        return self.norm_params * self.hidden
-
-    def embedding(self) -> Layer:
-        """Token, position and token-type embeddings (+ their layer norm, BERT)."""
-        h, s = self.hidden, self.seq
-        positions = s if self.max_positions is None else self.max_positions
-        params = (self.vocab + positions + self.type_vocab) * h
-        params += self._norm() if self.embedding_norm else 0
-        return _layer("embedding", params, 0.0, s * h)
-
-    def attention(self, name: str) -> Layer:
-        """Norm, QKV projection, attention over the sequence, output projection."""
-        h, s = self.hidden, self.seq
-        kv = (self.kv_heads or self.heads) * (h // self.heads)
-        qkv_out = h + 2 * kv
-        params = h * qkv_out + h * h + (qkv_out + h if self.bias else 0) + self._norm()
-        flops = 2 * s * h * qkv_out + 2 * s * h * h + 4 * s * s * h
-        return _layer(name, params, flops, 6 * s * h + self.heads * s * s)
-
-    def mlp(self, name: str) -> Layer:
-        """Norm and the feed-forward network (two matrices, three when gated)."""
-        h, s, f = self.hidden, self.seq, self.ffn
-        mats = 3 if self.gated_ffn else 2
-        params = mats * h * f + (f + h if self.bias else 0) + self._norm()
-        return _layer(name, params, 2 * mats * s * h * f, 2 * s * h + mats * s * f)
-
-    def output(self) -> Layer:
-        """Final norm, LM head (logits over the vocabulary) and pooler: those the model has."""
-        h, s, v = self.hidden, self.seq, self.vocab
-        params = self._norm() if self.final_norm else 0
-        flops = 0.0
-        values = 0.0
-        if self.head is not None:
-            params += v * h if self.head == "untied" else 0
-            flops += 2 * s * h * v
-            values += s * v
-        if self.pooler:  # dense h -> h with bias on the first token
-            params += h * h + h
-            flops += 2 * h * h
-            values += h
-        return _layer("head", params, flops, values)
+NORM_PARAMS = {"layernorm": 2, "rmsnorm": 1}
+"""Parameters of one norm per hidden unit, by ``model.transformer.norm``: scale and shift
+(layer norm) or scale only (RMS norm)."""
+LM_HEADS: dict[str, str | None] = {"tied": "tied", "untied": "untied", "none": None}
+""":attr:`Transformer.head` by ``model.transformer.head``."""
+POSITION_EMBEDDINGS: dict[str, int | None] = {"learned": None, "rotary": 0}
+""":attr:`Transformer.max_positions` by ``model.transformer.positions``: one learned vector
+per token of the sequence, or none (rotary embeddings have no parameters)."""
 
 
-def transformer_model(
-    name: str,
-    *,
-    layers: int,
-    hidden: int,
-    heads: int,
-    ffn: int,
-    vocab: int,
-    seq: int,
-    **options: object,
-) -> Model:
-    """A transformer model; ``options`` are the other fields of :class:`Transformer`."""
-    shape = Transformer(layers, hidden, heads, ffn, vocab, seq, **options)  # type: ignore[arg-type]
-    return shape.build(name)
+def transformer_from_spec(spec: TransformerSpec, path: str = "model.transformer") -> Transformer:
+    """The shape a ``model.transformer`` section describes (ffn defaults to 4 x hidden)."""
+    try:
+        return Transformer(
+            layers=spec.layers,
+            hidden=spec.hidden,
+            heads=spec.heads,
+            ffn=spec.ffn if spec.ffn is not None else 4 * spec.hidden,
+            vocab=spec.vocab,
+            seq=spec.seq,
+            max_positions=POSITION_EMBEDDINGS[spec.positions],
+            kv_heads=spec.kv_heads,
+            bias=spec.bias,
+            gated_ffn=spec.gated_ffn,
+            norm_params=NORM_PARAMS[spec.norm],
+            head=LM_HEADS[spec.head],
+            dropout=spec.dropout,
+        )
+    except ValueError as exc:  # TransformerSpec checks the same; kept as a clear error
+        raise ScenarioError(Problem(path, str(exc))) from None
+
+
+def _register_transformer(
+    name: str, description: str, shape: Transformer, aliases: Sequence[str] = ()
+) -> None:
+    """Register ``shape`` as the preset ``name``."""
+    preset(name, description, aliases)(transformer_builder(name, shape))
 
 
 @preset(
@@ -446,4 +386,112 @@ def gpt2_xl() -> Model:
         seq=1024,
         max_positions=1024,
         head="tied",
+    )
+
+
+GPT3_VOCAB = 50257
+"""GPT-3's vocabulary: GPT-2's byte-level BPE (Brown et al. 2020, Section 2.1)."""
+GPT3_CONTEXT = 2048
+"""GPT-3's context window, tokens."""
+GPT3_MODELS = (
+    # name, n_layers, d_model, n_heads, aliases (Brown et al. 2020, Table 2.1)
+    ("gpt3-125m", 12, 768, 12, ("gpt3-small",)),
+    ("gpt3-350m", 24, 1024, 16, ("gpt3-medium",)),
+    ("gpt3-760m", 24, 1536, 16, ("gpt3-large",)),
+    ("gpt3-1.3b", 24, 2048, 16, ("gpt3-xl",)),
+    ("gpt3-2.7b", 32, 2560, 32, ()),
+    ("gpt3-6.7b", 32, 4096, 32, ()),
+    ("gpt3-13b", 40, 5120, 40, ()),
+    ("gpt3-175b", 96, 12288, 96, ("gpt3",)),
+)
+"""The GPT-3 family.  Table 2.1 gives GPT-3 XL 24 heads of 128, which do not make 2048: we use
+16 heads of 128.  GPT-3 13B's d_model 5140 is a typo for 5120 (40 heads of 128)."""
+
+
+def gpt3(layers: int, hidden: int, heads: int) -> Transformer:
+    """A GPT-3 shape: learned positions, tied LM head, ffn 4h, layer norms with biases."""
+    return Transformer(layers, hidden, heads, 4 * hidden, GPT3_VOCAB, GPT3_CONTEXT)
+
+
+for _name, _layers, _hidden, _heads, _aliases in GPT3_MODELS:
+    _register_transformer(
+        _name,
+        f"GPT-3 {_name[5:].upper()} (Brown et al. 2020): {_layers} x {_hidden}, {_heads} heads, "
+        f"context {GPT3_CONTEXT}",
+        gpt3(_layers, _hidden, _heads),
+        _aliases,
+    )
+
+LLAMA2_VOCAB = 32000
+"""LLaMA-2's SentencePiece vocabulary."""
+LLAMA2_CONTEXT = 4096
+"""LLaMA-2's context length, tokens."""
+LLAMA2_MODELS = (
+    # name, layers, hidden, heads, key/value heads, ffn (Touvron et al. 2023; Hugging Face configs)
+    ("llama2-7b", 32, 4096, 32, 32, 11008),
+    ("llama2-13b", 40, 5120, 40, 40, 13824),
+    ("llama2-70b", 80, 8192, 64, 8, 28672),
+)
+"""The LLaMA-2 family; 70B uses grouped-query attention with 8 key/value heads."""
+
+
+def llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> Transformer:
+    """A LLaMA-2 shape: RMSNorm, SwiGLU, rotary positions, no biases, no dropout, untied head."""
+    return Transformer(
+        layers,
+        hidden,
+        heads,
+        ffn,
+        LLAMA2_VOCAB,
+        LLAMA2_CONTEXT,
+        max_positions=0,
+        kv_heads=kv_heads,
+        bias=False,
+        gated_ffn=True,
+        norm_params=NORM_PARAMS["rmsnorm"],
+        head="untied",
+        dropout=False,
+    )
+
+
+for _name, _layers, _hidden, _heads, _kv, _ffn in LLAMA2_MODELS:
+    _register_transformer(
+        _name,
+        f"LLaMA-2 {_name[7:].upper()} (Touvron et al. 2023): {_layers} x {_hidden}, {_heads} heads"
+        f" ({_kv} key/value), SwiGLU {_ffn}, context {LLAMA2_CONTEXT}",
+        llama2(_layers, _hidden, _heads, _kv, _ffn),
+        (_name.replace("llama2", "llama-2"),),
+    )
+
+MEGATRON_VOCAB = 51200
+"""Vocabulary of Narayanan et al.'s GPT models (GPT-2's, padded)."""
+MEGATRON_CONTEXT = 2048
+"""Sequence length of Narayanan et al.'s GPT models, tokens."""
+MEGATRON_MODELS = (
+    # name, attention heads, hidden size, layers (Narayanan et al. 2021, Table 1)
+    ("megatron-1.7b", 24, 2304, 24),
+    ("megatron-3.6b", 32, 3072, 30),
+    ("megatron-7.5b", 32, 4096, 36),
+    ("megatron-18.4b", 48, 6144, 40),
+    ("megatron-39.1b", 64, 8192, 48),
+    ("megatron-76.1b", 80, 10240, 60),
+    ("megatron-145.6b", 96, 12288, 80),
+    ("megatron-310.1b", 128, 16384, 96),
+    ("megatron-529.6b", 128, 20480, 105),
+    ("megatron-1t", 160, 25600, 128),
+)
+"""The ten GPT models of the Megatron-LM scaling study (the table gives the 1T model 1008.0B)."""
+
+
+def megatron_gpt(heads: int, hidden: int, layers: int) -> Transformer:
+    """A GPT of Narayanan et al.: learned positions, tied LM head, ffn 4h."""
+    return Transformer(layers, hidden, heads, 4 * hidden, MEGATRON_VOCAB, MEGATRON_CONTEXT)
+
+
+for _name, _heads, _hidden, _layers in MEGATRON_MODELS:
+    _register_transformer(
+        _name,
+        f"GPT {_name[9:].upper()} (Narayanan et al. 2021, Table 1): {_layers} x {_hidden}, "
+        f"{_heads} heads, sequence {MEGATRON_CONTEXT}",
+        megatron_gpt(_heads, _hidden, _layers),
     )

@@ -17,6 +17,10 @@ PUBLISHED_PARAMS = {
     "bert-large": 335_141_888,
     "gpt2-1.5b": 1_557_611_200,
 }
+"""Exact parameter counts of the presets that existed before the large-model presets (the
+GPT-3, LLaMA-2 and Megatron-LM presets are held to their papers in test_transformer.py)."""
+FAMILIES = ("gpt3-", "llama2-", "megatron-")
+"""Name prefixes of the large-model presets, registered after the four above."""
 
 
 def preset(name: str) -> Model:
@@ -77,6 +81,23 @@ def test_transformer_block_flops_follow_megatron_formula() -> None:
     layers = {layer.name: layer for layer in preset("gpt2-1.5b").layers}
     block = layers["layer7.attention"].forward_flops + layers["layer7.mlp"].forward_flops
     assert block == 24 * s * h**2 + 4 * s**2 * h
+
+
+@pytest.mark.parametrize(
+    ("name", "s", "h", "a"), [("gpt2-1.5b", 1024, 1600, 25), ("bert-large", 512, 1024, 16)]
+)
+def test_transformer_block_activations_are_korthikanti_16bit_bytes(
+    name: str, s: int, h: int, a: int
+) -> None:
+    """A block keeps s h (34 + 5 a s / h) bytes per sequence (Korthikanti et al. 2022, eq. 1):
+    16-bit tensors and 1-byte dropout masks, no longer the fp32 values of the old convention.
+
+    GPT-2 XL: 1024 x 1600 x (34 + 5 x 25 x 1024 / 1600) = 186.7 MB per block and sequence.
+    """
+    layers = {layer.name: layer for layer in preset(name).layers}
+    block = layers["layer3.attention"].activation_bytes + layers["layer3.mlp"].activation_bytes
+    assert block == pytest.approx(s * h * (34 + 5 * a * s / h), rel=1e-12)
+    assert layers["embedding"].activation_bytes == s * h  # the dropout mask of its output
 
 
 def test_tied_lm_head_costs_flops_but_no_parameters() -> None:
@@ -147,7 +168,8 @@ def test_unknown_preset_names_key_path_hint_and_choices() -> None:
     problem = info.value.problems[0]
     assert problem.path == "model.preset"
     assert "did you mean 'resnet50'" in problem.message
-    assert problem.allowed == "resnet50, vgg16, bert-large, gpt2-1.5b"
+    assert problem.allowed.startswith("resnet50, vgg16, bert-large, gpt2-1.5b, gpt3-125m")
+    assert problem.allowed == ", ".join(registered_presets())
 
 
 def test_alias_builds_the_same_preset() -> None:
@@ -157,17 +179,30 @@ def test_alias_builds_the_same_preset() -> None:
 
 @pytest.mark.parametrize("name", list(PUBLISHED_PARAMS))
 def test_every_preset_is_registered_and_sane(name: str) -> None:
-    """Each listed preset builds, named after itself, with positive parameters, FLOPs and activations."""
+    """Each listed preset builds, named after itself, with its published parameters, positive
+    FLOPs and activations in every convolution, attention and MLP layer.
+
+    Some transformer end layers keep nothing: BERT's head is its pooler only (no final norm,
+    no LM head), whose few h values Korthikanti's count leaves out.
+    """
     model = preset(name)
     assert model.name == name
-    assert within(model.params, PUBLISHED_PARAMS[name], 0.01)
+    assert model.params == PUBLISHED_PARAMS[name]
     assert model.forward_flops > 0 and model.backward_flops == 2 * model.forward_flops
-    assert all(layer.activation_bytes > 0 for layer in model.layers)
+    assert all(layer.activation_bytes >= 0 for layer in model.layers)
+    assert all(
+        layer.activation_bytes > 0
+        for layer in model.layers
+        if layer.kind in ("", "attention", "mlp")
+    )
 
 
 def test_registry_is_filled_by_the_decorator() -> None:
-    """@preset registers by name; registering a taken name is refused."""
-    assert list(registered_presets()) == list(PUBLISHED_PARAMS)
+    """@preset registers by name, in order; registering a taken name is refused."""
+    names = list(registered_presets())
+    assert names[:4] == list(PUBLISHED_PARAMS)
+    assert all(name.startswith(FAMILIES) for name in names[4:])
+    assert len(names) == 4 + 8 + 3 + 10  # GPT-3 family, LLaMA-2, Narayanan et al. Table 1
     with pytest.raises(ValueError, match="already registered"):
         models.preset("vgg16", "again")(models.vgg16)
 
@@ -176,5 +211,5 @@ def test_cli_lists_models(capsys: pytest.CaptureFixture[str]) -> None:
     """`clustersim list models` prints each preset with parameters and forward GFLOPs per sample."""
     assert main(["list", "models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == list(PUBLISHED_PARAMS)
+    assert [line.split()[0] for line in lines] == list(registered_presets())
     assert "25.6 M params" in lines[0] and "8.18 GFLOPs/sample" in lines[0]
