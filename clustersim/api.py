@@ -40,18 +40,25 @@ class Prepared:
     strategy: Strategy
 
 
-def prepare(scenario: Scenario | str | os.PathLike[str]) -> Prepared:
-    """Load (if a path), build the topology and validate the workload against it."""
+def prepare(
+    scenario: Scenario | str | os.PathLike[str], topology: Topology | None = None
+) -> Prepared:
+    """Load (if a path), build the topology and validate the workload against it.
+
+    ``topology``: the scenario's cluster already built (callers checking many
+    variants of one cluster, like ``clustersim plan``, build it once).
+    """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    try:
-        topology = build_topology(scenario.cluster)
-    except Exception as exc:
-        from .errors import ScenarioError
+    if topology is None:
+        try:
+            topology = build_topology(scenario.cluster)
+        except Exception as exc:
+            from .errors import ScenarioError
 
-        if isinstance(exc, ScenarioError):
-            raise exc.with_source(scenario.source) from None
-        raise
+            if isinstance(exc, ScenarioError):
+                raise exc.with_source(scenario.source) from None
+            raise
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
     return Prepared(scenario, topology, strategy)
 
@@ -106,8 +113,14 @@ def simulate(
     *,
     progress: Callable[[float], None] | None = None,
     check: bool = False,
+    strict_memory: bool = False,
 ) -> Result:
     """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
+
+    Training strategies that model memory put a ``memory`` block in the
+    summary (per device: weights, gradients, optimizer states, activations,
+    buffers, peak, capacity, ``fits``).  ``strict_memory=True`` refuses a run
+    that does not fit, before simulating (ScenarioError).
 
     A run that ends with work still waiting (a deadlock) raises SimulationError
     naming what waits on what.  ``check=True`` (or the environment variable
@@ -117,6 +130,20 @@ def simulate(
     from .invariants import Checker, Watch, checking_requested
 
     prepared = prepare(scenario)
+    memory = memory_block(prepared)
+    if strict_memory and memory and not memory["fits"]:
+        from .errors import Problem, ScenarioError
+        from .memory import over_capacity_message
+
+        raise ScenarioError(
+            Problem(
+                "",
+                over_capacity_message(memory) + " (--strict-memory)",
+                "more tensor/pipeline parallelism, a higher zero stage, recomputation, "
+                "smaller micro-batches or devices with more memory",
+            ),
+            prepared.scenario.source,
+        )
     sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
     watch = Checker(sim) if check or checking_requested() else Watch(sim)
     prepared.strategy.start(sim)
@@ -124,10 +151,18 @@ def simulate(
     watch.raise_if_deadlocked(prepared.strategy)
     if isinstance(watch, Checker):
         watch.raise_if_violated(prepared.strategy)
-    return _result(prepared, sim)
+    return _result(prepared, sim, memory)
 
 
-def _result(prepared: Prepared, sim: Simulation) -> Result:
+def memory_block(prepared: Prepared) -> dict[str, Any]:
+    """The summary's ``memory`` block of a prepared run ({} if its strategy models no memory)."""
+    from .memory import memory_summary
+
+    plan = prepared.strategy.memory_plan() if hasattr(prepared.strategy, "memory_plan") else None
+    return memory_summary(plan) if plan else {}
+
+
+def _result(prepared: Prepared, sim: Simulation, memory: dict[str, Any] | None = None) -> Result:
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
@@ -140,6 +175,8 @@ def _result(prepared: Prepared, sim: Simulation) -> Result:
         "makespan_s": makespan,
     }
     summary.update(prepared.strategy.summarize(sim))
+    if memory:
+        summary["memory"] = memory
     summary["devices"] = device_breakdown(records, makespan, list(topology.devices))
     summary["busiest_links"] = links[:BUSIEST_LINKS]
     summary["engine"] = {

@@ -160,3 +160,23 @@ def training_summary(
         "per_iteration": per_iteration,
         "bubble_fraction": sum(idle) / len(idle) if idle else 0.0,
     }
+
+
+def flop_rates(
+    model_flops: float, hardware_flops: float, iteration_s: float, gpus: int
+) -> dict[str, float]:
+    """The FLOP keys of a training summary.
+
+    ``model_flops_per_iteration`` (forward + backward over the global batch),
+    ``hardware_flops_per_iteration`` (plus recomputation: what Megatron-LM's
+    96 B s l h^2 (...) formula counts), and per GPU in TFLOP/s over the mean
+    iteration time: ``tflops_per_gpu`` (hardware, Narayanan et al.'s
+    "achieved TFLOP/s per GPU") and ``model_tflops_per_gpu``.
+    """
+    per_gpu = iteration_s * gpus * 1e12
+    return {
+        "tflops_per_gpu": hardware_flops / per_gpu if per_gpu > 0 else 0.0,
+        "model_tflops_per_gpu": model_flops / per_gpu if per_gpu > 0 else 0.0,
+        "model_flops_per_iteration": model_flops,
+        "hardware_flops_per_iteration": hardware_flops,
+    }

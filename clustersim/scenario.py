@@ -656,19 +656,77 @@ class LayerSpec(_Spec):
     """How many identical copies of the layer follow one another."""
 
 
+class TransformerSpec(_Spec):
+    """A transformer given by its architecture (the keys of the transformer presets)."""
+
+    layers: Count
+    """Transformer blocks (l)."""
+    hidden: Count
+    """Hidden size (h)."""
+    heads: Count
+    """Attention heads (a); must divide ``hidden``."""
+    seq: Count
+    """Sequence length (s): tokens per sample."""
+    vocab: Count
+    """Vocabulary size (V)."""
+    ffn: Count | None = None
+    """Feed-forward width (default 4 x hidden)."""
+    kv_heads: Count | None = None
+    """Key/value heads for grouped-query attention (default: heads)."""
+    gated_ffn: Bool = False
+    """Gated feed-forward (SwiGLU, LLaMA): three matrices instead of two."""
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    """Normalisation: layernorm (scale and shift) or rmsnorm (scale only)."""
+    bias: Bool = True
+    """Linear layers have biases (GPT, BERT) or not (LLaMA)."""
+    head: Literal["tied", "untied", "none"] = "tied"
+    """LM head: sharing the token embedding (tied), its own matrix (untied) or none."""
+    positions: Literal["learned", "rotary"] = "learned"
+    """Position embeddings: learned (one vector per position) or rotary (no parameters)."""
+    dropout: Bool = True
+    """Dropout layers (GPT, BERT) or none (LLaMA): their masks count as stored activations."""
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerSpec:
+        if self.hidden % self.heads:
+            raise Invalid(
+                Problem(
+                    "heads",
+                    f"{self.heads} heads do not divide hidden {self.hidden}",
+                    "a divisor of hidden",
+                )
+            )
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise Invalid(
+                Problem(
+                    "kv_heads",
+                    f"{self.kv_heads} key/value heads do not divide {self.heads} heads",
+                    "a divisor of heads",
+                )
+            )
+        return self
+
+
 class ModelSpec(_Spec):
-    """The model: a preset computed from its architecture, or a list of layers."""
+    """The model: a preset computed from its architecture, a transformer, or a list of layers."""
 
     preset: str | None = None
-    """Preset name: resnet50, vgg16, bert-large, gpt2-1.5b (``clustersim list models``)."""
+    """Preset name, e.g. gpt3-175b, llama2-70b, bert-large, resnet50 (``clustersim list models``)."""
+    transformer: TransformerSpec | None = None
+    """A transformer given by its architecture (instead of a preset)."""
     layers: list[LayerSpec] | None = None
     """Layers given by hand (instead of a preset)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
-        if (self.preset is None) == (self.layers is None):
+        given = [x is not None for x in (self.preset, self.transformer, self.layers)]
+        if sum(given) != 1:
             raise Invalid(
-                Problem("", "give exactly one of preset or layers", "preset: NAME or layers: [...]")
+                Problem(
+                    "",
+                    "give exactly one of preset, transformer or layers",
+                    "preset: NAME, transformer: {layers, hidden, heads, seq, vocab} or layers: [...]",
+                )
             )
         if self.layers is not None and not self.layers:
             raise Invalid(Problem("layers", "needs at least one layer"))
@@ -686,6 +744,13 @@ class TrainingSpec(_Spec):
     """Number format of gradients and communicated values (4 or 2 bytes)."""
     optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
     """Optimizer; its step costs memory traffic (bytes per parameter: sgd 12, momentum 20, adam 28)."""
+    micro_batch: Count | None = None
+    """Samples per micro-batch (pipeline/tensor parallel: sets micro-batches per iteration to
+    global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``."""
+    recompute: Literal["none", "selective", "full"] | None = None
+    """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
+    et al. 2022) or full (each transformer block re-runs its forward in backward; only block
+    inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
 
 
 class AllreduceSyncSpec(_Spec):
@@ -735,15 +800,59 @@ class DataParallelSpec(_Spec):
     """Settings of sync: ps."""
 
 
+ParallelAxis = Literal["tp", "pp", "dp"]
+
+
 class ParallelismSpec(_Spec):
-    """How the workers are split into parallel groups."""
+    """How the workers are split into data-, tensor- and pipeline-parallel groups."""
 
     dp: Count | None = None
-    """Data-parallel replicas (default: workers / (pp x tp))."""
+    """Data-parallel replicas (default: workers / (pp x tp)); dp x tp x pp must equal the workers."""
     pp: Count = 1
     """Pipeline stages."""
     tp: Count = 1
-    """Tensor-parallel degree (1 until tensor parallelism lands)."""
+    """Tensor-parallel degree (Megatron-LM 1-D): GPUs that split each layer."""
+    order: list[ParallelAxis] = ["tp", "pp", "dp"]
+    """How ranks map onto the workers, innermost first: consecutive workers form a group of the
+    first axis (default: tensor groups inside a node, then pipeline stages, then replicas)."""
+    allow_cross_node_tp: Bool = False
+    """Allow a tensor-parallel group to span nodes (normally an error: TP needs NVLink)."""
+    sequence_parallel: Bool = False
+    """Megatron sequence parallelism: reduce-scatter + all-gather in place of each TP all-reduce;
+    layer-norm and dropout activations are split over the TP group."""
+    tp_algorithm: str = "ring"
+    """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
+    simulate_replicas: Literal["all", "one"] = "all"
+    """``one``: simulate data-parallel replica 0 only and price the data-parallel collectives
+    by their alpha-beta cost -- dp times fewer events, exact when replicas are identical and
+    uncontended (no stragglers); what ``clustersim plan`` uses."""
+
+    @model_validator(mode="after")
+    def _order_is_permutation(self) -> ParallelismSpec:
+        if sorted(self.order) != ["dp", "pp", "tp"]:
+            raise Invalid(
+                Problem(
+                    "order",
+                    f"{list(self.order)} is not an order of the three axes",
+                    "each of tp, pp, dp once, innermost first, e.g. [tp, pp, dp]",
+                )
+            )
+        return self
+
+
+class ZeroSpec(_Spec):
+    """ZeRO (Rajbhandari et al. 2020) / FSDP: sharding model states over data-parallel ranks."""
+
+    stage: Literal[0, 1, 2, 3, "fsdp"] = 0
+    """0: plain data parallel; 1: optimizer states sharded; 2: + gradients; 3 (or fsdp):
+    + parameters, all-gathered layer by layer before forward and backward."""
+    prefetch: Bool = True
+    """Stage 3: all-gather the next layer's parameters while the current layer computes."""
+
+    @property
+    def level(self) -> int:
+        """The stage as a number (fsdp is 3)."""
+        return 3 if self.stage == "fsdp" else int(self.stage)
 
 
 class PipelineSpec(_Spec):
@@ -796,6 +905,8 @@ class Scenario(_Spec):
     """Split of the workers into data-parallel and pipeline groups (training scenarios)."""
     pipeline: PipelineSpec | None = None
     """Pipeline schedule (training scenarios with parallelism.pp > 1)."""
+    zero: ZeroSpec | None = None
+    """ZeRO stage / FSDP (training scenarios)."""
     workload: dict[str, Any] | None = Field(None, min_length=1)
     """What runs, for scenarios that are not training: checked by the workload plugin named
     by its key (program, collective)."""
@@ -805,7 +916,8 @@ class Scenario(_Spec):
         training = {"model": self.model, "training": self.training}
         if self.workload is not None:
             given = [k for k, v in training.items() if v is not None]
-            if given or self.data_parallel is not None or self.pipeline is not None:
+            sections = (self.data_parallel, self.pipeline, self.parallelism, self.zero)
+            if given or any(x is not None for x in sections):
                 raise Invalid(
                     Problem(
                         "workload",

@@ -13,7 +13,7 @@ Units: FLOPs per sample, bytes per sample, bytes, seconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .engine import Simulation
@@ -41,6 +41,10 @@ class Layer:
     """Backward FLOPs per sample (2 x forward unless the model says otherwise)."""
     activation_bytes: float
     """Activation bytes stored per sample for the backward pass."""
+    kind: str = ""
+    """What the layer is in a transformer: ``embedding``, ``attention``, ``mlp`` or ``head``
+    ("" for other models).  Attention and MLP layers split over a tensor-parallel group and
+    are the layers full recomputation re-runs."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,9 @@ class Model:
 
     name: str
     layers: tuple[Layer, ...]
+    transformer: Any = None
+    """The :class:`clustersim.transformer.Transformer` shape the model was built from, if any
+    (activation, FLOPs and tensor-parallel formulas need it)."""
 
     @property
     def params(self) -> float:
@@ -77,6 +84,41 @@ class Bucket:
     index: int
     layers: tuple[int, ...]
     nbytes: float
+
+
+RECOMPUTED_KINDS = frozenset({"attention", "mlp"})
+"""Layer kinds that activation recomputation re-runs (transformer blocks)."""
+
+
+def with_recompute(model: Model, recompute: str) -> Model:
+    """``model`` with the recomputation ``recompute`` folded into its layers' backward FLOPs.
+
+    ``full``: one more forward in the backward of each attention and MLP layer;
+    ``selective``: the attention scores and their product with V again, 4 s^2 h
+    FLOPs per sample per attention layer (Korthikanti et al. 2022); ``none``: unchanged.
+    """
+    if recompute == "none":
+        return model
+    shape = model.transformer
+    scores = 4.0 * shape.seq * shape.seq * shape.hidden if shape is not None else 0.0
+
+    def extra(layer: Layer) -> float:
+        if recompute == "full":
+            return layer.forward_flops if layer.kind in RECOMPUTED_KINDS else 0.0
+        return scores if layer.kind == "attention" else 0.0
+
+    layers = tuple(
+        replace(layer, backward_flops=layer.backward_flops + extra(layer)) for layer in model.layers
+    )
+    return replace(model, layers=layers)
+
+
+def flops_per_iteration(model: Model, batch: float, recompute: str) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of ``batch`` samples: forward + backward, and the same
+    with the recomputation ``recompute`` (see :func:`with_recompute`)."""
+    plain = (model.forward_flops + model.backward_flops) * batch
+    hardware = (model.forward_flops + with_recompute(model, recompute).backward_flops) * batch
+    return plain, hardware
 
 
 def make_buckets(model: Model, bucket_bytes: float, precision: str) -> list[Bucket]:

@@ -128,6 +128,23 @@ class TrainingStrategy(Strategy):
         self.train = scenario.training
         self.model = models.build_model(scenario.model, path="model")
 
+    def check_batch_covers(self, workers: int) -> None:
+        """ScenarioError at ``training.global_batch`` if it gives a worker no sample."""
+        if self.train.global_batch < workers:
+            raise ScenarioError(
+                Problem(
+                    "training.global_batch",
+                    f"global batch {self.train.global_batch} is smaller than the {workers} workers",
+                    f">= {workers} (one sample per worker at least)",
+                )
+            )
+
+    def memory_plan(self) -> dict[str, Any] | None:
+        """Per device, a :class:`clustersim.memory.DeviceMemory` (bytes at the iteration's peak),
+        known before the run; None if the strategy does not model memory.  The api puts it
+        in summary.json under ``memory`` and ``--strict-memory`` refuses runs that do not fit."""
+        return None
+
 
 def load_plugins() -> None:
     """Import the built-in strategies and every ``clustersim.strategies`` entry point, once."""
@@ -135,7 +152,14 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from . import collective, data_parallel, parameter_server, pipeline, program  # noqa: F401  (built-in strategies register on import)
+    from . import (  # noqa: F401  (built-in strategies register on import)
+        collective,
+        data_parallel,
+        parameter_server,
+        pipeline,
+        program,
+        zero,
+    )
 
     for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
@@ -153,18 +177,30 @@ def registered_strategies() -> dict[str, type[Strategy]]:
 
 
 TRAINING_STRATEGIES = {"allreduce": "data_parallel", "ps": "parameter_server"}
-"""Training scenarios without pipeline parallelism: the strategy for each
-``data_parallel.sync``; with ``parallelism.pp > 1`` or a ``pipeline`` section the
-strategy is ``pipeline``."""
+"""Training scenarios without pipeline or tensor parallelism and without ZeRO: the
+strategy for each ``data_parallel.sync``.  With ``parallelism.pp > 1``, ``parallelism.tp
+> 1`` or a ``pipeline`` section the strategy is ``pipeline`` (3D hybrid); otherwise with
+``zero.stage`` >= 1 it is ``zero``."""
+
+
+def training_strategy_name(scenario: Scenario) -> str:
+    """The name of the strategy that runs the training ``scenario``."""
+    sync = scenario.data_parallel.sync if scenario.data_parallel is not None else "allreduce"
+    parallelism = scenario.parallelism
+    pp = parallelism.pp if parallelism is not None else 1
+    tp = parallelism.tp if parallelism is not None else 1
+    if pp > 1 or tp > 1 or scenario.pipeline is not None:
+        return "pipeline"
+    if scenario.zero is not None and scenario.zero.level >= 1:
+        return "zero"
+    return TRAINING_STRATEGIES[sync]
 
 
 def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
     """The strategy that runs ``scenario``: by its workload key, or its training sections."""
     if scenario.workload is not None:
         return strategy_for(scenario.workload, scenario.source)
-    sync = scenario.data_parallel.sync if scenario.data_parallel is not None else "allreduce"
-    pp = scenario.parallelism.pp if scenario.parallelism is not None else 1
-    name = "pipeline" if pp > 1 or scenario.pipeline is not None else TRAINING_STRATEGIES[sync]
+    name = training_strategy_name(scenario)
     strategies = registered_strategies()
     if name not in strategies:
         raise ScenarioError(

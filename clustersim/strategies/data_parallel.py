@@ -28,6 +28,9 @@ Synchronisation (the modelling choices):
   alone, without contention;
 * with ``overlap: false`` no bucket starts before every worker has finished
   its whole backward pass; then all are launched, in order, at that instant;
+* ``training.recompute`` adds its recomputation to each layer's backward
+  (:func:`~clustersim.training.with_recompute`) and shrinks the stored
+  activations of the memory report;
 * once every bucket's all-reduce has ended, each worker runs its optimizer
   step (memory-bound, :func:`~clustersim.training.optimizer_step`) and
   starts the next iteration.
@@ -44,11 +47,11 @@ from typing import Any
 
 import simpy
 
-from .. import training
+from .. import activations, memory, training
 from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
-from ..errors import Problem, ScenarioError, SimulationError
-from ..metrics import training_summary
+from ..errors import SimulationError
+from ..metrics import flop_rates, training_summary
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from .base import TrainingStrategy
@@ -68,15 +71,7 @@ class DataParallel(TrainingStrategy):
         spec: DataParallelSpec = self.config  # type: ignore[assignment]
         self.load_training()
         self.workers = self._select_workers(spec)
-        n = len(self.workers)
-        if self.train.global_batch < n:
-            raise ScenarioError(
-                Problem(
-                    "training.global_batch",
-                    f"global batch {self.train.global_batch} is smaller than the {n} workers",
-                    f">= {n} (one sample per worker at least)",
-                )
-            )
+        self.check_batch_covers(len(self.workers))
         self.sync = spec.allreduce
         self.buckets = training.make_buckets(self.model, self.sync.bucket, self.train.precision)
         self.samples = training.split_batch(self.train.global_batch, self.workers)
@@ -116,6 +111,13 @@ class DataParallel(TrainingStrategy):
             f"all-reduced by {self.sync.algorithm}, {mode}"
         )
 
+    # -- memory --------------------------------------------------------------
+
+    def memory_plan(self) -> dict[str, memory.DeviceMemory]:
+        """Per worker: the whole model's states, stored activations, one bucket (bytes)."""
+        bucket = max(b.nbytes for b in self.buckets)
+        return workers_memory(self, zero_stage=0, buffers=bucket)
+
     # -- running -------------------------------------------------------------
 
     def start(self, sim: Simulation) -> None:
@@ -125,7 +127,8 @@ class DataParallel(TrainingStrategy):
             sim.process(self._worker(sim, rank, device))
 
     def _worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
-        model, samples = self.model, self.samples[rank]
+        model = training.with_recompute(self.model, self.train.recompute or "none")
+        samples = self.samples[rank]
         for it in range(self.train.iterations):
             self.clock.start(device, it, sim.now)
             yield from training.forward_pass(sim, device, model, samples, it)
@@ -147,10 +150,15 @@ class DataParallel(TrainingStrategy):
             self.clock, sim.records, iterations, self.train.global_batch, self.workers
         )
         nbytes = [b.nbytes for b in self.buckets]
+        iteration_s = summary.pop("iteration_time_s")
+        flops = training.flops_per_iteration(
+            self.model, self.train.global_batch, self.train.recompute or "none"
+        )
         return {
-            "iteration_time_s": summary.pop("iteration_time_s"),
+            "iteration_time_s": iteration_s,
             "iteration_times_s": summary.pop("iteration_times_s"),
             "throughput_samples_per_s": summary.pop("throughput_samples_per_s"),
+            **flop_rates(*flops, iteration_s, len(self.workers)),
             "model": {"name": self.model.name, "params": self.model.params},
             "workers": list(self.workers),
             "global_batch": self.train.global_batch,
@@ -164,6 +172,42 @@ class DataParallel(TrainingStrategy):
             },
             **summary,
         }
+
+
+def workers_memory(
+    strategy: Any, *, zero_stage: int, buffers: float
+) -> dict[str, memory.DeviceMemory]:
+    """Per data-parallel worker of ``strategy`` (``workers``, ``samples``, ``model``,
+    ``train``, ``topology``): model states sharded by ZeRO ``zero_stage`` over the workers,
+    the activations its samples store (with ``training.recompute``), ``buffers`` bytes."""
+    train = strategy.train
+    states = memory.model_states(
+        strategy.model.params,
+        zero_stage=zero_stage,
+        dp=len(strategy.workers),
+        precision=train.precision,
+        optimizer=train.optimizer,
+    )
+    recompute = train.recompute or "none"
+    return {
+        device: memory.DeviceMemory.of(
+            states,
+            stored_activation_bytes(strategy.model, samples, recompute),
+            buffers,
+            strategy.topology.device(device).memory_bytes,
+        )
+        for device, samples in zip(strategy.workers, strategy.samples, strict=True)
+    }
+
+
+def stored_activation_bytes(model: training.Model, samples: float, recompute: str) -> float:
+    """Activation bytes a data-parallel worker keeps for its backward pass over ``samples``
+    samples, with ``recompute`` (none, selective, full): the sum over layers of
+    :func:`clustersim.activations.layer_activation_bytes`."""
+    return sum(
+        activations.layer_activation_bytes(layer, model, samples, recompute=recompute)
+        for layer in model.layers
+    )
 
 
 class _BucketSync:
@@ -224,7 +268,7 @@ class _BucketSync:
             self.sim,
             strategy.calls[k],
             model=strategy.network_model,
-            label=f"allreduce bucket{k}",
+            label=f"{strategy.calls[k].op} bucket{k}",
             iteration=it,
         )
         events = self.pending.setdefault(it, [])

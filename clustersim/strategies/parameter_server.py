@@ -296,14 +296,7 @@ class ParameterServer(TrainingStrategy):
         return [d for d in devices if d.kind == "gpu"] or devices
 
     def _check_counts(self, n: int) -> None:
-        if self.train.global_batch < n:
-            raise ScenarioError(
-                Problem(
-                    "training.global_batch",
-                    f"global batch {self.train.global_batch} is smaller than the {n} workers",
-                    f">= {n} (one sample per worker at least)",
-                )
-            )
+        self.check_batch_covers(n)
         if self.ps.mode == "backup" and self.ps.backup_k is not None and self.ps.backup_k > n:
             raise ScenarioError(
                 Problem(
