@@ -1,0 +1,381 @@
+"""ZeRO stages 1-3 / FSDP: data parallelism with sharded model states.
+
+```yaml
+model: {preset: bert-large}
+training: {global_batch: 64, iterations: 2, precision: bf16, optimizer: adam}
+data_parallel:
+  sync: allreduce                         # ZeRO shards over all-reduce ranks (not ps)
+  workers: "*/gpu*"                       # default: every GPU
+  allreduce: {algorithm: ring, bucket: 25MB, overlap: true}
+zero: {stage: 3, prefetch: true}          # stage 1, 2, 3 or fsdp (= 3)
+```
+
+ZeRO (Rajbhandari et al. 2020) keeps plain data parallelism's arithmetic --
+every one of the N workers trains ``global_batch / N`` samples
+(:func:`~clustersim.training.split_batch`), one forward and one backward pass
+per iteration -- but shards the model states over the workers.  Collectives
+use ``data_parallel.allreduce.algorithm`` (it must implement reducescatter and
+allgather) and the scenario's ``network.model``.  Sizes are nccl-tests' S (see
+:mod:`clustersim.collectives.ops`): the whole buffer; each rank contributes to,
+or ends with, S / N of it.
+
+Stage 1 and 2 (optimizer states, then also gradients, sharded):
+
+* the gradients are grouped into DDP's buckets in backward order
+  (:func:`~clustersim.training.make_buckets`, ``allreduce.bucket``); a bucket
+  is **reduce-scattered** over the N workers when the last worker has
+  completed it, buckets launched in order, overlapping backward when
+  ``allreduce.overlap`` (exactly as :mod:`.data_parallel` launches its
+  all-reduces);
+* once every reduce-scatter has ended, each worker runs the optimizer step on
+  its params / N parameters (memory-bound,
+  :data:`~clustersim.training.OPTIMIZER_BYTES_PER_PARAM`);
+* when the last worker has stepped, the updated parameters are
+  **all-gathered** over the same buckets, all launched at once, in order; the
+  iteration ends when every all-gather has.
+
+A ring reduce-scatter plus a ring all-gather is a ring all-reduce, so the
+bytes on the wire equal plain data parallelism's.  Stages 1 and 2 take the
+same time; they differ in memory only.
+
+Stage 3 / ``fsdp`` (parameters sharded too):
+
+* before layer i's forward, and again before its backward, its parameters are
+  all-gathered: one allgather of ``params_i x bytes per value`` over the N
+  workers (layers without parameters need none).  A gather starts when the
+  last worker asks for it;
+* the gradients are reduce-scattered bucket by bucket as in stages 1-2; the
+  optimizer step covers params / N; no all-gather follows it (the next
+  forward gathers what it needs);
+* ``zero.prefetch: true`` (default): when a layer's compute starts, the worker
+  asks for the next gather in the order forward, then backward (the last
+  forward layer prefetches the first backward layer), so the gather overlaps
+  compute; ``prefetch: false``: a gather is asked for when its layer is about
+  to compute.  The first gather of an iteration is never hidden.
+
+Bytes: two all-gathers and one reduce-scatter of Psi, 1.5 x an all-reduce.
+
+``training.recompute: full`` makes the backward of every attention and MLP
+layer cost one more forward (folded into its ``bwd`` record, as the pipeline
+strategy does); in stage 3 the backward gather serves the recomputation.
+Selective recomputation changes stored activations only (its FLOPs are small).
+
+Memory (:meth:`Zero.memory_plan`): model states by
+:func:`clustersim.memory.model_states`; activations by
+:func:`clustersim.activations.layer_activation_bytes`; buffers: stage 1-2 one
+bucket for the reduce-scatter and one for the all-gather; stage 3 one bucket
+plus the gathered parameters of the two largest consecutive layers (prefetch)
+or of the largest layer (no prefetch).  Units: seconds, bytes, FLOPs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator
+from typing import Any
+
+import simpy
+
+from .. import memory, training
+from ..collectives import CollectiveCall, check_call, run_collective
+from ..engine import Simulation
+from ..errors import Problem, ScenarioError, SimulationError
+from ..metrics import flop_rates, training_summary
+from ..scenario import DataParallelSpec
+from ..units import format_size
+from .base import TrainingStrategy
+from .data_parallel import DataParallel, _BucketSync, workers_memory
+
+"""Layer kinds whose forward full recomputation re-runs in backward."""
+
+ALGORITHM_KEY = "data_parallel.allreduce.algorithm"
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One layer's compute in an iteration: ``fwd`` or ``bwd`` of layer ``layer``."""
+
+    phase: str
+    layer: int
+    gather: int | None
+    """Position of this step's parameter all-gather in the iteration's gathers (stage 3),
+    None if the layer has no parameters."""
+    prefetch: int | None
+    """Position of the next gather after this step (what prefetch asks for), or None."""
+
+
+def stage3_steps(model: training.Model) -> list[Step]:
+    """Forward then backward steps with their gather positions and prefetch targets."""
+    order = [("fwd", i) for i in range(len(model.layers))]
+    order += [("bwd", i) for i in reversed(range(len(model.layers)))]
+    gathers: list[int | None] = []
+    count = 0
+    for _phase, i in order:
+        has_params = model.layers[i].params > 0
+        gathers.append(count if has_params else None)
+        count += has_params
+    steps = []
+    for k, (phase, i) in enumerate(order):
+        later = (g for g in gathers[k + 1 :] if g is not None)
+        steps.append(Step(phase, i, gathers[k], next(later, None)))
+    return steps
+
+
+class Zero(TrainingStrategy):
+    """ZeRO stage 1-3 / FSDP: reduce-scattered gradients, sharded step, gathered parameters."""
+
+    name = "zero"
+    description = "ZeRO stages 1-3 / FSDP: sharded optimizer states, gradients and parameters"
+    config_model = DataParallelSpec
+
+    # Worker selection and the network model are plain data parallelism's.
+    _select_workers = DataParallel._select_workers
+    network_model = DataParallel.network_model
+
+    # -- checks --------------------------------------------------------------
+
+    def check(self) -> None:
+        """sync is allreduce, workers match devices, batch >= workers, the algorithm applies."""
+        spec: DataParallelSpec = self.config  # type: ignore[assignment]
+        zero = self.scenario.zero
+        assert zero is not None  # the strategy is chosen by zero.stage >= 1
+        self.stage, self.prefetch = zero.level, zero.prefetch
+        if spec.sync != "allreduce":
+            raise ScenarioError(
+                Problem(
+                    "data_parallel.sync",
+                    f"zero stage {zero.stage} shards model states over all-reduce ranks; "
+                    f"it does not combine with sync '{spec.sync}'",
+                    "allreduce (or zero.stage: 0 for parameter servers)",
+                )
+            )
+        self.load_training()
+        self.workers = self._select_workers(spec)
+        self._check_batch()
+        self.sync = spec.allreduce
+        self.recompute = self.train.recompute or "none"
+        self.run_model = training.with_recompute(self.model, self.recompute)
+        self.buckets = training.make_buckets(self.model, self.sync.bucket, self.train.precision)
+        self.samples = training.split_batch(self.train.global_batch, self.workers)
+        self.calls = [self._call("reducescatter", b.nbytes) for b in self.buckets]
+        self.steps = stage3_steps(self.model) if self.stage >= 3 else []
+        self.gathers = self._gather_calls()
+        self._check_algorithm()
+
+    def _check_batch(self) -> None:
+        self.check_batch_covers(len(self.workers))
+
+    def _gather_calls(self) -> list[tuple[str, CollectiveCall]]:
+        """The iteration's all-gathers in launch order, with their labels."""
+        if self.stage < 3:
+            return [
+                (f"allgather bucket{b.index}", self._call("allgather", b.nbytes))
+                for b in self.buckets
+            ]
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
+        out = []
+        for step in self.steps:
+            if step.gather is not None:
+                layer = self.model.layers[step.layer]
+                call = self._call("allgather", layer.params * per_value)
+                out.append((f"allgather {step.phase} {layer.name}", call))
+        return out
+
+    def _check_algorithm(self) -> None:
+        """The algorithm must run the largest reduce-scatter and all-gather on this topology."""
+        for calls in (self.calls, [call for _label, call in self.gathers]):
+            if not calls:
+                continue
+            largest = max(calls, key=lambda c: c.size_bytes)
+            try:
+                check_call(largest, self.topology, ALGORITHM_KEY)
+            except ScenarioError as exc:
+                needs = f"zero stage {self.stage} runs reducescatter and allgather"
+                raise ScenarioError(
+                    [Problem(p.path, f"{needs}: {p.message}", p.allowed) for p in exc.problems]
+                ) from None
+
+    def _call(self, op: str, nbytes: float) -> CollectiveCall:
+        return CollectiveCall(
+            op,
+            self.workers,
+            nbytes,
+            algorithm=self.sync.algorithm,
+            options=dict(self.sync.options),
+        )
+
+    def describe(self) -> str:
+        mode = "overlapped" if self.sync.overlap else "after backward"
+        gathers = "per layer" + (", prefetched" if self.prefetch else "")
+        gathers = gathers if self.stage >= 3 else "per bucket after the step"
+        return (
+            f"zero stage {self.stage} training of {self.model.name} ({self.model.params:.4g} "
+            f"params) on {len(self.workers)} workers, batch {self.train.global_batch}, "
+            f"{len(self.buckets)} bucket(s) of <= {format_size(self.sync.bucket)} "
+            f"reduce-scattered by {self.sync.algorithm}, {mode}; parameters all-gathered {gathers}"
+        )
+
+    # -- memory --------------------------------------------------------------
+
+    def memory_plan(self) -> dict[str, memory.DeviceMemory]:
+        """Per worker: sharded model states, stored activations, buffers (bytes)."""
+        return workers_memory(self, zero_stage=self.stage, buffers=self.buffer_bytes())
+
+    def buffer_bytes(self) -> float:
+        """Communication buffers at the peak: buckets and gathered parameters (bytes)."""
+        bucket = max(b.nbytes for b in self.buckets)
+        if self.stage < 3:
+            return 2 * bucket
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
+        sizes = [layer.params * per_value for layer in self.model.layers if layer.params > 0]
+        if not sizes:
+            return bucket
+        if self.prefetch and len(sizes) > 1:
+            gathered = max(a + b for a, b in zip(sizes, sizes[1:]))
+        else:
+            gathered = max(sizes)
+        return gathered + bucket
+
+    # -- running -------------------------------------------------------------
+
+    def start(self, sim: Simulation) -> None:
+        self.clock = training.IterationClock.new()
+        self._scatter = _ScatterSync(sim, self)
+        self._gather = _Rendezvous(sim, len(self.workers), self._launch_gather)
+        worker = self._stage3_worker if self.stage >= 3 else self._stage12_worker
+        for rank, device in enumerate(self.workers):
+            sim.process(worker(sim, rank, device))
+
+    def _stage12_worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
+        model, samples = self.run_model, self.samples[rank]
+        for it in range(self.train.iterations):
+            self.clock.start(device, it, sim.now)
+            yield from training.forward_pass(sim, device, model, samples, it)
+            on_gradient = self._scatter.gradient_callback(rank, it)
+            yield from training.backward_pass(sim, device, model, samples, it, on_gradient)
+            yield self._scatter.synced(it)
+            yield self._optimizer_step(sim, device, it)
+            yield self._gather.request((it, -1))
+            self.clock.end(device, it, sim.now)
+
+    def _stage3_worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
+        model, samples = self.run_model, self.samples[rank]
+        for it in range(self.train.iterations):
+            self.clock.start(device, it, sim.now)
+            asked = _Asked(self._gather, it)
+            on_gradient = self._scatter.gradient_callback(rank, it)
+            for step in self.steps:
+                if step.gather is not None:
+                    yield asked.upto(step.gather)
+                layer = model.layers[step.layer]
+                flops = layer.forward_flops if step.phase == "fwd" else layer.backward_flops
+                label = f"{step.phase} {layer.name}"
+                work = sim.compute(device, flops=flops * samples, label=label, iteration=it)
+                if self.prefetch and step.prefetch is not None:
+                    asked.upto(step.prefetch)
+                yield work
+                if step.phase == "bwd":
+                    on_gradient(step.layer)
+            yield self._scatter.synced(it)
+            yield self._optimizer_step(sim, device, it)
+            self.clock.end(device, it, sim.now)
+
+    def _optimizer_step(self, sim: Simulation, device: str, it: int) -> simpy.Event:
+        """The step on this worker's shard: params / N parameters."""
+        shard = self.model.params / len(self.workers)
+        return training.optimizer_step(sim, device, shard, self.train.optimizer, it)
+
+    def _launch_gather(self, key: tuple[int, int]) -> simpy.Event:
+        """Start all-gather ``key`` = (iteration, position); position -1: every bucket at once."""
+        it, position = key
+        chosen = self.gathers if position < 0 else [self.gathers[position]]
+        events = [
+            run_collective(
+                self._gather.sim, call, model=self.network_model, label=label, iteration=it
+            )
+            for label, call in chosen
+        ]
+        return events[0] if len(events) == 1 else self._gather.sim.all_of(events)
+
+    # -- summary -------------------------------------------------------------
+
+    def summarize(self, sim: Simulation) -> dict[str, Any]:
+        """Iteration times, throughput, model, workers, zero settings, bytes per iteration."""
+        iterations = self.train.iterations
+        ended = len(self.clock.iteration_ends(iterations))
+        if ended != iterations:
+            raise SimulationError(f"zero finished {ended} of {iterations} iterations")
+        summary = training_summary(
+            self.clock, sim.records, iterations, self.train.global_batch, self.workers
+        )
+        nbytes = [b.nbytes for b in self.buckets]
+        scattered = sum(nbytes)
+        gathered = sum(call.size_bytes for _label, call in self.gathers)
+        iteration_s = summary.pop("iteration_time_s")
+        flops = training.flops_per_iteration(self.model, self.train.global_batch, self.recompute)
+        return {
+            "iteration_time_s": iteration_s,
+            "iteration_times_s": summary.pop("iteration_times_s"),
+            "throughput_samples_per_s": summary.pop("throughput_samples_per_s"),
+            **flop_rates(*flops, iteration_s, len(self.workers)),
+            "model": {"name": self.model.name, "params": self.model.params},
+            "workers": list(self.workers),
+            "global_batch": self.train.global_batch,
+            "zero": {"stage": self.stage, "prefetch": self.prefetch},
+            "buckets": {"count": len(nbytes), "bytes": nbytes},
+            "communication": {
+                "bytes_per_iteration": (scattered + gathered) / 2,
+                "allgather_bytes": gathered,
+                "reducescatter_bytes": scattered,
+                "algorithm": self.sync.algorithm,
+                "overlap": self.sync.overlap,
+                "network_model": self.network_model,
+            },
+            **summary,
+        }
+
+
+class _ScatterSync(_BucketSync):
+    """DDP's ordered bucket launches; the calls are reduce-scatters (labelled by their op)."""
+
+
+class _Rendezvous:
+    """Collectives every worker asks for once: each starts when the last of the N asks."""
+
+    def __init__(
+        self, sim: Simulation, n: int, launch: Callable[[tuple[int, int]], simpy.Event]
+    ) -> None:
+        self.sim = sim
+        self.n = n
+        self.launch = launch
+        self.asked: dict[tuple[int, int], int] = {}
+        """Per collective not yet started: how many workers asked for it."""
+        self.done: dict[tuple[int, int], simpy.Event] = {}
+        """Per collective not yet started: the event its askers wait on."""
+
+    def request(self, key: tuple[int, int]) -> simpy.Event:
+        """One worker asks for collective ``key``; the event fires when the collective ends."""
+        event = self.done.get(key)
+        if event is None:
+            event = self.done[key] = self.sim.env.event()
+        count = self.asked[key] = self.asked.get(key, 0) + 1
+        if count == self.n:
+            del self.asked[key], self.done[key]
+            self.launch(key).callbacks.append(lambda _e: event.succeed())
+        return event
+
+
+class _Asked:
+    """One worker's stage-3 gathers of one iteration, asked for in order, each once."""
+
+    def __init__(self, rendezvous: _Rendezvous, iteration: int) -> None:
+        self.rendezvous = rendezvous
+        self.iteration = iteration
+        self.events: list[simpy.Event] = []
+
+    def upto(self, position: int) -> simpy.Event:
+        """Ask for every gather up to ``position`` not asked for yet; the event of ``position``."""
+        while len(self.events) <= position:
+            key = (self.iteration, len(self.events))
+            self.events.append(self.rendezvous.request(key))
+        return self.events[position]
