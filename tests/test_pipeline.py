@@ -202,6 +202,16 @@ def test_stage_layers_as_listed_and_its_errors() -> None:
         run(document)
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved"])
+@pytest.mark.parametrize("p, m", [(p, m) for p, m in GRID if m < p])
+def test_1f1b_needs_a_micro_batch_per_stage(schedule: str, p: int, m: int) -> None:
+    """1F1B's warm-up runs p - s forwards: fewer micro-batches than stages is refused."""
+    with pytest.raises(ScenarioError) as info:
+        run(doc(p, m, schedule))
+    assert info.value.problems[0].path == "pipeline.micro_batches"
+    assert f"{m} micro-batches are fewer than the {p} pipeline stages" in str(info.value)
+
+
 def test_grid_and_batch_errors() -> None:
     with pytest.raises(ScenarioError) as info:
         run(doc(3, 4, devices=4))
@@ -245,7 +255,7 @@ def test_b2_worked_example_3_of_11() -> None:
     assert summary["micro_batches"] == 8 and summary["chunks"] == 1
 
 
-@pytest.mark.parametrize("p, m", GRID)
+@pytest.mark.parametrize("p, m", [(p, m) for p, m in GRID if m >= p])
 def test_b3_1f1b_time_and_stored_activations(p: int, m: int) -> None:
     one = run(doc(p, m, "1f1b")).summary
     gpipe = run(doc(p, m, "gpipe")).summary
@@ -409,4 +419,6 @@ def test_shipped_scenario_runs(path: Any) -> None:
     summary = simulate(load_scenario(path)).summary
     assert summary["stages"] == 8
     assert summary["iteration_time_s"] > 0
-    assert summary["bubble_fraction"] >= summary["theoretical_bubble_fraction"] - 1e-9
+    # The optimizer step runs on every stage at once after the flush: a sliver of compute the
+    # theoretical bubble leaves out, so the measured bubble may fall short of it by that much.
+    assert summary["bubble_fraction"] >= summary["theoretical_bubble_fraction"] - 1e-3

@@ -48,6 +48,7 @@ __all__ = [
     "canonical_op",
     "check_call",
     "execute",
+    "hold_group",
     "registered_algorithms",
     "run_collective",
 ]
@@ -116,8 +117,24 @@ def analytical_time(call: CollectiveCall, topology: Topology) -> float:
 def _hold(
     sim: Simulation, call: CollectiveCall, seconds: float, label: str, iteration: int
 ) -> simpy.Event:
+    return hold_group(sim, call.devices, seconds, label, iteration=iteration)
+
+
+def hold_group(
+    sim: Simulation,
+    devices: tuple[str, ...] | list[str],
+    seconds: float,
+    label: str,
+    *,
+    iteration: int = -1,
+    nbytes: float = 0.0,
+    microbatch: int = -1,
+    stage: int = -1,
+) -> simpy.Event:
+    """Hold ``devices`` in a collective priced at ``seconds`` (no flows): one ``collective``
+    record per device from now, and the event that fires when it ends."""
     start = sim.now
-    for device in call.devices:
+    for device in devices:
         sim.records.append(
             Record(
                 device,
@@ -125,11 +142,13 @@ def _hold(
                 label,
                 start,
                 start + seconds,
-                0.0,
+                nbytes,
                 0.0,
                 device,
                 device,
                 iteration,
+                microbatch,
+                stage,
             )
         )
     return sim.timeout(seconds)

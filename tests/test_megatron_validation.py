@@ -1,0 +1,76 @@
+"""One row of Megatron-LM's throughput table predicted from another.
+
+Narayanan et al. 2021, Table 1 (GPT models on Selene's A100s, tensor x pipeline
+x data parallel, full activation recomputation): achieved TFLOP/s per GPU.
+The GPU efficiency of scenarios/megatron/ is calibrated on the 18.4B row (it
+must reproduce that row's 135 TFLOP/s); the 39.1B and 76.1B rows are then
+predictions, held within 15% of the paper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clustersim import simulate
+
+FOLDER = Path(__file__).resolve().parent.parent / "scenarios" / "megatron"
+CALIBRATION = "18.4b"
+TABLE_1 = {
+    # row: (tp, pp, dp, global batch, TFLOP/s per GPU in the paper, parameters in billions)
+    "18.4b": (8, 1, 32, 1024, 135.0, 18.4),
+    "39.1b": (8, 2, 32, 1536, 138.0, 39.1),
+    "76.1b": (8, 4, 32, 1792, 140.0, 76.1),
+}
+
+
+def _path(row: str) -> Path:
+    return FOLDER / f"table1_{row}.yaml"
+
+
+@pytest.fixture(scope="module")
+def summaries() -> dict[str, dict]:
+    return {row: simulate(_path(row)).summary for row in TABLE_1}
+
+
+@pytest.mark.parametrize("row", list(TABLE_1))
+def test_scenario_is_the_tables_row(row: str, summaries: dict[str, dict]) -> None:
+    tp, pp, dp, batch, _, billions = TABLE_1[row]
+    s = summaries[row]
+    assert (s["tp"], s["pp"], s["dp"], s["global_batch"]) == (tp, pp, dp, batch)
+    assert s["model"]["params"] / 1e9 == pytest.approx(billions, rel=0.01)
+    assert s["recompute_mode"] == "full"
+    assert s["memory"]["fits"]
+
+
+def test_every_row_uses_the_calibrated_efficiency() -> None:
+    efficiencies = {
+        row: yaml.safe_load(_path(row).read_text())["cluster"]["node"]["gpu"]["efficiency"]
+        for row in TABLE_1
+    }
+    assert len(set(efficiencies.values())) == 1, efficiencies
+
+
+def test_calibration_row_reproduces_the_paper(summaries: dict[str, dict]) -> None:
+    """The efficiency was chosen (3 digits) so that this row gives the paper's number."""
+    paper = TABLE_1[CALIBRATION][4]
+    assert summaries[CALIBRATION]["tflops_per_gpu"] == pytest.approx(paper, rel=0.01)
+
+
+@pytest.mark.parametrize("row", [r for r in TABLE_1 if r != CALIBRATION])
+def test_other_rows_are_predicted_within_15_percent(row: str, summaries: dict[str, dict]) -> None:
+    paper = TABLE_1[row][4]
+    assert summaries[row]["tflops_per_gpu"] == pytest.approx(paper, rel=0.15)
+
+
+def test_gpt3_175b_worked_example() -> None:
+    """Section 5.1's GPT-3 175B on 1024 A100s, batch 1536: 140 TFLOP/s per GPU, so 300B
+    tokens take about 34 days (8 T P / (n X))."""
+    summary = simulate(FOLDER / "gpt3_175b_1024.yaml").summary
+    assert summary["tflops_per_gpu"] == pytest.approx(140.0, rel=0.15)
+    assert summary["memory"]["fits"]
+    tokens_per_iteration = 1536 * 2048
+    days = 300e9 / tokens_per_iteration * summary["iteration_time_s"] / 86400
+    assert days == pytest.approx(34, rel=0.15)
