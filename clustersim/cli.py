@@ -101,6 +101,13 @@ class RunCommand(Command):
             help="verify invariants (link capacity, bytes delivered, compute streams, "
             "dependencies); violations exit with code 2",
         )
+        parser.add_argument(
+            "--strict-memory",
+            action="store_true",
+            help="refuse (exit 2, before simulating) a training run whose peak memory per "
+            "device exceeds the device's capacity; without it such a run is simulated, "
+            "marked in summary.json (memory.fits: false) and warned about",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from .api import simulate
@@ -116,10 +123,12 @@ class RunCommand(Command):
                 scenario,
                 progress=progress if progress.enabled else None,
                 check=args.check,
+                strict_memory=args.strict_memory,
             )
         finally:
             progress.close()
         wall = time.monotonic() - started
+        _warn_memory(result.summary)
         out_dir = Path(args.output) if args.output else Path("reports") / _safe_name(scenario.name)
         written = result.write(out_dir)
         if args.quiet:
@@ -131,6 +140,16 @@ class RunCommand(Command):
             if gantt:
                 _out(f"Gantt chart: {gantt[0]}  (clustersim report {out_dir} writes report.html)")
         return EXIT_OK
+
+
+def _warn_memory(summary: dict[str, Any]) -> None:
+    """A warning on stderr when the run does not fit in device memory."""
+    from .memory import over_capacity_message
+
+    message = over_capacity_message(summary.get("memory", {}))
+    if message:
+        sys.stderr.write(f"warning: {summary['scenario']} {message}\n")
+        sys.stderr.flush()
 
 
 def _safe_name(name: str) -> str:
@@ -151,6 +170,17 @@ def _print_summary(result: Any, wall_s: float) -> None:
     if "busbw_GBps" in s:
         _out(
             f"collective {format_time(s['time_s'])}, algbw {s['algbw_GBps']:.2f} GB/s, busbw {s['busbw_GBps']:.2f} GB/s"
+        )
+    memory = s.get("memory")
+    if memory:
+        verdict = (
+            "fits"
+            if memory["fits"]
+            else f"DOES NOT FIT on {memory['devices_over_capacity']} device(s)"
+        )
+        _out(
+            f"memory    peak {format_size(memory['peak_bytes'])} of "
+            f"{format_size(memory['capacity_bytes'])} on {memory['peak_device']} ({verdict})"
         )
     engine = s["engine"]
     _out(
@@ -234,7 +264,7 @@ class ListCommand(Command):
             for name, found in registered_presets().items():
                 model = found.build()
                 _out(
-                    f"{name:<12} {model.params / 1e6:>9.1f} M params  "
+                    f"{name:<16} {model.params / 1e6:>9.1f} M params  "
                     f"{model.forward_flops / 1e9:>9.2f} GFLOPs/sample forward  {found.description}"
                 )
             return EXIT_OK
@@ -635,6 +665,203 @@ class CompareCommand(Command):
         _out(f"{len(jobs)} simulation(s) of {len(args.scenarios)} scenario(s)")
         _out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK
+
+
+class PlanCommand(Command):
+    name = "plan"
+    help = "search dp x tp x pp x micro-batch x ZeRO configurations of a training scenario"
+    description = (
+        "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero) of the training "
+        "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
+        "parallel on local cores and print them ranked by throughput, with peak memory per "
+        "device and whether it fits; then the best configuration that fits. -o DIR writes "
+        "DIR/plan.csv, DIR/plan.md and DIR/plan.png. Exit 2 on bad input or when no "
+        "configuration is valid, 1 when every simulation failed."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from .plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, NETWORK_MODELS
+
+        micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
+        zero = ",".join(map(str, DEFAULT_ZERO_STAGES))
+        parser.add_argument("scenario", metavar="SCENARIO", help="training scenario YAML file")
+        search = parser.add_argument_group("what to search")
+        search.add_argument(
+            "--devices",
+            type=int,
+            metavar="N",
+            help="GPUs to plan for; resizes the cluster (default: the scenario's)",
+        )
+        search.add_argument(
+            "--tp",
+            metavar="LIST",
+            help="tensor-parallel degrees, e.g. 1,2,4 (default: every valid)",
+        )
+        search.add_argument(
+            "--pp", metavar="LIST", help="pipeline stages, e.g. 1,2,4 (default: every valid)"
+        )
+        search.add_argument(
+            "--micro-batch",
+            metavar="LIST",
+            default=micro_batches,
+            help=f"samples per micro-batch (default: {micro_batches})",
+        )
+        search.add_argument(
+            "--zero",
+            metavar="LIST",
+            default=zero,
+            help=f"ZeRO stages 0-3 (fsdp = 3); 2 and 3 only with tp = pp = 1 (default: {zero})",
+        )
+        run = parser.add_argument_group("how to simulate")
+        run.add_argument(
+            "--network",
+            choices=NETWORK_MODELS,
+            default=NETWORK_MODELS[0],
+            help="network.model of every candidate (default: analytical, alpha-beta cost)",
+        )
+        run.add_argument(
+            "--iterations",
+            type=int,
+            default=1,
+            metavar="K",
+            help="iterations per candidate (default: 1)",
+        )
+        run.add_argument(
+            "--all-replicas",
+            action="store_true",
+            help="simulate every data-parallel replica (default: replica 0 stands for all, "
+            "data-parallel collectives priced analytically, unless there are stragglers)",
+        )
+        run.add_argument(
+            "-j", "--jobs", type=int, metavar="J", help="simulations at once (default: cores)"
+        )
+        out = parser.add_argument_group("output")
+        out.add_argument("--top", type=int, metavar="K", help="print only the first K rows")
+        out.add_argument(
+            "--fit-only", action="store_true", help="leave out configurations that do not fit"
+        )
+        out.add_argument("-o", "--output", metavar="DIR", help="write plan.csv, plan.md, plan.png")
+        out.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bar on stderr (default: when stderr is a terminal)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from . import plan
+
+        for flag, value in (("-j", args.jobs), ("--top", args.top)):
+            plan.check_count(value, flag)
+        options = _plan_options(args)
+        doc = plan.load_training_document(args.scenario)
+        found = plan.enumerate_candidates(doc, args.scenario, options)
+        _print_plan_header(found, options)
+        if not found.candidates:
+            raise ClustersimError(
+                f"{args.scenario}: no valid configuration to simulate (see the reasons above); "
+                "try other --devices, --tp, --pp, --micro-batch or --zero values"
+            )
+        _out(f"simulating {len(found.candidates)} configuration(s)")
+        enabled = sys.stderr.isatty() if args.progress is None else args.progress
+        progress = _PlanProgress(enabled)
+        try:
+            outcomes = plan.run_candidates(found.candidates, args.jobs, progress=progress)
+        finally:
+            progress.close()
+        ranked = plan.rank(outcomes)
+        rows = plan.shown(ranked, args.fit_only, args.top)
+        for line in plan.format_table(rows) if rows else ["(no configuration fits)"]:
+            _out(line)
+        verdict = plan.verdict(ranked, options, plan.recompute_of(found.doc))
+        _out(verdict)
+        if args.output:
+            title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
+            network = f"network {options.network}: {plan.NETWORK_NOTES[options.network]}"
+            written = plan.write_outputs(ranked, args.output, title, [verdict, "", network])
+            _out(f"wrote {', '.join(str(p) for p in written)}")
+        return EXIT_OK if any(o.ok for o in ranked) else EXIT_FAILED
+
+
+def _plan_options(args: argparse.Namespace) -> Any:
+    """The :class:`clustersim.plan.PlanOptions` of the flags (errors name the flag)."""
+    from . import plan
+
+    return plan.PlanOptions(
+        devices=args.devices,
+        tp=plan.parse_counts(args.tp, "--tp") if args.tp else None,
+        pp=plan.parse_counts(args.pp, "--pp") if args.pp else None,
+        micro_batch=plan.parse_counts(args.micro_batch, "--micro-batch"),
+        zero=plan.parse_zero_stages(args.zero),
+        network=args.network,
+        iterations=args.iterations,
+        all_replicas=args.all_replicas,
+    )
+
+
+def _print_plan_header(found: Any, options: Any) -> None:
+    """What is planned, on what, how it is simulated, and what was left out and why."""
+    from . import plan
+
+    space = found.space
+    model = (
+        f"transformer of {space.blocks} blocks, {space.heads} heads"
+        if space.is_transformer
+        else f"{space.blocks} layers (not a transformer: tp = 1)"
+    )
+    node = f", {space.gpus_per_node} per node" if space.gpus_per_node else ""
+    _out(
+        f"plan {found.doc['name']}: {space.devices} GPUs{node}; model {model}; "
+        f"global batch {space.global_batch}"
+    )
+    _out(
+        f"network {options.network}: {plan.NETWORK_NOTES[options.network]}; "
+        f"{options.iterations} iteration(s) per configuration"
+    )
+    if not options.all_replicas and not found.doc.get("stragglers"):
+        _out(
+            "replicas: data-parallel replica 0 simulated for all (identical replicas); "
+            "--all-replicas simulates every one"
+        )
+    for note in found.notes:
+        _out(f"note: {note}")
+    if found.skipped:
+        _out(f"skipped {found.skipped_count}:")
+        reasons = list(found.skipped.items())
+        for reason, count in reasons[:_PLAN_REASONS]:
+            _out(f"  {count} x {reason}")
+        if len(reasons) > _PLAN_REASONS:
+            rest = sum(count for _, count in reasons[_PLAN_REASONS:])
+            _out(f"  {rest} more, for {len(reasons) - _PLAN_REASONS} other reason(s)")
+
+
+_PLAN_REASONS = 8
+"""Distinct skip reasons printed; the others are counted in one line."""
+
+
+class _PlanProgress:
+    """``planning [=====>    ] 37/120, 1m12s left`` on stderr, updated as runs finish."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.width = 0
+        """Characters of the longest line shown (to clear it)."""
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        from .plan import progress_line
+
+        line = "  " + progress_line(done, total, time.monotonic() - self.started)
+        self.width = max(self.width, len(line))
+        sys.stderr.write("\r" + line.ljust(self.width))
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
 
 
 class ReportCommand(Command):
