@@ -212,10 +212,16 @@ def _title(summary: Mapping[str, Any], title: str | None) -> str:
             parts.append(f"m = {summary['micro_batches']}")
         if (summary.get("chunks") or 1) > 1:
             parts.append(f"v = {summary['chunks']}")
+        if (summary.get("tp") or 1) > 1:
+            parts.append(
+                f"tp = {summary['tp']}" + (" (SP)" if summary.get("sequence_parallel") else "")
+            )
         if (summary.get("dp") or 1) > 1:
             parts.append(f"dp = {summary['dp']}")
+        if summary.get("zero_stage"):
+            parts.append(f"ZeRO-{summary['zero_stage']}")
         if summary.get("recompute"):
-            parts.append("recompute")
+            parts.append(f"{summary.get('recompute_mode', 'full')} recompute")
         return f"{name}: " + ", ".join(parts)
     workload = summary.get("workload")
     return f"{name} ({workload})" if workload else name

@@ -322,6 +322,7 @@ class Zero(TrainingStrategy):
             "workers": list(self.workers),
             "global_batch": self.train.global_batch,
             "zero": {"stage": self.stage, "prefetch": self.prefetch},
+            "zero_stage": self.stage,
             "buckets": {"count": len(nbytes), "bytes": nbytes},
             "communication": {
                 "bytes_per_iteration": (scattered + gathered) / 2,
