@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -66,12 +65,44 @@ class Record(NamedTuple):
 
 def _cell(value: object) -> str:
     if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
-            return str(int(value))
-        return repr(value)
+        return _number(value)
     if isinstance(value, int) and value == -1:
         return ""
     return str(value)
+
+
+def _number(value: float) -> str:
+    """A float as a cell: integral values without a fraction, others in repr's shortest form
+    (an int, e.g. SimPy's start time 0, as itself)."""
+    if value.__class__ is not float:
+        return _cell(value)
+    if value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(value)
+
+
+def _tag(value: int) -> str:
+    return "" if value == -1 else str(value)
+
+
+def _csv_line(record: Record) -> list[str]:
+    """:meth:`Record.csv_row` for the known column types, without per-cell type tests."""
+    (resource, kind, label, start, end, nbytes, flops, src, dst, it, mb, stage, op) = record
+    return [
+        resource,
+        kind,
+        label,
+        _number(start),
+        _number(end),
+        _number(nbytes),
+        _number(flops),
+        src,
+        dst,
+        _tag(it),
+        _tag(mb),
+        _tag(stage),
+        op,
+    ]
 
 
 def sorted_records(records: Iterable[Record]) -> list[Record]:
@@ -84,8 +115,7 @@ def timeline_csv(records: Iterable[Record]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(TIMELINE_COLUMNS)
-    for record in sorted_records(records):
-        writer.writerow(record.csv_row())
+    writer.writerows(map(_csv_line, sorted_records(records)))
     return buf.getvalue()
 
 

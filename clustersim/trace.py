@@ -25,6 +25,7 @@ Everything is derived from the records only (``resource``, ``kind``, ``src``,
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -101,8 +102,12 @@ class _Lanes:
         return len(self.stacks) - 1
 
 
-def _assign_lanes(ordered: Sequence[Record]) -> list[int]:
-    """Lane of each record within its device and stream; outer slices are placed first."""
+def _assign_lanes(
+    ordered: Sequence[Record], starts: Sequence[float], ends: Sequence[float]
+) -> list[int]:
+    """Lane of each record within its device and stream; outer slices are placed first.
+
+    ``starts`` and ``ends`` are the records' times in trace microseconds."""
     lanes: dict[tuple[str, str], _Lanes] = {}
     lane_of = [0] * len(ordered)
     by_nesting = sorted(
@@ -110,10 +115,34 @@ def _assign_lanes(ordered: Sequence[Record]) -> list[int]:
     )
     for index in by_nesting:
         record = ordered[index]
-        start, end = _us(record.start_s), _us(record.end_s)
         stream = lanes.setdefault((record.resource, stream_of(record)), _Lanes())
-        lane_of[index] = stream.place(start, end)
+        lane_of[index] = stream.place(starts[index], ends[index])
     return lane_of
+
+
+Placed = tuple[Record, int, int, float, float]
+"""A record with its trace pid, tid, ``ts`` and ``dur`` (microseconds)."""
+
+
+def _placed(
+    records: Iterable[Record], nodes: Mapping[str, str | None] | None
+) -> tuple[list[dict[str, Any]], list[Placed]]:
+    """The metadata events, and each record (in timeline order) with pid, tid, ts and dur."""
+    ordered = sorted_records(records)
+    starts = [_us(r.start_s) for r in ordered]
+    ends = [_us(r.end_s) for r in ordered]
+    lane_of = _assign_lanes(ordered, starts, ends)
+    pids: dict[str, int] = {}
+    threads: dict[tuple[str, str, int], int] = {}
+    placed: list[Placed] = []
+    for index, record in enumerate(ordered):
+        device = record.resource
+        pid = pids.setdefault(node_of(device, nodes), len(pids) + 1)
+        key = (device, stream_of(record), lane_of[index])
+        tid = threads.setdefault(key, len(threads) + 1)
+        start = starts[index]
+        placed.append((record, pid, tid, start, max(ends[index] - start, 0.0)))
+    return _metadata(pids, threads, nodes), placed
 
 
 def trace_events(
@@ -124,27 +153,15 @@ def trace_events(
     ``nodes`` maps device names to node names (``Topology`` devices' ``node``);
     without it processes come from the device names.
     """
-    ordered = sorted_records(records)
-    lane_of = _assign_lanes(ordered)
-    pids: dict[str, int] = {}
-    threads: dict[tuple[str, str, int], int] = {}
-    placed: list[tuple[Record, int, int]] = []
-    for index, record in enumerate(ordered):
-        device = record.resource
-        pid = pids.setdefault(node_of(device, nodes), len(pids) + 1)
-        key = (device, stream_of(record), lane_of[index])
-        tid = threads.setdefault(key, len(threads) + 1)
-        placed.append((record, pid, tid))
-    events = _metadata(pids, threads, nodes)
-    for record, pid, tid in placed:
-        start = _us(record.start_s)
+    events, placed = _placed(records, nodes)
+    for record, pid, tid, start, duration in placed:
         events.append(
             {
                 "name": record.label or record.kind,
                 "cat": record.kind,
                 "ph": "X",
                 "ts": start,
-                "dur": max(_us(record.end_s) - start, 0.0),
+                "dur": duration,
                 "pid": pid,
                 "tid": tid,
                 "args": _args(record),
@@ -196,11 +213,70 @@ def trace_document(
 
 
 def trace_json(records: Iterable[Record], nodes: Mapping[str, str | None] | None = None) -> str:
-    """The text of ``trace.json``: compact, one event per line, the same bytes for the same records."""
-    doc = trace_document(records, nodes)
-    lines = [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in doc["traceEvents"]]
+    """The text of ``trace.json``: compact, one event per line, the same bytes for the same records.
+
+    Each line is what ``json.dumps(event, separators=(",", ":"), ensure_ascii=False)``
+    gives for the event of :func:`trace_events`; the ``X`` events are written
+    without building their dicts (a large run has millions of them).
+    """
+    metadata, placed = _placed(records, nodes)
+    lines = [_compact(e) for e in metadata]
+    text = _JsonText()
+    lines.extend(text.event(*item) for item in placed)
     body = ",\n".join(lines)
     return '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class _JsonText:
+    """JSON text of ``X`` events, equal to :func:`_compact` of their dicts; strings cached."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+
+    def string(self, value: str) -> str:
+        found = self._strings.get(value)
+        if found is None:
+            found = self._strings[value] = _compact(value)
+        return found
+
+    def event(self, record: Record, pid: int, tid: int, start: float, duration: float) -> str:
+        string = self.string
+        return (
+            f'{{"name":{string(record.label or record.kind)},"cat":{string(record.kind)},'
+            f'"ph":"X","ts":{_number(start)},"dur":{_number(duration)},"pid":{pid},'
+            f'"tid":{tid},"args":{self.args(record)}}}'
+        )
+
+    def args(self, record: Record) -> str:
+        """:func:`_args` of ``record`` as JSON text."""
+        string = self.string
+        parts = [f'"bytes":{_number(record.bytes)}', f'"kind":{string(record.kind)}']
+        if record.flops:
+            parts.append(f'"flops":{_number(record.flops)}')
+        for key, value in (("src", record.src), ("dst", record.dst), ("op", record.op)):
+            if value:
+                parts.append(f'"{key}":{string(value)}')
+        for key, value in (
+            ("iteration", record.iteration),
+            ("microbatch", record.microbatch),
+            ("stage", record.stage),
+        ):
+            if value >= 0:
+                parts.append(f'"{key}":{value}')
+        return "{" + ",".join(parts) + "}"
+
+
+def _number(value: float) -> str:
+    """A number as ``json.dumps`` writes it (floats by repr, non-finite ones by name)."""
+    if value.__class__ is float:
+        if value != value or value in (math.inf, -math.inf):
+            return _compact(value)
+        return repr(value)
+    return str(value)
 
 
 def nodes_of(topology: Any) -> dict[str, str | None]:
