@@ -11,7 +11,7 @@ from clustersim import simulate
 from clustersim.cli import main
 from clustersim.records import Record, sorted_records
 from clustersim.report import read_timeline
-from clustersim.trace import node_of, nodes_of, trace_document, trace_json
+from clustersim.trace import node_of, nodes_of, trace_document, trace_events, trace_json
 
 from .conftest import SCENARIOS
 
@@ -157,3 +157,24 @@ def test_pipeline_trace_one_event_per_record() -> None:
         (e["args"].get("microbatch", -1), e["args"].get("stage", -1)) for e in complete
     ) == Counter((r.microbatch, r.stage) for r in result.records)
     assert [e["args"]["name"] for e in meta if e["name"] == "process_name"] == ["rack0/node0"]
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "scenarios/pipeline/interleaved_m8.yaml",
+        "scenarios/zero/gpt3_1.3b_stage3_prefetch.yaml",
+        "scenarios/parameter_server/async.yaml",
+        "scenarios/validation/n4_alpha_beta.yaml",
+    ],
+)
+def test_trace_text_is_json_dumps_of_the_events(scenario: str) -> None:
+    """trace.json writes its events as text directly; it must equal json.dumps of each."""
+    result = simulate(SCENARIOS.parent / scenario)
+    nodes = nodes_of(result.topology)
+    lines = [
+        json.dumps(e, separators=(",", ":"), ensure_ascii=False)
+        for e in trace_events(result.records, nodes)
+    ]
+    expected = '{"displayTimeUnit":"ms","traceEvents":[\n' + ",\n".join(lines) + "\n]}\n"
+    assert trace_json(result.records, nodes) == expected
