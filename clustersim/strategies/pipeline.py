@@ -530,7 +530,7 @@ class Pipeline(TrainingStrategy):
     @property
     def workers(self) -> list[str]:
         """Every simulated worker, replica by replica, stage by stage, tensor rank by rank."""
-        replicas = self.groups[: getattr(self, "simulated", self.dp)]
+        replicas = self.groups[: self.simulated]
         return [device for replica in replicas for group in replica for device in group]
 
     @property
