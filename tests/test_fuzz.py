@@ -320,6 +320,20 @@ def _base() -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("key", ["flops", "seconds", "bytes"])
+def test_a_null_compute_amount_is_named_by_its_key(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compute: {flops: null}`` is an error at ``...compute.flops``, not a missing amount."""
+    doc = _base()
+    doc["workload"]["program"] = [{"id": "c", "compute": {"device": "gpu0", key: None}}]
+    path = tmp_path / "null.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    code, err = _validate(path, capsys)
+    assert code == 2
+    assert f"workload.program[0].compute.{key}: expected an amount, got null" in err
+
+
 def _two_tier(racks: int, nodes: int, gpus: int) -> dict[str, Any]:
     doc = _base()
     doc["cluster"] = {

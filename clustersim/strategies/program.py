@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, hinted, join_path
@@ -46,6 +46,13 @@ class ComputeOp(_Strict):
     size_bytes: Size | None = Field(
         None, alias="bytes", description="memory-bound work: time = bytes / memory bandwidth"
     )
+
+    @field_validator("flops", "seconds", "size_bytes", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("expected an amount, got null (leave the key out instead)")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one_amount(self) -> ComputeOp:
