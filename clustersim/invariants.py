@@ -256,8 +256,8 @@ class Checker(Watch):
         def _transfer(route: Any, size_bytes: float, notify: Any = None, tag: Any = None) -> Any:
             flow = transfer(route, size_bytes, notify, tag)
             size = flow.size_bytes
-            for link in flow.links:
-                expected[link] += size
+            for link, weight in flow.link_loads():
+                expected[link] += size * weight
             return flow
 
         def _arrive(flow: Any, now: float) -> None:
@@ -316,7 +316,11 @@ class Checker(Watch):
                 continue
             total = 0.0
             for flow in flows.values():
-                total += flow.rate_Bps
+                weights = flow.weights
+                if weights is None:
+                    total += flow.rate_Bps
+                else:
+                    total += flow.rate_Bps * weights[flow.links.index(link)]
             if total > cap[link] * (1.0 + RATE_REL_TOL):
                 self._violate(
                     f"link capacity: {links[link].name} carried {format_bandwidth(total)} "

@@ -168,6 +168,8 @@ class Flow(Event):
         "_new",
         "notify",
         "tag",
+        "weights",
+        "rate_cap",
     )
 
     def __init__(
@@ -201,6 +203,17 @@ class Flow(Event):
             None  # called with the flow at completion instead of triggering the event
         )
         self.tag: Any = None  # the caller's own tag (e.g. a send id)
+        self.rate_cap = _INF
+        """Largest rate of a weighted flow, bytes/s (from its route's ``rate_cap``)."""
+        self.weights: tuple[float, ...] | None = None
+        """Per link of ``links``: the link capacity one unit of rate uses (None: 1 on every
+        link).  Set for weighted flows (see :meth:`Network.transfer`)."""
+
+    def link_loads(self) -> list[tuple[int, float]]:
+        """``(link index, bytes/s used per byte/s of rate)`` for each of the flow's links."""
+        if self.weights is None:
+            return [(link, 1.0) for link in self.links]
+        return list(zip(self.links, self.weights, strict=True))
 
     @property
     def done(self) -> bool:
@@ -371,6 +384,88 @@ def max_min_rates(
     return [flow._new if flow.links else _INF for flow in flows]
 
 
+def _fill_weighted(
+    comp_links: Sequence[int],
+    comp_flows: Sequence[Flow],
+    users: Sequence[dict[int, Flow]],
+    cap: Sequence[float],
+) -> None:
+    """Set ``flow._new`` to the weighted max-min fair rate of every flow of a component.
+
+    A flow with weight ``w`` on link ``l`` (1 when the flow has no weights)
+    uses ``w x rate`` of its capacity.  Progressive filling: every unfrozen
+    flow's rate rises at the same pace; the link whose ``remaining capacity /
+    sum of its unfrozen flows' weights`` is smallest saturates first and its
+    flows freeze at that level.  As in :meth:`_Solver.fill`, freezing at a
+    level ``s <= rem / W`` never lowers another link's level (``(rem - w s) /
+    (W - w) >= rem / W``), so the heap keys are lower bounds (lazy
+    increase-key) and ties go to the lowest link index.  ``comp_links`` must
+    hold every link the flows cross.
+    """
+    rem: dict[int, float] = {}
+    wsum: dict[int, float] = {}
+    cnt: dict[int, int] = {}
+    for link in comp_links:
+        rem[link] = cap[link]
+        wsum[link] = 0.0
+        cnt[link] = len(users[link])
+    for flow in comp_flows:
+        for link, w in flow.link_loads():
+            wsum[link] += w
+    heap = [(_level(rem[link], wsum[link]), link) for link in comp_links]
+    capped = {}
+    for flow in comp_flows:
+        if flow.rate_cap < _INF:
+            capped[-1 - flow.id] = flow
+            heap.append((flow.rate_cap, -1 - flow.id))
+    heapify(heap)
+    frozen: set[int] = set()
+    while heap:
+        key, link = heap[0]
+        if link < 0:
+            heappop(heap)
+            flow = capped[link]
+            if flow.id not in frozen:
+                frozen.add(flow.id)
+                flow._new = key
+                for l2, w in flow.link_loads():
+                    rem[l2] -= w * key
+                    wsum[l2] -= w
+                    cnt[l2] -= 1
+            continue
+        if not cnt[link]:
+            heappop(heap)
+            continue
+        share = _level(rem[link], wsum[link])
+        if share > key:
+            heapreplace(heap, (share, link))
+            continue
+        heappop(heap)
+        if share == _INF:
+            break
+        for flow in users[link].values():
+            if flow.id in frozen:
+                continue
+            frozen.add(flow.id)
+            flow._new = share
+            for l2, w in flow.link_loads():
+                rem[l2] -= w * share
+                wsum[l2] -= w
+                cnt[l2] -= 1
+        if len(frozen) == len(comp_flows):
+            break
+    for flow in comp_flows:
+        if flow.id not in frozen:
+            flow._new = _INF
+
+
+def _level(rem: float, wsum: float) -> float:
+    """Rate at which a link with ``rem`` bytes/s left fills up under flows of total weight ``wsum``."""
+    if wsum <= 0.0:
+        return _INF
+    return rem / wsum if rem > 0.0 else 0.0
+
+
 class _Callback(Event):
     """An already-triggered event that runs ``callback`` after ``delay`` seconds.
 
@@ -432,7 +527,8 @@ class Network:
         self._epoch = 0
         self._next_id = 0
         self._n_active = 0
-        self._routes: dict[int, tuple[Any, tuple[int, ...], float]] = {}
+        self._routes: dict[int, tuple[Any, tuple[int, ...], float, Any]] = {}
+        self._weighted = 0  # weighted flows in their bandwidth phase
         self.recomputations = 0
         self.flows_completed = 0
         self.flows_rerated = 0
@@ -483,6 +579,16 @@ class Network:
         called directly at completion (no SimPy event per flow; what
         high-volume callers such as collective schedules use), and ``tag`` is
         stored on the flow for the caller.
+
+        *Weighted flows*: a route with a ``weights`` attribute (one positive
+        float per link, or None) makes a flow that uses ``weights[i] x rate``
+        bytes/s of link ``i`` -- a stand-in for several flows moving in step,
+        such as a whole collective in the congestion-aware analytical model
+        (:mod:`clustersim.collectives.fluid`).  Its ``size_bytes`` and rate
+        are per unit of weight.  Rates are then *weighted* max-min fair:
+        every flow's rate rises at the same pace until a link is full, a
+        weight-2 flow using twice the capacity of a weight-1 flow on a link.
+        With all weights 1 this is plain max-min fairness.
         """
         size = float(size_bytes)
         if not 0.0 <= size < _INF:
@@ -498,6 +604,9 @@ class Network:
         fid = self._next_id
         self._next_id = fid + 1
         flow = Flow(env, fid, route, links, size, now)
+        if info[3] is not None:
+            flow.weights = info[3]
+            flow.rate_cap = getattr(route, "rate_cap", _INF)
         if notify is not None:
             flow.notify = notify
             flow.tag = tag
@@ -575,11 +684,30 @@ class Network:
             raise SimulationError(
                 f"route latency must be finite and >= 0 s, got {route.latency_s!r}"
             )
-        info = (route, tuple(dict.fromkeys(idx)), latency)
+        weights = getattr(route, "weights", None)
+        if weights is None:
+            info = (route, tuple(dict.fromkeys(idx)), latency, None)
+        else:
+            info = self._weighted_route_info(route, idx, weights, latency)
         if len(self._routes) >= _ROUTE_CACHE_MAX:
             self._routes.clear()
         self._routes[id(route)] = info
         return info
+
+    @staticmethod
+    def _weighted_route_info(
+        route: RouteLike, idx: list[int], weights: Sequence[float], latency: float
+    ) -> tuple[Any, tuple[int, ...], float, tuple[float, ...]]:
+        """Route info of a weighted route: a link listed twice adds its weights."""
+        if len(weights) != len(idx):
+            raise SimulationError(f"weighted route: {len(weights)} weights for {len(idx)} links")
+        merged: dict[int, float] = {}
+        for link, w in zip(idx, weights, strict=True):
+            w = float(w)
+            if not 0.0 < w < _INF:
+                raise SimulationError(f"link weight must be finite and > 0, got {w!r}")
+            merged[link] = merged.get(link, 0.0) + w
+        return (route, tuple(merged), latency, tuple(merged.values()))
 
     def _push(self, t: float, fid: int, version: int, flow: Flow) -> None:
         """Schedule a timer-queue entry at time ``t`` (does not arm)."""
@@ -658,15 +786,18 @@ class Network:
                     # Departure: the last byte arrived.
                     size = flow.size_bytes
                     freed = False
-                    for link in flow.links:
-                        lf = link_flows[link]
-                        del lf[fid]
-                        nbytes[link] += size
-                        if lf:
-                            dirty[link] = None
-                            freed = True
-                        else:
-                            busy[link] += now - since[link]
+                    if flow.weights is not None:
+                        freed = self._leave_weighted(flow, now)
+                    else:
+                        for link in flow.links:
+                            lf = link_flows[link]
+                            del lf[fid]
+                            nbytes[link] += size
+                            if lf:
+                                dirty[link] = None
+                                freed = True
+                            else:
+                                busy[link] += now - since[link]
                     n_active -= 1
                     flow._version = ver + 1  # no entry of this flow is valid any more
                     flow._remaining = 0.0
@@ -720,7 +851,7 @@ class Network:
                         c = cap[link]
                         if c < rate:
                             rate = c
-                if alone:
+                if alone and flow.weights is None:
                     ver = flow._version + 1
                     flow._version = ver
                     flow.rate_Bps = rate
@@ -733,6 +864,8 @@ class Network:
                         else:
                             bucket.append((fid, ver, flow))
                 else:
+                    if flow.weights is not None:
+                        self._weighted += 1
                     dirty[flow.links[0]] = None
                     if not self._recompute_pending:
                         self._schedule_recompute()
@@ -780,7 +913,7 @@ class Network:
                 c = cap[link]
                 if c < rate:
                     rate = c
-        if alone:
+        if alone and flow.weights is None:
             flow._version += 1
             flow.rate_Bps = rate
             if rate > 0.0:
@@ -790,6 +923,8 @@ class Network:
                     self._arm()
             return
         # One link suffices: the component search reaches all of the flow's links.
+        if flow.weights is not None:
+            self._weighted += 1
         self._dirty[flow.links[0]] = None
         if not self._recompute_pending:
             self._schedule_recompute()
@@ -813,6 +948,9 @@ class Network:
         :meth:`_Solver.fill`, then re-time the flows whose rate changed.
         """
         self._recompute_pending = False
+        if self._weighted:
+            self._recompute_weighted()
+            return
         dirty = self._dirty
         self._dirty = {}
         now = self.env.now
@@ -877,10 +1015,20 @@ class Network:
             self.solver_calls += 1
             self._solver.fill(comp_links, comp_flows, link_flows, cap, private)
             rerated += len(comp_flows)
-            for flow in comp_flows:
-                if flow._new != flow.rate_Bps:
-                    changed += 1
-                    self._retime(flow, flow._new, now)
+            changed += self._apply_rates(comp_flows, now)
+        self._end_recompute(rerated, changed)
+
+    def _apply_rates(self, comp_flows: Sequence[Flow], now: float) -> int:
+        """Re-time the flows whose solved rate (``_new``) differs; return how many did."""
+        changed = 0
+        for flow in comp_flows:
+            if flow._new != flow.rate_Bps:
+                changed += 1
+                self._retime(flow, flow._new, now)
+        return changed
+
+    def _end_recompute(self, rerated: int, changed: int) -> None:
+        """Count a recomputation, compact the timer queue if it is mostly stale, re-arm."""
         if rerated:
             self.recomputations += 1
             self.flows_rerated += rerated
@@ -888,6 +1036,68 @@ class Network:
         if self._stale > 4096 and self._stale > 4 * (self._next_id - self.flows_completed):
             self._compact()
         self._arm()
+
+    def _leave_weighted(self, flow: Flow, now: float) -> bool:
+        """Departure bookkeeping of a weighted flow (see :meth:`_on_wake`): remove it from
+        its links, count ``size x weight`` bytes on each; True if a link keeps flows."""
+        freed = False
+        fid = flow.id
+        size = flow.size_bytes
+        for link, w in zip(flow.links, flow.weights or (), strict=True):
+            lf = self._link_flows[link]
+            del lf[fid]
+            self._bytes[link] += size * w
+            if lf:
+                self._dirty[link] = None
+                freed = True
+            else:
+                self._busy[link] += now - self._since[link]
+        self._weighted -= 1
+        return freed
+
+    def _recompute_weighted(self) -> None:
+        """The batched recomputation while weighted flows are active.
+
+        Like :meth:`_recompute`, but every link of a component goes to the
+        solver (a lone weighted flow's rate is ``min(capacity / weight)``,
+        not ``min(capacity)``), and components holding a weighted flow are
+        solved by :func:`_fill_weighted`.  Few flows are weighted (one per
+        collective phase), so this path is not tuned for size.
+        """
+        dirty = self._dirty
+        self._dirty = {}
+        now = self.env.now
+        self._epoch += 1
+        epoch = self._epoch
+        lmark = self._lmark
+        link_flows = self._link_flows
+        rerated = changed = 0
+        for start in dirty:
+            if not link_flows[start] or lmark[start] == epoch:
+                continue
+            lmark[start] = epoch
+            comp_links = [start]
+            comp_flows: list[Flow] = []
+            weighted = False
+            for link in comp_links:
+                for flow in link_flows[link].values():
+                    if flow._mark == epoch:
+                        continue
+                    flow._mark = epoch
+                    comp_flows.append(flow)
+                    weighted = weighted or flow.weights is not None
+                    for l2 in flow.links:
+                        if lmark[l2] != epoch:
+                            lmark[l2] = epoch
+                            comp_links.append(l2)
+            self.solver_calls += 1
+            if weighted:
+                _fill_weighted(comp_links, comp_flows, link_flows, self._cap)
+            else:
+                self._solver.fill(comp_links, comp_flows, link_flows, self._cap)
+            rerated += len(comp_flows)
+            changed += self._apply_rates(comp_flows, now)
+        self._end_recompute(rerated, changed)
 
     def _retime(self, flow: Flow, rate: float, now: float) -> None:
         """Give ``flow`` a new rate from ``now``: materialise the bytes moved

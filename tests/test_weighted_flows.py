@@ -1,0 +1,140 @@
+"""Weighted flows in clustersim.network: weighted max-min sharing, rate caps, statistics."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import simpy
+
+from clustersim.errors import SimulationError
+from clustersim.network import Network
+from clustersim.topology import Link, Route
+
+
+class WeightedRoute:
+    """A route with per-link weights (and an optional rate cap, bytes/s)."""
+
+    def __init__(self, links: list[Link], weights: list[float], cap: float = float("inf")) -> None:
+        self.links = tuple(links)
+        self.weights = tuple(weights)
+        self.latency_s = sum(link.latency_s for link in links)
+        self.rate_cap = cap
+
+
+def links_of(capacities: list[float]) -> list[Link]:
+    return [Link(i, f"l{i}", f"a{i}", f"b{i}", c, 0.0) for i, c in enumerate(capacities)]
+
+
+def plain(*links: Link) -> Route:
+    return Route(tuple(links), 0.0, min(link.bandwidth_Bps for link in links))
+
+
+def finish_times(net: Network, jobs: list[tuple[float, object, float]]) -> list[float]:
+    """Completion time of each ``(start_s, route, size)`` transfer."""
+    env = net.env
+    out = [float("nan")] * len(jobs)
+
+    def job(i: int, start: float, route: object, size: float):
+        yield env.timeout(start)
+        yield net.transfer(route, size)
+        out[i] = env.now
+
+    for i, (start, route, size) in enumerate(jobs):
+        env.process(job(i, start, route, size))
+    env.run()
+    return out
+
+
+@pytest.mark.parametrize("weight", [1.0, 2.0, 3.5, 64.0])
+@pytest.mark.parametrize("capacity", [1e6, 1.25e10])
+@pytest.mark.parametrize("size", [1.0, 4e6, 3e9])
+def test_weighted_flow_alone_moves_at_capacity_over_weight(
+    weight: float, capacity: float, size: float
+) -> None:
+    """Alone, a flow of weight w on a link of capacity C takes size x w / C."""
+    links = links_of([capacity, 10 * capacity])
+    net = Network(simpy.Environment(), links)
+    (t,) = finish_times(net, [(0.0, WeightedRoute(links, [weight, weight]), size)])
+    assert t == pytest.approx(size * weight / capacity, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_integer_weight_equals_that_many_unit_flows(seed: int) -> None:
+    """A flow of uniform weight k on its links finishes when k unit flows on the same
+    links (same start, same size) would: weighted max-min is max-min with k copies."""
+    rng = random.Random(seed)
+    caps = [rng.choice([1e9, 2e9, 5e9, 1.25e10]) for _ in range(6)]
+    links = links_of(caps)
+    k = rng.randint(2, 5)
+    heavy = sorted(rng.sample(range(6), rng.randint(1, 3)))
+    others = [
+        (
+            rng.uniform(0.0, 1e-3),
+            sorted(rng.sample(range(6), rng.randint(1, 3))),
+            rng.uniform(1e5, 1e7),
+        )
+        for _ in range(rng.randint(2, 6))
+    ]
+    start, size = rng.uniform(0.0, 1e-3), rng.uniform(1e5, 1e7)
+
+    weighted = Network(simpy.Environment(), links)
+    jobs: list[tuple[float, object, float]] = [
+        (start, WeightedRoute([links[i] for i in heavy], [float(k)] * len(heavy)), size)
+    ]
+    jobs += [(t, plain(*(links[i] for i in ls)), s) for t, ls, s in others]
+    got = finish_times(weighted, jobs)
+
+    copies = Network(simpy.Environment(), links)
+    jobs = [(start, plain(*(links[i] for i in heavy)), size) for _ in range(k)]
+    jobs += [(t, plain(*(links[i] for i in ls)), s) for t, ls, s in others]
+    want = finish_times(copies, jobs)
+
+    assert got[0] == pytest.approx(want[0], rel=1e-9)
+    assert got[1:] == pytest.approx(want[k:], rel=1e-9)
+
+
+def test_unequal_weights_share_by_use() -> None:
+    """Flow A uses 2x its rate on link 0 (capacity 3), B 1x: both rise to 1 B/s, when link 0
+    is full; once B (1 B) is done, A runs at 3 / 2."""
+    links = links_of([3.0, 10.0])
+    net = Network(simpy.Environment(), links)
+    a = WeightedRoute(links, [2.0, 1.0])
+    b = plain(links[0])
+    t_a, t_b = finish_times(net, [(0.0, a, 2.5), (0.0, b, 1.0)])
+    assert t_b == pytest.approx(1.0, rel=1e-12)
+    assert t_a == pytest.approx(1.0 + 1.5 / 1.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("cap", [0.5, 2.0, 7.0])
+def test_rate_cap_limits_a_weighted_flow_and_frees_the_rest(cap: float) -> None:
+    """A capped weighted flow never exceeds its cap; a unit flow beside it takes the rest
+    (max-min: min(cap, C / 2) for the capped one)."""
+    links = links_of([10.0])
+    net = Network(simpy.Environment(), links)
+    capped = WeightedRoute(links, [1.0], cap=cap)
+    t_capped, t_plain = finish_times(net, [(0.0, capped, 100.0), (0.0, plain(links[0]), 10.0)])
+    share = min(cap, 5.0)
+    plain_done = 10.0 / (10.0 - share)
+    assert t_plain == pytest.approx(plain_done, rel=1e-12)
+    left = 100.0 - share * plain_done
+    assert t_capped == pytest.approx(plain_done + left / min(cap, 10.0), rel=1e-12)
+
+
+def test_link_stats_count_size_times_weight() -> None:
+    """A link carries size x weight bytes of a weighted flow."""
+    links = links_of([1e9, 1e9])
+    net = Network(simpy.Environment(), links)
+    finish_times(net, [(0.0, WeightedRoute(links, [3.0, 0.5]), 1e6)])
+    stats = net.link_stats()
+    assert stats[0].bytes == pytest.approx(3e6)
+    assert stats[1].bytes == pytest.approx(5e5)
+
+
+def test_bad_weights_are_refused() -> None:
+    links = links_of([1e9, 1e9])
+    net = Network(simpy.Environment(), links)
+    with pytest.raises(SimulationError, match="2 weights for 1 links"):
+        net.transfer(WeightedRoute(links[:1], [1.0, 2.0]), 1.0)
+    with pytest.raises(SimulationError, match="finite and > 0"):
+        net.transfer(WeightedRoute(links, [1.0, 0.0]), 1.0)
