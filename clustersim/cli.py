@@ -717,7 +717,7 @@ class PlanCommand(Command):
             "--network",
             choices=NETWORK_MODELS,
             default=NETWORK_MODELS[0],
-            help="network.model of every candidate (default: analytical, alpha-beta cost)",
+            help="network.model of every candidate (default: analytical, congestion-aware)",
         )
         run.add_argument(
             "--iterations",
@@ -735,6 +735,13 @@ class PlanCommand(Command):
         run.add_argument(
             "-j", "--jobs", type=int, metavar="J", help="simulations at once (default: cores)"
         )
+        run.add_argument(
+            "--verify",
+            type=int,
+            metavar="K",
+            help="simulate the best K again with the flow-level model, every replica, and "
+            "show both iteration times and both rankings side by side",
+        )
         out = parser.add_argument_group("output")
         out.add_argument("--top", type=int, metavar="K", help="print only the first K rows")
         out.add_argument(
@@ -751,7 +758,7 @@ class PlanCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from . import plan
 
-        for flag, value in (("-j", args.jobs), ("--top", args.top)):
+        for flag, value in (("-j", args.jobs), ("--top", args.top), ("--verify", args.verify)):
             plan.check_count(value, flag)
         options = _plan_options(args)
         doc = plan.load_training_document(args.scenario)
@@ -775,12 +782,35 @@ class PlanCommand(Command):
             _out(line)
         verdict = plan.verdict(ranked, options, plan.recompute_of(found.doc))
         _out(verdict)
+        verified = self._verify(args, ranked, options) if args.verify else []
         if args.output:
             title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
             network = f"network {options.network}: {plan.NETWORK_NOTES[options.network]}"
-            written = plan.write_outputs(ranked, args.output, title, [verdict, "", network])
+            notes = [verdict, "", network]
+            if verified:
+                notes += ["", "```", *plan.verification_lines(verified, options.network), "```"]
+            written = plan.write_outputs(ranked, args.output, title, notes, verified)
             _out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK if any(o.ok for o in ranked) else EXIT_FAILED
+
+    @staticmethod
+    def _verify(args: argparse.Namespace, ranked: Any, options: Any) -> list[Any]:
+        """Re-simulate the best ``--verify`` configurations flow-level; print both times."""
+        from . import plan
+
+        count = min(args.verify, sum(o.ok for o in ranked))
+        if not count:
+            return []
+        _out(f"verifying the best {count} with the flow-level model, every replica")
+        enabled = sys.stderr.isatty() if args.progress is None else args.progress
+        progress = _PlanProgress(enabled)
+        try:
+            verified = plan.verify(ranked, count, args.jobs, progress=progress)
+        finally:
+            progress.close()
+        for line in plan.verification_lines(verified, options.network):
+            _out(line)
+        return verified
 
 
 def _plan_options(args: argparse.Namespace) -> Any:

@@ -64,8 +64,8 @@ SHARDED_STAGE = 2
 """ZeRO stages from this one on run only with tp = pp = 1 (on the ZeRO strategy)."""
 NETWORK_MODELS = ("analytical", "flow")
 NETWORK_NOTES = {
-    "analytical": "collectives priced by their alpha-beta cost (no contention between "
-    "transfers; the data-parallel rings of a stage share the links they have in common)",
+    "analytical": "congestion-aware analytical: each collective's alpha-beta cost, its "
+    "bandwidth part shared max-min fairly with every transfer in flight",
     "flow": "flow-level network: transfers share links max-min fairly",
 }
 DEFAULT_SCHEDULE = "1f1b"
@@ -651,6 +651,109 @@ def _outcome(candidate: Candidate, values: dict[str, Any]) -> Outcome:
     return outcome
 
 
+# --------------------------------------------------------------------------- verification
+
+
+def flow_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` simulated in full by the flow-level model: ``network.model: flow`` and, for the
+    hybrid strategy, every data-parallel replica (``simulate_replicas: all``)."""
+    out = copy.deepcopy(doc)
+    out["network"] = {**(out.get("network") or {}), "model": "flow"}
+    if "parallelism" in out:
+        out["parallelism"] = {**out["parallelism"], "simulate_replicas": "all"}
+    return out
+
+
+@dataclass
+class Verification:
+    """One of the top configurations simulated again by the flow-level model."""
+
+    fast: Outcome
+    """The outcome the plan ranked (its network model)."""
+    flow: Outcome
+    """The same configuration, flow-level, every replica."""
+    flow_rank: int | None = None
+    """Its rank among the verified configurations by flow-level throughput (None: failed)."""
+
+    @property
+    def difference(self) -> float | None:
+        """Fast iteration time / flow-level iteration time - 1 (None if either failed)."""
+        fast, flow = self.fast.iteration_time_s, self.flow.iteration_time_s
+        if not self.flow.ok or not fast or not flow:
+            return None
+        return fast / flow - 1.0
+
+
+def verify(
+    ranked: Sequence[Outcome],
+    k: int,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Verification]:
+    """Simulate the first ``k`` configurations of ``ranked`` that ran with the flow-level
+    model (:func:`flow_document`) and rank them among themselves by throughput."""
+    top = [o for o in ranked if o.ok][:k]
+    candidates = [
+        Candidate(o.candidate.index, o.point, flow_document(o.candidate.doc), o.candidate.source)
+        for o in top
+    ]
+    flows = run_candidates(candidates, workers, progress=progress)
+    out = [Verification(fast, flow) for fast, flow in zip(top, flows, strict=True)]
+    ok = sorted(
+        (v for v in out if v.flow.ok),
+        key=lambda v: (-(v.flow.throughput_samples_per_s or 0.0), v.fast.rank or 0),
+    )
+    for i, v in enumerate(ok, start=1):
+        v.flow_rank = i
+    return out
+
+
+def same_order(verifications: Sequence[Verification]) -> bool:
+    """True when the flow-level model ranks the verified configurations as the plan did."""
+    return all(v.flow_rank == i for i, v in enumerate(verifications, start=1))
+
+
+VERIFY_COLUMNS = ("rank", "dp/tp/pp/mb/zero", "iteration", "flow iteration", "diff", "flow rank")
+
+
+def verification_lines(verifications: Sequence[Verification], network: str) -> list[str]:
+    """The verified configurations side by side (plan's time, flow-level time, difference,
+    flow-level rank) as aligned text, and a line saying whether the order holds."""
+    from .units import format_time
+
+    rows = []
+    for v in verifications:
+        diff = v.difference
+        rows.append(
+            [
+                str(v.fast.rank),
+                _short_label(v.fast.point),
+                format_time(v.fast.iteration_time_s or 0.0),
+                format_time(v.flow.iteration_time_s) if v.flow.ok else "failed",
+                "-" if diff is None else f"{diff:+.1%}",
+                _dash(v.flow_rank),
+            ]
+        )
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(VERIFY_COLUMNS)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(VERIFY_COLUMNS, widths)).rstrip()]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for v in verifications:
+        if not v.flow.ok:
+            lines.append(
+                f"flow-level run of {v.fast.point.label()} failed: {shorten(v.flow.error)}"
+            )
+    if same_order(verifications):
+        lines.append(f"the flow-level model ranks these {len(verifications)} as {network} does")
+    else:
+        order = ", ".join(str(v.fast.rank) for v in sorted(verifications, key=_flow_key))
+        lines.append(f"the flow-level model ranks them differently: {order} (plan ranks)")
+    return lines
+
+
+def _flow_key(v: Verification) -> tuple[int, int]:
+    return (v.flow_rank if v.flow_rank is not None else 1 << 30, v.fast.rank or 0)
+
+
 # --------------------------------------------------------------------------- ranking
 
 
@@ -838,11 +941,15 @@ CSV_COLUMNS = (
     "capacity_bytes",
     "fits",
     "error",
+    "flow_iteration_time_s",
+    "flow_rank",
 )
 
 
-def csv_text(ranked: Sequence[Outcome]) -> str:
-    """Every outcome as CSV, SI units (seconds, samples/s, bytes); empty cells where unknown."""
+def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -> str:
+    """Every outcome as CSV, SI units (seconds, samples/s, bytes); empty cells where unknown.
+    ``flow_iteration_time_s`` and ``flow_rank`` are filled for the ``verified`` ones."""
+    by_index = {v.fast.candidate.index: v for v in verified}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -863,11 +970,18 @@ def csv_text(ranked: Sequence[Outcome]) -> str:
             o.capacity_bytes,
             None if o.fits is None else ("yes" if o.fits else "no"),
             o.error,
+            *_verified_cells(by_index.get(o.candidate.index)),
         )
         writer.writerow(
             ["" if v is None else (repr(v) if isinstance(v, float) else v) for v in values]
         )
     return out.getvalue()
+
+
+def _verified_cells(v: Verification | None) -> tuple[float | None, int | None]:
+    if v is None:
+        return (None, None)
+    return (v.flow.iteration_time_s if v.flow.ok else None, v.flow_rank)
 
 
 def markdown_text(ranked: Sequence[Outcome], title: str, notes: Sequence[str]) -> str:
@@ -940,16 +1054,21 @@ def _short_label(point: Point) -> str:
 
 
 def write_outputs(
-    ranked: Sequence[Outcome], out_dir: str | os.PathLike[str], title: str, notes: Sequence[str]
+    ranked: Sequence[Outcome],
+    out_dir: str | os.PathLike[str],
+    title: str,
+    notes: Sequence[str],
+    verified: Sequence[Verification] = (),
 ) -> list[Path]:
-    """Write plan.csv, plan.md and plan.png into ``out_dir`` (each atomically); every outcome."""
+    """Write plan.csv, plan.md and plan.png into ``out_dir`` (each atomically); every outcome,
+    and the flow-level times of the ``verified`` ones."""
     from .api import write_atomic
     from .collectives.bench import save_figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return [
-        write_atomic(out / "plan.csv", csv_text(ranked)),
+        write_atomic(out / "plan.csv", csv_text(ranked, verified)),
         write_atomic(out / "plan.md", markdown_text(ranked, title, notes)),
         save_figure(plot_figure(ranked, title), out / "plan.png"),
     ]

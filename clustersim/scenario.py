@@ -823,9 +823,9 @@ class ParallelismSpec(_Spec):
     tp_algorithm: str = "ring"
     """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
     simulate_replicas: Literal["all", "one"] = "all"
-    """``one``: simulate data-parallel replica 0 only and price the data-parallel collectives
-    by their alpha-beta cost -- dp times fewer events, exact when replicas are identical and
-    uncontended (no stragglers); what ``clustersim plan`` uses."""
+    """``one``: simulate data-parallel replica 0 only and run the data-parallel collectives
+    in the congestion-aware analytical model -- dp times fewer events, for identical replicas
+    (no stragglers); what ``clustersim plan`` uses."""
 
     @model_validator(mode="after")
     def _order_is_permutation(self) -> ParallelismSpec:
@@ -875,9 +875,10 @@ class NetworkSpec(_Spec):
     """How communication is priced."""
 
     model: Literal["flow", "analytical"] = "flow"
-    """``flow``: transfers are flows sharing links max-min fairly (default);
-    ``analytical``: collectives are priced by their algorithm's alpha-beta cost,
-    without simulating flows (no contention; for very large sweeps)."""
+    """``flow`` (flow-level max-min, default): every transfer, every send of a collective
+    included, is a flow sharing links max-min fairly; ``analytical`` (congestion-aware
+    analytical): each collective is a few weighted flows priced by its algorithm's
+    alpha-beta cost, sharing links with everything in flight (few events; large sweeps)."""
 
 
 class Scenario(_Spec):

@@ -497,6 +497,7 @@ def test_cli_resize_fit_only_and_zero(tmp_path: Path, capsys) -> None:
         (["--tp", "two"], "--tp: expected whole numbers"),
         (["--zero", "5"], "--zero: expected whole numbers 0..3"),
         (["--top", "0"], "--top: expected a whole number >= 1"),
+        (["--verify", "0"], "--verify: expected a whole number >= 1"),
         (["--iterations", "0"], "--iterations: expected a whole number >= 1"),
         (["--tp", "16"], "no valid configuration"),
         (["--micro-batch", "128"], "no valid configuration"),
@@ -549,3 +550,60 @@ def test_skipped_reasons_are_printed(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     # tp 2, 4, 8 with pp 1: dp 8, 4, 2, each with micro-batches 1, 2, 4, 8 and ZeRO 0, 1
     assert "skipped 24:" in out and "24 x parallelism.tp_algorithm" in out
+
+
+# --------------------------------------------------------------------------- --verify
+
+
+def test_fast_models_top_five_keep_their_order_in_flow_mode() -> None:
+    """GPT-3 1.3B on 32 GPUs (tp 1-2, micro-batch 1-2, ZeRO 0): the congestion-aware
+    analytical model's best five come in the same order when simulated flow-level with every
+    replica, each iteration time within 1% (the congestion-unaware alpha-beta pricing ranked
+    dp 4 x tp 2 x pp 4 first here, 25% faster than the flow-level model finds it)."""
+    doc = plan.load_training_document(SCENARIOS / "zero/gpt3_1.3b_stage1.yaml")
+    options = plan.PlanOptions(devices=32, tp=(1, 2), micro_batch=(1, 2), zero=(0,))
+    found = plan.enumerate_candidates(doc, "gpt3", options)
+    ranked = plan.rank(plan.run_candidates(found.candidates, 2))
+    verified = plan.verify(ranked, 5, 2)
+    assert [v.fast.rank for v in verified] == [1, 2, 3, 4, 5]
+    assert [v.flow_rank for v in verified] == [1, 2, 3, 4, 5]
+    assert plan.same_order(verified)
+    for v in verified:
+        assert v.difference is not None and abs(v.difference) < 0.01
+        assert v.flow.candidate.doc["network"]["model"] == "flow"
+    lines = plan.verification_lines(verified, "analytical")
+    assert lines[-1] == "the flow-level model ranks these 5 as analytical does"
+
+
+def test_verification_lines_say_when_the_order_differs() -> None:
+    """Two verified rows whose flow-level ranks are swapped: the last line lists plan ranks
+    in flow-level order."""
+    point = plan.Point(dp=1, tp=1, pp=1, micro_batch=1, micro_batches=1, zero=0)
+    rows = []
+    for rank, (fast, flow) in enumerate(((1.0, 2.0), (1.1, 1.5)), start=1):
+        candidate = plan.Candidate(rank, point, {})
+        a = plan.Outcome(candidate, fast, 1 / fast, rank=rank)
+        b = plan.Outcome(candidate, flow, 1 / flow)
+        rows.append(plan.Verification(a, b, flow_rank=3 - rank))
+    lines = plan.verification_lines(rows, "analytical")
+    assert "+100.0%" not in lines[1] and "-50.0%" in lines[1]
+    assert lines[-1] == "the flow-level model ranks them differently: 2, 1 (plan ranks)"
+
+
+def test_cli_verify_prints_both_times_and_fills_csv(tmp_path: Path, capsys) -> None:
+    path = write_doc(tmp_path, training_doc())
+    out_dir = tmp_path / "out"
+    args = ["--pp", "1,2", "--micro-batch", "2", "--verify", "3", "-j", "1", "-o", str(out_dir)]
+    assert main(["plan", path, *args]) == 0
+    out = capsys.readouterr().out
+    assert "verifying the best 3 with the flow-level model, every replica" in out
+    assert "flow iteration" in out and "flow rank" in out
+    with open(out_dir / "plan.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    filled = [r for r in table if r["flow_rank"]]
+    assert [int(r["rank"]) for r in filled] == [1, 2, 3]
+    for row in filled:
+        fast, flow = float(row["iteration_time_s"]), float(row["flow_iteration_time_s"])
+        assert flow == pytest.approx(fast, rel=0.10)
+    assert all(not r["flow_iteration_time_s"] for r in table[3:])
+    assert "flow iteration" in (out_dir / "plan.md").read_text()

@@ -29,6 +29,7 @@ from .algorithm import (
     check_call,
     registered_algorithms,
 )
+from .fluid import run_fluid
 from .ops import OPERATIONS, bandwidths, canonical_op
 from .schedule import Schedule, execute
 
@@ -89,13 +90,15 @@ def run_collective(
 ) -> simpy.Event:
     """Start ``call`` now on ``sim``; the event fires when every rank is done.
 
-    ``model`` is ``flow`` (simulate the algorithm's transfers) or
-    ``analytical`` (hold every rank for the algorithm's alpha-beta cost).
+    ``model`` is ``flow`` (simulate the algorithm's transfers, flow-level max-min) or
+    ``analytical`` (congestion-aware analytical: the algorithm's alpha-beta cost, its
+    bandwidth part played as weighted flows that share links with everything else in
+    flight; see :mod:`clustersim.collectives.fluid`).
     """
     algo = check_call(call, sim.topology)
     label = label or label_of(call)
     if model == "analytical":
-        return _hold(sim, call, algo.cost(call, sim.topology), label, iteration)
+        return run_fluid(sim, call, algo, label, iteration)
     with gc_paused():
         schedule = algo.schedule(call, sim.topology)
     return execute(
@@ -112,12 +115,6 @@ def run_collective(
 def analytical_time(call: CollectiveCall, topology: Topology) -> float:
     """Seconds ``call`` takes by its algorithm's alpha-beta formula."""
     return check_call(call, topology).cost(call, topology)
-
-
-def _hold(
-    sim: Simulation, call: CollectiveCall, seconds: float, label: str, iteration: int
-) -> simpy.Event:
-    return hold_group(sim, call.devices, seconds, label, iteration=iteration)
 
 
 def hold_group(

@@ -9,13 +9,16 @@ prices it in closed form (:meth:`Algorithm.cost`, analytical mode).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import Problem, ScenarioError, hinted
 from ..topology import Topology
 from .ops import OPERATIONS
 from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from .fluid import FluidPhase
 
 _ALGORITHMS: dict[str, type[Algorithm]] = {}
 
@@ -99,6 +102,27 @@ class Algorithm:
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds ``call`` takes by this algorithm's alpha-beta formula (analytical mode)."""
         raise NotImplementedError
+
+    def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
+        """Link index -> sends of ``call`` crossing it at once (congestion-aware analytical
+        mode).  By default measured on the schedule (:func:`fluid.schedule_flows`)."""
+        from .fluid import schedule_flows
+
+        if call.n < 2:
+            return {}
+        return schedule_flows(self.schedule(call, topology), call.devices, topology)
+
+    def fluid_phases(self, call: CollectiveCall, topology: Topology) -> list[FluidPhase]:
+        """``call`` as phases of the congestion-aware analytical model
+        (:mod:`clustersim.collectives.fluid`): by default one phase whose fixed part is the
+        cost at zero bytes, whose bandwidth part is the rest of :meth:`cost`, over
+        :meth:`link_flows`."""
+        from .fluid import FluidPhase
+
+        total = self.cost(call, topology)
+        fixed = min(self.cost(replace(call, size_bytes=0.0), topology), total)
+        flows = self.link_flows(call, topology) if total > fixed else {}
+        return [FluidPhase(fixed, total - fixed, flows)]
 
     def reduce_time(self, call: CollectiveCall, topology: Topology, nbytes: float) -> float:
         """Seconds to sum ``nbytes`` on the slowest device of the group (0 when reductions are free)."""

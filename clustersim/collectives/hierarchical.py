@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 from ..topology import Link, Route, Topology
 from .algorithm import Algorithm, CollectiveCall, registered_algorithms
+from .fluid import FluidPhase
 from .schedule import Schedule
 
 INTER_DEFAULT = "ring"
@@ -227,6 +228,31 @@ class Hierarchical(Algorithm):
                 deepest = max(deepest, max(sub.step, default=-1) + 1)
             step += deepest
         return s
+
+    def fluid_phases(self, call: CollectiveCall, topology: Topology) -> list[FluidPhase]:
+        """One fluid phase per level phase: fixed and bandwidth parts as :meth:`cost` prices
+        them (the slowest instance), flows of all its instances (every node, every rail)
+        summed on the real topology."""
+        groups = node_groups(call, topology)
+        if call.n <= 1 or groups is None:
+            return []
+        shared = SharedLinks(topology, len(groups[0]))
+        out = []
+        for op, instances, size, level in self._phases(call, groups):
+            if len(instances[0]) <= 1:
+                continue
+            view = shared if level == "inter" else topology
+            subs = [self._sub_call(call, op, ranks, size, level) for ranks in instances]
+            algo = registered_algorithms()[subs[0].algorithm]()
+            total = max(algo.cost(sub, view) for sub in subs)
+            fixed = min(max(algo.cost(replace(sub, size_bytes=0.0), view) for sub in subs), total)
+            flows: dict[int, float] = {}
+            if total > fixed:
+                for sub in subs:
+                    for link, k in algo.link_flows(sub, topology).items():
+                        flows[link] = flows.get(link, 0.0) + k
+            out.append(FluidPhase(fixed, total - fixed, flows))
+        return out
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Sum of the phases' costs, seconds.

@@ -286,6 +286,21 @@ class Ring(Algorithm):
             _play(schedule, order, _plan(call, call.n, order.index(call.root), share))
         return schedule
 
+    def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
+        """Link index -> hops in use crossing it (both rings counted), from the hops' routes."""
+        from .fluid import pair_flows
+
+        n = call.n
+        out: dict[int, float] = {}
+        if n < 2:
+            return out
+        for order, share in _orders(call):
+            plan = _plan(call, n, order.index(call.root), share)
+            for h in plan.hops:
+                src, dst = call.devices[order[h]], call.devices[order[(h + 1) % n]]
+                pair_flows(topology, src, dst, out, 1.0)
+        return out
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""
         n = call.n

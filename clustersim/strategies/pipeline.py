@@ -761,8 +761,6 @@ class Pipeline(TrainingStrategy):
                     )
                     for c in calls
                 ]
-            if self.dp_network_model == "analytical" and self.dp_sharing[s] > 1:
-                calls = [_scaled(call, self.dp_sharing[s]) for call in calls]
             events = [
                 run_collective(
                     sim,
@@ -924,14 +922,6 @@ def _link_sharing(topology: Any, calls: Sequence[CollectiveCall]) -> int:
         for index in links:
             users[index] = users.get(index, 0) + 1
     return max(users.values(), default=1)
-
-
-def _scaled(call: CollectiveCall, factor: int) -> CollectiveCall:
-    """``call`` carrying ``factor`` times its bytes: its analytical price when ``factor``
-    collectives share its bottleneck links (the bandwidth term grows, the latency does not)."""
-    return CollectiveCall(
-        call.op, call.devices, call.size_bytes * factor, call.algorithm, options=call.options
-    )
 
 
 class _Memory:

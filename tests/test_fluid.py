@@ -1,0 +1,193 @@
+"""The congestion-aware analytical model (clustersim.collectives.fluid).
+
+Alone, a collective costs exactly its algorithm's alpha-beta formula; beside other
+collectives and transfers it shares links, and then it is held to the flow-level
+model it stands in for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from clustersim.collectives import CollectiveCall, analytical_time, run_collective
+from clustersim.collectives.algorithm import check_call
+from clustersim.collectives.bench import flat_cluster, scenario_of, two_tier_cluster
+from clustersim.collectives.fluid import EXPOSED_LATENCY, schedule_flows
+from clustersim.engine import Simulation
+from clustersim.topology import Topology, build_topology
+
+
+def topology_of(cluster: dict) -> Topology:
+    return build_topology(scenario_of(cluster).cluster)
+
+
+def run_calls(
+    topology: Topology, calls: list[tuple[float, CollectiveCall]], model: str
+) -> list[float]:
+    """Completion time of each ``(start_s, call)``, all on one network."""
+    sim = Simulation(topology)
+    ends = [float("nan")] * len(calls)
+
+    def one(i: int, start: float, call: CollectiveCall):
+        if start > 0:
+            yield sim.timeout(start)
+        yield run_collective(sim, call, model=model, record_transfers=False)
+        ends[i] = sim.now
+
+    for i, (start, call) in enumerate(calls):
+        sim.process(one(i, start, call))
+    sim.run()
+    return ends
+
+
+def gpus(topology: Topology, n: int | None = None) -> tuple[str, ...]:
+    names = tuple(d.name for d in topology.select("*gpu*"))
+    return names if n is None else names[:n]
+
+
+CLUSTERS = {
+    "switch": flat_cluster("switch", 16, "25GB/s", "2us"),
+    "two_tier_4to1": two_tier_cluster(
+        racks=2, nodes_per_rack=2, gpus_per_node=4, nic_latency="2us", oversubscription=4
+    ),
+}
+
+ALONE_CASES = [
+    ("allreduce", "ring"),
+    ("allreduce", "tree"),
+    ("allreduce", "double_tree"),
+    ("allreduce", "halving_doubling"),
+    ("allreduce", "direct"),
+    ("allgather", "ring"),
+    ("reducescatter", "ring"),
+    ("broadcast", "ring"),
+    ("alltoall", "direct"),
+    ("reduce", "root"),
+]
+
+
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+@pytest.mark.parametrize(("op", "algorithm"), ALONE_CASES)
+@pytest.mark.parametrize("size", [0.0, 8.0, 1e6, 256e6])
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_alone_a_collective_takes_its_alpha_beta_cost(
+    cluster: str, op: str, algorithm: str, size: float, n: int
+) -> None:
+    """Uncontended, the congestion-aware analytical time is the algorithm's cost (1e-12)."""
+    topology = topology_of(CLUSTERS[cluster])
+    call = CollectiveCall(op, gpus(topology, n), size, algorithm=algorithm)
+    (t,) = run_calls(topology, [(0.0, call)], "analytical")
+    assert t == pytest.approx(analytical_time(call, topology), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("ratio", [1, 4])
+@pytest.mark.parametrize("size", [1e6, 64e6])
+def test_hierarchical_alone_takes_its_cost(ratio: int, size: float) -> None:
+    """The hierarchical all-reduce's three phases add up to its cost (1e-12)."""
+    topology = topology_of(
+        two_tier_cluster(racks=2, nodes_per_rack=2, gpus_per_node=4, oversubscription=ratio)
+    )
+    call = CollectiveCall("allreduce", gpus(topology), size, algorithm="hierarchical")
+    (t,) = run_calls(topology, [(0.0, call)], "analytical")
+    assert t == pytest.approx(analytical_time(call, topology), rel=1e-12)
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_ring_link_flows_match_the_schedule_measurement(
+    interleave: bool, bidirectional: bool
+) -> None:
+    """The ring's closed-form flows per link equal what the generic measurement finds on its
+    schedule (rack-major and interleaved rank orders, one or two rings)."""
+    topology = topology_of(two_tier_cluster(racks=2, nodes_per_rack=2, gpus_per_node=4))
+    devices = gpus(topology)
+    if interleave:
+        devices = devices[0::2] + devices[1::2]
+    call = CollectiveCall("allreduce", devices, 1e6, bidirectional=bidirectional)
+    algo = check_call(call, topology)
+    measured = schedule_flows(algo.schedule(call, topology), devices, topology)
+    assert algo.link_flows(call, topology) == pytest.approx(measured, rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+@pytest.mark.parametrize("size", [1e5, 1e7, 1e8])
+def test_k_rings_at_once_share_their_links(k: int, size: float) -> None:
+    """k identical rings started together: each waits the exposed part e of its latency
+    term L, then they share the ring, each capped so that alone it would take the rest:
+    e L + max((1 - e) L + B, k B) for bandwidth term B (1e-9); the flow-level model, whose
+    rings here keep in step (their latencies add up in full: L + k B), is never faster, and
+    at most the hidden part (1 - e) L slower -- within 6% once bandwidth dominates."""
+    topology = topology_of(flat_cluster("switch", 8, "25GB/s", "2us"))
+    call = CollectiveCall("allreduce", gpus(topology), size)
+    alone = analytical_time(call, topology)
+    latency = analytical_time(replace(call, size_bytes=0.0), topology)
+    bandwidth = alone - latency
+    e = EXPOSED_LATENCY
+    ends = run_calls(topology, [(0.0, call)] * k, "analytical")
+    expected = e * latency + max((1 - e) * latency + bandwidth, k * bandwidth)
+    assert ends == pytest.approx([expected] * k, rel=1e-9)
+    flow = run_calls(topology, [(0.0, call)] * k, "flow")
+    assert max(flow) == pytest.approx(latency + k * bandwidth, rel=1e-9)
+    assert max(flow) - (1 - e) * latency <= max(ends) * (1 + 1e-9)
+    assert max(ends) <= max(flow) * (1 + 1e-9)
+    if bandwidth > latency:
+        assert max(ends) == pytest.approx(max(flow), rel=0.06)
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4, 8])
+@pytest.mark.parametrize("stagger_s", [0.0, 2e-4])
+def test_overlapping_collectives_under_oversubscription_track_the_flow_model(
+    ratio: int, stagger_s: float
+) -> None:
+    """Two ring all-reduces over all GPUs of a two-tier cluster and a hierarchical one,
+    started together or staggered, at 1:1 to 8:1 uplinks: the last end is within 10% of
+    the flow-level model's."""
+    topology = topology_of(
+        two_tier_cluster(
+            racks=2, nodes_per_rack=2, gpus_per_node=4, nic_latency="2us", oversubscription=ratio
+        )
+    )
+    devices = gpus(topology)
+    calls = [
+        (0.0, CollectiveCall("allreduce", devices, 32e6)),
+        (stagger_s, CollectiveCall("allreduce", devices, 8e6)),
+        (2 * stagger_s, CollectiveCall("allreduce", devices, 16e6, algorithm="hierarchical")),
+    ]
+    fast = run_calls(topology, calls, "analytical")
+    flow = run_calls(topology, calls, "flow")
+    assert max(fast) == pytest.approx(max(flow), rel=0.10)
+
+
+@pytest.mark.parametrize("size", [4e6, 64e6])
+def test_a_ring_shares_a_nic_with_a_point_to_point_transfer(size: float) -> None:
+    """A bulk transfer out of node 0 beside a ring all-reduce over every node: both slow
+    down as in the flow-level model (ring end and transfer end within 10%)."""
+    topology = topology_of(
+        two_tier_cluster(racks=1, nodes_per_rack=4, gpus_per_node=1, nic_latency="2us")
+    )
+    devices = gpus(topology)
+    call = CollectiveCall("allreduce", devices, size)
+
+    def run(model: str) -> tuple[float, float]:
+        sim = Simulation(topology)
+        ends = {}
+
+        def ring():
+            yield run_collective(sim, call, model=model, record_transfers=False)
+            ends["ring"] = sim.now
+
+        def bulk():
+            yield sim.transfer(devices[0], devices[2], size)
+            ends["bulk"] = sim.now
+
+        sim.process(ring())
+        sim.process(bulk())
+        sim.run()
+        return ends["ring"], ends["bulk"]
+
+    fast, flow = run("analytical"), run("flow")
+    assert fast == pytest.approx(flow, rel=0.10)
+    alone = analytical_time(call, topology)
+    assert fast[0] > alone * 1.05  # the transfer really slowed the ring down
