@@ -25,7 +25,7 @@ Three ratios, each measured in this one run (nothing is asserted):
    before the run (target <= 500 MB).
 
 ``--quick`` runs smaller sizes (for a smoke test); ``--skip-old`` skips the
-old-commit run.
+old-commit run, ``--skip-rings`` and ``--skip-gpt3`` the two parts.
 """
 
 from __future__ import annotations
@@ -148,18 +148,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="64..256 GPUs instead of 256..1024")
     parser.add_argument("--skip-old", action="store_true", help=f"do not run {OLD_COMMIT}")
     parser.add_argument("--skip-gpt3", action="store_true")
+    parser.add_argument("--skip-rings", action="store_true", help="only the GPT-3 175B part")
     args = parser.parse_args()
-    ns = [64, 128, 256] if args.quick else [256, 512, 1024]
-    big = ns[-1]
+    if not args.skip_rings:
+        rings(args.bytes, [64, 128, 256] if args.quick else [256, 512, 1024])
+    if not args.skip_gpt3:
+        gpt3(args.skip_old)
 
-    wall_rm, sim_rm, flows_rm = ring(big, False, args.bytes)
-    print(f"ring all-reduce of {args.bytes:.3g} B, {CLUSTER['racks']} racks, 4:1 uplinks, 2 spines")
+
+def rings(size_bytes: float, ns: list[int]) -> None:
+    """Ratios 1 and 2."""
+    big = ns[-1]
+    wall_rm, sim_rm, flows_rm = ring(big, False, size_bytes)
+    print(f"ring all-reduce of {size_bytes:.3g} B, {CLUSTER['racks']} racks, 4:1 uplinks, 2 spines")
     print(
         f"  rack-major  {big:5d} GPUs: wall {wall_rm:7.2f} s, simulated {sim_rm * 1e3:8.3f} ms, {flows_rm:,} transfers"
     )
     walls, per_transfer = {}, {}
     for n in ns:
-        wall, sim_s, flows = ring(n, True, args.bytes)
+        wall, sim_s, flows = ring(n, True, size_bytes)
         walls[n] = wall
         per_transfer[n] = wall / flows
         print(
@@ -171,8 +178,9 @@ def main() -> None:
     print(f"2. interleaved wall ~ n^{k:.2f} over n = {ns} (target <= 1.3)")
     print(f"   wall per transfer ~ n^{k1:.2f} (the transfers alone grow as n^2)")
 
-    if args.skip_gpt3:
-        return
+
+def gpt3(skip_old: bool) -> None:
+    """Ratio 3 and the simulation's peak memory."""
     new = run_gpt3(ROOT)
     peak_mb = (new["rss1_kB"] - new["rss0_kB"]) / 1024
     print(
@@ -180,7 +188,7 @@ def main() -> None:
         f"(simulated {new['sim_s']:.3f} s, {new['flows']:,} transfers), "
         f"simulation peak memory {peak_mb:.0f} MB (RSS peak {new['rss1_kB'] / 1024:.0f} MB; target <= 500)"
     )
-    if args.skip_old:
+    if skip_old:
         return
     with tempfile.TemporaryDirectory() as tmp:
         if not old_tree(Path(tmp)):
