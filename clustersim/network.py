@@ -20,7 +20,10 @@ Freezing never lowers a link's fair share, so heap keys are lower bounds and
 an out-of-date top entry is simply pushed back with its current share (lazy
 increase-key, one entry per link).  Ties go to the lowest link index, so the
 result is deterministic.  Cost ``O((L + F k) log L)`` for ``L`` links and
-``F`` flows of ``k`` links each.
+``F`` flows of ``k`` links each.  Components of at least
+:data:`NUMPY_FILL_MIN_FLOWS` flows are solved by :func:`fill_arrays`, the same
+steps vectorised with numpy (one step per bottleneck link), giving
+bit-identical rates.
 
 *The network* (:class:`Network`) is event-driven without a SimPy process per
 flow:
