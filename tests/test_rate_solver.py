@@ -339,3 +339,68 @@ def test_incremental_network_matches_reference_on_a_larger_case(seed: int) -> No
     env.run()
     assert ends == pytest.approx(reference_times(case), rel=REL)
     assert net.solver_calls > 0
+
+
+# ------------------------------------------- vectorised fill against the loop
+
+
+def random_instance(seed: int, n_flows: int, n_links: int) -> tuple[list[list[int]], list[float]]:
+    """Random flows over 0..5 links; capacities include 0, inf and ties."""
+    import random
+
+    rng = random.Random(seed)
+    caps = [
+        rng.choice([0.0, 1.0, 2.0, 2.0, 3.0, 0.7, 12.5e9, 1.25e10, math.inf])
+        * rng.choice([1.0, 1.0, 1.1, 1.0 / 3.0])
+        for _ in range(n_links)
+    ]
+    flows = [rng.sample(range(n_links), rng.randint(0, min(5, n_links))) for _ in range(n_flows)]
+    return flows, caps
+
+
+@pytest.mark.parametrize("n_links", [1, 3, 12, 60, 400])
+@pytest.mark.parametrize("n_flows", [1, 2, 7, 40, 300, 2000])
+def test_vectorised_fill_is_bit_identical_to_the_heap_loop(
+    monkeypatch: pytest.MonkeyPatch, n_flows: int, n_links: int
+) -> None:
+    """fill_arrays takes the same steps as _Solver.fill, so the rates are equal to the bit."""
+    import clustersim.network as network
+
+    for seed in range(4):
+        flows, caps = random_instance(seed * 1000 + n_flows + n_links, n_flows, n_links)
+        monkeypatch.setattr(network, "NUMPY_FILL_MIN_FLOWS", 1 << 60)
+        loop = max_min_rates(flows, caps)
+        monkeypatch.setattr(network, "NUMPY_FILL_MIN_FLOWS", 0)
+        vectorised = max_min_rates(flows, caps)
+        assert [r.hex() for r in vectorised] == [r.hex() for r in loop]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_network_with_vectorised_fill_gives_bit_identical_times(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """A Network whose every component goes through fill_arrays ends every flow at the same instant."""
+    import random
+
+    import clustersim.network as network
+
+    rng = random.Random(seed)
+    n_links = 12
+    case = {
+        "caps": [rng.choice([1e9, 2.5e9, 1e10]) for _ in range(n_links)],
+        "lats": [rng.choice([0.0, 1e-6, 1e-3]) for _ in range(n_links)],
+        "jobs": [
+            (rng.uniform(0.0, 0.5), rng.sample(range(n_links), rng.randint(1, 4)), 5e7)
+            for _ in range(120)
+        ],
+        "changes": [(rng.uniform(0.0, 1.0), rng.randrange(n_links), 5e8) for _ in range(3)],
+        "checks": [],
+    }
+    monkeypatch.setattr(network, "NUMPY_FILL_MIN_FLOWS", 1 << 60)
+    _, loop_net, loop_ends = build(case)
+    loop_net.env.run()
+    monkeypatch.setattr(network, "NUMPY_FILL_MIN_FLOWS", 2)
+    _, vec_net, vec_ends = build(case)
+    vec_net.env.run()
+    assert vec_ends == loop_ends
+    assert vec_net.solver_calls == loop_net.solver_calls > 0

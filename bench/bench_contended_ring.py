@@ -1,0 +1,206 @@
+"""Ring all-reduce with contended rack uplinks, and GPT-3 175B with every replica simulated.
+
+Three ratios, each measured in this one run (nothing is asserted):
+
+1. **Interleaved over rack-major.**  A 1 GB ring all-reduce over the 1,024 GPUs
+   of bench/bench_allreduce.py's cluster (16 racks x 8 nodes x 8 GPUs, 4:1
+   uplinks, 2 spines), once with ranks in rack-major order (every ring hop but
+   one per rack stays inside a rack) and once with ranks interleaved across
+   racks (rank ``i`` on rack ``i mod 16``: every hop crosses the spine and 64
+   flows share each uplink).  Same bytes, same number of transfers; target:
+   interleaved within 3x of rack-major.
+2. **Scaling exponent.**  The interleaved ring over the first ``n`` GPUs in
+   interleaved order, for n = 256, 512 and 1,024, on the same cluster (so 16,
+   32 and 64 flows share an uplink).  Prints the least-squares exponent ``k``
+   of ``wall ~ n^k``; target: ``k <= 1.3``.  The transfers alone grow as
+   n^2 (a ring of n ranks sends 2(n-1) x n messages), so the exponent of the
+   wall time per transfer is printed too.
+3. **GPT-3 175B, all replicas.**  scenarios/megatron/gpt3_175b_1024.yaml with
+   ``parallelism.simulate_replicas: all`` and ``network.model: flow``, run in a
+   subprocess by this tree and by commit 59a8d77 (extracted with ``git
+   archive`` into a temporary directory; skipped with a message when git
+   history is not available).  Prints both wall times of the simulation
+   (scenario built, ``Simulation.run`` only), their ratio (target >= 2) and
+   the simulation's peak memory: the subprocess's peak RSS minus its RSS just
+   before the run (target <= 500 MB).
+
+``--quick`` runs smaller sizes (for a smoke test); ``--skip-old`` skips the
+old-commit run, ``--skip-rings`` and ``--skip-gpt3`` the two parts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clustersim.collectives import CollectiveCall, run_collective
+from clustersim.engine import Simulation
+from clustersim.scenario import parse_scenario
+from clustersim.topology import build_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_COMMIT = "59a8d77"
+GPT3 = "scenarios/megatron/gpt3_175b_1024.yaml"
+
+CLUSTER = {
+    "racks": 16,
+    "nodes_per_rack": 8,
+    "node": {
+        "gpus": 8,
+        "pcie": {"bandwidth": "32GB/s", "latency": "1us"},
+        "nvlink": {"bandwidth": "300GB/s", "latency": "1us"},
+        "nic": {"bandwidth": "100Gb/s", "latency": "2us"},
+    },
+    "rack_uplink": {"oversubscription": 4.0},
+    "spines": 2,
+}
+
+
+def ring(n: int, interleaved: bool, size_bytes: float) -> tuple[float, float, int]:
+    """Ring all-reduce over ``n`` GPUs; ``(wall s, simulated s, transfers)``.
+
+    Rack-major: the first ``n`` GPUs in build order.  Interleaved: rank ``i``
+    is GPU ``i // racks`` of rack ``i mod racks`` (the first ``n`` GPUs in
+    interleaved order).
+    """
+    t0 = time.perf_counter()
+    doc = {"name": "bench-contended-ring", "cluster": CLUSTER, "workload": {"program": []}}
+    topology = build_topology(parse_scenario(doc).cluster)
+    gpus = [d.name for d in topology.select("*/gpu*")]
+    racks = CLUSTER["racks"]
+    if interleaved:
+        per_rack = len(gpus) // racks
+        gpus = [gpus[(i % racks) * per_rack + i // racks] for i in range(len(gpus))]
+    sim = Simulation(topology)
+    run_collective(sim, CollectiveCall("allreduce", tuple(gpus[:n]), size_bytes, "ring"))
+    sim.run()
+    return time.perf_counter() - t0, sim.now, sim.network.flows_completed
+
+
+GPT3_RUNNER = """
+import json, resource, sys, time
+import yaml
+from clustersim.api import prepare
+from clustersim.engine import Simulation
+from clustersim.scenario import parse_scenario
+doc = yaml.safe_load(open(sys.argv[1]))
+doc["parallelism"]["simulate_replicas"] = "all"
+doc.setdefault("network", {})["model"] = "flow"
+prepared = prepare(parse_scenario(doc, sys.argv[1]))
+sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
+prepared.strategy.start(sim)
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+sim.run()
+wall = time.perf_counter() - t0
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"wall_s": wall, "sim_s": sim.now, "rss0_kB": rss0, "rss1_kB": rss1,
+                  "flows": sim.network.flows_completed}))
+"""
+
+
+def run_gpt3(pythonpath: Path) -> dict:
+    """Run the GPT-3 175B scenario (all replicas, flow model) with the code under ``pythonpath``."""
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    out = subprocess.run(
+        [sys.executable, "-c", GPT3_RUNNER, str(ROOT / GPT3)],
+        env=env,
+        cwd=pythonpath,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def old_tree(dest: Path) -> bool:
+    """Extract commit OLD_COMMIT into ``dest``; False when git history is not available."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", OLD_COMMIT],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return True
+
+
+def fitted_exponent(ns: list[int], walls: list[float]) -> float:
+    """Least-squares slope of log(wall) over log(n)."""
+    xs = [math.log(n) for n in ns]
+    ys = [math.log(w) for w in walls]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bytes", type=float, default=1e9)
+    parser.add_argument("--quick", action="store_true", help="64..256 GPUs instead of 256..1024")
+    parser.add_argument("--skip-old", action="store_true", help=f"do not run {OLD_COMMIT}")
+    parser.add_argument("--skip-gpt3", action="store_true")
+    parser.add_argument("--skip-rings", action="store_true", help="only the GPT-3 175B part")
+    args = parser.parse_args()
+    if not args.skip_rings:
+        rings(args.bytes, [64, 128, 256] if args.quick else [256, 512, 1024])
+    if not args.skip_gpt3:
+        gpt3(args.skip_old)
+
+
+def rings(size_bytes: float, ns: list[int]) -> None:
+    """Ratios 1 and 2."""
+    big = ns[-1]
+    wall_rm, sim_rm, flows_rm = ring(big, False, size_bytes)
+    print(f"ring all-reduce of {size_bytes:.3g} B, {CLUSTER['racks']} racks, 4:1 uplinks, 2 spines")
+    print(
+        f"  rack-major  {big:5d} GPUs: wall {wall_rm:7.2f} s, simulated {sim_rm * 1e3:8.3f} ms, {flows_rm:,} transfers"
+    )
+    walls, per_transfer = {}, {}
+    for n in ns:
+        wall, sim_s, flows = ring(n, True, size_bytes)
+        walls[n] = wall
+        per_transfer[n] = wall / flows
+        print(
+            f"  interleaved {n:5d} GPUs: wall {wall:7.2f} s, simulated {sim_s * 1e3:8.3f} ms, {flows:,} transfers"
+        )
+    print(f"1. interleaved / rack-major at {big} GPUs: {walls[big] / wall_rm:.2f}x (target <= 3)")
+    k = fitted_exponent(ns, [walls[n] for n in ns])
+    k1 = fitted_exponent(ns, [per_transfer[n] for n in ns])
+    print(f"2. interleaved wall ~ n^{k:.2f} over n = {ns} (target <= 1.3)")
+    print(f"   wall per transfer ~ n^{k1:.2f} (the transfers alone grow as n^2)")
+
+
+def gpt3(skip_old: bool) -> None:
+    """Ratio 3 and the simulation's peak memory."""
+    new = run_gpt3(ROOT)
+    peak_mb = (new["rss1_kB"] - new["rss0_kB"]) / 1024
+    print(
+        f"3. GPT-3 175B all replicas, flow model: this tree {new['wall_s']:.2f} s "
+        f"(simulated {new['sim_s']:.3f} s, {new['flows']:,} transfers), "
+        f"simulation peak memory {peak_mb:.0f} MB (RSS peak {new['rss1_kB'] / 1024:.0f} MB; target <= 500)"
+    )
+    if skip_old:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        if not old_tree(Path(tmp)):
+            print(f"   {OLD_COMMIT} not run: git history not available")
+            return
+        old = run_gpt3(Path(tmp))
+    same = "same" if old["sim_s"] == new["sim_s"] else "DIFFERENT"
+    print(
+        f"   {OLD_COMMIT}: {old['wall_s']:.2f} s ({same} simulated time); "
+        f"speed-up {old['wall_s'] / new['wall_s']:.2f}x (target >= 2)"
+    )
+
+
+if __name__ == "__main__":
+    main()
