@@ -281,6 +281,50 @@ class Simulation:
         done.callbacks.append(_record)
         return done
 
+    def transfer_then(
+        self,
+        src: str,
+        dst: str,
+        size_bytes: float,
+        then: Callable[[], None],
+        *,
+        label: str = "transfer",
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+        op: str = "",
+    ) -> None:
+        """:meth:`transfer` for callers that only need a callback: ``then()`` is called at
+        the instant the last byte arrives, after the transfer's record is appended.  No
+        SimPy event per transfer (what strategies sending many tensors at once use)."""
+        if size_bytes < 0:
+            raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
+        start = self.env._now
+        records = self.records
+        env = self.env
+
+        def arrived(_flow: Any) -> None:
+            records.append(
+                Record(
+                    src,
+                    "transfer",
+                    label,
+                    start,
+                    env._now,
+                    size_bytes,
+                    0.0,
+                    src,
+                    dst,
+                    iteration,
+                    microbatch,
+                    stage,
+                    op,
+                )
+            )
+            then()
+
+        self.send(src, dst, size_bytes, arrived)
+
     def send(
         self, src: str, dst: str, size_bytes: float, notify: Callable[[Any], None], tag: Any = None
     ) -> None:

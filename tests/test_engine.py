@@ -265,3 +265,32 @@ def test_low_level_send_notifies_once(routing: str, size: float) -> None:
     assert len(calls) == 1 and calls[0][0] == 7
     bottleneck = 12.5e9 if routing == "split" else 6.25e9
     assert calls[0][1] == pytest.approx(2e-6 + size / bottleneck, rel=1e-12)
+
+
+@pytest.mark.parametrize("size", [0.0, 2.5e8, 1e9])
+def test_transfer_then_records_like_transfer_and_calls_back_at_arrival(size: float) -> None:
+    """transfer_then gives the same record as transfer (start, end, bytes, tags) and calls
+    back at the instant the last byte arrives: size / 10 GB/s on an idle switch."""
+    ends: dict[str, float] = {}
+    runs = {}
+    for kind in ("event", "then"):
+        sim = switch_sim()
+        if kind == "event":
+            done = sim.transfer("gpu0", "gpu1", size, label="act", iteration=2, microbatch=3)
+            done.callbacks.append(lambda _e, sim=sim: ends.__setitem__("event", sim.now))
+        else:
+            sim.transfer_then(
+                "gpu0",
+                "gpu1",
+                size,
+                lambda sim=sim: ends.__setitem__("then", sim.now),
+                label="act",
+                iteration=2,
+                microbatch=3,
+            )
+        sim.run()
+        runs[kind] = [r for r in sim.records if r.kind == "transfer"]
+    assert runs["then"] == runs["event"]
+    assert ends["then"] == ends["event"] == pytest.approx(size / 10e9, abs=1e-15)
+    with pytest.raises(SimulationError, match="negative size"):
+        switch_sim().transfer_then("gpu0", "gpu1", -1.0, lambda: None)

@@ -282,6 +282,8 @@ class Pipeline(TrainingStrategy):
             for call in calls:
                 check_call(call, self.topology, "data_parallel.allreduce.algorithm")
         self.tp_timers = self._tp_timers()
+        self._tp_costs: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+        """(replica, stage, first layer, passes) -> (seconds, bytes) of a tensor-parallel hold."""
         self.simulated = self._simulated_replicas(parallelism)
         self.dp_sharing = {
             s: _link_sharing(self.topology, calls) for s, calls in self.calls.items()
@@ -706,8 +708,15 @@ class Pipeline(TrainingStrategy):
         self, sim: Simulation, d: int, s: int, it: int, j: int, plan: StagePlan, passes: int
     ) -> simpy.Event:
         """Hold the tensor group for its collectives' alpha-beta time, recorded per device."""
-        ops = self._tp_ops(plan) * passes
-        seconds = self.tp_timers[d, s].seconds(ops)
+        key = (d, s, plan.first_layer, passes)
+        cost = self._tp_costs.get(key)
+        if cost is None:
+            ops = self._tp_ops(plan) * passes
+            cost = self._tp_costs[key] = (
+                self.tp_timers[d, s].seconds(ops),
+                sum(size for _, size in ops),
+            )
+        seconds, nbytes = cost
         label = "tp " + (
             "reducescatter+allgather" if self.options.sequence_parallel else "allreduce"
         )
@@ -717,7 +726,7 @@ class Pipeline(TrainingStrategy):
             seconds,
             label,
             iteration=it,
-            nbytes=sum(size for _, size in ops),
+            nbytes=nbytes,
             microbatch=j,
             stage=s,
         )
@@ -736,16 +745,23 @@ class Pipeline(TrainingStrategy):
             return
         left = [len(senders)]
 
-        def arrived(_e: simpy.Event) -> None:
+        def arrived() -> None:
             left[0] -= 1
             if left[0] == 0:
                 event.succeed()
 
         for a, b in zip(senders, receivers, strict=True):
-            done = sim.transfer(
-                a, b, nbytes, label=what, iteration=it, microbatch=j, stage=src % self.pp, op=tag
+            sim.transfer_then(
+                a,
+                b,
+                nbytes,
+                arrived,
+                label=what,
+                iteration=it,
+                microbatch=j,
+                stage=src % self.pp,
+                op=tag,
             )
-            done.callbacks.append(arrived)
 
     def _dp_sync(self, sim: Simulation, what: str, s: int, it: int, d: int) -> simpy.Event:
         """Stage ``s``'s gradient sync (``grad``) or ZeRO-1 parameter all-gather (``param``)
