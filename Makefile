@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_rate_solver.py
 	$(PY) bench/bench_allreduce.py
 	$(PY) bench/bench_outputs.py
+	$(PY) bench/bench_analytical.py
 	$(PY) bench/bench_contended_ring.py
 
 PS_VS_RING_KEY := cluster.rack_uplink.oversubscription
