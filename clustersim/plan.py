@@ -64,8 +64,8 @@ SHARDED_STAGE = 2
 """ZeRO stages from this one on run only with tp = pp = 1 (on the ZeRO strategy)."""
 NETWORK_MODELS = ("analytical", "flow")
 NETWORK_NOTES = {
-    "analytical": "congestion-aware analytical: each collective's alpha-beta cost, its "
-    "bandwidth part shared max-min fairly with every transfer in flight",
+    "analytical": "congestion-aware: each collective's alpha-beta cost, its bandwidth part "
+    "shared max-min fairly with every transfer in flight",
     "flow": "flow-level network: transfers share links max-min fairly",
 }
 DEFAULT_SCHEDULE = "1f1b"
