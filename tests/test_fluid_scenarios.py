@@ -41,6 +41,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("pipeline/slow_link.yaml", {}),
     ("parameter_server/sync_straggler.yaml", {}),
     ("parameter_server/backup_straggler.yaml", {}),
+    ("megatron/table1_18.4b.yaml", {"parallelism.simulate_replicas": "all"}),
 ]
 
 
