@@ -128,6 +128,8 @@ class Simulation:
         self._streams: dict[str, ComputeStream] = {}
         self._flow_seq = 0
         self._barriers: dict[str, Barrier] = {}
+        self.communicators: dict[Any, Any] = {}
+        """Process group -> its communicator (:mod:`clustersim.collectives.communicator`)."""
         self._slowed = bool(self.stragglers.fixed or self.stragglers.random)
         self._schedule_link_degradations()
 

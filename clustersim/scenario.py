@@ -764,6 +764,9 @@ class AllreduceSyncSpec(_Spec):
     """All-reduce buckets while backward goes on (false: wait for the whole backward)."""
     options: dict[str, Any] = {}
     """Algorithm options (hierarchical: inter, intra)."""
+    channels: Count | None = None
+    """Channels of each gradient collective: equal slices that run at once (default:
+    ``network.channels``)."""
 
 
 class ParameterServerSpec(_Spec):
@@ -879,6 +882,9 @@ class NetworkSpec(_Spec):
     included, is a flow sharing links max-min fairly; ``analytical`` (congestion-aware
     analytical): each collective is a few weighted flows priced by its algorithm's
     alpha-beta cost, sharing links with everything in flight (few events; large sweeps)."""
+    channels: Count = 1
+    """Channels per collective (NCCL's): each collective runs as this many equal slices at
+    once on its ranks.  Collectives of one process group always run one after another."""
 
 
 class Scenario(_Spec):

@@ -261,18 +261,23 @@ def test_shipped_scenarios_are_all_tested() -> None:
     assert {p.name for p in (SCENARIOS / "data_parallel").glob("*.yaml")} == set(SHIPPED)
 
 
-def test_buckets_start_in_order_and_may_overlap() -> None:
-    """8 workers: a bucket's all-reduce (1.75 ms) outlasts a layer's backward (0.5 ms), so
-    buckets are in flight together; each still starts no earlier than the one before."""
+def test_buckets_queue_on_their_communicator() -> None:
+    """8 workers: a bucket's all-reduce (1.75 ms) outlasts a layer's backward (0.5 ms); on
+    one communicator the next bucket waits for the one in flight (NCCL's one stream), so
+    bucket k starts when bucket k-1 ends and they never overlap on a device."""
     result = simulate(parse_scenario(doc(8, iterations=1)))
     rows = result.timeline()
     rows = rows[(rows.kind == "collective") & (rows.resource == "gpu0")]
     starts = [rows[rows.label == f"allreduce bucket{k}"].start_s.min() for k in range(LAYERS)]
     ends = [rows[rows.label == f"allreduce bucket{k}"].end_s.max() for k in range(LAYERS)]
-    assert starts == sorted(starts)
-    assert starts[1] < ends[0]  # two in flight at once
     fwd = layer_s(8)
-    assert starts == pytest.approx([LAYERS * fwd + 2 * fwd * (k + 1) for k in range(LAYERS)])
+    assert starts[0] == pytest.approx(LAYERS * fwd + 2 * fwd)  # the first bucket is ready
+    for k in range(1, LAYERS):
+        ready = LAYERS * fwd + 2 * fwd * (k + 1)
+        assert starts[k] == pytest.approx(max(ready, ends[k - 1]), rel=1e-12)
+        assert starts[k] >= ends[k - 1]
+    duration = ends[0] - starts[0]
+    assert [e - s for s, e in zip(starts, ends)] == pytest.approx([duration] * LAYERS)
 
 
 @pytest.mark.parametrize("recompute", ["selective", "full"])

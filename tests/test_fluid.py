@@ -24,16 +24,21 @@ def topology_of(cluster: dict) -> Topology:
 
 
 def run_calls(
-    topology: Topology, calls: list[tuple[float, CollectiveCall]], model: str
+    topology: Topology,
+    calls: list[tuple[float, CollectiveCall]],
+    model: str,
+    one_group: bool = False,
 ) -> list[float]:
-    """Completion time of each ``(start_s, call)``, all on one network."""
+    """Completion time of each ``(start_s, call)``, all on one network, each on a
+    communicator of its own (``one_group``: all on the group of their devices)."""
     sim = Simulation(topology)
     ends = [float("nan")] * len(calls)
 
     def one(i: int, start: float, call: CollectiveCall):
         if start > 0:
             yield sim.timeout(start)
-        yield run_collective(sim, call, model=model, record_transfers=False)
+        group = None if one_group else ("test", i)
+        yield run_collective(sim, call, model=model, record_transfers=False, group=group)
         ends[i] = sim.now
 
     for i, (start, call) in enumerate(calls):
@@ -191,3 +196,35 @@ def test_a_ring_shares_a_nic_with_a_point_to_point_transfer(size: float) -> None
     assert fast == pytest.approx(flow, rel=0.10)
     alone = analytical_time(call, topology)
     assert fast[0] > alone * 1.05  # the transfer really slowed the ring down
+
+
+@pytest.mark.parametrize("model", ["analytical", "flow"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_collectives_of_one_group_run_one_after_another(model: str, k: int) -> None:
+    """k all-reduces issued at once on one communicator end at 1, 2, ..., k times one alone
+    (both models; 1e-9)."""
+    topology = topology_of(flat_cluster("switch", 8, "25GB/s", "2us"))
+    call = CollectiveCall("allreduce", gpus(topology), 8e6)
+    alone = analytical_time(call, topology)
+    ends = run_calls(topology, [(0.0, call)] * k, model, one_group=True)
+    assert ends == pytest.approx([alone * (i + 1) for i in range(k)], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["analytical", "flow"])
+@pytest.mark.parametrize("channels", [2, 4])
+def test_channels_split_a_collective_into_slices_that_run_at_once(
+    model: str, channels: int
+) -> None:
+    """A ring all-reduce in c channels on an idle switch: c rings of S / c at once share
+    each hop, so the bandwidth term is unchanged and the latency term too (1e-9)."""
+    topology = topology_of(flat_cluster("switch", 8, "25GB/s", "2us"))
+    call = CollectiveCall("allreduce", gpus(topology), 8e6)
+    sim = Simulation(topology)
+    done = run_collective(sim, call, model=model, channels=channels, record_transfers=False)
+    sim.run()
+    assert done.processed
+    latency = analytical_time(replace(call, size_bytes=0.0), topology)
+    bandwidth = analytical_time(call, topology) - latency
+    e = EXPOSED_LATENCY if model == "analytical" else 1.0
+    expected = e * latency + max((1 - e) * latency + bandwidth / channels, bandwidth)
+    assert sim.now == pytest.approx(expected, rel=1e-9)

@@ -15,11 +15,14 @@ done = run_collective(sim, call)       # a SimPy event; yield it from a process
 from __future__ import annotations
 
 import importlib
+from collections.abc import Hashable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import simpy
 
 from ..engine import gc_paused
+from ..errors import Problem, ScenarioError
 from ..records import Record
 from .algorithm import (
     Algorithm,
@@ -29,6 +32,7 @@ from .algorithm import (
     check_call,
     registered_algorithms,
 )
+from .communicator import communicator
 from .fluid import run_fluid
 from .ops import OPERATIONS, bandwidths, canonical_op
 from .schedule import Schedule, execute
@@ -87,16 +91,52 @@ def run_collective(
     label: str | None = None,
     iteration: int = -1,
     record_transfers: bool | None = None,
+    channels: int = 1,
+    group: Hashable | None = None,
 ) -> simpy.Event:
-    """Start ``call`` now on ``sim``; the event fires when every rank is done.
+    """Submit ``call`` to its process group; the event fires when every rank is done.
 
     ``model`` is ``flow`` (simulate the algorithm's transfers, flow-level max-min) or
     ``analytical`` (congestion-aware analytical: the algorithm's alpha-beta cost, its
     bandwidth part played as weighted flows that share links with everything else in
     flight; see :mod:`clustersim.collectives.fluid`).
+
+    Collectives of one group run in issue order, one at a time
+    (:mod:`clustersim.collectives.communicator`): ``call`` starts now if its group is
+    idle, else when the collectives submitted before it have ended.  ``group`` names the
+    communicator (default: the call's device tuple).  ``channels`` splits the call into
+    that many equal slices that run at once.
     """
     algo = check_call(call, sim.topology)
+    if not (isinstance(channels, int) and channels >= 1):
+        raise ScenarioError(Problem("channels", f"expected a whole number >= 1, got {channels!r}"))
     label = label or label_of(call)
+
+    def start() -> simpy.Event:
+        if channels == 1:
+            return _start(sim, call, algo, model, label, iteration, record_transfers)
+        part = replace(call, size_bytes=call.size_bytes / channels)
+        return sim.all_of(
+            [
+                _start(sim, part, algo, model, label, iteration, record_transfers)
+                for _ in range(channels)
+            ]
+        )
+
+    key = call.devices if group is None else group
+    return communicator(sim, key).submit(start)
+
+
+def _start(
+    sim: Simulation,
+    call: CollectiveCall,
+    algo: Algorithm,
+    model: str,
+    label: str,
+    iteration: int,
+    record_transfers: bool | None,
+) -> simpy.Event:
+    """Start ``call`` now, in ``model``; its end event."""
     if model == "analytical":
         return run_fluid(sim, call, algo, label, iteration)
     with gc_paused():

@@ -119,6 +119,13 @@ class TrainingStrategy(Strategy):
             raise exc.with_source(scenario.source) from None
         return strategy
 
+    @property
+    def channels(self) -> int:
+        """Channels of the data-parallel collectives: ``data_parallel.allreduce.channels``,
+        else ``network.channels``."""
+        own = self.scenario.data_parallel and self.scenario.data_parallel.allreduce.channels
+        return own or self.scenario.network.channels
+
     def load_training(self) -> None:
         """Set ``self.train`` (the training section) and ``self.model`` (built from the model section)."""
         from .. import models

@@ -142,10 +142,14 @@ class Collective(Strategy):
     def _run(self, sim: Simulation) -> Generator[Any, Any, None]:
         call = self.call
         label = _label_of(call)
+        network = getattr(self.scenario, "network", None)
+        channels = getattr(network, "channels", 1)
         for i in range(self.config.iterations):
             start = sim.now
-            if self.model == "analytical":
-                yield run_collective(sim, call, model="analytical", label=label, iteration=i)
+            if self.model == "analytical" or channels > 1:
+                yield run_collective(
+                    sim, call, model=self.model, label=label, iteration=i, channels=channels
+                )
             else:
                 yield execute(
                     sim,

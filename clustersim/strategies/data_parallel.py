@@ -270,6 +270,7 @@ class _BucketSync:
             model=strategy.network_model,
             label=f"{strategy.calls[k].op} bucket{k}",
             iteration=it,
+            channels=strategy.channels,
         )
         events = self.pending.setdefault(it, [])
         events.append(event)

@@ -784,6 +784,7 @@ class Pipeline(TrainingStrategy):
                     model=self.dp_network_model,
                     label=f"{call.op} stage{s}",
                     iteration=it,
+                    channels=self.channels,
                 )
                 for call in calls
             ]

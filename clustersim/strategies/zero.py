@@ -291,7 +291,12 @@ class Zero(TrainingStrategy):
         chosen = self.gathers if position < 0 else [self.gathers[position]]
         events = [
             run_collective(
-                self._gather.sim, call, model=self.network_model, label=label, iteration=it
+                self._gather.sim,
+                call,
+                model=self.network_model,
+                label=label,
+                iteration=it,
+                channels=self.channels,
             )
             for label, call in chosen
         ]

@@ -1,0 +1,80 @@
+"""Communicators: collectives of one process group run in issue order, one at a time;
+channels split a collective into slices that run at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustersim.api import simulate
+from clustersim.scenario import parse_scenario
+from clustersim.sweep import load_document
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+COLLECTIVE_SCENARIOS = [
+    "data_parallel/no_overlap.yaml",
+    "data_parallel/overlap.yaml",
+    "ps_vs_ring/resnet50_ring.yaml",
+    "ps_vs_ring/resnet50_hierarchical.yaml",
+    "zero/gpt3_1.3b_stage1.yaml",
+    "zero/gpt3_1.3b_stage2.yaml",
+    "zero/gpt3_1.3b_stage3_prefetch.yaml",
+    "zero/gpt3_1.3b_stage3_no_prefetch.yaml",
+]
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+@pytest.mark.parametrize("name", COLLECTIVE_SCENARIOS)
+def test_no_two_collectives_of_one_group_overlap_on_a_device(name: str, model: str) -> None:
+    """Every data-parallel collective of these scenarios runs over all workers: on each
+    device, the collective rows of different collectives never overlap in time."""
+    doc = load_document(SCENARIOS / name)
+    doc["network"] = {"model": model}
+    rows = simulate(parse_scenario(doc, name)).timeline()
+    rows = rows[rows.kind == "collective"]
+    assert len(rows) > 0
+    for _device, mine in rows.groupby("resource"):
+        spans = (
+            mine.groupby(["iteration", "label"])
+            .agg(start=("start_s", "min"), end=("end_s", "max"))
+            .sort_values("start")
+        )
+        starts, ends = spans.start.tolist(), spans.end.tolist()
+        for k in range(1, len(starts)):
+            assert starts[k] >= ends[k - 1] - 1e-15, (name, spans.index[k])
+
+
+def switch_collective(channels: int, model: str) -> dict[str, Any]:
+    return {
+        "name": "channels",
+        "cluster": {"kind": "switch", "devices": 8, "link": {"bandwidth": "25GB/s"}},
+        "network": {"model": model, "channels": channels},
+        "workload": {"collective": "allreduce", "bytes": "8MB"},
+    }
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+@pytest.mark.parametrize("channels", [1, 2, 4])
+def test_network_channels_run_slices_at_once_in_the_same_time(model: str, channels: int) -> None:
+    """network.channels: c rings of S / c share every hop: c flows at once on a GPU's link
+    in the flow model, and the time of one ring of S (latency 0: 2 (n-1)/n S / B)."""
+    result = simulate(parse_scenario(switch_collective(channels, model)))
+    assert result.summary["time_s"] == pytest.approx(2 * 7 / 8 * 8e6 / 25e9, rel=1e-9)
+    if model == "flow":
+        peak = {row["link"]: row["peak_flows"] for row in result.links}
+        assert peak["gpu0->switch"] == channels
+
+
+def test_data_parallel_channels_override_the_network_default() -> None:
+    """data_parallel.allreduce.channels (2) wins over network.channels (4)."""
+    doc = load_document(SCENARIOS / "data_parallel/overlap.yaml")
+    doc["network"] = {"channels": 4}
+    doc["data_parallel"]["allreduce"]["channels"] = 2
+    result = simulate(parse_scenario(doc, "override"))
+    assert max(row["peak_flows"] for row in result.links) == 2
+    doc["data_parallel"]["allreduce"].pop("channels")
+    result = simulate(parse_scenario(doc, "network"))
+    assert max(row["peak_flows"] for row in result.links) == 4
