@@ -78,3 +78,46 @@ def test_data_parallel_channels_override_the_network_default() -> None:
     doc["data_parallel"]["allreduce"].pop("channels")
     result = simulate(parse_scenario(doc, "network"))
     assert max(row["peak_flows"] for row in result.links) == 4
+
+
+def two_rack_ring(channels: int, routing: str = "ecmp") -> dict[str, Any]:
+    return {
+        "name": "ecmp-connections",
+        "cluster": {
+            "racks": 2,
+            "nodes_per_rack": 1,
+            "node": {"gpus": 2, "pcie": {"bandwidth": "32GB/s"}, "nic": {"bandwidth": "100Gb/s"}},
+            "spines": 2,
+            "spine_routing": routing,
+        },
+        "network": {"channels": channels},
+        "workload": {"collective": "allreduce", "bytes": "64MB"},
+    }
+
+
+def spine_bytes(doc: dict[str, Any]) -> dict[str, float]:
+    result = simulate(parse_scenario(doc))
+    return {r["link"]: r["bytes"] for r in result.links if "spine" in r["link"]}
+
+
+def test_a_connection_keeps_its_ecmp_route_for_every_send() -> None:
+    """A ring over 2 racks crosses each way once: with ECMP every send of that hop takes the
+    one spine its connection hashes to (per-message hashing would spread its 6 sends), so of
+    rack0's two uplinks one carries the hop's 2 (n-1)/n x 64 MB and the other nothing (it is
+    not among the links that carried traffic)."""
+    carried = spine_bytes(two_rack_ring(1))
+    up = [v for k, v in carried.items() if k.startswith("rack0/tor->")]
+    assert up == pytest.approx([2 * 3 / 4 * 64e6])
+
+
+def test_channels_are_connections_of_their_own() -> None:
+    """With 8 channels the hop's connections hash independently: both spines carry some of
+    it, and together all of it."""
+    carried = spine_bytes(two_rack_ring(8))
+    up = [v for k, v in carried.items() if k.startswith("rack0/tor->")]
+    assert len(up) == 2 and min(up) > 0.0
+    assert sum(up) == pytest.approx(2 * 3 / 4 * 64e6)
+    split = spine_bytes(two_rack_ring(1, "split"))
+    assert sorted(v for k, v in split.items() if k.startswith("rack0/tor->")) == pytest.approx(
+        [3 / 4 * 64e6] * 2
+    )

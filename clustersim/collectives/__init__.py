@@ -118,8 +118,8 @@ def run_collective(
         part = replace(call, size_bytes=call.size_bytes / channels)
         return sim.all_of(
             [
-                _start(sim, part, algo, model, label, iteration, record_transfers)
-                for _ in range(channels)
+                _start(sim, part, algo, model, label, iteration, record_transfers, channel)
+                for channel in range(channels)
             ]
         )
 
@@ -135,8 +135,9 @@ def _start(
     label: str,
     iteration: int,
     record_transfers: bool | None,
+    channel: int = 0,
 ) -> simpy.Event:
-    """Start ``call`` now, in ``model``; its end event."""
+    """Start ``call`` now, in ``model``, on connection ``channel``; its end event."""
     if model == "analytical":
         return run_fluid(sim, call, algo, label, iteration)
     with gc_paused():
@@ -149,6 +150,7 @@ def _start(
         reduce_cost=call.reduce_cost,
         record_transfers=record_transfers,
         iteration=iteration,
+        connection=channel,
     )
 
 

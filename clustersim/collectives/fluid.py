@@ -30,9 +30,9 @@ one flow in the max-min share of that link, as in the flow-level model, and
 the part of its latency spread by the cap leaves bandwidth to the others.
 
 What it leaves out: the step-by-step structure inside a phase (a phase's sends
-are spread evenly over its duration), routes taken by ECMP hashing (traffic of
-a pair is spread evenly over its equal-cost routes), and the per-step
-dependencies that let a slow hop delay only its neighbours.
+are spread evenly over its duration) and the per-step dependencies that let a
+slow hop delay only its neighbours.  Channels after the first hash onto the
+first one's ECMP routes.
 """
 
 from __future__ import annotations
@@ -103,9 +103,13 @@ class FluidRoute:
 
 
 def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], count: float) -> None:
-    """Add ``count`` flows from ``src`` to ``dst`` to ``out`` (link index -> flows),
-    spread evenly over the pair's equal-cost routes."""
+    """Add ``count`` flows from ``src`` to ``dst`` to ``out`` (link index -> flows) on the
+    routes the flow-level model gives the pair's sends: its ECMP route (connection 0, see
+    :func:`clustersim.collectives.schedule.execute`), or all its equal-cost routes evenly
+    with ``spine_routing: split``."""
     routes = topology.routes(src, dst)
+    if len(routes) > 1 and topology.spine_routing != "split":
+        routes = (topology.route(src, dst, "connection0"),)
     share = count / len(routes)
     for route in routes:
         for link in route.links:

@@ -211,6 +211,7 @@ class _Execution:
         "n",
         "network",
         "routes",
+        "connection",
         "_arrived",
     )
 
@@ -223,6 +224,7 @@ class _Execution:
         reduce_cost: bool,
         record_transfers: bool,
         iteration: int,
+        connection: int = 0,
     ) -> None:
         self.sim = sim
         self.env = sim.env
@@ -243,7 +245,9 @@ class _Execution:
         self.n = n
         self.network = sim.network
         self.routes: dict[int, Any] = {}
-        """Route per (src rank, dst rank) pair with a single route; False where there are several."""
+        """Route per (src rank, dst rank) pair; False where sends split over several."""
+        self.connection = connection
+        """Which of a pair's connections the sends use (a channel): picks the ECMP route."""
         plain = not record_transfers and not reduce_cost
         self._arrived = self._complete_flow if plain else self.arrived
 
@@ -260,12 +264,26 @@ class _Execution:
         key = src * self.n + dst
         route = self.routes.get(key)
         if route is None:
-            found = self.sim.topology.routes(self.devices[src], self.devices[dst])
-            route = self.routes[key] = found[0] if len(found) == 1 else False
-        if route is False:  # several equal-cost routes: let the engine choose or split
+            route = self.routes[key] = self._route(self.devices[src], self.devices[dst])
+        if route is False:  # several equal-cost routes, split evenly over them
             self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self._arrived, i)
         else:
             self.network.transfer(route, s.nbytes[i], self._arrived, i)
+
+    def _route(self, src: str, dst: str) -> Any:
+        """The route every send from ``src`` to ``dst`` takes, or False to split each send
+        over the equal-cost routes (``spine_routing: split``).
+
+        With ECMP the pair's connection hashes once onto one route (by ``connection``, as
+        a NCCL connection's packets keep their path): every send of the pair takes it.
+        """
+        topology = self.sim.topology
+        found = topology.routes(src, dst)
+        if len(found) == 1:
+            return found[0]
+        if topology.spine_routing == "split":
+            return False
+        return topology.route(src, dst, f"connection{self.connection}")  # see fluid.pair_flows
 
     def arrived(self, flow: Any) -> None:
         """A send's last byte arrived: record it, reduce if that costs time, then complete."""
@@ -359,8 +377,11 @@ def execute(
     reduce_cost: bool = False,
     record_transfers: bool | None = None,
     iteration: int = -1,
+    connection: int = 0,
 ) -> simpy.Event:
     """Play ``schedule`` among ``devices`` (rank i = devices[i]) from now; the event fires at the end.
+
+    ``connection`` (a channel number) picks, with ECMP, the one route all sends of a pair take.
 
     Each rank gets one ``collective`` record from its first send to its last
     completed send; with ``record_transfers`` (default: small schedules) every
@@ -369,7 +390,9 @@ def execute(
     """
     if record_transfers is None:
         record_transfers = len(schedule) <= RECORD_TRANSFERS_UP_TO
-    run = _Execution(sim, devices, schedule, label, reduce_cost, record_transfers, iteration)
+    run = _Execution(
+        sim, devices, schedule, label, reduce_cost, record_transfers, iteration, connection
+    )
     if len(schedule) == 0:
         run.done.succeed(sim.env.now)
         return run.done
