@@ -202,7 +202,7 @@ class NvlinkSpec(LinkSpec):
 
 
 class NodeSpec(_Spec):
-    """One server: GPUs and a CPU on a PCIe switch, optional NVLink, one NIC."""
+    """One server: GPUs and a CPU on PCIe, optional NVLink, one NIC or several."""
 
     gpus: Int = Field(8, ge=0)
     """Number of GPUs (0 for a node that only holds a CPU and a NIC)."""
@@ -215,7 +215,12 @@ class NodeSpec(_Spec):
     nvlink: NvlinkSpec | None = None
     """NVLink between GPUs, if any."""
     nic: LinkSpec
-    """The node's network card: PCIe switch <-> top-of-rack switch."""
+    """Each network card: its PCIe switch <-> top-of-rack switch."""
+    nics: Int = Field(1, ge=1)
+    """Network cards per node.  With N > 1, NIC j sits on PCIe switch j of its own,
+    GPU i on switch floor(i N / gpus) (GPUs 2j, 2j+1 with 8 GPUs and 4 NICs; one NIC per
+    GPU with 8: rail-optimised DGX/HGX nodes), the switches joined by the node's PCIe
+    root, where the CPU sits and uses NIC 0."""
 
     @model_validator(mode="before")
     @classmethod
@@ -226,6 +231,14 @@ class NodeSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_pairs(self) -> NodeSpec:
+        if self.nics > max(self.gpus, 1):
+            raise Invalid(
+                Problem(
+                    "nics",
+                    f"{self.nics} NICs for {self.gpus} GPUs: every NIC needs a GPU",
+                    f"1 to {max(self.gpus, 1)}",
+                )
+            )
         if self.nvlink is not None and self.nvlink.pairs is not None:
             problems = _pair_problems(self.nvlink.pairs, self.gpus)
             if problems:

@@ -386,6 +386,11 @@ class _Place:
     from_nvswitch: Link | None
     up: tuple[Link, ...]  # device -> pcie -> nic -> tor
     down: tuple[Link, ...]  # tor -> nic -> pcie -> device
+    switch: str = ""
+    """The PCIe switch the device hangs off (several per node with ``nics > 1``)."""
+    to_root: tuple[Link, ...] = ()
+    """Its switch -> the node's PCIe root (empty when the device sits on the root)."""
+    from_root: tuple[Link, ...] = ()
 
 
 class _TwoTierRouter:
@@ -406,6 +411,8 @@ class _TwoTierRouter:
             direct = self.pair_links.get((src.name, dst.name))
             if direct is not None:
                 return (Route.of((direct,)),)
+            if a.switch != b.switch:  # across the node's PCIe root
+                return (Route.of((a.to_pcie, *a.to_root, *b.from_root, b.from_pcie)),)
             return (Route.of((a.to_pcie, b.from_pcie)),)
         if a.rack == b.rack:
             return (Route.of(a.up + b.down),)
@@ -426,7 +433,8 @@ def rack_uplink_Bps(cluster_spec: Any) -> float:
     if uplink.bandwidth_Bps is not None:
         return float(uplink.bandwidth_Bps)
     ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
-    return cluster_spec.nodes_per_rack * float(cluster_spec.node.nic.bandwidth_Bps) / ratio
+    nics = int(getattr(cluster_spec.node, "nics", 1))
+    return cluster_spec.nodes_per_rack * nics * float(cluster_spec.node.nic.bandwidth_Bps) / ratio
 
 
 def _build_two_tier(spec: Any) -> Topology:
@@ -444,6 +452,7 @@ def _build_two_tier(spec: Any) -> Topology:
     racks = int(spec.racks)
     nodes_per_rack = int(spec.nodes_per_rack)
     spines = int(spec.spines) if racks > 1 else 0
+    nics = int(getattr(node_spec, "nics", 1))
 
     b = _Builder()
     router = _TwoTierRouter()
@@ -457,13 +466,30 @@ def _build_two_tier(spec: Any) -> Topology:
                 b.device(f"{node}/gpu{g}", "gpu", node_spec.gpu, node, rack) for g in range(gpus)
             ]
             cpu = b.device(f"{node}/cpu", "cpu", node_spec.cpu, node, rack)
-            pcie = b.switch(f"{node}/pcie")
+            one = nics == 1
+            pcies = [b.switch(f"{node}/pcie" if one else f"{node}/pcie{j}") for j in range(nics)]
             nvs = b.switch(f"{node}/nvswitch") if nvswitch else ""
-            nic = b.switch(f"{node}/nic")
-            attached = [(name, *b.cable(name, pcie, pcie_bw, pcie_lat)) for name in gpu_names]
-            attached.append((cpu, *b.cable(cpu, pcie, pcie_bw, pcie_lat)))
-            nic_to_pcie, pcie_to_nic = b.cable(nic, pcie, pcie_bw, pcie_lat)
-            to_tor, from_tor = b.cable(nic, tor, nic_bw, nic_lat)
+            nic_names = [b.switch(f"{node}/nic" if one else f"{node}/nic{j}") for j in range(nics)]
+            root = pcies[0] if one else b.switch(f"{node}/root")
+            homes = [pcies[g * nics // gpus] for g in range(gpus)] + [root]
+            attached = [
+                (name, home, *b.cable(name, home, pcie_bw, pcie_lat))
+                for name, home in zip([*gpu_names, cpu], homes, strict=True)
+            ]
+            up: dict[str, tuple[Link, ...]] = {}  # switch -> ... -> tor
+            down: dict[str, tuple[Link, ...]] = {}
+            to_root: dict[str, tuple[Link, ...]] = {root: ()}
+            from_root: dict[str, tuple[Link, ...]] = {root: ()}
+            for pcie, nic in zip(pcies, nic_names, strict=True):
+                nic_to_pcie, pcie_to_nic = b.cable(nic, pcie, pcie_bw, pcie_lat)
+                to_tor, from_tor = b.cable(nic, tor, nic_bw, nic_lat)
+                up[pcie], down[pcie] = (pcie_to_nic, to_tor), (from_tor, nic_to_pcie)
+                if not one:
+                    there, back = b.cable(pcie, root, pcie_bw, pcie_lat)
+                    to_root[pcie], from_root[pcie] = (there,), (back,)
+            if not one:  # the CPU on the root reaches the network through NIC 0
+                up[root] = (*from_root[pcies[0]], *up[pcies[0]])
+                down[root] = (*down[pcies[0]], *to_root[pcies[0]])
             nv_links: dict[str, tuple[Link, Link]] = {}
             if nvswitch:
                 for name in gpu_names:
@@ -472,7 +498,7 @@ def _build_two_tier(spec: Any) -> Topology:
                 there, back = b.cable(gpu_names[ga], gpu_names[gb], nv_bw, nv_lat)
                 router.pair_links[(there.src, there.dst)] = there
                 router.pair_links[(back.src, back.dst)] = back
-            for name, to_pcie, from_pcie in attached:
+            for name, home, to_pcie, from_pcie in attached:
                 nv = nv_links.get(name)
                 places[name] = _Place(
                     rack=r,
@@ -481,8 +507,11 @@ def _build_two_tier(spec: Any) -> Topology:
                     from_pcie=from_pcie,
                     to_nvswitch=nv[0] if nv else None,
                     from_nvswitch=nv[1] if nv else None,
-                    up=(to_pcie, pcie_to_nic, to_tor),
-                    down=(from_tor, nic_to_pcie, from_pcie),
+                    up=(to_pcie, *up[home]),
+                    down=(*down[home], from_pcie),
+                    switch=home,
+                    to_root=to_root[home],
+                    from_root=from_root[home],
                 )
     if spines:
         share = rack_uplink_Bps(spec) / spines

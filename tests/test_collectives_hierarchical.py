@@ -13,7 +13,7 @@ from clustersim.collectives import (
     registered_algorithms,
     run_collective,
 )
-from clustersim.collectives.hierarchical import Hierarchical, SharedLinks
+from clustersim.collectives.hierarchical import Hierarchical, SharedLinks, node_groups
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
@@ -186,8 +186,11 @@ def test_cost_formula_by_hand() -> None:
 
 
 def test_shared_links_view_splits_only_switch_links() -> None:
+    """The across-node phase's view of 4 rails over one NIC per node: the GPUs' own links
+    keep their bandwidth, every switch-to-switch link on the route is split 4 ways."""
     topo = two_tier(racks=2, nodes=1, gpus=4)
-    view = SharedLinks(topo, 4)
+    call = CollectiveCall("allreduce", tuple(d.name for d in topo.select("*gpu*")), 1e6)
+    view = Hierarchical()._shared_view(call, node_groups(call, topo), topo)
     route = view.routes("rack0/node0/gpu0", "rack1/node0/gpu0")[0]
     real = topo.routes("rack0/node0/gpu0", "rack1/node0/gpu0")[0]
     for mine, theirs in zip(route.links, real.links, strict=True):
@@ -196,6 +199,7 @@ def test_shared_links_view_splits_only_switch_links() -> None:
         assert mine.bandwidth_Bps == expected
     assert route.bottleneck_Bps == 12.5e9 / 4
     assert view.kind == "two_tier"
+    assert SharedLinks(topo, {}).routes("rack0/node0/gpu0", "rack1/node0/gpu0")[0] == real
 
 
 # -- bytes sent ---------------------------------------------------------------

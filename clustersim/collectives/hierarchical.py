@@ -58,21 +58,22 @@ def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | N
 
 
 class SharedLinks:
-    """A view of a topology in which ``share`` flows split every switch-to-switch link.
+    """A view of a topology in which the rails that run at once split the links they share.
 
-    Links with a device at one end (a GPU's own PCIe or NVLink port) keep
-    their bandwidth; every other link (PCIe switch -> NIC, NIC -> ToR, ToR ->
-    spine, and back) has bandwidth / ``share`` in the routes this view
-    returns.  With ``spine_routing: split`` a pair's k equal-cost routes
+    ``shares[link index]`` is how many rails use the link (1 where absent): a
+    GPU's own PCIe or NVLink port has one; with one NIC per node, the NIC,
+    its PCIe link and the rack uplinks have all g rails; with one NIC per
+    GPU, each NIC has one.  In the routes this view returns a link has
+    bandwidth / its share.  With ``spine_routing: split`` a pair's k equal-cost routes
     become one route whose spine links have k times the bandwidth (each flow
     is split evenly over them); with ECMP the first route stands for all (as
     if every flow hashed onto the same spine).  Everything else is the
     wrapped topology's.
     """
 
-    def __init__(self, topology: Topology, share: int) -> None:
+    def __init__(self, topology: Topology, shares: dict[int, int]) -> None:
         self._topology = topology
-        self._share = share
+        self._shares = shares
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -100,12 +101,21 @@ class SharedLinks:
         return self.routes(src, dst)[0]
 
     def _scaled(self, link: Link, split: int = 1) -> Link:
-        """``link`` with bandwidth x ``split`` / ``share`` (``share`` only for switch-to-switch links)."""
-        devices = self._topology.devices
-        share = 1 if link.src in devices or link.dst in devices else self._share
+        """``link`` with bandwidth x ``split`` / the number of rails sharing it."""
+        share = self._shares.get(link.index, 1)
         if share == split:
             return link
         return replace(link, bandwidth_Bps=link.bandwidth_Bps * split / share)
+
+
+def _pairs(sub: CollectiveCall) -> list[tuple[str, str]]:
+    """The (src, dst) device pairs an across-node phase sends between: ring neighbours for a
+    ring, every ordered pair otherwise (an upper bound of what any algorithm uses)."""
+    devices = sub.devices
+    if sub.algorithm == "ring":
+        rings = [devices, devices[::-1]] if sub.bidirectional else [devices]
+        return [(r[i], r[(i + 1) % len(r)]) for r in rings for i in range(len(r))]
+    return [(a, b) for a in devices for b in devices if a != b]
 
 
 # -- the algorithm ------------------------------------------------------------
@@ -236,7 +246,7 @@ class Hierarchical(Algorithm):
         groups = node_groups(call, topology)
         if call.n <= 1 or groups is None:
             return []
-        shared = SharedLinks(topology, len(groups[0]))
+        shared = self._shared_view(call, groups, topology)
         out = []
         for op, instances, size, level in self._phases(call, groups):
             if len(instances[0]) <= 1:
@@ -254,6 +264,25 @@ class Hierarchical(Algorithm):
             out.append(FluidPhase(fixed, total - fixed, flows))
         return out
 
+    def _shared_view(
+        self, call: CollectiveCall, groups: list[list[int]], topology: Topology
+    ) -> SharedLinks:
+        """The view the across-node phase is priced on: each link shared by the rails whose
+        sends cross it (on each pair's first route)."""
+        shares: dict[int, int] = {}
+        for op, instances, size, level in self._phases(call, groups):
+            if level != "inter" or len(instances[0]) <= 1:
+                continue
+            for ranks in instances:
+                sub = self._sub_call(call, op, ranks, size, level)
+                used = {
+                    link.index for a, b in _pairs(sub) for link in topology.routes(a, b)[0].links
+                }
+                for index in used:
+                    shares[index] = shares.get(index, 0) + 1
+            break
+        return SharedLinks(topology, shares)
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Sum of the phases' costs, seconds.
 
@@ -264,8 +293,7 @@ class Hierarchical(Algorithm):
         groups = node_groups(call, topology)
         if call.n <= 1 or groups is None:
             return 0.0
-        g = len(groups[0])
-        shared = SharedLinks(topology, g)
+        shared = self._shared_view(call, groups, topology)
         total = 0.0
         for op, instances, size, level in self._phases(call, groups):
             if len(instances[0]) <= 1:
