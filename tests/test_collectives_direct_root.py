@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from clustersim.collectives import CollectiveCall, analytical_time
+from clustersim.collectives import CollectiveCall, analytical_time, check_call, run_collective
+from clustersim.collectives.bench import flat_cluster, scenario_of
 from clustersim.collectives.direct import Direct
 from clustersim.collectives.root import ViaRoot
+from clustersim.engine import Simulation
+from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 from clustersim.topology import Topology, build_topology
 
@@ -214,3 +217,33 @@ def test_direct_reduce_cost_by_hand() -> None:
     )
     assert analytical_time(call, topo) == pytest.approx(1.517e-3, rel=1e-12)
     assert flow_time(call, topo) == pytest.approx(1.517e-3, rel=1e-9)
+
+
+# -- pairwise-exchange all-to-all ---------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
+@pytest.mark.parametrize("size", [0.0, 8.0, 1e6, 3.3e8])
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_pairwise_alltoall_is_n_minus_1_exchange_steps(n: int, size: float, model: str) -> None:
+    """On a switch (25 GB/s, 2 us per link): (n-1)(alpha + S/n beta), alpha = 2 hops of
+    2 us; every rank sends (n-1) S/n; both network models give it (1e-9)."""
+    topo = build_topology(scenario_of(flat_cluster("switch", n, "25GB/s", "2us")).cluster)
+    devices = tuple(d.name for d in topo.select("gpu*"))
+    call = CollectiveCall("alltoall", devices, size, algorithm="pairwise")
+    expected = (n - 1) * (4e-6 + size / n / 25e9)
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
+    schedule = check_call(call, topo).schedule(call, topo)
+    assert schedule.bytes_sent() == pytest.approx([(n - 1) * size / n] * n)
+    assert len(schedule) == n * (n - 1)
+    sim = Simulation(topo)
+    run_collective(sim, call, model=model, record_transfers=False)
+    sim.run()
+    assert sim.now == pytest.approx(expected, rel=1e-9)
+
+
+def test_pairwise_is_for_alltoall_only() -> None:
+    topo = build_topology(scenario_of(flat_cluster("switch", 4, "25GB/s")).cluster)
+    devices = tuple(d.name for d in topo.select("gpu*"))
+    with pytest.raises(ScenarioError, match="pairwise does not implement allreduce"):
+        check_call(CollectiveCall("allreduce", devices, 1e6, algorithm="pairwise"), topo)
