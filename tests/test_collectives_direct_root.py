@@ -222,28 +222,72 @@ def test_direct_reduce_cost_by_hand() -> None:
 # -- pairwise-exchange all-to-all ---------------------------------------------------
 
 
+def switch_group(n: int, latency: str = "2us") -> tuple[Topology, tuple[str, ...]]:
+    """A switch of n GPUs at 25 GB/s and its GPU names."""
+    topo = build_topology(scenario_of(flat_cluster("switch", n, "25GB/s", latency)).cluster)
+    return topo, tuple(d.name for d in topo.select("gpu*"))
+
+
+def simulated_s(topo: Topology, call: CollectiveCall, model: str) -> float:
+    """Seconds ``call`` takes alone in ``model``."""
+    sim = Simulation(topo)
+    run_collective(sim, call, model=model, record_transfers=False)
+    sim.run()
+    return sim.now
+
+
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
 @pytest.mark.parametrize("size", [0.0, 8.0, 1e6, 3.3e8])
 @pytest.mark.parametrize("model", ["flow", "analytical"])
 def test_pairwise_alltoall_is_n_minus_1_exchange_steps(n: int, size: float, model: str) -> None:
     """On a switch (25 GB/s, 2 us per link): (n-1)(alpha + S/n beta), alpha = 2 hops of
     2 us; every rank sends (n-1) S/n; both network models give it (1e-9)."""
-    topo = build_topology(scenario_of(flat_cluster("switch", n, "25GB/s", "2us")).cluster)
-    devices = tuple(d.name for d in topo.select("gpu*"))
+    topo, devices = switch_group(n)
     call = CollectiveCall("alltoall", devices, size, algorithm="pairwise")
     expected = (n - 1) * (4e-6 + size / n / 25e9)
     assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
     schedule = check_call(call, topo).schedule(call, topo)
     assert schedule.bytes_sent() == pytest.approx([(n - 1) * size / n] * n)
     assert len(schedule) == n * (n - 1)
-    sim = Simulation(topo)
-    run_collective(sim, call, model=model, record_transfers=False)
-    sim.run()
-    assert sim.now == pytest.approx(expected, rel=1e-9)
+    assert simulated_s(topo, call, model) == pytest.approx(expected, rel=1e-9)
 
 
 def test_pairwise_is_for_alltoall_only() -> None:
-    topo = build_topology(scenario_of(flat_cluster("switch", 4, "25GB/s")).cluster)
-    devices = tuple(d.name for d in topo.select("gpu*"))
+    topo, devices = switch_group(4, "0us")
     with pytest.raises(ScenarioError, match="pairwise does not implement allreduce"):
         check_call(CollectiveCall("allreduce", devices, 1e6, algorithm="pairwise"), topo)
+
+
+# -- broadcast as scatter + all-gather ------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 16])
+@pytest.mark.parametrize("size", [0.0, 8.0, 1e6, 3.3e8])
+@pytest.mark.parametrize("root", [0, 1])
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_scatter_allgather_broadcast_on_a_switch(
+    n: int, size: float, root: int, model: str
+) -> None:
+    """alpha + (n-1)(S/n) beta for the scatter (the root's port carries n-1 blocks), then
+    (n-1)(alpha + (S/n) beta) for the ring all-gather; alpha = 2 hops of 2 us (1e-9)."""
+    topo, devices = switch_group(n)
+    call = CollectiveCall("broadcast", devices, size, algorithm="scatter_allgather", root=root % n)
+    block = size / n
+    expected = (4e-6 + (n - 1) * block / 25e9) + (n - 1) * (4e-6 + block / 25e9)
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
+    schedule = check_call(call, topo).schedule(call, topo)
+    received = schedule.bytes_received()
+    assert received[root % n] == pytest.approx((n - 1) * block)
+    assert sum(received) == pytest.approx((n - 1) * block + n * (n - 1) * block)
+    assert simulated_s(topo, call, model) == pytest.approx(expected, rel=1e-9)
+
+
+def test_scatter_allgather_beats_direct_broadcast_for_large_messages() -> None:
+    """1 GB to 16 ranks on a switch: about 2 S beta against (n-1) S beta for direct."""
+    topo, devices = switch_group(16, "0us")
+    fast = analytical_time(
+        CollectiveCall("broadcast", devices, 1e9, algorithm="scatter_allgather"), topo
+    )
+    direct = analytical_time(CollectiveCall("broadcast", devices, 1e9, algorithm="direct"), topo)
+    assert fast == pytest.approx(2 * 15 / 16 * 1e9 / 25e9, rel=1e-9)
+    assert direct == pytest.approx(15 * 1e9 / 25e9, rel=1e-9)

@@ -58,7 +58,15 @@ __all__ = [
     "run_collective",
 ]
 
-BUILTIN_ALGORITHMS = ("ring", "direct", "tree", "halving_doubling", "hierarchical", "root")
+BUILTIN_ALGORITHMS = (
+    "ring",
+    "direct",
+    "tree",
+    "halving_doubling",
+    "hierarchical",
+    "root",
+    "scatter_allgather",
+)
 """Modules of the built-in algorithms (each registers its classes on import)."""
 
 _loaded = False
