@@ -324,7 +324,15 @@ class CollectiveCommand(Command):
             "--model",
             choices=["flow", "analytical"],
             default="flow",
-            help="simulate flows or use the alpha-beta formula (default: flow)",
+            help="flow-level max-min, or congestion-aware analytical: the alpha-beta "
+            "formula with link sharing (default: flow)",
+        )
+        what.add_argument(
+            "--channels",
+            type=int,
+            default=1,
+            metavar="N",
+            help="run each collective as N equal slices at once, NCCL's channels (default: 1)",
         )
         what.add_argument(
             "--iterations",
@@ -381,6 +389,7 @@ class CollectiveCommand(Command):
                 model=args.model,
                 iterations=args.iterations,
                 progress=progress,
+                channels=args.channels,
             )
         finally:
             progress.close()

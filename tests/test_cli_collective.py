@@ -344,3 +344,17 @@ def test_progress_on_a_terminal(capsys, monkeypatch) -> None:
     captured = capsys.readouterr()
     assert "point 10 of 10" in captured.err and captured.err.endswith("\r")
     assert len(json.loads(captured.out)) == 10
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+@pytest.mark.parametrize("channels", [2, 8])
+def test_channels_flag_splits_a_ring_without_changing_its_time_alone(
+    capsys, model: str, channels: int
+) -> None:
+    """--channels N: N rings of S/N share every hop of an idle switch, so the time is one
+    ring's, 2 (n-1)/n S / B (latency 0, 1e-9); --channels 0 is refused."""
+    argv = ["--op", "allreduce", "--algorithm", "ring", "--bytes", "64MB", "--devices", "8"]
+    rows = run_json(capsys, *argv, "--model", model, "--channels", str(channels))
+    assert rows[0]["time_s"] == pytest.approx(2 * 7 / 8 * 64e6 / 25e9, rel=1e-9)
+    err = fail(capsys, *argv, "--channels", "0")
+    assert "--channels: must be at least 1" in err

@@ -291,6 +291,7 @@ def sweep(
     iterations: int = 1,
     progress: Callable[[int, int], None] | None = None,
     topology: Topology | None = None,
+    channels: int = 1,
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -298,7 +299,8 @@ def sweep(
     :data:`ROW_KEYS`: ``bytes`` (nccl-tests size), ``devices`` (group size),
     ``time_s`` (seconds per iteration), ``algbw_GBps`` and ``busbw_GBps``
     (1e9 bytes/s).  ``progress(done, total)`` is called after each point.
-    Everything is checked before the first point runs.
+    ``channels`` runs each collective as that many slices at once.  Everything is
+    checked before the first point runs.
     """
     from ..topology import build_topology
 
@@ -307,6 +309,8 @@ def sweep(
         raise ScenarioError(Problem("--model", f"unknown model {model!r}", ", ".join(MODELS)))
     if iterations < 1:
         raise ScenarioError(Problem("--iterations", "must be at least 1"))
+    if channels < 1:
+        raise ScenarioError(Problem("--channels", "must be at least 1"))
     if topology is None:
         try:
             topology = build_topology(scenario.cluster)
@@ -328,7 +332,7 @@ def sweep(
     rows = []
     for row_calls in calls:
         for call in row_calls:
-            rows.append(run_point(scenario, topology, call, model, iterations))
+            rows.append(run_point(scenario, topology, call, model, iterations, channels))
             if progress is not None:
                 progress(len(rows), total)
     return rows
@@ -344,7 +348,12 @@ def _check_options(op: str, n: int, root: int, chunk_bytes: float | None) -> Non
 
 
 def run_point(
-    scenario: Scenario, topology: Topology, call: CollectiveCall, model: str, iterations: int
+    scenario: Scenario,
+    topology: Topology,
+    call: CollectiveCall,
+    model: str,
+    iterations: int,
+    channels: int = 1,
 ) -> dict[str, Any]:
     """One row: ``call`` run ``iterations`` times back to back on a fresh simulation."""
     from ..engine import Simulation
@@ -353,7 +362,9 @@ def run_point(
 
     def repeat() -> Any:
         for i in range(iterations):
-            yield run_collective(sim, call, model=model, iteration=i, record_transfers=False)
+            yield run_collective(
+                sim, call, model=model, iteration=i, record_transfers=False, channels=channels
+            )
 
     sim.process(repeat())
     sim.run()
