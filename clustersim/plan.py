@@ -178,6 +178,19 @@ def resize_cluster(doc: dict[str, Any], devices: int, source: str = "") -> dict[
             ),
             source,
         )
+    if cluster.kind == "three_tier":
+        pod = cluster.node.gpus * cluster.nodes_per_rack * cluster.racks_per_pod
+        if devices % pod:
+            raise ScenarioError(
+                Problem(
+                    "--devices",
+                    f"{devices} GPUs do not fill whole pods of {pod} GPUs",
+                    f"a multiple of {pod}",
+                ),
+                source,
+            )
+        section["pods"] = devices // pod
+        return out
     if cluster.kind != "two_tier":
         section["devices"] = devices
         return out

@@ -353,6 +353,53 @@ class TwoTierCluster(_Spec):
         return self
 
 
+class ThreeTierCluster(_Spec):
+    """Pods of racks: each pod's racks under its spine switches, pods joined by core switches.
+
+    ``nodes_per_rack``, ``node`` and ``rack_uplink`` (each top-of-rack switch's links to its
+    pod's spines) mean what they mean in :class:`TwoTierCluster`.
+    """
+
+    kind: Literal["three_tier"]
+    """The cluster shape."""
+    pods: Count = 1
+    """Number of pods."""
+    racks_per_pod: Count = 1
+    """Racks in each pod, named ``pod{p}/rack{i}``."""
+    nodes_per_rack: Count = TwoTierCluster.model_fields["nodes_per_rack"].default
+    node: NodeSpec
+    rack_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
+    pod_uplink: UplinkSpec = Field(
+        default={"oversubscription": 1},
+        validate_default=True,  # type: ignore[arg-type]
+    )
+    """Each pod's links from its spines to the cores (ratio: of the pod's rack uplinks,
+    racks_per_pod x rack uplink / oversubscription; a bandwidth: the pod's total)."""
+    spines: Count = 1
+    """Spine switches per pod (``pod{p}/spine{k}``); spine k of every pod links to every core."""
+    cores: Count = 1
+    """Core switches (``core{m}``)."""
+    spine_routing: Literal["ecmp", "split"] = "ecmp"
+    """How flows between racks use the spines and cores: one path by hash, or all evenly."""
+
+    @model_validator(mode="after")
+    def _not_too_large(self) -> ThreeTierCluster:
+        racks = self.pods * self.racks_per_pod
+        nodes, gpus = racks * self.nodes_per_rack, self.node.gpus
+        per_node = 2 * (gpus + 1) + 4 * self.node.nics + 2 * (self.node.nics > 1) * self.node.nics
+        if self.node.nvlink is not None:
+            nvlink = self.node.nvlink
+            per_node += 2 * (gpus if nvlink.pairs is None else len(nvlink.pairs))
+        upper = 2 * racks * self.spines + 2 * self.pods * self.spines * self.cores
+        how = (
+            f"pods {self.pods} x racks_per_pod {self.racks_per_pod} x nodes_per_rack "
+            f"{self.nodes_per_rack} x (gpus {gpus} + 1 CPU), spines {self.spines}, "
+            f"cores {self.cores}"
+        )
+        _size_check(nodes * (gpus + 1), nodes * per_node + upper, how)
+        return self
+
+
 class FlatCluster(_Spec):
     """Devices joined directly: one switch, a ring, or every pair linked."""
 
@@ -466,7 +513,7 @@ def _name_problems(cluster: CustomCluster) -> list[Problem]:
     return problems
 
 
-CLUSTER_KINDS = ("two_tier", "switch", "ring", "fully_connected", "custom")
+CLUSTER_KINDS = ("two_tier", "three_tier", "switch", "ring", "fully_connected", "custom")
 """Every value of ``cluster.kind``."""
 
 TAG_ERROR = "clustersim_tag"
@@ -495,6 +542,7 @@ def _tagged(key: str, choices: Sequence[str], default: str | None = None) -> Dis
 
 ClusterSpec = Annotated[
     Annotated[TwoTierCluster, Tag("two_tier")]
+    | Annotated[ThreeTierCluster, Tag("three_tier")]
     | Annotated[FlatCluster, Tag("switch")]
     | Annotated[FlatCluster, Tag("ring")]
     | Annotated[FlatCluster, Tag("fully_connected")]

@@ -354,6 +354,8 @@ def build_topology(cluster_spec: Any) -> Topology:
     kind = getattr(cluster_spec, "kind", "two_tier")
     if kind == "two_tier":
         return _build_two_tier(cluster_spec)
+    if kind == "three_tier":
+        return _build_three_tier(cluster_spec)
     if kind == "switch":
         return _build_switch(cluster_spec)
     if kind == "ring":
@@ -366,7 +368,7 @@ def build_topology(cluster_spec: Any) -> Topology:
         Problem(
             "cluster.kind",
             f"unknown cluster kind {kind!r}",
-            allowed="two_tier, switch, ring, fully_connected, custom",
+            allowed="two_tier, three_tier, switch, ring, fully_connected, custom",
         )
     )
 
@@ -394,13 +396,18 @@ class _Place:
 
 
 class _TwoTierRouter:
-    __slots__ = ("places", "pair_links", "tor_up", "tor_down")
+    """Routes of two- and three-tier clusters (``pod_of`` set: pods joined by cores)."""
+
+    __slots__ = ("places", "pair_links", "tor_up", "tor_down", "pod_of", "pod_up", "pod_down")
 
     def __init__(self) -> None:
         self.places: dict[str, _Place] = {}
         self.pair_links: dict[tuple[str, str], Link] = {}
         self.tor_up: list[list[Link]] = []  # [rack][spine]: tor -> spine
         self.tor_down: list[list[Link]] = []  # [rack][spine]: spine -> tor
+        self.pod_of: list[int] | None = None  # [rack]: its pod (three-tier)
+        self.pod_up: list[list[list[Link]]] = []  # [pod][spine][core]: spine -> core
+        self.pod_down: list[list[list[Link]]] = []  # [pod][spine][core]: core -> spine
 
     def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
         a = self.places[src.name]
@@ -418,8 +425,17 @@ class _TwoTierRouter:
             return (Route.of(a.up + b.down),)
         ups = self.tor_up[a.rack]
         downs = self.tor_down[b.rack]
+        pods = self.pod_of
+        if pods is None or pods[a.rack] == pods[b.rack]:
+            return tuple(
+                Route.of((*a.up, up, down, *b.down)) for up, down in zip(ups, downs, strict=True)
+            )
+        to_core = self.pod_up[pods[a.rack]]
+        from_core = self.pod_down[pods[b.rack]]
         return tuple(
-            Route.of((*a.up, up, down, *b.down)) for up, down in zip(ups, downs, strict=True)
+            Route.of((*a.up, ups[k], to_core[k][m], from_core[k][m], downs[k], *b.down))
+            for k in range(len(ups))
+            for m in range(len(to_core[k]))
         )
 
 
@@ -438,6 +454,98 @@ def rack_uplink_Bps(cluster_spec: Any) -> float:
 
 
 def _build_two_tier(spec: Any) -> Topology:
+    """Racks ``rack{r}`` under spines ``spine{k}``."""
+    racks = int(spec.racks)
+    b, router = _build_racks(spec, [f"rack{r}" for r in range(racks)])
+    spines = int(spec.spines) if racks > 1 else 0
+    if spines:
+        share = rack_uplink_Bps(spec) / spines
+        latency = float(spec.rack_uplink.latency_s)
+        spine_names = [f"spine{k}" for k in range(spines)]
+        for r in range(racks):
+            ups: list[Link] = []
+            downs: list[Link] = []
+            for spine in spine_names:
+                up, down = b.cable(f"rack{r}/tor", spine, share, latency)
+                ups.append(up)
+                downs.append(down)
+            router.tor_up.append(ups)
+            router.tor_down.append(downs)
+        for spine in spine_names:
+            b.switch(spine)
+    nodes = racks * int(spec.nodes_per_rack)
+    return Topology(
+        "two_tier",
+        b.devices,
+        b.links,
+        b.switches,
+        router,
+        spine_routing=spec.spine_routing,
+        racks=racks,
+        nodes=nodes,
+    )
+
+
+def _build_three_tier(spec: Any) -> Topology:
+    """Pods ``pod{p}`` of racks ``pod{p}/rack{i}`` under the pod's spines ``pod{p}/spine{k}``;
+    spine k of every pod joined to every core switch ``core{m}`` (spine planes)."""
+    pods, per_pod = int(spec.pods), int(spec.racks_per_pod)
+    names = [f"pod{p}/rack{i}" for p in range(pods) for i in range(per_pod)]
+    b, router = _build_racks(spec, names)
+    spines = int(spec.spines) if pods * per_pod > 1 else 0
+    cores = int(spec.cores) if pods > 1 else 0
+    rack_Bps = rack_uplink_Bps(spec)
+    latency = float(spec.rack_uplink.latency_s)
+    router.pod_of = [r // per_pod for r in range(len(names))]
+    for r, rack in enumerate(names):
+        pod = r // per_pod
+        ups, downs = [], []
+        for k in range(spines):
+            up, down = b.cable(f"{rack}/tor", f"pod{pod}/spine{k}", rack_Bps / spines, latency)
+            ups.append(up)
+            downs.append(down)
+        router.tor_up.append(ups)
+        router.tor_down.append(downs)
+    pod_Bps = pod_uplink_Bps(spec)
+    pod_latency = float(spec.pod_uplink.latency_s)
+    for pod in range(pods):
+        ups_k, downs_k = [], []
+        for k in range(spines):
+            spine = b.switch(f"pod{pod}/spine{k}")
+            pairs = [
+                b.cable(spine, f"core{m}", pod_Bps / (spines * cores), pod_latency)
+                for m in range(cores)
+            ]
+            ups_k.append([up for up, _ in pairs])
+            downs_k.append([down for _, down in pairs])
+        router.pod_up.append(ups_k)
+        router.pod_down.append(downs_k)
+    for m in range(cores):
+        b.switch(f"core{m}")
+    return Topology(
+        "three_tier",
+        b.devices,
+        b.links,
+        b.switches,
+        router,
+        spine_routing=spec.spine_routing,
+        racks=len(names),
+        nodes=len(names) * int(spec.nodes_per_rack),
+    )
+
+
+def pod_uplink_Bps(cluster_spec: Any) -> float:
+    """Total bandwidth from one pod's spines to the cores in bytes/s:
+    ``pod_uplink.bandwidth_Bps``, else racks_per_pod x rack uplink / oversubscription."""
+    uplink = cluster_spec.pod_uplink
+    if uplink.bandwidth_Bps is not None:
+        return float(uplink.bandwidth_Bps)
+    ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
+    return cluster_spec.racks_per_pod * rack_uplink_Bps(cluster_spec) / ratio
+
+
+def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRouter]:
+    """The nodes of every rack (named ``rack_names``) under their top-of-rack switches."""
     node_spec = spec.node
     gpus = int(node_spec.gpus)
     pcie_bw, pcie_lat = float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)
@@ -449,16 +557,13 @@ def _build_two_tier(spec: Any) -> Topology:
     )
     nv_bw = float(nvlink.bandwidth_Bps) if nvlink is not None else 0.0
     nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
-    racks = int(spec.racks)
     nodes_per_rack = int(spec.nodes_per_rack)
-    spines = int(spec.spines) if racks > 1 else 0
     nics = int(getattr(node_spec, "nics", 1))
 
     b = _Builder()
     router = _TwoTierRouter()
     places = router.places
-    for r in range(racks):
-        rack = f"rack{r}"
+    for r, rack in enumerate(rack_names):
         tor = b.switch(f"{rack}/tor")
         for n in range(nodes_per_rack):
             node = f"{rack}/node{n}"
@@ -513,31 +618,7 @@ def _build_two_tier(spec: Any) -> Topology:
                     to_root=to_root[home],
                     from_root=from_root[home],
                 )
-    if spines:
-        share = rack_uplink_Bps(spec) / spines
-        latency = float(spec.rack_uplink.latency_s)
-        spine_names = [f"spine{k}" for k in range(spines)]
-        for r in range(racks):
-            ups: list[Link] = []
-            downs: list[Link] = []
-            for spine in spine_names:
-                up, down = b.cable(f"rack{r}/tor", spine, share, latency)
-                ups.append(up)
-                downs.append(down)
-            router.tor_up.append(ups)
-            router.tor_down.append(downs)
-        for spine in spine_names:
-            b.switch(spine)
-    return Topology(
-        "two_tier",
-        b.devices,
-        b.links,
-        b.switches,
-        router,
-        spine_routing=spec.spine_routing,
-        racks=racks,
-        nodes=racks * nodes_per_rack,
-    )
+    return b, router
 
 
 # -- flat kinds ---------------------------------------------------------------
