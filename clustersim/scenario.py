@@ -216,6 +216,10 @@ class NodeSpec(_Spec):
     """NVLink between GPUs, if any."""
     nic: LinkSpec
     """Each network card: its PCIe switch <-> top-of-rack switch."""
+    nvlink_domain: Count = 1
+    """Nodes whose GPUs share one NVSwitch fabric (an NVLink domain spanning nodes, as in
+    NVL72: 18 nodes of 4 GPUs): their GPUs talk over NVLink; it must divide
+    nodes_per_rack, and nvlink must be an NVSwitch."""
     nics: Int = Field(1, ge=1)
     """Network cards per node.  With N > 1, NIC j sits on PCIe switch j of its own,
     GPU i on switch floor(i N / gpus) (GPUs 2j, 2j+1 with 8 GPUs and 4 NICs; one NIC per

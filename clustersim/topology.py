@@ -393,6 +393,8 @@ class _Place:
     to_root: tuple[Link, ...] = ()
     """Its switch -> the node's PCIe root (empty when the device sits on the root)."""
     from_root: tuple[Link, ...] = ()
+    nvdomain: str = ""
+    """The NVSwitch fabric its NVLink port reaches ("" without NVSwitch)."""
 
 
 class _TwoTierRouter:
@@ -421,6 +423,9 @@ class _TwoTierRouter:
             if a.switch != b.switch:  # across the node's PCIe root
                 return (Route.of((a.to_pcie, *a.to_root, *b.from_root, b.from_pcie)),)
             return (Route.of((a.to_pcie, b.from_pcie)),)
+        if a.nvdomain and a.nvdomain == b.nvdomain:  # nodes of one NVLink domain
+            if a.to_nvswitch is not None and b.from_nvswitch is not None:
+                return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
         if a.rack == b.rack:
             return (Route.of(a.up + b.down),)
         ups = self.tor_up[a.rack]
@@ -544,6 +549,27 @@ def pod_uplink_Bps(cluster_spec: Any) -> float:
     return cluster_spec.racks_per_pod * rack_uplink_Bps(cluster_spec) / ratio
 
 
+def _nvlink_domain(node_spec: Any, nodes_per_rack: int) -> int:
+    """Nodes per NVLink domain (``node.nvlink_domain``), checked against the rack."""
+    domain = int(getattr(node_spec, "nvlink_domain", 1))
+    if domain == 1:
+        return 1
+    path = "cluster.node.nvlink_domain"
+    if node_spec.nvlink is None or node_spec.nvlink.pairs is not None:
+        raise ScenarioError(
+            Problem(path, "an NVLink domain needs nvlink with an NVSwitch (no pairs)")
+        )
+    if nodes_per_rack % domain:
+        raise ScenarioError(
+            Problem(
+                path,
+                f"{domain} nodes per domain do not divide nodes_per_rack {nodes_per_rack}",
+                "a divisor of nodes_per_rack",
+            )
+        )
+    return domain
+
+
 def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRouter]:
     """The nodes of every rack (named ``rack_names``) under their top-of-rack switches."""
     node_spec = spec.node
@@ -559,6 +585,7 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
     nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
     nodes_per_rack = int(spec.nodes_per_rack)
     nics = int(getattr(node_spec, "nics", 1))
+    domain = _nvlink_domain(node_spec, nodes_per_rack)
 
     b = _Builder()
     router = _TwoTierRouter()
@@ -573,7 +600,12 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
             cpu = b.device(f"{node}/cpu", "cpu", node_spec.cpu, node, rack)
             one = nics == 1
             pcies = [b.switch(f"{node}/pcie" if one else f"{node}/pcie{j}") for j in range(nics)]
-            nvs = b.switch(f"{node}/nvswitch") if nvswitch else ""
+            if not nvswitch:
+                nvs = ""
+            elif domain == 1:
+                nvs = b.switch(f"{node}/nvswitch")
+            elif n % domain == 0:
+                nvs = b.switch(f"{rack}/nvdomain{n // domain}")
             nic_names = [b.switch(f"{node}/nic" if one else f"{node}/nic{j}") for j in range(nics)]
             root = pcies[0] if one else b.switch(f"{node}/root")
             homes = [pcies[g * nics // gpus] for g in range(gpus)] + [root]
@@ -617,6 +649,7 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
                     switch=home,
                     to_root=to_root[home],
                     from_root=from_root[home],
+                    nvdomain=nvs if name in nv_links else "",
                 )
     return b, router
 

@@ -4,6 +4,7 @@ all-reduce whose rails each get a NIC of their own."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,59 @@ def test_a_one_nic_node_is_built_as_before() -> None:
     )
     assert "rack0/node0/pcie" in topo.switches and "rack0/node0/nic" in topo.switches
     assert "rack0/node0/root" not in topo.switches
+
+
+# -- NVLink domains spanning nodes ------------------------------------------------------
+
+
+def nvl_cluster(domain: int, nodes: int = 4, gpus: int = 4, nvlink: Any = "300GB/s") -> dict:
+    node: dict[str, Any] = {
+        "gpus": gpus,
+        "nvlink_domain": domain,
+        "pcie": {"bandwidth": "32GB/s"},
+        "nic": {"bandwidth": "200Gb/s"},
+    }
+    if nvlink is not None:
+        node["nvlink"] = {"bandwidth": nvlink} if isinstance(nvlink, str) else nvlink
+    return {"kind": "two_tier", "racks": 1, "nodes_per_rack": nodes, "node": node}
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+@pytest.mark.parametrize(("nodes", "domain"), [(4, 4), (4, 2), (18, 18), (2, 2)])
+def test_a_ring_inside_an_nvlink_domain_runs_at_nvlink_speed(
+    model: str, nodes: int, domain: int
+) -> None:
+    """A ring all-reduce over the GPUs of one NVLink domain (domain nodes x 4 GPUs) never
+    leaves NVLink: 2 (n-1)/n S / 300 GB/s (1e-9); a ring over the same GPUs without the
+    domain crosses the 25 GB/s NICs."""
+    topo = build_topology(scenario_of(nvl_cluster(domain, nodes)).cluster)
+    devices = tuple(f"rack0/node{n}/gpu{g}" for n in range(domain) for g in range(4))
+    call = CollectiveCall("allreduce", devices, 64 * MB)
+    n = len(devices)
+    expected = 2 * (n - 1) / n * 64 * MB / 300e9
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
+    sim = Simulation(topo)
+    run_collective(sim, call, model=model, record_transfers=False)
+    sim.run()
+    assert sim.now == pytest.approx(expected, rel=1e-9)
+    plain = build_topology(scenario_of(nvl_cluster(1, nodes)).cluster)
+    assert analytical_time(call, plain) > 5 * expected
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (nvl_cluster(3, nodes=4), "3 nodes per domain do not divide nodes_per_rack 4"),
+        (nvl_cluster(2, nvlink=None), "an NVLink domain needs nvlink with an NVSwitch"),
+        (
+            nvl_cluster(2, nvlink={"bandwidth": "300GB/s", "pairs": [[0, 1]]}),
+            "an NVLink domain needs nvlink with an NVSwitch",
+        ),
+    ],
+)
+def test_bad_nvlink_domains_are_refused(doc: dict, message: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        build_topology(scenario_of(doc).cluster)
+    (problem,) = info.value.problems
+    assert problem.path == "cluster.node.nvlink_domain"
+    assert message in problem.message

@@ -358,7 +358,7 @@ def test_unknown_key_did_you_mean_and_allowed_keys() -> None:
     doc["cluster"]["node"]["nicc"] = {"bandwidth": "1GB/s"}
     text = rendered(doc)
     assert "cluster.node.nicc: unknown key; did you mean 'nic'?" in text
-    assert "(allowed: gpus, gpu, cpu, pcie, nvlink, nic, nics)" in text
+    assert "(allowed: gpus, gpu, cpu, pcie, nvlink, nic, nvlink_domain, nics)" in text
 
 
 def test_unknown_key_without_close_match() -> None:
