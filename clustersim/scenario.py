@@ -300,6 +300,8 @@ class UplinkSpec(_Spec):
         return self
 
 
+MAX_CHANNELS = 64
+"""Most channels a collective may run in (NCCL's limit)."""
 MAX_DEVICES = 262_144
 """Most devices (GPUs and CPUs) a cluster may have; checked before anything is built."""
 MAX_LINKS = 1_000_000
@@ -829,9 +831,9 @@ class AllreduceSyncSpec(_Spec):
     """All-reduce buckets while backward goes on (false: wait for the whole backward)."""
     options: dict[str, Any] = {}
     """Algorithm options (hierarchical: inter, intra)."""
-    channels: Count | None = None
-    """Channels of each gradient collective: equal slices that run at once (default:
-    ``network.channels``)."""
+    channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] | None = None
+    """Channels of each gradient collective: equal slices that run at once, at most 64
+    (default: ``network.channels``)."""
 
 
 class ParameterServerSpec(_Spec):
@@ -947,9 +949,10 @@ class NetworkSpec(_Spec):
     included, is a flow sharing links max-min fairly; ``analytical`` (congestion-aware
     analytical): each collective is a few weighted flows priced by its algorithm's
     alpha-beta cost, sharing links with everything in flight (few events; large sweeps)."""
-    channels: Count = 1
-    """Channels per collective (NCCL's): each collective runs as this many equal slices at
-    once on its ranks.  Collectives of one process group always run one after another."""
+    channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] = 1
+    """Channels per collective (NCCL's, at most 64): each collective runs as this many equal
+    slices at once on its ranks.  Collectives of one process group always run one after
+    another."""
 
 
 class Scenario(_Spec):

@@ -356,5 +356,6 @@ def test_channels_flag_splits_a_ring_without_changing_its_time_alone(
     argv = ["--op", "allreduce", "--algorithm", "ring", "--bytes", "64MB", "--devices", "8"]
     rows = run_json(capsys, *argv, "--model", model, "--channels", str(channels))
     assert rows[0]["time_s"] == pytest.approx(2 * 7 / 8 * 64e6 / 25e9, rel=1e-9)
-    err = fail(capsys, *argv, "--channels", "0")
-    assert "--channels: must be at least 1" in err
+    for bad in ("0", "65"):
+        err = fail(capsys, *argv, "--channels", bad)
+        assert f"--channels: must be from 1 to 64, got {bad}" in err

@@ -121,3 +121,20 @@ def test_channels_are_connections_of_their_own() -> None:
     assert sorted(v for k, v in split.items() if k.startswith("rack0/tor->")) == pytest.approx(
         [3 / 4 * 64e6] * 2
     )
+
+
+@pytest.mark.parametrize("key", ["network", "data_parallel"])
+def test_channels_are_bounded(key: str) -> None:
+    """At most 64 channels (NCCL's limit): more is refused at its key path, not run."""
+    from clustersim.errors import ScenarioError
+
+    doc = load_document(SCENARIOS / "data_parallel/overlap.yaml")
+    if key == "network":
+        doc["network"] = {"channels": 10**9}
+        path = "network.channels"
+    else:
+        doc["data_parallel"]["allreduce"]["channels"] = 65
+        path = "data_parallel.allreduce.channels"
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(doc, "bounded")
+    assert info.value.problems[0].path == path

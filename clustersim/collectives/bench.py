@@ -309,8 +309,12 @@ def sweep(
         raise ScenarioError(Problem("--model", f"unknown model {model!r}", ", ".join(MODELS)))
     if iterations < 1:
         raise ScenarioError(Problem("--iterations", "must be at least 1"))
-    if channels < 1:
-        raise ScenarioError(Problem("--channels", "must be at least 1"))
+    from ..scenario import MAX_CHANNELS
+
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise ScenarioError(
+            Problem("--channels", f"must be from 1 to {MAX_CHANNELS}, got {channels}")
+        )
     if topology is None:
         try:
             topology = build_topology(scenario.cluster)
