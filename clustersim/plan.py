@@ -178,18 +178,23 @@ def resize_cluster(doc: dict[str, Any], devices: int, source: str = "") -> dict[
             ),
             source,
         )
-    if cluster.kind == "three_tier":
-        pod = cluster.node.gpus * cluster.nodes_per_rack * cluster.racks_per_pod
-        if devices % pod:
+    units = {
+        "three_tier": ("pods", "pod", lambda c: c.nodes_per_rack * c.racks_per_pod),
+        "rail_optimized": ("groups", "rail group", lambda c: c.nodes_per_group),
+    }
+    if cluster.kind in units:
+        key, what, nodes = units[cluster.kind]
+        unit = cluster.node.gpus * nodes(cluster)
+        if devices % unit:
             raise ScenarioError(
                 Problem(
                     "--devices",
-                    f"{devices} GPUs do not fill whole pods of {pod} GPUs",
-                    f"a multiple of {pod}",
+                    f"{devices} GPUs do not fill whole {what}s of {unit} GPUs",
+                    f"a multiple of {unit}",
                 ),
                 source,
             )
-        section["pods"] = devices // pod
+        section[key] = devices // unit
         return out
     if cluster.kind != "two_tier":
         section["devices"] = devices

@@ -406,6 +406,47 @@ class ThreeTierCluster(_Spec):
         return self
 
 
+class RailOptimizedCluster(_Spec):
+    """Rail-optimized groups of nodes (DGX SuperPOD style): NIC j of every node of a group
+    on the group's rail switch j, rail switches joined by spines; one NIC per GPU."""
+
+    kind: Literal["rail_optimized"]
+    """The cluster shape."""
+    groups: Count = 1
+    """Rail groups (scalable units), named ``group{g}``."""
+    nodes_per_group: Count = 1
+    """Nodes in each group, named ``group{g}/node{n}``."""
+    node: NodeSpec
+    """Every node; ``nics`` must equal ``gpus`` (GPU j's NIC is rail j)."""
+    rail_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
+    """Each rail switch's links to the spines (ratio: of nodes_per_group x NIC bandwidth)."""
+    spines: Count = 1
+    """Spine switches ``spine{k}``; every rail switch links to every spine."""
+    spine_routing: Literal["ecmp", "split"] = TwoTierCluster.model_fields["spine_routing"].default
+    """How flows between rails or groups use the spines."""
+
+    @model_validator(mode="after")
+    def _one_nic_per_gpu(self) -> RailOptimizedCluster:
+        if self.node.nics != self.node.gpus:
+            raise Invalid(
+                Problem(
+                    "node.nics",
+                    f"a rail-optimized node needs one NIC per GPU: nics {self.node.nics}, "
+                    f"gpus {self.node.gpus}",
+                    f"nics: {self.node.gpus}",
+                )
+            )
+        nodes, gpus = self.groups * self.nodes_per_group, self.node.gpus
+        per_node = 2 * (gpus + 1) + 6 * gpus + (2 * gpus if self.node.nvlink else 0)
+        how = (
+            f"groups {self.groups} x nodes_per_group {self.nodes_per_group} x "
+            f"(gpus {gpus} + 1 CPU), spines {self.spines}"
+        )
+        upper = 2 * self.groups * gpus * self.spines
+        _size_check(nodes * (gpus + 1), nodes * per_node + upper, how)
+        return self
+
+
 class FlatCluster(_Spec):
     """Devices joined directly: one switch, a ring, or every pair linked."""
 
@@ -519,7 +560,15 @@ def _name_problems(cluster: CustomCluster) -> list[Problem]:
     return problems
 
 
-CLUSTER_KINDS = ("two_tier", "three_tier", "switch", "ring", "fully_connected", "custom")
+CLUSTER_KINDS = (
+    "two_tier",
+    "three_tier",
+    "rail_optimized",
+    "switch",
+    "ring",
+    "fully_connected",
+    "custom",
+)
 """Every value of ``cluster.kind``."""
 
 TAG_ERROR = "clustersim_tag"
@@ -549,6 +598,7 @@ def _tagged(key: str, choices: Sequence[str], default: str | None = None) -> Dis
 ClusterSpec = Annotated[
     Annotated[TwoTierCluster, Tag("two_tier")]
     | Annotated[ThreeTierCluster, Tag("three_tier")]
+    | Annotated[RailOptimizedCluster, Tag("rail_optimized")]
     | Annotated[FlatCluster, Tag("switch")]
     | Annotated[FlatCluster, Tag("ring")]
     | Annotated[FlatCluster, Tag("fully_connected")]

@@ -356,6 +356,8 @@ def build_topology(cluster_spec: Any) -> Topology:
         return _build_two_tier(cluster_spec)
     if kind == "three_tier":
         return _build_three_tier(cluster_spec)
+    if kind == "rail_optimized":
+        return _build_rail_optimized(cluster_spec)
     if kind == "switch":
         return _build_switch(cluster_spec)
     if kind == "ring":
@@ -368,7 +370,7 @@ def build_topology(cluster_spec: Any) -> Topology:
         Problem(
             "cluster.kind",
             f"unknown cluster kind {kind!r}",
-            allowed="two_tier, three_tier, switch, ring, fully_connected, custom",
+            allowed="two_tier, three_tier, rail_optimized, switch, ring, fully_connected, custom",
         )
     )
 
@@ -395,12 +397,24 @@ class _Place:
     from_root: tuple[Link, ...] = ()
     nvdomain: str = ""
     """The NVSwitch fabric its NVLink port reaches ("" without NVSwitch)."""
+    nic: int = 0
+    """Index of the NIC it reaches the network through (its rail)."""
 
 
 class _TwoTierRouter:
     """Routes of two- and three-tier clusters (``pod_of`` set: pods joined by cores)."""
 
-    __slots__ = ("places", "pair_links", "tor_up", "tor_down", "pod_of", "pod_up", "pod_down")
+    __slots__ = (
+        "places",
+        "pair_links",
+        "tor_up",
+        "tor_down",
+        "pod_of",
+        "pod_up",
+        "pod_down",
+        "rails",
+        "node_gpus",
+    )
 
     def __init__(self) -> None:
         self.places: dict[str, _Place] = {}
@@ -410,6 +424,8 @@ class _TwoTierRouter:
         self.pod_of: list[int] | None = None  # [rack]: its pod (three-tier)
         self.pod_up: list[list[list[Link]]] = []  # [pod][spine][core]: spine -> core
         self.pod_down: list[list[list[Link]]] = []  # [pod][spine][core]: core -> spine
+        self.rails = False  # rail-optimized: tor_up/tor_down are [group * nics + rail][spine]
+        self.node_gpus: dict[str, list[str]] = {}  # node -> its GPUs, by index
 
     def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
         a = self.places[src.name]
@@ -426,6 +442,8 @@ class _TwoTierRouter:
         if a.nvdomain and a.nvdomain == b.nvdomain:  # nodes of one NVLink domain
             if a.to_nvswitch is not None and b.from_nvswitch is not None:
                 return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
+        if self.rails:
+            return self._rail_routes(a, b)
         if a.rack == b.rack:
             return (Route.of(a.up + b.down),)
         ups = self.tor_up[a.rack]
@@ -442,6 +460,29 @@ class _TwoTierRouter:
             for k in range(len(ups))
             for m in range(len(to_core[k]))
         )
+
+    def _rail_routes(self, a: _Place, b: _Place) -> tuple[Route, ...]:
+        """Rail-optimized: to the destination's rail first -- over NVLink to the GPU of that
+        rail on the source node (PXN) when there is an NVSwitch -- then through that rail's
+        switch, and through the spines between groups or rails."""
+        prefix: tuple[Link, ...] = ()
+        start = a
+        if a.nic != b.nic and a.to_nvswitch is not None:
+            relay = self.places[self.node_gpus[a.node][b.nic]]
+            if relay.from_nvswitch is not None:
+                prefix, start = (a.to_nvswitch, relay.from_nvswitch), relay
+        if start.rack == b.rack and start.nic == b.nic:
+            return (Route.of((*prefix, *start.up, *b.down)),)
+        ups = self.tor_up[start.rack * self._nics + start.nic]
+        downs = self.tor_down[b.rack * self._nics + b.nic]
+        return tuple(
+            Route.of((*prefix, *start.up, up, down, *b.down))
+            for up, down in zip(ups, downs, strict=True)
+        )
+
+    @property
+    def _nics(self) -> int:
+        return len(next(iter(self.node_gpus.values()), [])) or 1
 
 
 def rack_uplink_Bps(cluster_spec: Any) -> float:
@@ -491,6 +532,41 @@ def _build_two_tier(spec: Any) -> Topology:
     )
 
 
+def _build_rail_optimized(spec: Any) -> Topology:
+    """Rail groups ``group{g}``: NIC j of each of the group's nodes on rail switch
+    ``group{g}/rail{j}``, every rail switch linked to every spine ``spine{k}``."""
+    groups, nodes = int(spec.groups), int(spec.nodes_per_group)
+    names = [f"group{g}" for g in range(groups)]
+    b, router = _build_racks(spec, names, nodes_per_rack=nodes, rails=True)
+    router.rails = True
+    nics = int(spec.node.nics)
+    spines = int(spec.spines)
+    uplink = spec.rail_uplink
+    if uplink.bandwidth_Bps is not None:
+        total = float(uplink.bandwidth_Bps)
+    else:
+        total = nodes * float(spec.node.nic.bandwidth_Bps) / float(uplink.oversubscription)
+    latency = float(uplink.latency_s)
+    for group in names:
+        for j in range(nics):
+            spine_names = [f"spine{k}" for k in range(spines)]
+            ups, downs = _uplinks(b, f"{group}/rail{j}", spine_names, total / spines, latency)
+            router.tor_up.append(ups)
+            router.tor_down.append(downs)
+    for k in range(spines):
+        b.switch(f"spine{k}")
+    return Topology(
+        "rail_optimized",
+        b.devices,
+        b.links,
+        b.switches,
+        router,
+        spine_routing=spec.spine_routing,
+        racks=groups,
+        nodes=groups * nodes,
+    )
+
+
 def _build_three_tier(spec: Any) -> Topology:
     """Pods ``pod{p}`` of racks ``pod{p}/rack{i}`` under the pod's spines ``pod{p}/spine{k}``;
     spine k of every pod joined to every core switch ``core{m}`` (spine planes)."""
@@ -517,12 +593,11 @@ def _build_three_tier(spec: Any) -> Topology:
         ups_k, downs_k = [], []
         for k in range(spines):
             spine = b.switch(f"pod{pod}/spine{k}")
-            pairs = [
-                b.cable(spine, f"core{m}", pod_Bps / (spines * cores), pod_latency)
-                for m in range(cores)
-            ]
-            ups_k.append([up for up, _ in pairs])
-            downs_k.append([down for _, down in pairs])
+            core_names = [f"core{m}" for m in range(cores)]
+            share = pod_Bps / (spines * cores) if cores else 0.0
+            ups, downs = _uplinks(b, spine, core_names, share, pod_latency)
+            ups_k.append(ups)
+            downs_k.append(downs)
         router.pod_up.append(ups_k)
         router.pod_down.append(downs_k)
     for m in range(cores):
@@ -537,6 +612,14 @@ def _build_three_tier(spec: Any) -> Topology:
         racks=len(names),
         nodes=len(names) * int(spec.nodes_per_rack),
     )
+
+
+def _uplinks(
+    b: _Builder, switch: str, uppers: list[str], bandwidth_Bps: float, latency_s: float
+) -> tuple[list[Link], list[Link]]:
+    """Cables from ``switch`` to each of ``uppers``: (the up links, the down links)."""
+    pairs = [b.cable(switch, upper, bandwidth_Bps, latency_s) for upper in uppers]
+    return [up for up, _ in pairs], [down for _, down in pairs]
 
 
 def pod_uplink_Bps(cluster_spec: Any) -> float:
@@ -570,8 +653,11 @@ def _nvlink_domain(node_spec: Any, nodes_per_rack: int) -> int:
     return domain
 
 
-def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRouter]:
-    """The nodes of every rack (named ``rack_names``) under their top-of-rack switches."""
+def _build_racks(
+    spec: Any, rack_names: list[str], nodes_per_rack: int = 0, rails: bool = False
+) -> tuple[_Builder, _TwoTierRouter]:
+    """The nodes of every rack (named ``rack_names``) under their top-of-rack switches;
+    with ``rails``, NIC j of every node of a group under the group's rail switch j."""
     node_spec = spec.node
     gpus = int(node_spec.gpus)
     pcie_bw, pcie_lat = float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)
@@ -583,7 +669,7 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
     )
     nv_bw = float(nvlink.bandwidth_Bps) if nvlink is not None else 0.0
     nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
-    nodes_per_rack = int(spec.nodes_per_rack)
+    nodes_per_rack = nodes_per_rack or int(spec.nodes_per_rack)
     nics = int(getattr(node_spec, "nics", 1))
     domain = _nvlink_domain(node_spec, nodes_per_rack)
 
@@ -591,7 +677,10 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
     router = _TwoTierRouter()
     places = router.places
     for r, rack in enumerate(rack_names):
-        tor = b.switch(f"{rack}/tor")
+        if rails:
+            edge = [b.switch(f"{rack}/rail{j}") for j in range(nics)]
+        else:
+            edge = [b.switch(f"{rack}/tor")] * nics
         for n in range(nodes_per_rack):
             node = f"{rack}/node{n}"
             gpu_names = [
@@ -617,7 +706,7 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
             down: dict[str, tuple[Link, ...]] = {}
             to_root: dict[str, tuple[Link, ...]] = {root: ()}
             from_root: dict[str, tuple[Link, ...]] = {root: ()}
-            for pcie, nic in zip(pcies, nic_names, strict=True):
+            for pcie, nic, tor in zip(pcies, nic_names, edge, strict=True):
                 nic_to_pcie, pcie_to_nic = b.cable(nic, pcie, pcie_bw, pcie_lat)
                 to_tor, from_tor = b.cable(nic, tor, nic_bw, nic_lat)
                 up[pcie], down[pcie] = (pcie_to_nic, to_tor), (from_tor, nic_to_pcie)
@@ -650,7 +739,9 @@ def _build_racks(spec: Any, rack_names: list[str]) -> tuple[_Builder, _TwoTierRo
                     to_root=to_root[home],
                     from_root=from_root[home],
                     nvdomain=nvs if name in nv_links else "",
+                    nic=pcies.index(home) if home in pcies else 0,
                 )
+            router.node_gpus[node] = gpu_names
     return b, router
 
 

@@ -78,12 +78,13 @@ def flat_topology(kind: str, n: int, bandwidth: str = "25GB/s", latency: str = "
     return build_topology(parse_scenario(doc).cluster)
 
 
-def flow_time(call, topo: Topology) -> float:
-    """Seconds the flow-level run of collective ``call`` takes on an idle ``topo``."""
+def flow_time(call, topo: Topology, model: str = "flow") -> float:
+    """Seconds the run of collective ``call`` takes on an idle ``topo`` (flow-level by
+    default; ``model="analytical"`` for the congestion-aware analytical model)."""
     from clustersim.collectives import run_collective
     from clustersim.engine import Simulation
 
     sim = Simulation(topo)
-    run_collective(sim, call)
+    run_collective(sim, call, model=model, record_transfers=False)
     sim.run()
     return sim.now

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 import clustersim
-from clustersim.collectives import CollectiveCall, analytical_time, run_collective
+from clustersim.collectives import CollectiveCall, analytical_time
 from clustersim.collectives.bench import scenario_of
-from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 from clustersim.topology import Topology, build_topology
+
+from .conftest import flow_time
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 MB = 1e6
@@ -110,10 +111,7 @@ def test_hierarchical_rails_share_only_their_nic(
     call = CollectiveCall("allreduce", devices, size, algorithm="hierarchical")
     expected = hierarchical_s(nodes, 8, nics, size)
     assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
-    sim = Simulation(topo)
-    run_collective(sim, call, model=model, record_transfers=False)
-    sim.run()
-    assert sim.now == pytest.approx(expected, rel=1e-9)
+    assert flow_time(call, topo, model) == pytest.approx(expected, rel=1e-9)
 
 
 def test_dgx_scenarios_hand_worked_numbers() -> None:
@@ -169,10 +167,7 @@ def test_a_ring_inside_an_nvlink_domain_runs_at_nvlink_speed(
     n = len(devices)
     expected = 2 * (n - 1) / n * 64 * MB / 300e9
     assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
-    sim = Simulation(topo)
-    run_collective(sim, call, model=model, record_transfers=False)
-    sim.run()
-    assert sim.now == pytest.approx(expected, rel=1e-9)
+    assert flow_time(call, topo, model) == pytest.approx(expected, rel=1e-9)
     plain = build_topology(scenario_of(nvl_cluster(1, nodes)).cluster)
     assert analytical_time(call, plain) > 5 * expected
 

@@ -458,7 +458,9 @@ def test_unknown_kind_lists_the_kinds() -> None:
     (problem,) = problems(with_cluster({"kind": "torus", "devices": 4}))
     assert problem.path == "cluster.kind"
     assert problem.message == "unknown kind 'torus'"
-    assert problem.allowed == "two_tier, three_tier, switch, ring, fully_connected, custom"
+    assert problem.allowed == (
+        "two_tier, three_tier, rail_optimized, switch, ring, fully_connected, custom"
+    )
 
 
 def test_misspelt_kind_gets_a_hint() -> None:
