@@ -248,7 +248,6 @@ class Simulation:
         if size_bytes < 0:
             raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
         routes = self.topology.routes(src, dst)
-        start = self.env.now
         if len(routes) == 1:
             done = self.network.transfer(routes[0], size_bytes)
         elif self.topology.spine_routing == "split":
@@ -259,16 +258,37 @@ class Simulation:
             done = self.network.transfer(self.topology.route(src, dst, self._flow_seq), size_bytes)
         if not record:
             return done
-        records = self.records
+        recorder = self._transfer_recorder(
+            src, dst, size_bytes, label, iteration, microbatch, stage, op
+        )
+        done.callbacks.append(lambda _event: recorder())
+        return done
 
-        def _record(_event: simpy.Event) -> None:
+    def _transfer_recorder(
+        self,
+        src: str,
+        dst: str,
+        size_bytes: float,
+        label: str,
+        iteration: int,
+        microbatch: int,
+        stage: int,
+        op: str,
+    ) -> Callable[[], None]:
+        """A function that appends the ``transfer`` record of a transfer started now, ending
+        when it is called."""
+        start = self.env._now
+        records = self.records
+        env = self.env
+
+        def record() -> None:
             records.append(
                 Record(
                     src,
                     "transfer",
                     label,
                     start,
-                    self.env.now,
+                    env._now,
                     size_bytes,
                     0.0,
                     src,
@@ -280,8 +300,7 @@ class Simulation:
                 )
             )
 
-        done.callbacks.append(_record)
-        return done
+        return record
 
     def transfer_then(
         self,
@@ -301,28 +320,12 @@ class Simulation:
         SimPy event per transfer (what strategies sending many tensors at once use)."""
         if size_bytes < 0:
             raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
-        start = self.env._now
-        records = self.records
-        env = self.env
+        record = self._transfer_recorder(
+            src, dst, size_bytes, label, iteration, microbatch, stage, op
+        )
 
         def arrived(_flow: Any) -> None:
-            records.append(
-                Record(
-                    src,
-                    "transfer",
-                    label,
-                    start,
-                    env._now,
-                    size_bytes,
-                    0.0,
-                    src,
-                    dst,
-                    iteration,
-                    microbatch,
-                    stage,
-                    op,
-                )
-            )
+            record()
             then()
 
         self.send(src, dst, size_bytes, arrived)

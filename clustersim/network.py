@@ -534,18 +534,22 @@ def _fill_weighted(
             heap.append((flow.rate_cap, -1 - flow.id))
     heapify(heap)
     frozen: set[int] = set()
+
+    def freeze(flow: Flow, rate: float) -> None:
+        """Fix ``flow``'s rate and take its use off every link it crosses."""
+        frozen.add(flow.id)
+        flow._new = rate
+        for l2, w in flow.link_loads():
+            rem[l2] -= w * rate
+            wsum[l2] -= w
+            cnt[l2] -= 1
+
     while heap:
         key, link = heap[0]
-        if link < 0:
+        if link < 0:  # a flow's rate cap
             heappop(heap)
-            flow = capped[link]
-            if flow.id not in frozen:
-                frozen.add(flow.id)
-                flow._new = key
-                for l2, w in flow.link_loads():
-                    rem[l2] -= w * key
-                    wsum[l2] -= w
-                    cnt[l2] -= 1
+            if capped[link].id not in frozen:
+                freeze(capped[link], key)
             continue
         if not cnt[link]:
             heappop(heap)
@@ -558,14 +562,8 @@ def _fill_weighted(
         if share == _INF:
             break
         for flow in users[link].values():
-            if flow.id in frozen:
-                continue
-            frozen.add(flow.id)
-            flow._new = share
-            for l2, w in flow.link_loads():
-                rem[l2] -= w * share
-                wsum[l2] -= w
-                cnt[l2] -= 1
+            if flow.id not in frozen:
+                freeze(flow, share)
         if len(frozen) == len(comp_flows):
             break
     for flow in comp_flows:
@@ -1065,11 +1063,7 @@ class Network:
         if self._weighted:
             self._recompute_weighted()
             return
-        dirty = self._dirty
-        self._dirty = {}
-        now = self.env.now
-        self._epoch += 1
-        epoch = self._epoch
+        dirty, now, epoch = self._take_dirty()
         lmark = self._lmark
         link_flows = self._link_flows
         cap = self._cap
@@ -1132,6 +1126,13 @@ class Network:
             changed += self._apply_rates(comp_flows, now)
         self._end_recompute(rerated, changed)
 
+    def _take_dirty(self) -> tuple[dict[int, None], float, int]:
+        """Start a recomputation: the dirty links (cleared), the time, a new search epoch."""
+        dirty = self._dirty
+        self._dirty = {}
+        self._epoch += 1
+        return dirty, self.env.now, self._epoch
+
     def _apply_rates(self, comp_flows: Sequence[Flow], now: float) -> int:
         """Re-time the flows whose solved rate (``_new``) differs; return how many did."""
         changed = 0
@@ -1178,11 +1179,7 @@ class Network:
         solved by :func:`_fill_weighted`.  Few flows are weighted (one per
         collective phase), so this path is not tuned for size.
         """
-        dirty = self._dirty
-        self._dirty = {}
-        now = self.env.now
-        self._epoch += 1
-        epoch = self._epoch
+        dirty, now, epoch = self._take_dirty()
         lmark = self._lmark
         link_flows = self._link_flows
         rerated = changed = 0

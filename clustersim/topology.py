@@ -519,16 +519,22 @@ def _build_two_tier(spec: Any) -> Topology:
             router.tor_down.append(downs)
         for spine in spine_names:
             b.switch(spine)
-    nodes = racks * int(spec.nodes_per_rack)
+    return _tiered("two_tier", b, router, spec, racks, int(spec.nodes_per_rack))
+
+
+def _tiered(
+    kind: str, b: _Builder, router: _TwoTierRouter, spec: Any, racks: int, nodes_per_rack: int
+) -> Topology:
+    """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers."""
     return Topology(
-        "two_tier",
+        kind,
         b.devices,
         b.links,
         b.switches,
         router,
         spine_routing=spec.spine_routing,
         racks=racks,
-        nodes=nodes,
+        nodes=racks * nodes_per_rack,
     )
 
 
@@ -555,16 +561,7 @@ def _build_rail_optimized(spec: Any) -> Topology:
             router.tor_down.append(downs)
     for k in range(spines):
         b.switch(f"spine{k}")
-    return Topology(
-        "rail_optimized",
-        b.devices,
-        b.links,
-        b.switches,
-        router,
-        spine_routing=spec.spine_routing,
-        racks=groups,
-        nodes=groups * nodes,
-    )
+    return _tiered("rail_optimized", b, router, spec, groups, nodes)
 
 
 def _build_three_tier(spec: Any) -> Topology:
@@ -602,16 +599,7 @@ def _build_three_tier(spec: Any) -> Topology:
         router.pod_down.append(downs_k)
     for m in range(cores):
         b.switch(f"core{m}")
-    return Topology(
-        "three_tier",
-        b.devices,
-        b.links,
-        b.switches,
-        router,
-        spine_routing=spec.spine_routing,
-        racks=len(names),
-        nodes=len(names) * int(spec.nodes_per_rack),
-    )
+    return _tiered("three_tier", b, router, spec, len(names), int(spec.nodes_per_rack))
 
 
 def _uplinks(

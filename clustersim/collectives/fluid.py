@@ -83,9 +83,10 @@ class FluidPhase:
     flows: dict[int, float]
     """Link index -> sends of the phase crossing it at once (the link's weight)."""
 
-    def rate_alone_Bps(self, capacity_Bps: Sequence[float]) -> float:
-        """Rate of the phase's weighted flow alone: min over links of capacity / flows."""
-        return min(capacity_Bps[link] / k for link, k in self.flows.items())
+    def rate_alone_Bps(self, links: Sequence[Link]) -> float:
+        """Rate of the phase's weighted flow alone on ``links`` (the topology's, by index, at
+        their nominal bandwidth): min over its links of bandwidth / flows."""
+        return min(links[link].bandwidth_Bps / k for link, k in self.flows.items())
 
 
 class FluidRoute:
@@ -172,14 +173,13 @@ def _play(
 ) -> Any:
     start = sim.now
     links = sim.topology.links
-    nominal = [link.bandwidth_Bps for link in links]
     for phase in phases:
         if not phase.flows or phase.bandwidth_s <= 0.0:
             if phase.fixed_s + max(phase.bandwidth_s, 0.0) > 0.0:
                 yield sim.timeout(phase.fixed_s + max(phase.bandwidth_s, 0.0))
             continue
         order = sorted(phase.flows)
-        units = phase.bandwidth_s * phase.rate_alone_Bps(nominal)
+        units = phase.bandwidth_s * phase.rate_alone_Bps(links)
         route = FluidRoute(
             [links[i] for i in order],
             [phase.flows[i] for i in order],
