@@ -1,4 +1,5 @@
-"""Pipelined binary and double binary trees: schedules, closed forms, flow-level agreement."""
+"""Pipelined binary and double binary trees as NCCL runs them: children at once, edges as
+streams, two complementary trees; closed forms and flow-level agreement."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, run_collective
 from clustersim.collectives.algorithm import algorithm
+from clustersim.collectives.schedule import Schedule, execute
 from clustersim.collectives.tree import (
     TREE_CHUNK_BYTES,
     BinaryTree,
@@ -16,7 +18,6 @@ from clustersim.collectives.tree import (
     double_trees,
     inorder_tree,
     pieces_of,
-    tree_broadcast_closed_form,
 )
 from clustersim.engine import Simulation
 from clustersim.topology import Topology
@@ -56,81 +57,140 @@ def flow(call: CollectiveCall, topo: Topology) -> Simulation:
     return sim
 
 
+def hd_time(n: int, size: float) -> float:
+    """Flow-level halving-doubling all-reduce of ``size`` bytes on the switch (seconds)."""
+    return flow(make_call("allreduce", n, size, "halving_doubling"), topology("switch", n)).now
+
+
+@pytest.mark.parametrize("n", [4, 16, 64, 256, 1024])
+@pytest.mark.parametrize("algo", ALGOS)
+def test_latency_bound_allreduce_matches_halving_doubling(n: int, algo: str) -> None:
+    """8 B: children send to their parent at once, so a tree all-reduce is 2 log2(n) hops up
+    and down, like halving-doubling's 2 log2(n) steps (within 10%; the issue's case is
+    n = 1024, 2.5 us per link: tree 185 us and hd 100 us before the fix)."""
+    tree = flow(make_call("allreduce", n, 8.0, algo), topology("switch", n)).now
+    assert tree == pytest.approx(hd_time(n, 8.0), rel=0.10)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13, 64])
+@pytest.mark.parametrize("algo", ALGOS)
+def test_zero_byte_allreduce_is_two_depths_of_latency(n: int, algo: str) -> None:
+    """0 B all-reduce = 2 x depth x alpha exactly, in both models (alpha = 2 us a hop)."""
+    depth = max(t.depth() for t in algorithm(algo).trees(n))
+    call = make_call("allreduce", n, 0.0, algo)
+    expected = 2 * depth * hop_time(0.0)
+    assert flow(call, topology("switch", n)).now == pytest.approx(expected, rel=1e-12)
+    assert analytical_time(call, topology("switch", n)) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [3, 7, 15])
+def test_parent_sends_to_both_children_at_once(n: int) -> None:
+    """One-piece broadcast on a full tree: siblings share their parent's uplink and
+    arrive together, each after alpha + 2 p beta per level (not one after the other)."""
+    piece = 1e6
+    sim = flow(make_call("broadcast", n, piece, chunk_bytes=piece), topology("switch", n))
+    depth = binary_tree(n).depth()
+    expected = depth * (hop_time(0.0) + 2 * piece / BANDWIDTH)
+    assert sim.now == pytest.approx(expected, rel=1e-12)
+    assert max(s.peak_flows for s in sim.network.link_stats()) == 2
+
+
+@pytest.mark.parametrize("pieces", [1, 2, 10, 100])
+def test_a_stream_pays_latency_once(pieces: int) -> None:
+    """Two ranks, c pieces down one edge: alpha + S beta, as one message (a FIFO stream
+    pays the route latency once, not once per piece)."""
+    piece = 1e6
+    call = make_call("broadcast", 2, pieces * piece, chunk_bytes=piece)
+    expected = hop_time(0.0) + pieces * piece / BANDWIDTH
+    assert flow(call, topology("switch", 2)).now == pytest.approx(expected, rel=1e-12)
+    assert analytical_time(call, topology("switch", 2)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_stream_that_went_idle_pays_latency_again() -> None:
+    """A piece whose data comes after its stream went idle pays the latency again:
+    0 -> 1 -> 2 with 1 -> 2's second piece waiting for a slow 0 -> 1 piece."""
+    topo = topology("switch", 3)
+    sched = Schedule(3)
+    a = sched.send(0, 1, 1e6)  # 2 us + 40 us
+    b = sched.send(1, 2, 1e3, [a])  # 2 us + 0.04 us, done at 44.04 us
+    c = sched.send(0, 1, 1e6, [], stream_after=a)  # continues: 40 us more, at 82 us
+    sched.send(1, 2, 1e3, [c], stream_after=b)  # idle since 44.04: 2 us + 0.04 us again
+    sim = Simulation(topo)
+    execute(sim, tuple(topo.devices), sched)
+    sim.run()
+    assert sim.now == pytest.approx(82e-6 + 2e-6 + 1e3 / BANDWIDTH, rel=1e-12)
+
+
+def test_stream_after_must_be_the_same_pair() -> None:
+    """A send cannot continue the stream of another pair."""
+    sched = Schedule(3)
+    a = sched.send(0, 1, 1.0)
+    with pytest.raises(ValueError, match="same pair"):
+        sched.send(0, 2, 1.0, stream_after=a)
+
+
+@pytest.mark.parametrize(("n", "load"), [(2, 1), (3, 2), (4, 2), (5, 3), (8, 3), (64, 3)])
+def test_tree_allreduce_bandwidth_term(n: int, load: int) -> None:
+    """Single tree, large S: every piece crosses an interior rank's ports three times
+    (1 up and 2 down each way), so T ~ L S beta with L = 3 (2 for n = 3, 4; 1 for n = 2),
+    plus the pipeline fill: 2 x 6 levels of 2 pieces at n = 64, 24 of 600 piece times."""
+    size = 2e8
+    t = flow(make_call("allreduce", n, size, chunk_bytes=1e6), topology("switch", n)).now
+    assert t == pytest.approx(load * size / BANDWIDTH, rel=0.045)
+
+
+@pytest.mark.parametrize("n", [4, 8, 16, 64])
+def test_double_tree_allreduce_is_two_s_beta(n: int) -> None:
+    """Double tree: a rank is interior in one tree (3 half pieces each way) and a leaf in
+    the other (1), so T ~ 4 x S/2 x beta = 2 S beta for any n, and bus bandwidth
+    2 (n-1)/n S / T ~ (n-1)/n of the link's."""
+    size = 4e8
+    t = flow(make_call("allreduce", n, size, "double_tree"), topology("switch", n)).now
+    assert t == pytest.approx(2 * size / BANDWIDTH, rel=0.03)
+
+
+def test_double_tree_bus_bandwidth_near_ring_at_1gb_on_64_ranks() -> None:
+    """The issue's target: 1 GB on a 64-rank switch, double tree >= 85% of ring's bus
+    bandwidth (measured 97.6%; before the rework 77%)."""
+    topo = topology("switch", 64)
+    ring = flow(make_call("allreduce", 64, 1e9, "ring"), topo).now
+    double = flow(make_call("allreduce", 64, 1e9, "double_tree"), topo).now
+    assert ring / double >= 0.85
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n", GROUPS)
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("op", OPS)
-def test_cost_matches_flow_level(kind: str, n: int, algo: str, op: str) -> None:
-    """Cost = flow-level time (rel 1e-9) for 1 KB .. 100 MB in 1 to 20 pieces."""
+def test_cost_agrees_with_flow_level(kind: str, n: int, algo: str, op: str) -> None:
+    """The closed form against the flow-level run: exact at 0 B; at 64 MB within 10%
+    (single tree 1%); in between (one to a few pieces) never more than 1% optimistic and
+    at most 2.3x (the fill counts every stream of a phase as sharing each hop)."""
     topo = topology(kind, n)
-    for size, chunk in [(1e3, None), (1e6, 1e5), (1e8, 5e6)]:
-        call = make_call(op, n, size, algo, kind, root=n - 1, chunk_bytes=chunk)
-        assert flow(call, topo).now == pytest.approx(analytical_time(call, topo), rel=1e-9)
+    for size in (0.0, 1e5, 1e6, 4e6, 6.4e7):
+        call = make_call(op, n, size, algo, kind, root=n - 1)
+        got, want = analytical_time(call, topo), flow(call, topo).now
+        if size == 0.0:
+            assert got == pytest.approx(want, rel=1e-12)
+        elif size >= 6.4e7:
+            assert got == pytest.approx(want, rel=0.01 if algo == "tree" else 0.10)
+        else:
+            assert want * 0.99 <= got <= 2.3 * want
 
 
 @pytest.mark.parametrize("n", [3, 5, 8, 16])
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("op", ["reduce", "allreduce"])
-def test_reduction_cost_matches_flow_level(n: int, algo: str, op: str) -> None:
-    """With reduce_cost every piece is summed at its receiver; cost still exact."""
+def test_reduction_cost_is_small_and_counted(n: int, algo: str, op: str) -> None:
+    """With reduce_cost every piece is summed at its receiver (2 TB/s against 25 GB/s
+    links): it adds time, and the closed form stays within 0.99x to 1.3x of the flow level
+    (10 pieces: the double tree's fill is counted pessimistically, see above)."""
     topo = topology("switch", n)
     call = make_call(op, n, 4e7, algo, reduce_cost=True, chunk_bytes=4e6)
-    assert flow(call, topo).now == pytest.approx(analytical_time(call, topo), rel=1e-9)
-
-
-@pytest.mark.parametrize("algo", ALGOS)
-def test_default_chunk_1gb_matches_flow_level(algo: str) -> None:
-    """1 GB with the default 1 MiB pieces (954 pieces): cost still the flow-level time."""
-    topo = topology("switch", 8)
-    call = make_call("allreduce", 8, 1e9, algo)
-    assert flow(call, topo).now == pytest.approx(analytical_time(call, topo), rel=1e-9)
-
-
-@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 13, 16, 31, 64])
-@pytest.mark.parametrize("pieces", [1, 2, 5, 17])
-def test_broadcast_closed_form(n: int, pieces: int) -> None:
-    """Binary-tree broadcast = (D + f (c - 1)) (alpha + p beta)."""
-    piece = 1e6
-    call = make_call("broadcast", n, pieces * piece, chunk_bytes=piece)
-    expected = tree_broadcast_closed_form(n, pieces, hop_time(piece))
-    assert analytical_time(call, topology("switch", n)) == pytest.approx(expected, rel=1e-9)
-
-
-@pytest.mark.parametrize("n", [2, 3, 5, 8, 16, 64])
-@pytest.mark.parametrize("pieces", [1, 4, 9])
-def test_reduce_closed_form_mirrors_broadcast(n: int, pieces: int) -> None:
-    """Binary-tree reduce = (D + f (c - 1)) (alpha + p beta + p gamma)."""
-    piece = 1e6
-    call = make_call("reduce", n, pieces * piece, chunk_bytes=piece, reduce_cost=True)
-    expected = tree_broadcast_closed_form(n, pieces, hop_time(piece) + piece / MEMORY_BW)
-    assert analytical_time(call, topology("switch", n)) == pytest.approx(expected, rel=1e-9)
-
-
-def test_broadcast_depth_offsets_by_hand() -> None:
-    """n = 7 (a full tree of depth 2): D = 2 + 2 (last second child of a second child), f = 2."""
-    assert tree_broadcast_closed_form(7, 1, 1.0) == 4.0
-    assert tree_broadcast_closed_form(7, 10, 1.0) == 4.0 + 2 * 9
-    assert tree_broadcast_closed_form(2, 10, 1.0) == 10.0  # a chain of one hop
-
-
-@pytest.mark.parametrize(
-    ("n", "period"), [(2, 1), (3, 2), (4, 2), (5, 3), (8, 3), (16, 3), (64, 3)]
-)
-def test_allreduce_steady_state_period(n: int, period: int) -> None:
-    """Binary-tree all-reduce: after two pieces every further piece adds exactly period x t.
-
-    3t once some rank has a parent and two children (n >= 5): its ports carry
-    three pieces per piece of data; 2t for n = 3, 4 and t for n = 2.
-    """
-    piece = 1e6
-    topo = topology("switch", n)
-    times = [
-        analytical_time(make_call("allreduce", n, c * piece, chunk_bytes=piece), topo)
-        for c in (2, 3, 10)
-    ]
-    t = hop_time(piece)
-    assert times[1] - times[0] == pytest.approx(period * t, rel=1e-9)
-    assert times[2] - times[0] == pytest.approx(8 * period * t, rel=1e-9)
+    plain = flow(make_call(op, n, 4e7, algo, chunk_bytes=4e6), topo).now
+    summed = flow(call, topo).now
+    assert summed > plain
+    assert summed * 0.99 <= analytical_time(call, topo) <= 1.3 * summed
 
 
 @pytest.mark.parametrize("n", [8, 16])
@@ -138,24 +198,9 @@ def test_allreduce_steady_state_period(n: int, period: int) -> None:
 def test_double_tree_beats_single_tree_for_large_messages(n: int, op: str) -> None:
     """Two trees share the ports better: a large message finishes sooner."""
     topo = topology("switch", n)
-    single = analytical_time(make_call(op, n, 2e8, "tree", chunk_bytes=2e6), topo)
-    double = analytical_time(make_call(op, n, 2e8, "double_tree", chunk_bytes=2e6), topo)
+    single = flow(make_call(op, n, 2e8, "tree", chunk_bytes=2e6), topo).now
+    double = flow(make_call(op, n, 2e8, "double_tree", chunk_bytes=2e6), topo).now
     assert double < 0.9 * single
-
-
-@pytest.mark.parametrize("n", [4, 8, 16, 64])
-def test_double_tree_allreduce_bandwidth_term(n: int) -> None:
-    """Double-tree all-reduce runs at 5t per pair of half pieces: about 2.5 S beta."""
-    half_piece = 1e6
-    topo = topology("switch", n)
-    times = [
-        analytical_time(
-            make_call("allreduce", n, 2 * c * half_piece, "double_tree", chunk_bytes=half_piece),
-            topo,
-        )
-        for c in (32, 64)
-    ]
-    assert (times[1] - times[0]) / 32 == pytest.approx(5 * hop_time(half_piece), rel=1e-9)
 
 
 @pytest.mark.parametrize("n", list(range(1, 40)) + [64, 100])
@@ -199,14 +244,6 @@ def test_pieces_default_and_rounding() -> None:
     assert pieces_of(3 * TREE_CHUNK_BYTES, None) == (3, TREE_CHUNK_BYTES)
     assert pieces_of(10.0, 4.0) == (3, 10.0 / 3)
     assert pieces_of(0.0, None) == (1, 0.0)
-
-
-@pytest.mark.parametrize("algo", ALGOS)
-@pytest.mark.parametrize("op", ["broadcast", "allreduce"])
-def test_single_port_no_link_carries_two_flows(algo: str, op: str) -> None:
-    """On a switch a rank never has two pieces on its uplink or its downlink at once."""
-    sim = flow(make_call(op, 8, 1e7, algo, chunk_bytes=1e6), topology("switch", 8))
-    assert max(s.peak_flows for s in sim.network.link_stats()) == 1
 
 
 @pytest.mark.parametrize("n", [2, 5, 8])
@@ -260,7 +297,9 @@ def test_barrier_is_a_zero_byte_round_trip(n: int) -> None:
     call = make_call("barrier", n, 1e9)
     sched = BinaryTree().schedule(call, topo)
     assert sum(sched.bytes_sent()) == 0.0
-    assert analytical_time(call, topo) >= 2 * binary_tree(n).depth() * hop_time(0.0)
+    expected = 2 * binary_tree(n).depth() * hop_time(0.0)
+    assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-12)
+    assert flow(call, topo).now == pytest.approx(expected, rel=1e-12)
 
 
 def test_algorithms_are_registered() -> None:

@@ -10,6 +10,7 @@ with callbacks only -- no SimPy process per send -- so a ring all-reduce over
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -43,6 +44,7 @@ class Schedule:
         "children",
         "step",
         "child_rule",
+        "stream",
     )
 
     def __init__(self, n_ranks: int) -> None:
@@ -58,6 +60,9 @@ class Schedule:
         self.child_rule: Callable[[int], Sequence[int]] | None = None
         """For regular schedules built in bulk (:meth:`regular`): the dependents of a
         send computed from its id instead of stored, to save memory on millions of sends."""
+        self.stream: list[int] | None = None
+        """Per send, the send before it on the same connection (a FIFO byte stream), or -1;
+        None when no send continues a stream (see :meth:`send`'s ``stream_after``)."""
 
     @classmethod
     def regular(
@@ -95,11 +100,27 @@ class Schedule:
         after: Iterable[int] = (),
         reduce_bytes: float = 0.0,
         step: int = -1,
+        stream_after: int = -1,
     ) -> int:
-        """Add a send of ``nbytes`` from rank ``src`` to rank ``dst`` after the sends ``after``; return its id."""
+        """Add a send of ``nbytes`` from rank ``src`` to rank ``dst`` after the sends ``after``; return its id.
+
+        ``stream_after`` (a send id of the same pair) makes this send continue that
+        send's connection: it also waits for it, and when it starts at the very
+        instant that send completed (the stream never went idle) its bytes follow
+        the earlier bytes down the wire without paying the route latency again --
+        a FIFO stream pays latency once, not once per piece.
+        """
         if self.child_rule is not None:
             raise ValueError("cannot add sends to a schedule built with Schedule.regular")
         i = len(self.src)
+        if stream_after >= 0:
+            if self.src[stream_after] != src or self.dst[stream_after] != dst:
+                raise ValueError("stream_after must name an earlier send of the same pair")
+            if self.stream is None:
+                self.stream = [-1] * i
+            after = [*after, stream_after]
+        if self.stream is not None:
+            self.stream.append(stream_after)
         self.src.append(src)
         self.dst.append(dst)
         self.nbytes.append(float(nbytes))
@@ -159,13 +180,17 @@ class Schedule:
         ids = []
         for j in range(len(sub)):
             src, dst = ranks[sub.src[j]], ranks[sub.dst[j]]
-            deps = [base + p for p in parents[j]]
-            if not deps:
+            prior = sub.stream[j] if sub.stream is not None else -1
+            deps = [base + p for p in parents[j] if p != prior]
+            if not deps and prior < 0:
                 deps = list(after.get(src, ())) + [
                     d for d in after.get(dst, ()) if d not in after.get(src, ())
                 ]
             step = sub.step[j] + step_offset if sub.step[j] >= 0 else -1
-            ids.append(self.send(src, dst, sub.nbytes[j], deps, sub.reduce_bytes[j], step))
+            stream_after = base + prior if prior >= 0 else -1
+            ids.append(
+                self.send(src, dst, sub.nbytes[j], deps, sub.reduce_bytes[j], step, stream_after)
+            )
         return ids
 
     def bytes_sent(self) -> list[float]:
@@ -213,6 +238,9 @@ class _Execution:
         "routes",
         "connection",
         "_arrived",
+        "stream",
+        "ended",
+        "streaming",
     )
 
     def __init__(
@@ -250,6 +278,12 @@ class _Execution:
         """Which of a pair's connections the sends use (a channel): picks the ECMP route."""
         plain = not record_transfers and not reduce_cost
         self._arrived = self._complete_flow if plain else self.arrived
+        self.stream = schedule.stream
+        """Per send, its predecessor on its connection (see :meth:`Schedule.send`), or None."""
+        self.ended: list[float] = [] if self.stream is None else [-1.0] * len(schedule)
+        """Per send, when it completed (s); kept only for schedules with streams."""
+        self.streaming: dict[int, Any] = {}
+        """Route per pair for a stream that continues without a gap: no latency."""
 
     def start(self, i: int) -> None:
         s = self.s
@@ -265,10 +299,22 @@ class _Execution:
         route = self.routes.get(key)
         if route is None:
             route = self.routes[key] = self._route(self.devices[src], self.devices[dst])
+        stream = self.stream
+        if stream is not None and route is not False:
+            prior = stream[i]
+            if prior >= 0 and self.ended[prior] == now:
+                route = self._streaming(key, route)
         if route is False:  # several equal-cost routes, split evenly over them
             self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self._arrived, i)
         else:
             self.network.transfer(route, s.nbytes[i], self._arrived, i)
+
+    def _streaming(self, key: int, route: Any) -> Any:
+        """``route`` without its latency: the next piece of a stream that did not go idle."""
+        quick = self.streaming.get(key)
+        if quick is None:
+            quick = self.streaming[key] = replace(route, latency_s=0.0)
+        return quick
 
     def _route(self, src: str, dst: str) -> Any:
         """The route every send from ``src`` to ``dst`` takes, or False to split each send
@@ -330,6 +376,8 @@ class _Execution:
         """Send ``i`` is done (reduction included): start the sends waiting only for it."""
         s = self.s
         now = self.env._now
+        if self.stream is not None:
+            self.ended[i] = now
         last = self.last
         last[s.src[i]] = now  # time only moves forward: now is the latest
         last[s.dst[i]] = now

@@ -1,95 +1,74 @@
-"""Pipelined tree algorithms: a binary tree and NCCL's double binary tree.
+"""Pipelined tree algorithms as NCCL runs them: a binary tree and the double binary tree.
 
 Model and schedule
 ------------------
-The message is cut into c = ceil(m / chunk) equal pieces of p = m / c bytes
-(m = the bytes a tree carries; ``call.chunk_bytes``, default
-:data:`TREE_CHUNK_BYTES` = 1 MiB; a zero-byte message is one piece).  Data
-moves piece by piece along tree edges:
+A tree's share of the message is cut into c = ceil(m / chunk) equal pieces of
+p = m / c bytes (m = the bytes a tree carries; ``call.chunk_bytes``, default
+:data:`TREE_CHUNK_BYTES` = 1 MiB; a zero-byte message is one piece).  Each tree
+edge, in each direction it is used, is a *stream* (one NCCL connection): its
+pieces go in order, and a piece that follows the previous one without a gap
+does not pay the route latency again (:meth:`Schedule.send`'s
+``stream_after``), so a stream of c pieces over one hop takes alpha + m beta.
 
-* broadcast: a node forwards piece k to each child once it has piece k;
-* reduce: a node sends piece k to its parent once it has received piece k
-  from every child and summed it (the receiver sums every piece it gets);
-* allreduce: reduce to the root, then broadcast; the root sends piece k down as
-  soon as it has reduced it, so both pipelines run at once;
-* barrier: allreduce of one zero-byte piece (up to the root and back).
+* broadcast: a node sends piece k to all its children at once as soon as it
+  has it (they share its uplink in the flow-level model);
+* reduce: a node sends piece k to its parent once piece k has arrived from
+  every child (the receiver sums each piece it gets);
+* allreduce: reduce to the root and broadcast from it; the root sends piece k
+  down as soon as it has reduced it, so both pipelines run at once;
+* barrier: allreduce of one zero-byte piece on the first tree.
 
-Ranks are *single-ported, full duplex* -- the model of Sanders, Speck & Träff
-(2009), in which the two-tree algorithm was designed: a rank sends one piece
-at a time and receives one piece at a time (a node serves its two children
-one after the other; a child's piece and the parent's piece are received one
-after the other).  The order in which a port serves competing pieces is set
-by list scheduling in priority order: sends are taken by increasing slot of a
-periodic plan (below), each starting as soon as its data is there and its
-sender's send port and receiver's receive port are free.  The schedule makes
-each send wait for its data and for the previous send on the two ports it
-uses, so in the flow-level run a rank never has two messages at once on its
-uplink or on its downlink.  Plans (slots of piece k, a slot = one piece time):
-
-* broadcast: piece k enters position q at slot down(q) + 2k, where down(q)
-  sums along the root path 1 per first child and 2 per second child (a
-  parent serves its first child, then its second);
-* reduce: the mirror, a parent takes its second child's piece then its
-  first's, then sends up;
-* allreduce: period 3 (the receive port of an interior rank takes first
-  child, second child, parent; its send port: parent, first child, second
-  child); the double tree interleaves its two trees on the same slots.
+Ranks are multi-ported, as NCCL's tree kernels are: a rank receives from its
+children and its parent and sends to them concurrently, and the network
+shares the links (max-min in the flow-level model).
 
 Trees (positions are ranks relative to ``call.root``; allreduce and barrier
 use root 0):
 
 * ``tree``: the complete binary tree, position j has children 2j+1, 2j+2.
-* ``double_tree``: two complementary in-order binary trees (NCCL; Sanders et
-  al.).  Tree 1: position 0 is the root with one child, the largest power of
-  two below n; a position q > 0 whose lowest set bit is b has parent
-  (q - b) + 2b, or q - b if that is >= n, so odd positions are leaves.  Tree 2
-  is tree 1 shifted by one (node q played by position q + 1 mod n): for even
-  n every position is a leaf in one tree and interior in the other; for odd n
-  the same holds except position 0, interior in both (tree 1's root and tree
-  2's node n - 1).  Each tree carries half the data (c pieces of each half).
+* ``double_tree``: NCCL's two complementary in-order binary trees (Sanders,
+  Speck & Träff 2009).  Tree 1: position 0 is the root with one child, the
+  largest power of two below n; a position q > 0 whose lowest set bit is b has
+  parent (q - b) + 2b, or q - b if that is >= n, so odd positions are leaves.
+  Tree 2 is tree 1 shifted by one (node q played by position q + 1 mod n): for
+  even n every position is a leaf in one tree and interior in the other; for
+  odd n the same holds except position 0.  Each tree carries half the data.
   For broadcast and reduce the call's root (position 0) also feeds tree 2's
-  root (broadcast; nothing is sent back to position 0, which has the data) or
-  receives every reduced piece of tree 2 from it (reduce).
+  root (broadcast) or receives tree 2's reduced pieces from it (reduce).
 
 Cost
 ----
-With t = alpha + p beta the time of one piece on a hop (alpha: route latency,
-beta: seconds per byte) and gamma p the time of its reduction (0 unless
-``call.reduce_cost``), on uniform hops (switch, fully connected):
+With alpha the route latency of a hop and the links' bandwidths, :meth:`cost`
+is ``A + (F + L (c - 1)) p + R`` seconds:
 
-* ``tree`` broadcast: T = (D + f (c - 1)) t, where f = the root's number of
-  children (1 for n = 2, else 2: two children are served one after the other,
-  so the pipeline runs at 2t a piece) and D = max over positions of down(q)
-  (:func:`tree_broadcast_closed_form`);
-* ``tree`` reduce: the mirror, T = (D + f (c - 1)) (t + gamma p);
-* ``tree`` allreduce: an interior rank's ports carry three pieces per piece of
-  data (two in and one out going up, one in and two out coming down): after
-  the first two pieces every further piece adds exactly 3t (reductions free;
-  2t for n = 3, 4 and t for n = 2, where no rank has a parent and two
-  children), T = T(2) + 3 (c - 2) t, a bandwidth term of 3 S beta;
-* ``double_tree``: each tree carries S/2; a rank is interior in one tree and a
-  leaf in the other, so it handles 4 pieces (allreduce) per pair of half
-  pieces where the single tree handles 6; the plan reaches 5t per pair
-  (allreduce, about 2.5 S beta) and 2.5t per pair (broadcast and reduce,
-  about 1.25 S beta, against 2 S beta for the single tree).
+* A: the latency of the longest root-leaf path, up and down for an all-reduce
+  (2 D alpha on uniform hops, D the depth: a latency-bound all-reduce costs
+  2 log2(n) hops, like halving-doubling), once for a broadcast or reduce;
+* L: seconds per byte of the busiest link in steady state, every stream that
+  crosses it counted once (on a switch, an interior rank's uplink carries 1
+  piece up and 2 down per piece: L = 3 beta for one tree; the double tree's
+  rank is interior in one tree and a leaf in the other: 4 half pieces, so L
+  = 4 beta on pieces of half the size, a bandwidth term of 2 S beta -- the
+  ring's 2 (n-1)/n S beta as n grows);
+* F: seconds per byte of the first piece along the slowest root-leaf path
+  (the pipeline fill), each hop at its share of its links with every stream of
+  the same phase (up or down), 2 beta a level on a switch;
+* R: reductions on the path (depth x two pieces' sums) when ``reduce_cost``.
 
-:meth:`cost` evaluates the list schedule itself, each send taking alpha + p
-beta from its route (:class:`HopCost`) plus its reduction: the longest path of
-the flow-level schedule, i.e. the formulas above on uniform hops.  It equals
-the flow-level time exactly (reductions included) whenever no two concurrent
-sends of distinct ranks share a link -- single ports leave only that case --
-so on "switch" and "fully_connected" clusters.  Where routes of different
-pairs share links (rings, oversubscribed fabrics) it is a lower bound.
+On a switch this is the flow-level time within 1% for one tree at 64 MB and
+more, and within 10% for the double tree; with few pieces it errs on the slow
+side (at most 2.3x, a one-piece double tree on a few ranks), never fast by
+more than 1% (tests/test_collectives_tree.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from heapq import heapify, heappop, heappush
+from dataclasses import dataclass
 
 from ..topology import Topology
 from .algorithm import Algorithm, CollectiveCall, HopCost
+from .fluid import pair_flows
 from .ops import OPERATIONS
 from .schedule import Schedule
 
@@ -170,17 +149,6 @@ def double_trees(n: int) -> tuple[Tree, Tree]:
     return first, first.relabel([(q + 1) % n for q in range(n)])
 
 
-def tree_broadcast_closed_form(n: int, pieces: int, hop_s: float) -> float:
-    """Seconds of the pipelined binary-tree broadcast: (D + f (c - 1)) t (see the module docstring)."""
-    if n == 1:
-        return 0.0
-    offset = [0] * n
-    for j in range(1, n):
-        offset[j] = offset[(j - 1) // 2] + (1 if j % 2 else 2)
-    fan = min(2, n - 1)
-    return (max(offset) + fan * (pieces - 1)) * hop_s
-
-
 def pieces_of(nbytes: float, chunk: float | None) -> tuple[int, float]:
     """(c, p): ``nbytes`` cut into c = ceil(nbytes / chunk) equal pieces of p bytes (c >= 1)."""
     chunk = TREE_CHUNK_BYTES if chunk is None else chunk
@@ -188,144 +156,93 @@ def pieces_of(nbytes: float, chunk: float | None) -> tuple[int, float]:
     return count, nbytes / count
 
 
-@dataclass
-class _Dag:
-    """Sends between positions with data dependencies and a priority key each."""
+class _Streams:
+    """Sends added to a schedule, each piece of an edge continuing that edge's stream."""
 
-    src: list[int] = field(default_factory=list)
-    dst: list[int] = field(default_factory=list)
-    nbytes: list[float] = field(default_factory=list)
-    reduce_bytes: list[float] = field(default_factory=list)
-    deps: list[list[int]] = field(default_factory=list)
-    key: list[tuple[int, int, int]] = field(default_factory=list)
+    def __init__(self, schedule: Schedule, ranks: list[int]) -> None:
+        self.schedule = schedule
+        self.ranks = ranks
+        """Rank playing each tree position."""
+        self.last: dict[tuple[int, int, int], int] = {}
 
-    def add(
-        self, src: int, dst: int, nbytes: float, reduce: bool, deps: list[int], key: tuple
+    def send(
+        self,
+        tree_id: int,
+        src: int,
+        dst: int,
+        nbytes: float,
+        after: list[int],
+        reduce: bool,
+        step: int,
     ) -> int:
-        """Add a send; ``key`` = (piece, tree, order) ranks competing sends (lowest first)."""
-        self.src.append(src)
-        self.dst.append(dst)
-        self.nbytes.append(nbytes)
-        self.reduce_bytes.append(nbytes if reduce else 0.0)
-        self.deps.append(deps)
-        self.key.append(key)
-        return len(self.src) - 1
+        """Add a piece from ``src`` to ``dst`` of tree ``tree_id`` after ``after``; its id."""
+        key = (tree_id, src, dst)
+        ranks = self.ranks
+        i = self.schedule.send(
+            ranks[src],
+            ranks[dst],
+            nbytes,
+            after,
+            nbytes if reduce else 0.0,
+            step,
+            self.last.get(key, -1),
+        )
+        self.last[key] = i
+        return i
 
 
-def path_offsets(tree: Tree, first: int = 1) -> list[int]:
-    """Per position, the sum along its root path of ``first`` for a first child, 3 - first for a second."""
-    offset = [0] * len(tree.parent)
-    for q in tree.top_down():
-        for index, child in enumerate(tree.children[q]):
-            offset[child] = offset[q] + (first if index == 0 else 3 - first)
-    return offset
-
-
-def _reduce(
-    dag: _Dag, tree: Tree, pieces: int, size: float, tree_id: int, period: int, first: int = 1
-) -> list[list[int]]:
-    """Reduce sends up ``tree``; return, per piece, the sends into the root.
-
-    Priority slot of piece k from position q: g - up(q) + period k, with
-    up = :func:`path_offsets` (``first``) and g its maximum.  ``first`` = 1:
-    a parent takes its second child's piece first (the mirror of broadcast).
-    """
-    up = path_offsets(tree, first)
-    top = max(up)
+def _reduce(out: _Streams, tree: Tree, tree_id: int, pieces: int, size: float) -> list[list[int]]:
+    """Reduce pieces up ``tree`` (a node forwards piece k once every child's piece k is in);
+    return, per piece, the sends into the root."""
     into: list[list[list[int]]] = [[[] for _ in range(pieces)] for _ in tree.parent]
     order = tree.bottom_up()
     for k in range(pieces):
         for q in order:
             parent = tree.parent[q]
             if parent >= 0:
-                key = (top - up[q] + period * k, tree_id, q)
-                into[parent][k].append(dag.add(q, parent, size, True, into[q][k], key))
+                into[parent][k].append(out.send(tree_id, q, parent, size, into[q][k], True, k))
     return [into[tree.root][k] for k in range(pieces)]
 
 
 def _broadcast(
-    dag: _Dag,
+    out: _Streams,
     tree: Tree,
+    tree_id: int,
     pieces: int,
     size: float,
-    tree_id: int,
-    period: int,
     ready: list[list[int]],
-    start: int = 0,
     holders: frozenset[int] = frozenset(),
 ) -> None:
-    """Broadcast sends down ``tree``; the root has piece k after ``ready[k]``.
-
-    Priority slot of piece k into position q: start + down(q) + period k.
-    ``holders`` already have the data: nothing is sent to them and they send
-    without waiting.
-    """
-    down = path_offsets(tree)
+    """Broadcast pieces down ``tree``, a node sending piece k to all its children at once
+    when it has it; the root has piece k after ``ready[k]``.  ``holders`` already have
+    the data: nothing is sent to them and they send without waiting."""
     order = tree.top_down()
     for k in range(pieces):
         got = {tree.root: ready[k]}
         for q in order:
+            deps = [] if q in holders else got[q]
             for child in tree.children[q]:
                 if child in holders:
                     got[child] = []
-                    continue
-                deps = [] if q in holders else got[q]
-                key = (start + down[child] + period * k, tree_id, child)
-                got[child] = [dag.add(q, child, size, False, deps, key)]
+                else:
+                    got[child] = [out.send(tree_id, q, child, size, deps, False, k)]
 
 
-def _list_schedule(
-    dag: _Dag, n: int, duration: list[float]
-) -> tuple[list[int], list[float], list[list[int]]]:
-    """Single-port list scheduling of ``dag`` in priority order.
-
-    Sends are taken lowest key first among those whose data dependencies are
-    scheduled; each starts as soon as its data is there and its sender's send
-    port and receiver's receive port are free.  Returns the sends in that
-    order, their end times (seconds) and, per send, the previous send on its
-    two ports.
-    """
-    count = len(dag.src)
-    waiting = [len(d) for d in dag.deps]
-    succ: list[list[int]] = [[] for _ in range(count)]
-    for i, deps in enumerate(dag.deps):
-        for d in deps:
-            succ[d].append(i)
-    ready = [0.0] * count
-    end = [0.0] * count
-    send_free = [0.0] * n
-    recv_free = [0.0] * n
-    send_last = [-1] * n
-    recv_last = [-1] * n
-    port_deps: list[list[int]] = [[] for _ in range(count)]
-    heap = [(dag.key[i], i) for i in range(count) if waiting[i] == 0]
-    heapify(heap)
-    order: list[int] = []
-    while heap:
-        _key, i = heappop(heap)
-        src, dst = dag.src[i], dag.dst[i]
-        finish = max(ready[i], send_free[src], recv_free[dst]) + duration[i]
-        end[i] = finish
-        port_deps[i] = [p for p in (send_last[src], recv_last[dst]) if p >= 0]
-        send_free[src] = recv_free[dst] = finish
-        send_last[src] = recv_last[dst] = i
-        order.append(i)
-        for s in succ[i]:
-            if finish > ready[s]:
-                ready[s] = finish
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                heappush(heap, (dag.key[s], s))
-    return order, end, port_deps
+def _allreduce(out: _Streams, trees: list[Tree], pieces: int, size: float) -> None:
+    """Reduce up each tree and broadcast down it, piece by piece: the root sends piece k
+    down as soon as it has reduced it, so both pipelines run at once."""
+    for tree_id, tree in enumerate(trees):
+        at_root = _reduce(out, tree, tree_id, pieces, size)
+        _broadcast(out, tree, tree_id, pieces, size, at_root)
 
 
 class _TreeAlgorithm(Algorithm):
-    """Common machinery: build the sends, list-schedule them, emit or time them."""
+    """Common machinery: the trees and their pieces; build the sends, price them."""
 
     ops = TREE_OPS
 
-    def dag(self, call: CollectiveCall) -> _Dag:
-        """The sends of ``call`` over positions (ranks relative to the root)."""
+    def trees(self, n: int) -> list[Tree]:
+        """The trees the data is split over (equal shares)."""
         raise NotImplementedError
 
     @staticmethod
@@ -334,83 +251,153 @@ class _TreeAlgorithm(Algorithm):
         root = call.root if OPERATIONS[call.op].rooted else 0
         return [(q + root) % call.n for q in range(call.n)]
 
-    def _plan(
-        self, call: CollectiveCall, topology: Topology
-    ) -> tuple[_Dag, list[int], list[float], list[list[int]]]:
-        dag = self.dag(call) if call.n > 1 else _Dag()
-        ranks = self.ranks(call)
-        hops: dict[tuple[int, int], HopCost] = {}
-        duration = []
-        for src, dst, nbytes, rbytes in zip(
-            dag.src, dag.dst, dag.nbytes, dag.reduce_bytes, strict=True
-        ):
-            hop = hops.get((src, dst))
-            if hop is None:
-                a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
-                hop = hops[src, dst] = HopCost.between(topology, a, b)
-            duration.append(hop.time(nbytes) + self.reduce_time(call, topology, rbytes))
-        order, end, port_deps = _list_schedule(dag, call.n, duration)
-        return dag, order, end, port_deps
+    def pieces(self, call: CollectiveCall) -> tuple[list[Tree], int, float]:
+        """(trees, c, p): the trees used and each tree's share cut into c pieces of p bytes."""
+        if call.op == "barrier":
+            return self.trees(call.n)[:1], 1, 0.0
+        trees = self.trees(call.n)
+        pieces, size = pieces_of(call.size_bytes / len(trees), call.chunk_bytes)
+        return trees, pieces, size
 
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
-        """The sends of ``call`` in list-schedule order, each after its data and its ports' previous send."""
-        dag, order, _end, port_deps = self._plan(call, topology)
-        ranks = self.ranks(call)
+        """The sends of ``call``: every tree edge a stream of pieces (see the module docstring)."""
         sched = Schedule(call.n)
-        ids = [-1] * len(dag.src)
-        for i in order:
-            after = [ids[d] for d in dag.deps[i]]
-            after += [ids[p] for p in port_deps[i] if ids[p] not in after]
-            ids[i] = sched.send(
-                ranks[dag.src[i]],
-                ranks[dag.dst[i]],
-                dag.nbytes[i],
-                after,
-                dag.reduce_bytes[i],
-                dag.key[i][0],
-            )
+        if call.n < 2:
+            return sched
+        out = _Streams(sched, self.ranks(call))
+        trees, pieces, size = self.pieces(call)
+        if call.op in ("allreduce", "barrier"):
+            _allreduce(out, trees, pieces, size)
+        elif call.op == "broadcast":
+            self._broadcast(out, trees, pieces, size)
+        else:
+            self._reduce(out, trees, pieces, size)
         return sched
 
+    @staticmethod
+    def _broadcast(out: _Streams, trees: list[Tree], pieces: int, size: float) -> None:
+        """Broadcast from position 0 down every tree; position 0 feeds a tree rooted elsewhere."""
+        for tree_id, tree in enumerate(trees):
+            if tree.root == 0:
+                _broadcast(out, tree, tree_id, pieces, size, [[] for _ in range(pieces)])
+                continue
+            feed = [[out.send(tree_id, 0, tree.root, size, [], False, k)] for k in range(pieces)]
+            _broadcast(out, tree, tree_id, pieces, size, feed, frozenset({0}))
+
+    @staticmethod
+    def _reduce(out: _Streams, trees: list[Tree], pieces: int, size: float) -> None:
+        """Reduce up every tree to position 0; a tree rooted elsewhere hands its result to 0."""
+        for tree_id, tree in enumerate(trees):
+            at_root = _reduce(out, tree, tree_id, pieces, size)
+            if tree.root != 0:
+                for k in range(pieces):
+                    out.send(tree_id, tree.root, 0, size, at_root[k], False, k)
+
+    def streams(self, call: CollectiveCall) -> list[tuple[int, str, int, int]]:
+        """Every stream of ``call`` as (tree, phase, sender, receiver) positions: each tree's
+        edges in the directions the operation uses, phase ``up`` (reduce) or ``down``
+        (broadcast), and the feed between position 0 and a tree rooted elsewhere."""
+        trees, _pieces, _size = self.pieces(call)
+        out: list[tuple[int, str, int, int]] = []
+        for t, tree in enumerate(trees):
+            up = [(q, p) for q, p in enumerate(tree.parent) if p >= 0]
+            if call.op in ("allreduce", "barrier"):
+                out += [(t, "up", q, p) for q, p in up] + [(t, "down", p, q) for q, p in up]
+            elif call.op == "broadcast":
+                if tree.root != 0:
+                    out.append((t, "down", 0, tree.root))
+                out += [(t, "down", p, q) for q, p in up if q != 0]
+            else:
+                out += [(t, "up", q, p) for q, p in up]
+                if tree.root != 0:
+                    out.append((t, "up", tree.root, 0))
+        return out
+
+    def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
+        """Link index -> streams crossing it: every stream of :meth:`streams` is one flow."""
+        if call.n < 2:
+            return {}
+        ranks = self.ranks(call)
+        flows: dict[int, float] = {}
+        for _t, _phase, src, dst in self.streams(call):
+            pair_flows(topology, call.devices[ranks[src]], call.devices[ranks[dst]], flows, 1.0)
+        return flows
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
-        """Seconds: the end of the list schedule (see the module docstring)."""
-        _dag, _order, end, _ports = self._plan(call, topology)
-        return max(end, default=0.0)
+        """Seconds: A + (F + L (c - 1)) p + R (see the module docstring)."""
+        if call.n < 2:
+            return 0.0
+        trees, pieces, size = self.pieces(call)
+        ranks = self.ranks(call)
+        streams = self.streams(call)
+        links = topology.links
+        routes: dict[tuple[int, int], dict[int, float]] = {}
+        alpha: dict[tuple[int, int], float] = {}
+        phase_load: dict[str, dict[int, float]] = {}
+        load: dict[int, float] = {}
+        for _t, phase, src, dst in streams:
+            a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
+            route = routes[src, dst] = {}
+            pair_flows(topology, a, b, route, 1.0)
+            alpha[src, dst] = HopCost.between(topology, a, b).alpha_s
+            mine = phase_load.setdefault(phase, {})
+            for link, share in route.items():
+                mine[link] = mine.get(link, 0.0) + share
+                load[link] = load.get(link, 0.0) + share
+        steady = max(k / links[link].bandwidth_Bps for link, k in load.items())
+        hop: dict[tuple[int, int, int], tuple[float, float]] = {}
+        for t, phase, src, dst in streams:
+            mine = phase_load[phase]
+            share = max(mine[link] / links[link].bandwidth_Bps for link in routes[src, dst])
+            hop[t, src, dst] = (alpha[src, dst], share)
+        latency = fill = 0.0
+        for t, tree in enumerate(trees):
+            tree_latency, tree_fill = _critical_path(tree, t, call.op, hop)
+            latency = max(latency, tree_latency)
+            fill = max(fill, tree_fill)
+        reduction = 0.0
+        if call.op in ("reduce", "allreduce"):
+            fan = max(len(k) for tree in trees for k in tree.children)
+            depth = max(tree.depth() for tree in trees)
+            reduction = depth * self.reduce_time(call, topology, fan * size)
+        return latency + (fill + steady * (pieces - 1)) * size + reduction
 
 
-def _allreduce(dag: _Dag, trees: list[Tree], pieces: int, size: float, period: int) -> None:
-    """Reduce up each tree then broadcast down it, piece by piece.
-
-    Priorities follow a periodic plan (period 3 on one tree): a parent takes
-    its first child's piece, then its second's, then sends up, so that its
-    down piece fits the third slot of its receive port.
-    """
-    for tree_id, tree in enumerate(trees):
-        at_root = _reduce(dag, tree, pieces, size, tree_id, period, 2)
-        top = max(path_offsets(tree, 2))
-        _broadcast(dag, tree, pieces, size, tree_id, period, at_root, top)
+def _critical_path(
+    tree: Tree, t: int, op: str, hop: dict[tuple[int, int, int], tuple[float, float]]
+) -> tuple[float, float]:
+    """(A, F) of tree ``t``: the latency of its longest root-leaf path in seconds, and
+    the seconds per byte of a piece along its slowest root-leaf path, each hop at its
+    share of the links it crosses with the streams of its own tree and phase; both
+    counted up and down for an all-reduce, once (with the feed from or to position 0)
+    for a broadcast or reduce.  ``hop[t, src, dst]`` = (alpha s, seconds per byte)."""
+    n = len(tree.parent)
+    lat = [0.0] * n
+    per_byte = [0.0] * n
+    up = op in ("allreduce", "barrier", "reduce")
+    down = op in ("allreduce", "barrier", "broadcast")
+    for q in tree.top_down():
+        for child in tree.children[q]:
+            lat[child], per_byte[child] = lat[q], per_byte[q]
+            for used, key in ((up, (t, child, q)), (down, (t, q, child))):
+                if used and key in hop:
+                    lat[child] += hop[key][0]
+                    per_byte[child] += hop[key][1]
+    feed = (t, 0, tree.root) if op == "broadcast" else (t, tree.root, 0)
+    fed = tree.root != 0 and op in ("broadcast", "reduce")
+    a, b = hop.get(feed, (0.0, 0.0)) if fed else (0.0, 0.0)
+    return max(lat) + a, max(per_byte) + b
 
 
 class BinaryTree(_TreeAlgorithm):
     """Pipelined complete binary tree (see the module docstring)."""
 
     name = "tree"
-    description = "pipelined binary tree: reduce up, broadcast down"
+    description = "pipelined binary tree: reduce up, broadcast down, children at once"
 
-    def dag(self, call: CollectiveCall) -> _Dag:
-        """The sends of ``call`` on the complete binary tree."""
-        dag = _Dag()
-        tree = binary_tree(call.n)
-        if call.op == "barrier":
-            _allreduce(dag, [tree], 1, 0.0, 3)
-            return dag
-        pieces, size = pieces_of(call.size_bytes, call.chunk_bytes)
-        if call.op == "broadcast":
-            _broadcast(dag, tree, pieces, size, 0, 2, [[] for _ in range(pieces)])
-        elif call.op == "reduce":
-            _reduce(dag, tree, pieces, size, 0, 2)
-        else:
-            _allreduce(dag, [tree], pieces, size, 3)
-        return dag
+    def trees(self, n: int) -> list[Tree]:
+        """The complete binary tree."""
+        return [binary_tree(n)]
 
 
 class DoubleBinaryTree(_TreeAlgorithm):
@@ -419,44 +406,6 @@ class DoubleBinaryTree(_TreeAlgorithm):
     name = "double_tree"
     description = "NCCL's double binary tree: two complementary trees, half the data each"
 
-    def dag(self, call: CollectiveCall) -> _Dag:
-        """The sends of ``call`` on the two trees."""
-        dag = _Dag()
-        first, second = double_trees(call.n)
-        if call.op == "barrier":
-            _allreduce(dag, [first], 1, 0.0, 3)
-            return dag
-        pieces, size = pieces_of(call.size_bytes / 2, call.chunk_bytes)
-        if call.op == "allreduce":
-            _allreduce(dag, [first, second], pieces, size, 3)
-        elif call.op == "broadcast":
-            self._broadcast(dag, first, second, pieces, size, 2)
-        else:
-            self._reduce(dag, first, second, pieces, size, 2)
-        return dag
-
-    @staticmethod
-    def _broadcast(
-        dag: _Dag, first: Tree, second: Tree, pieces: int, size: float, period: int
-    ) -> None:
-        none: list[list[int]] = [[] for _ in range(pieces)]
-        _broadcast(dag, first, pieces, size, 0, period, none)
-        if second.root == 0:
-            _broadcast(dag, second, pieces, size, 1, period, none)
-            return
-        feed = [
-            [dag.add(0, second.root, size, False, [], (period * k, 1, -1))] for k in range(pieces)
-        ]
-        _broadcast(dag, second, pieces, size, 1, period, feed, 1, frozenset({0}))
-
-    @staticmethod
-    def _reduce(
-        dag: _Dag, first: Tree, second: Tree, pieces: int, size: float, period: int
-    ) -> None:
-        _reduce(dag, first, pieces, size, 0, period)
-        at_root = _reduce(dag, second, pieces, size, 1, period)
-        top = max(path_offsets(second))
-        if second.root != 0:
-            for k in range(pieces):
-                key = (top + 1 + period * k, 1, -1)
-                dag.add(second.root, 0, size, False, at_root[k], key)
+    def trees(self, n: int) -> list[Tree]:
+        """The two complementary in-order trees."""
+        return list(double_trees(n))
