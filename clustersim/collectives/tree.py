@@ -36,6 +36,15 @@ use root 0):
   For broadcast and reduce the call's root (position 0) also feeds tree 2's
   root (broadcast) or receives tree 2's reduced pieces from it (reduce).
 
+An all-reduce (or barrier) whose ranks sit on several nodes, some with more
+than one rank, runs as NCCL's: the trees above are built over the *nodes*,
+and each node's ranks form a chain below the node's head (its first rank; the
+second tree's chains run from the last rank, so the two trees leave a node
+through different GPUs, as NCCL's channels do).  A node's NIC then carries
+what a node of the node-level tree sends: 2 S for the double tree, like the
+ring's 2 (n-1)/n S, and S on two nodes (each node the root of one tree), where
+the tree beats the ring.
+
 Cost
 ----
 With alpha the route latency of a hop and the links' bandwidths, :meth:`cost`
@@ -156,6 +165,35 @@ def pieces_of(nbytes: float, chunk: float | None) -> tuple[int, float]:
     return count, nbytes / count
 
 
+def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | None:
+    """Ranks of ``call`` grouped by node (nodes in order of first rank), or None when the
+    group spans one node, or a device has no node, or no node has two of its ranks."""
+    groups: dict[str, list[int]] = {}
+    for rank, name in enumerate(call.devices):
+        node = topology.device(name).node
+        if node is None:
+            return None
+        groups.setdefault(node, []).append(rank)
+    if len(groups) < 2 or len(groups) == call.n:
+        return None
+    return list(groups.values())
+
+
+def chained(tree: Tree, groups: list[list[int]], reverse: bool = False) -> Tree:
+    """A tree over ranks from ``tree`` over nodes: each node's ranks form a chain whose
+    head (its first rank, its last with ``reverse``) links to the heads of the node's
+    parent and children -- NCCL's tree: a chain inside each node, a binary tree across."""
+    n = sum(len(g) for g in groups)
+    parent = [-1] * n
+    chains = [list(reversed(g)) if reverse else list(g) for g in groups]
+    for node, chain in enumerate(chains):
+        up = tree.parent[node]
+        parent[chain[0]] = chains[up][0] if up >= 0 else -1
+        for before, rank in zip(chain, chain[1:], strict=False):
+            parent[rank] = before
+    return Tree.from_parents(parent)
+
+
 class _Streams:
     """Sends added to a schedule, each piece of an edge continuing that edge's stream."""
 
@@ -242,8 +280,24 @@ class _TreeAlgorithm(Algorithm):
     ops = TREE_OPS
 
     def trees(self, n: int) -> list[Tree]:
-        """The trees the data is split over (equal shares)."""
+        """The trees over n ranks the data is split over (equal shares)."""
         raise NotImplementedError
+
+    def node_trees(self, nodes: int) -> list[Tree]:
+        """The same trees over ``nodes`` nodes (all-reduce across nodes)."""
+        return self.trees(nodes)
+
+    def trees_of(self, call: CollectiveCall, topology: Topology) -> list[Tree]:
+        """The trees of ``call``: an all-reduce over several nodes runs, as NCCL's does,
+        on :meth:`node_trees` over the nodes with a chain through each node's ranks
+        (:func:`chained`); anything else on :meth:`trees` over the ranks."""
+        groups = node_groups(call, topology) if call.op in ("allreduce", "barrier") else None
+        if groups is None:
+            return self.trees(call.n)
+        return [
+            chained(tree, groups, reverse=bool(t % 2))
+            for t, tree in enumerate(self.node_trees(len(groups)))
+        ]
 
     @staticmethod
     def ranks(call: CollectiveCall) -> list[int]:
@@ -251,11 +305,11 @@ class _TreeAlgorithm(Algorithm):
         root = call.root if OPERATIONS[call.op].rooted else 0
         return [(q + root) % call.n for q in range(call.n)]
 
-    def pieces(self, call: CollectiveCall) -> tuple[list[Tree], int, float]:
+    def pieces(self, call: CollectiveCall, topology: Topology) -> tuple[list[Tree], int, float]:
         """(trees, c, p): the trees used and each tree's share cut into c pieces of p bytes."""
+        trees = self.trees_of(call, topology)
         if call.op == "barrier":
-            return self.trees(call.n)[:1], 1, 0.0
-        trees = self.trees(call.n)
+            return trees[:1], 1, 0.0
         pieces, size = pieces_of(call.size_bytes / len(trees), call.chunk_bytes)
         return trees, pieces, size
 
@@ -265,7 +319,7 @@ class _TreeAlgorithm(Algorithm):
         if call.n < 2:
             return sched
         out = _Streams(sched, self.ranks(call))
-        trees, pieces, size = self.pieces(call)
+        trees, pieces, size = self.pieces(call, topology)
         if call.op in ("allreduce", "barrier"):
             _allreduce(out, trees, pieces, size)
         elif call.op == "broadcast":
@@ -293,11 +347,11 @@ class _TreeAlgorithm(Algorithm):
                 for k in range(pieces):
                     out.send(tree_id, tree.root, 0, size, at_root[k], False, k)
 
-    def streams(self, call: CollectiveCall) -> list[tuple[int, str, int, int]]:
+    def streams(self, call: CollectiveCall, topology: Topology) -> list[tuple[int, str, int, int]]:
         """Every stream of ``call`` as (tree, phase, sender, receiver) positions: each tree's
         edges in the directions the operation uses, phase ``up`` (reduce) or ``down``
         (broadcast), and the feed between position 0 and a tree rooted elsewhere."""
-        trees, _pieces, _size = self.pieces(call)
+        trees, _pieces, _size = self.pieces(call, topology)
         out: list[tuple[int, str, int, int]] = []
         for t, tree in enumerate(trees):
             up = [(q, p) for q, p in enumerate(tree.parent) if p >= 0]
@@ -319,7 +373,7 @@ class _TreeAlgorithm(Algorithm):
             return {}
         ranks = self.ranks(call)
         flows: dict[int, float] = {}
-        for _t, _phase, src, dst in self.streams(call):
+        for _t, _phase, src, dst in self.streams(call, topology):
             pair_flows(topology, call.devices[ranks[src]], call.devices[ranks[dst]], flows, 1.0)
         return flows
 
@@ -327,9 +381,9 @@ class _TreeAlgorithm(Algorithm):
         """Seconds: A + (F + L (c - 1)) p + R (see the module docstring)."""
         if call.n < 2:
             return 0.0
-        trees, pieces, size = self.pieces(call)
+        trees, pieces, size = self.pieces(call, topology)
         ranks = self.ranks(call)
-        streams = self.streams(call)
+        streams = self.streams(call, topology)
         links = topology.links
         routes: dict[tuple[int, int], dict[int, float]] = {}
         alpha: dict[tuple[int, int], float] = {}
