@@ -78,6 +78,7 @@ from dataclasses import dataclass
 from ..topology import Topology
 from .algorithm import Algorithm, CollectiveCall, HopCost
 from .fluid import pair_flows
+from .hierarchical import node_groups
 from .ops import OPERATIONS
 from .schedule import Schedule
 
@@ -165,18 +166,13 @@ def pieces_of(nbytes: float, chunk: float | None) -> tuple[int, float]:
     return count, nbytes / count
 
 
-def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | None:
-    """Ranks of ``call`` grouped by node (nodes in order of first rank), or None when the
-    group spans one node, or a device has no node, or no node has two of its ranks."""
-    groups: dict[str, list[int]] = {}
-    for rank, name in enumerate(call.devices):
-        node = topology.device(name).node
-        if node is None:
-            return None
-        groups.setdefault(node, []).append(rank)
-    if len(groups) < 2 or len(groups) == call.n:
+def _spread_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | None:
+    """Ranks of ``call`` grouped by node (:func:`hierarchical.node_groups`), or None when
+    the group spans one node, or a device has no node, or no node has two of its ranks."""
+    groups = node_groups(call, topology)
+    if groups is None or len(groups) < 2 or len(groups) == call.n:
         return None
-    return list(groups.values())
+    return groups
 
 
 def chained(tree: Tree, groups: list[list[int]], reverse: bool = False) -> Tree:
@@ -291,7 +287,7 @@ class _TreeAlgorithm(Algorithm):
         """The trees of ``call``: an all-reduce over several nodes runs, as NCCL's does,
         on :meth:`node_trees` over the nodes with a chain through each node's ranks
         (:func:`chained`); anything else on :meth:`trees` over the ranks."""
-        groups = node_groups(call, topology) if call.op in ("allreduce", "barrier") else None
+        groups = _spread_groups(call, topology) if call.op in ("allreduce", "barrier") else None
         if groups is None:
             return self.trees(call.n)
         return [
