@@ -335,6 +335,12 @@ class CollectiveCommand(Command):
             help="run each collective as N equal slices at once, NCCL's channels (default: 1)",
         )
         what.add_argument(
+            "--protocol",
+            metavar="NAME",
+            help="price NCCL's protocol on top of the links: LL, LL128, Simple, or auto "
+            "(the fastest by the cost model; default: none)",
+        )
+        what.add_argument(
             "--iterations",
             type=int,
             default=1,
@@ -390,6 +396,7 @@ class CollectiveCommand(Command):
                 iterations=args.iterations,
                 progress=progress,
                 channels=args.channels,
+                protocol=args.protocol,
             )
         finally:
             progress.close()
@@ -602,6 +609,9 @@ def _print_bench_table(rows: list[dict[str, Any]], title: str) -> None:
                 f"  {r['time_s'] * 1e6:>12.2f} {r['algbw_GBps']:>12.3f} {r['busbw_GBps']:>12.3f}"
             )
         _out(line)
+    chosen = [r for r in rows if r["chosen"] != r["algorithm"]]
+    if chosen:
+        _out("# ran: " + ", ".join(f"{format_size(r['bytes'])} {r['chosen']}" for r in chosen))
 
 
 def _write_bench_files(

@@ -1003,6 +1003,11 @@ class NetworkSpec(_Spec):
     """Channels per collective (NCCL's, at most 64): each collective runs as this many equal
     slices at once on its ranks.  Collectives of one process group always run one after
     another."""
+    protocol: Literal["LL", "LL128", "Simple", "auto"] | None = None
+    """NCCL protocol priced on top of the links for every collective: ``LL``, ``LL128``,
+    ``Simple`` (base and per-hop latency, payload share of the wire; see
+    ``clustersim/collectives/protocol.py``), or ``auto`` (the fastest by the cost model, per
+    collective).  Default: none, sends cost only what the links give."""
 
 
 class Scenario(_Spec):

@@ -46,21 +46,24 @@ def fail(capsys, *argv: str) -> str:
 
 
 def applicable(op: str, cluster: dict) -> list[str]:
+    """What ``--algorithm all`` runs: the applicable algorithms but ``auto`` (a chooser)."""
     topology = build_topology(scenario_of(cluster).cluster)
-    return applicable_algorithms(op, tuple(topology.devices), topology)
+    return [a for a in applicable_algorithms(op, tuple(topology.devices), topology) if a != "auto"]
 
 
 # --------------------------------------------------------------------------- rows
 
 
 def test_json_rows_have_exactly_the_documented_keys(capsys) -> None:
-    """--json prints a list of rows with keys exactly op, algorithm, bytes, devices, time_s, algbw_GBps, busbw_GBps."""
+    """--json prints a list of rows with keys exactly op, algorithm, bytes, devices, time_s,
+    algbw_GBps, busbw_GBps, chosen (what ran: the algorithm, with its protocol if any)."""
     rows = run_json(capsys, *R1)
     assert len(rows) == 1
     assert list(rows[0]) == list(ROW_KEYS)
     assert set(rows[0]) == {
-        "op", "algorithm", "bytes", "devices", "time_s", "algbw_GBps", "busbw_GBps",
+        "op", "algorithm", "bytes", "devices", "time_s", "algbw_GBps", "busbw_GBps", "chosen",
     }  # fmt: skip
+    assert rows[0]["chosen"] == "ring"
     assert rows[0]["op"] == "allreduce" and rows[0]["algorithm"] == "ring"
     assert rows[0]["bytes"] == 160_000_000 and rows[0]["devices"] == 8
 
@@ -359,3 +362,20 @@ def test_channels_flag_splits_a_ring_without_changing_its_time_alone(
     for bad in ("0", "65"):
         err = fail(capsys, *argv, "--channels", bad)
         assert f"--channels: must be from 1 to 64, got {bad}" in err
+
+
+def test_auto_and_protocol_say_what_ran(capsys) -> None:
+    """--algorithm auto --protocol auto: the rows' ``chosen`` names the algorithm and
+    protocol that ran (double tree with LL for 8 B on 64 ranks, ring with Simple for 1 GB),
+    and the table ends with a ``# ran:`` line."""
+    args = ["--op", "allreduce", "--devices", "64", "--latency", "1us", "--algorithm", "auto"]
+    rows = run_json(capsys, *args, "--protocol", "auto", "--bytes", "8B:1GB:x125000000")
+    assert [r["chosen"] for r in rows] == ["double_tree/LL", "ring/Simple"]
+    assert main(["collective", *args, "--protocol", "auto", "--bytes", "8B"]) == 0
+    assert "# ran: 8 B double_tree/LL" in capsys.readouterr().out
+
+
+def test_unknown_protocol_is_bad_input(capsys) -> None:
+    """--protocol LL256: exit 2, the flag named with the protocols allowed."""
+    err = fail(capsys, "--op", "allreduce", "--devices", "4", "--protocol", "LL256")
+    assert "--protocol" in err and "LL128" in err

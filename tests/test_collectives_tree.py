@@ -187,13 +187,18 @@ def test_cost_agrees_with_flow_level(kind: str, n: int, algo: str, op: str) -> N
 @pytest.mark.parametrize("op", ["reduce", "allreduce"])
 def test_reduction_cost_is_small_and_counted(n: int, algo: str, op: str) -> None:
     """With reduce_cost every piece is summed at its receiver (2 TB/s against 25 GB/s
-    links): it adds time, and the closed form stays within 0.99x to 1.3x of the flow level
+    links): the closed form adds depth x fan-in pieces' sums, and stays within 0.99x to 1.3x of the flow level
     (10 pieces: the double tree's fill is counted pessimistically, see above)."""
     topo = topology("switch", n)
     call = make_call(op, n, 4e7, algo, reduce_cost=True, chunk_bytes=4e6)
-    plain = flow(make_call(op, n, 4e7, algo, chunk_bytes=4e6), topo).now
+    plain = make_call(op, n, 4e7, algo, chunk_bytes=4e6)
     summed = flow(call, topo).now
-    assert summed > plain
+    trees = algorithm(algo).trees(n)
+    fan = max(len(kids) for t in trees for kids in t.children)
+    depth = max(t.depth() for t in trees)
+    piece = 4e6  # the chunk: each tree cuts its share into 4 MB pieces
+    added = analytical_time(call, topo) - analytical_time(plain, topo)
+    assert added == pytest.approx(depth * fan * piece / MEMORY_BW, rel=1e-9)
     assert summed * 0.99 <= analytical_time(call, topo) <= 1.3 * summed
 
 

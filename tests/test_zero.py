@@ -375,4 +375,4 @@ def test_an_algorithm_without_reduce_scatter_or_all_gather_is_an_error(
         f"{algorithm} does not implement reducescatter"
     )
     usable = problem.allowed.removeprefix("for reducescatter here: ").split(", ")
-    assert sorted(usable) == ["direct", "halving_doubling", "ring", "root"]
+    assert sorted(usable) == ["auto", "direct", "halving_doubling", "ring", "root"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Hashable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -32,9 +32,12 @@ from .algorithm import (
     check_call,
     registered_algorithms,
 )
+from .auto import resolve
 from .communicator import communicator
 from .fluid import run_fluid
+from .hierarchical import node_groups
 from .ops import OPERATIONS, bandwidths, canonical_op
+from .protocol import PROTOCOLS, ProtocolView, family, priced_cost
 from .schedule import Schedule, execute
 
 if TYPE_CHECKING:
@@ -66,6 +69,8 @@ BUILTIN_ALGORITHMS = (
     "hierarchical",
     "root",
     "scatter_allgather",
+    "in_network",
+    "auto",
 )
 """Modules of the built-in algorithms (each registers its classes on import)."""
 
@@ -113,26 +118,51 @@ def run_collective(
     (:mod:`clustersim.collectives.communicator`): ``call`` starts now if its group is
     idle, else when the collectives submitted before it have ended.  ``group`` names the
     communicator (default: the call's device tuple).  ``channels`` splits the call into
-    that many equal slices that run at once.
+    that many equal slices that run at once (:func:`channel_call`: each node's ranks
+    rotated per channel).  ``algorithm: auto`` and ``protocol: auto`` are resolved per
+    slice (:mod:`clustersim.collectives.auto`).
     """
-    algo = check_call(call, sim.topology)
+    check_call(call, sim.topology)
     if not (isinstance(channels, int) and channels >= 1):
         raise ScenarioError(Problem("channels", f"expected a whole number >= 1, got {channels!r}"))
-    label = label or label_of(call)
+    parts = [
+        resolve(channel_call(call, sim.topology, c, channels), sim.topology)
+        for c in range(channels)
+    ]
+    algos = [check_call(part, sim.topology) for part in parts]
+    label = label or label_of(parts[0])
 
     def start() -> simpy.Event:
-        if channels == 1:
-            return _start(sim, call, algo, model, label, iteration, record_transfers)
-        part = replace(call, size_bytes=call.size_bytes / channels)
-        return sim.all_of(
-            [
-                _start(sim, part, algo, model, label, iteration, record_transfers, channel)
-                for channel in range(channels)
-            ]
-        )
+        events = [
+            _start(sim, part, algo, model, label, iteration, record_transfers, channel)
+            for channel, (part, algo) in enumerate(zip(parts, algos, strict=True))
+        ]
+        return events[0] if len(events) == 1 else sim.all_of(events)
 
     key = call.devices if group is None else group
     return communicator(sim, key).submit(start)
+
+
+def channel_call(
+    call: CollectiveCall, topology: Topology, channel: int, channels: int
+) -> CollectiveCall:
+    """Slice ``channel`` of ``call`` split over ``channels``: S / channels bytes, and (with
+    several channels, on several nodes) each node's ranks rotated by ``channel``, so that
+    each channel's ring or tree enters and leaves a node through other GPUs -- and their
+    NICs -- as NCCL's channels do.  The root stays the same device."""
+    if channels == 1:
+        return call
+    part = replace(call, size_bytes=call.size_bytes / channels)
+    groups = node_groups(call, topology)
+    if groups is None or len(groups) < 2:
+        return part
+    order = []
+    for ranks in groups:
+        k = channel % len(ranks)
+        order += ranks[k:] + ranks[:k]
+    devices = tuple(call.devices[r] for r in order)
+    root = order.index(call.root) if OPERATIONS[call.op].rooted else call.root
+    return replace(part, devices=devices, root=root)
 
 
 def _start(
@@ -145,26 +175,53 @@ def _start(
     record_transfers: bool | None,
     channel: int = 0,
 ) -> simpy.Event:
-    """Start ``call`` now, in ``model``, on connection ``channel``; its end event."""
+    """Start ``call`` now, in ``model``, on connection ``channel``; its end event.
+
+    With a protocol, the base latency passes first, sends carry the wire bytes and
+    routes the protocol's hop latency (:mod:`clustersim.collectives.protocol`)."""
+    topology: Any = sim.topology
+    protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
+    delay = 0.0
+    if protocol is not None and call.n > 1:
+        topology = ProtocolView(sim.topology, protocol, algo.name)
+        delay = protocol.base_latency_s[family(algo.name)]
+        call = protocol.wire(call, sim.topology)
     if model == "analytical":
-        return run_fluid(sim, call, algo, label, iteration)
+        return run_fluid(sim, call, algo, label, iteration, topology, delay)
     with gc_paused():
-        schedule = algo.schedule(call, sim.topology)
-    return execute(
-        sim,
-        call.devices,
-        schedule,
-        label=label,
-        reduce_cost=call.reduce_cost,
-        record_transfers=record_transfers,
-        iteration=iteration,
-        connection=channel,
-    )
+        schedule = algo.schedule(call, topology)
+    if protocol is not None and protocol.efficiency != 1.0:
+        schedule.reduce_bytes = [b * protocol.efficiency for b in schedule.reduce_bytes]
+
+    def play() -> simpy.Event:
+        return execute(
+            sim,
+            call.devices,
+            schedule,
+            label=label,
+            reduce_cost=call.reduce_cost,
+            record_transfers=record_transfers,
+            iteration=iteration,
+            connection=channel,
+            topology=topology,
+        )
+
+    if delay <= 0.0:
+        return play()
+    return sim.process(_after(sim, delay, play))
+
+
+def _after(sim: Simulation, delay_s: float, then: Any) -> Any:
+    """Wait ``delay_s`` seconds, then run ``then()`` and wait for its event."""
+    yield sim.timeout(delay_s)
+    yield then()
 
 
 def analytical_time(call: CollectiveCall, topology: Topology) -> float:
-    """Seconds ``call`` takes by its algorithm's alpha-beta formula."""
-    return check_call(call, topology).cost(call, topology)
+    """Seconds ``call`` takes by its algorithm's alpha-beta formula (with its protocol)."""
+    check_call(call, topology)
+    call = resolve(call, topology)
+    return priced_cost(check_call(call, topology), call, topology)
 
 
 def hold_group(

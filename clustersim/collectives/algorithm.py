@@ -45,6 +45,10 @@ class CollectiveCall:
     reduce_cost: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     """Algorithm-specific options (e.g. hierarchical's ``inter`` algorithm)."""
+    protocol: str | None = None
+    """NCCL protocol (``LL``, ``LL128``, ``Simple``, or ``auto``: the fastest by the cost
+    model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None:
+    sends cost only what the links give."""
 
     @property
     def n(self) -> int:
@@ -181,6 +185,9 @@ def check_call(call: CollectiveCall, topology: Topology, path: str = "") -> Algo
         )
     if call.size_bytes < 0:
         raise ScenarioError(Problem(path, "size must not be negative"))
+    from .protocol import check_protocol
+
+    check_protocol(call.protocol, f"{path}.protocol" if path else "protocol")
     algo = algorithm(call.algorithm, path)
     reason = algo.unsupported(call, topology)
     if reason:

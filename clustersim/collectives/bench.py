@@ -37,6 +37,8 @@ from . import (
     registered_algorithms,
     run_collective,
 )
+from .auto import resolve
+from .protocol import check_protocol
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -44,7 +46,16 @@ if TYPE_CHECKING:
     from ..scenario import Scenario
     from ..topology import Topology
 
-ROW_KEYS = ("op", "algorithm", "bytes", "devices", "time_s", "algbw_GBps", "busbw_GBps")
+ROW_KEYS = (
+    "op",
+    "algorithm",
+    "bytes",
+    "devices",
+    "time_s",
+    "algbw_GBps",
+    "busbw_GBps",
+    "chosen",
+)
 """Keys of every row :func:`sweep` returns, in order (the JSON and CSV columns)."""
 
 MAX_POINTS = 1000
@@ -241,7 +252,8 @@ def group_devices(topology: Topology, glob: str | None = None) -> tuple[str, ...
 def resolve_algorithms(
     op: str, devices: tuple[str, ...], topology: Topology, requested: str | Sequence[str] = "all"
 ) -> list[str]:
-    """The algorithm names to run: every applicable one for ``"all"``, else those given, checked.
+    """The algorithm names to run: every applicable one for ``"all"`` (``auto``, which only
+    chooses among them, left out), else those given, checked.
 
     ``requested`` is ``"all"``, a name, comma-separated names or a sequence of names.
 
@@ -253,7 +265,7 @@ def resolve_algorithms(
     requested = list(dict.fromkeys(requested))
     known = registered_algorithms()
     if list(requested) in ([], ["all"]):
-        names = applicable_algorithms(op, devices, topology)
+        names = [n for n in applicable_algorithms(op, devices, topology) if n != "auto"]
         if not names:
             raise ScenarioError(
                 Problem(
@@ -292,6 +304,7 @@ def sweep(
     progress: Callable[[int, int], None] | None = None,
     topology: Topology | None = None,
     channels: int = 1,
+    protocol: str | None = None,
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -299,8 +312,10 @@ def sweep(
     :data:`ROW_KEYS`: ``bytes`` (nccl-tests size), ``devices`` (group size),
     ``time_s`` (seconds per iteration), ``algbw_GBps`` and ``busbw_GBps``
     (1e9 bytes/s).  ``progress(done, total)`` is called after each point.
-    ``channels`` runs each collective as that many slices at once.  Everything is
-    checked before the first point runs.
+    ``channels`` runs each collective as that many slices at once; ``protocol`` prices
+    NCCL's protocol (``LL``, ``LL128``, ``Simple``, ``auto``).  ``chosen`` is what ran:
+    ``algorithm/protocol``, ``auto`` resolved.  Everything is checked before the first
+    point runs.
     """
     from ..topology import build_topology
 
@@ -325,7 +340,15 @@ def sweep(
     calls = [
         [
             CollectiveCall(
-                op, devices, float(size), name, root, chunk_bytes, bidirectional, reduce_cost
+                op,
+                devices,
+                float(size),
+                name,
+                root,
+                chunk_bytes,
+                bidirectional,
+                reduce_cost,
+                protocol=check_protocol(protocol, "--protocol"),
             )
             for name in names
         ]
@@ -374,6 +397,7 @@ def run_point(
     sim.run()
     time_s = sim.now / iterations
     algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, time_s)
+    chosen = resolve(call, topology) if call.n > 1 else call
     return {
         "op": call.op,
         "algorithm": call.algorithm,
@@ -382,6 +406,7 @@ def run_point(
         "time_s": time_s,
         "algbw_GBps": algbw / GB,
         "busbw_GBps": busbw / GB,
+        "chosen": "/".join(x for x in (chosen.algorithm, chosen.protocol) if x),
     }
 
 

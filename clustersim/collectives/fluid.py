@@ -159,12 +159,18 @@ def run_fluid(
     algorithm: Algorithm,
     label: str,
     iteration: int = -1,
+    topology: Any = None,
+    delay_s: float = 0.0,
 ) -> simpy.Event:
     """Start ``call`` now as its algorithm's fluid phases; the event fires when it ends.
 
+    ``topology`` (default: the simulation's) prices the phases: a view of the simulation's
+    topology with the same links, such as a protocol's; ``delay_s`` seconds pass first.
     Each rank gets one ``collective`` record from the start to the end.
     """
-    phases = algorithm.fluid_phases(call, sim.topology)
+    phases = algorithm.fluid_phases(call, sim.topology if topology is None else topology)
+    if delay_s > 0.0:
+        phases = [FluidPhase(delay_s, 0.0, {}), *phases]
     return sim.process(_play(sim, call, phases, label, iteration))
 
 

@@ -20,6 +20,8 @@ from ..records import Record
 if TYPE_CHECKING:
     from ..engine import Simulation
 
+_INF = float("inf")
+
 RECORD_TRANSFERS_UP_TO = 20_000
 """Schedules with at most this many sends record each transfer in the timeline by
 default; larger ones record one ``collective`` row per rank."""
@@ -105,10 +107,13 @@ class Schedule:
         """Add a send of ``nbytes`` from rank ``src`` to rank ``dst`` after the sends ``after``; return its id.
 
         ``stream_after`` (a send id of the same pair) makes this send continue that
-        send's connection: it also waits for it, and when it starts at the very
-        instant that send completed (the stream never went idle) its bytes follow
-        the earlier bytes down the wire without paying the route latency again --
-        a FIFO stream pays latency once, not once per piece.
+        send's connection: it also waits for it.  A send's last byte arrives the route
+        latency after it left, so the earlier send finished *transmitting* that long
+        before it completed: if this send's data was ready by then, its bytes follow
+        the earlier bytes down the wire without paying the latency again (a FIFO
+        stream pays latency once, not once per piece); otherwise it pays it in full
+        (exact when the data arrives as the earlier send completes, at most the
+        latency too slow in between).
         """
         if self.child_rule is not None:
             raise ValueError("cannot add sends to a schedule built with Schedule.regular")
@@ -240,7 +245,9 @@ class _Execution:
         "_arrived",
         "stream",
         "ended",
+        "ready",
         "streaming",
+        "topology",
     )
 
     def __init__(
@@ -253,8 +260,11 @@ class _Execution:
         record_transfers: bool,
         iteration: int,
         connection: int = 0,
+        topology: Any = None,
     ) -> None:
         self.sim = sim
+        self.topology = sim.topology if topology is None else topology
+        """Where routes come from: the simulation's topology, or a view of it (a protocol's)."""
         self.env = sim.env
         self.devices = devices
         self.s = schedule
@@ -282,6 +292,9 @@ class _Execution:
         """Per send, its predecessor on its connection (see :meth:`Schedule.send`), or None."""
         self.ended: list[float] = [] if self.stream is None else [-1.0] * len(schedule)
         """Per send, when it completed (s); kept only for schedules with streams."""
+        self.ready: list[float] = [] if self.stream is None else [-_INF] * len(schedule)
+        """Per send, when its last dependency other than its stream predecessor completed (s):
+        when its data was there."""
         self.streaming: dict[int, Any] = {}
         """Route per pair for a stream that continues without a gap: no latency."""
 
@@ -302,7 +315,7 @@ class _Execution:
         stream = self.stream
         if stream is not None and route is not False:
             prior = stream[i]
-            if prior >= 0 and self.ended[prior] == now:
+            if prior >= 0 and self.ended[prior] == now and self.ready[i] <= now - route.latency_s:
                 route = self._streaming(key, route)
         if route is False:  # several equal-cost routes, split evenly over them
             self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self._arrived, i)
@@ -323,7 +336,7 @@ class _Execution:
         With ECMP the pair's connection hashes once onto one route (by ``connection``, as
         a NCCL connection's packets keep their path): every send of the pair takes it.
         """
-        topology = self.sim.topology
+        topology = self.topology
         found = topology.routes(src, dst)
         if len(found) == 1:
             return found[0]
@@ -376,7 +389,8 @@ class _Execution:
         """Send ``i`` is done (reduction included): start the sends waiting only for it."""
         s = self.s
         now = self.env._now
-        if self.stream is not None:
+        stream = self.stream
+        if stream is not None:
             self.ended[i] = now
         last = self.last
         last[s.src[i]] = now  # time only moves forward: now is the latest
@@ -386,6 +400,8 @@ class _Execution:
         if kids:
             remaining = self.remaining
             for k in kids:
+                if stream is not None and stream[k] != i:
+                    self.ready[k] = now
                 left = remaining[k] - 1
                 remaining[k] = left
                 if left == 0:
@@ -426,10 +442,13 @@ def execute(
     record_transfers: bool | None = None,
     iteration: int = -1,
     connection: int = 0,
+    topology: Any = None,
 ) -> simpy.Event:
     """Play ``schedule`` among ``devices`` (rank i = devices[i]) from now; the event fires at the end.
 
     ``connection`` (a channel number) picks, with ECMP, the one route all sends of a pair take.
+    ``topology`` (default: the simulation's) gives the routes: a view of the simulation's
+    topology with the same links, such as a protocol's.
 
     Each rank gets one ``collective`` record from its first send to its last
     completed send; with ``record_transfers`` (default: small schedules) every
@@ -439,7 +458,15 @@ def execute(
     if record_transfers is None:
         record_transfers = len(schedule) <= RECORD_TRANSFERS_UP_TO
     run = _Execution(
-        sim, devices, schedule, label, reduce_cost, record_transfers, iteration, connection
+        sim,
+        devices,
+        schedule,
+        label,
+        reduce_cost,
+        record_transfers,
+        iteration,
+        connection,
+        topology,
     )
     if len(schedule) == 0:
         run.done.succeed(sim.env.now)

@@ -12,7 +12,11 @@ workload:
   reduce_cost: false             # reductions cost bytes / memory bandwidth
   iterations: 1                  # how many times, back to back
   options: {inter: ring}         # algorithm-specific options
+  protocol: LL                   # NCCL protocol priced on top: LL, LL128, Simple, auto
 ```
+
+``algorithm: auto`` and ``protocol: auto`` choose as NCCL's tuner does
+(:mod:`clustersim.collectives.auto`); ``protocol`` defaults to ``network.protocol``.
 
 The network model (``network: {model: flow | analytical}``) decides whether
 the collective's sends are simulated as flows or its alpha-beta cost is used.
@@ -23,7 +27,7 @@ bandwidths (GB = 1e9 bytes).
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,6 +69,9 @@ class CollectiveWorkload(BaseModel):
     iterations: Count = Field(1, description="times the collective runs, back to back")
     options: dict[str, Any] = Field(
         default_factory=dict, description="algorithm options, e.g. {inter: ring}"
+    )
+    protocol: Literal["LL", "LL128", "Simple", "auto"] | None = Field(
+        None, description="NCCL protocol priced on top of the links (default: network.protocol)"
     )
 
 
@@ -112,6 +119,7 @@ class Collective(Strategy):
             bidirectional=cfg.bidirectional,
             reduce_cost=cfg.reduce_cost,
             options=dict(cfg.options),
+            protocol=cfg.protocol or self.scenario.network.protocol,
         )
         self.algorithm = check_call(self.call, self.topology, "workload.algorithm")
 
@@ -146,7 +154,8 @@ class Collective(Strategy):
         channels = getattr(network, "channels", 1)
         for i in range(self.config.iterations):
             start = sim.now
-            if self.model == "analytical" or channels > 1:
+            tuned = call.protocol is not None or call.algorithm == "auto"
+            if self.model == "analytical" or channels > 1 or tuned:
                 yield run_collective(
                     sim, call, model=self.model, label=label, iteration=i, channels=channels
                 )

@@ -95,6 +95,7 @@ class DataParallel(TrainingStrategy):
             nbytes,
             algorithm=self.sync.algorithm,
             options=dict(self.sync.options),
+            protocol=self.scenario.network.protocol,
         )
 
     @property

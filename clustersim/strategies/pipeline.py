@@ -503,6 +503,7 @@ class Pipeline(TrainingStrategy):
                     nbytes,
                     algorithm=self.sync.algorithm,
                     options=dict(self.sync.options),
+                    protocol=self.scenario.network.protocol,
                 )
                 for t in range(self.tp)
             ]
@@ -773,7 +774,12 @@ class Pipeline(TrainingStrategy):
             if what == "param":
                 calls = [
                     CollectiveCall(
-                        "allgather", c.devices, c.size_bytes, c.algorithm, options=c.options
+                        "allgather",
+                        c.devices,
+                        c.size_bytes,
+                        c.algorithm,
+                        options=c.options,
+                        protocol=c.protocol,
                     )
                     for c in calls
                 ]

@@ -202,6 +202,7 @@ class Zero(TrainingStrategy):
             nbytes,
             algorithm=self.sync.algorithm,
             options=dict(self.sync.options),
+            protocol=self.scenario.network.protocol,
         )
 
     def describe(self) -> str:

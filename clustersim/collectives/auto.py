@@ -1,0 +1,136 @@
+"""``algorithm: auto`` and ``protocol: auto``: choose as NCCL's tuner does.
+
+NCCL predicts, for every algorithm and protocol it may use, ``time = latency +
+size / bandwidth`` from its model of the topology and picks the smallest
+(NVIDIA/nccl ``src/enqueue.cc``, ``topoGetAlgoInfo``; ``src/graph/tuning.cc``).
+It has no fixed size thresholds: where the tree stops winning follows from
+the two models.  clustersim does the same with its own cost model: for each
+candidate algorithm that can run the call (and, with ``protocol: auto``, each
+of LL, LL128 and Simple) it prices the call by the algorithm's alpha-beta cost
+(:meth:`Algorithm.cost`, with the protocol's latencies and efficiency,
+:func:`protocol.priced_cost`) on the call's own topology, and runs the fastest;
+ties go to the earlier candidate, then the earlier protocol.  The candidates
+are NCCL's:
+
+* all-reduce: ``ring``, ``double_tree``, and ``in_network`` where the fabric
+  reduces (NCCL's Ring, Tree, CollNet/NVLS);
+* barrier: ``double_tree``, ``ring``;
+* all-to-all: ``direct`` (NCCL posts every send at once);
+* every other operation: ``ring`` (NCCL runs broadcast, reduce, all-gather and
+  reduce-scatter on rings), else ``direct``.
+
+The crossover this gives is measured, for shipped clusters, in
+docs/collectives.md ("Choosing an algorithm").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..topology import Topology
+from .algorithm import Algorithm, CollectiveCall, registered_algorithms
+from .ops import OPERATIONS
+from .protocol import PROTOCOLS, priced_cost
+
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "double_tree", "in_network"),
+    "barrier": ("double_tree", "ring"),
+    "alltoall": ("direct",),
+}
+"""Algorithms ``auto`` chooses among, per operation, in order of preference on a tie."""
+OTHER_CANDIDATES = ("ring", "direct")
+"""Candidates of the operations :data:`CANDIDATES` does not name."""
+
+_CACHE_LIMIT = 4096
+_choices: dict[tuple[Any, ...], tuple[str, str | None]] = {}
+
+
+def candidates(op: str) -> tuple[str, ...]:
+    """The algorithms ``auto`` considers for ``op``."""
+    return CANDIDATES.get(op, OTHER_CANDIDATES)
+
+
+def choose(call: CollectiveCall, topology: Topology) -> tuple[str, str | None]:
+    """(algorithm, protocol) for ``call``: its own where named, the fastest where ``auto``."""
+    key = (
+        topology,
+        call.op,
+        call.devices,
+        call.size_bytes,
+        call.algorithm,
+        call.protocol,
+        call.root,
+        call.chunk_bytes,
+        call.bidirectional,
+        call.reduce_cost,
+    )
+    found = _choices.get(key)
+    if found is not None:
+        return found
+    algorithms = registered_algorithms()
+    names = candidates(call.op) if call.algorithm == "auto" else (call.algorithm,)
+    protocols: tuple[str | None, ...] = (
+        tuple(PROTOCOLS) if call.protocol == "auto" else (call.protocol,)
+    )
+    best: tuple[float, str, str | None] | None = None
+    for name in names:
+        cls = algorithms.get(name)
+        if cls is None:
+            continue
+        algo = cls()
+        plain = replace(call, algorithm=name, protocol=None)
+        if algo.unsupported(plain, topology) is not None:
+            continue
+        for protocol in protocols:
+            cost = priced_cost(algo, replace(plain, protocol=protocol), topology)
+            if best is None or cost < best[0]:
+                best = (cost, name, protocol)
+    if best is None:
+        raise ValueError(f"no algorithm can run {call.op} here")  # unsupported() said so first
+    if len(_choices) >= _CACHE_LIMIT:
+        _choices.clear()
+    _choices[key] = (best[1], best[2])
+    return best[1], best[2]
+
+
+def resolve(call: CollectiveCall, topology: Topology) -> CollectiveCall:
+    """``call`` with ``auto`` algorithm and protocol replaced by the choice."""
+    if call.algorithm != "auto" and call.protocol != "auto":
+        return call
+    name, protocol = choose(call, topology)
+    return replace(call, algorithm=name, protocol=protocol)
+
+
+class Auto(Algorithm):
+    """The fastest of NCCL's candidates by the cost model (see the module docstring)."""
+
+    name = "auto"
+    description = "as NCCL's tuner: the fastest candidate by the cost model, per size and group"
+    ops = frozenset(OPERATIONS)
+
+    def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
+        """None if a candidate can run ``call``, else why not."""
+        if call.op not in self.ops:
+            return f"auto does not implement {call.op}"
+        algorithms = registered_algorithms()
+        for name in candidates(call.op):
+            cls = algorithms.get(name)
+            plain = replace(call, algorithm=name, protocol=None)
+            if cls is not None and cls().unsupported(plain, topology) is None:
+                return None
+        return f"none of auto's candidates ({', '.join(candidates(call.op))}) can run it here"
+
+    def _chosen(self, call: CollectiveCall, topology: Topology) -> tuple[Algorithm, Any]:
+        chosen = resolve(call, topology)
+        return registered_algorithms()[chosen.algorithm](), chosen
+
+    def schedule(self, call: CollectiveCall, topology: Topology) -> Any:
+        """The chosen algorithm's schedule."""
+        algo, chosen = self._chosen(call, topology)
+        return algo.schedule(chosen, topology)
+
+    def cost(self, call: CollectiveCall, topology: Topology) -> float:
+        """The chosen algorithm's cost (with the chosen protocol)."""
+        algo, chosen = self._chosen(call, topology)
+        return priced_cost(algo, chosen, topology)
