@@ -64,6 +64,7 @@ BUILTIN_ALGORITHMS = (
     "tree",
     "halving_doubling",
     "hierarchical",
+    "in_network",
     "root",
     "scatter_allgather",
 )
