@@ -67,6 +67,7 @@ BUILTIN_ALGORITHMS = (
     "tree",
     "halving_doubling",
     "hierarchical",
+    "in_network",
     "root",
     "scatter_allgather",
     "in_network",

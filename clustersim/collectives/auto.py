@@ -12,8 +12,10 @@ of LL, LL128 and Simple) it prices the call by the algorithm's alpha-beta cost
 ties go to the earlier candidate, then the earlier protocol.  The candidates
 are NCCL's:
 
-* all-reduce: ``ring``, ``double_tree``, and ``in_network`` where the fabric
-  reduces (NCCL's Ring, Tree, CollNet/NVLS);
+* all-reduce: ``ring`` and ``double_tree`` (NCCL's Ring and Tree).  NCCL uses
+  CollNet/NVLS only where the switches reduce (SHARP, NVSwitch 3), which a
+  cluster description does not say: ``in_network`` runs when named, never by
+  ``auto``;
 * barrier: ``double_tree``, ``ring``;
 * all-to-all: ``direct`` (NCCL posts every send at once);
 * every other operation: ``ring`` (NCCL runs broadcast, reduce, all-gather and
@@ -34,7 +36,7 @@ from .ops import OPERATIONS
 from .protocol import PROTOCOLS, priced_cost
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "double_tree", "in_network"),
+    "allreduce": ("ring", "double_tree"),
     "barrier": ("double_tree", "ring"),
     "alltoall": ("direct",),
 }

@@ -123,24 +123,33 @@ def schedule_flows(
     """Concurrent flows per link of a schedule: link index -> flows crossing it at once.
 
     Sends are grouped by step and (src, dst) pair (the pieces of one message
-    are one flow).  For each link, with ``D`` the bytes all steps put on it
-    and ``B`` the sum over steps of the mean bytes of the pairs crossing it
-    in that step, the link carries ``D / B`` flows at once: the number of
-    pairs crossing it in each step, averaged with the steps' bytes as weights.
+    are one flow); a send on its own route (:meth:`Schedule.send_on`) by step,
+    pair and route, and counted on that route's links.  For each link, with
+    ``D`` the bytes all steps put on it and ``B`` the sum over steps of the
+    mean bytes of the pairs crossing it in that step, the link carries
+    ``D / B`` flows at once: the number of pairs crossing it in each step,
+    averaged with the steps' bytes as weights.
     """
-    pair_bytes: dict[tuple[int, int, int], float] = {}
-    for src, dst, nbytes, step in zip(
-        schedule.src, schedule.dst, schedule.nbytes, schedule.step, strict=True
+    pair_bytes: dict[tuple[int, int, int, tuple[int, ...] | None], float] = {}
+    vias = schedule.routes or {}
+    for i, (src, dst, nbytes, step) in enumerate(
+        zip(schedule.src, schedule.dst, schedule.nbytes, schedule.step, strict=True)
     ):
-        key = (step, src, dst)
+        via = vias.get(i) if vias else None
+        own = None if via is None else tuple(link.index for link in via.route.links)
+        key = (step, src, dst, own)
         pair_bytes[key] = pair_bytes.get(key, 0.0) + nbytes
     per_step: dict[tuple[int, int], list[float]] = {}  # (step, link) -> [bytes, pairs]
-    routes: dict[tuple[int, int], dict[int, float]] = {}
-    for (step, src, dst), nbytes in pair_bytes.items():
-        links = routes.get((src, dst))
+    routes: dict[tuple[int, int, tuple[int, ...] | None], dict[int, float]] = {}
+    for (step, src, dst, own), nbytes in pair_bytes.items():
+        links = routes.get((src, dst, own))
         if links is None:
-            links = routes[src, dst] = {}
-            pair_flows(topology, devices[src], devices[dst], links, 1.0)
+            links = routes[src, dst, own] = {}
+            if own is not None:
+                for index in own:
+                    links[index] = links.get(index, 0.0) + 1.0
+            else:
+                pair_flows(topology, devices[src], devices[dst], links, 1.0)
         for link, share in links.items():
             acc = per_step.setdefault((step, link), [0.0, 0.0])
             acc[0] += nbytes * share

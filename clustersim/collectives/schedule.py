@@ -4,14 +4,16 @@ An algorithm turns a call into a :class:`Schedule`: sends between ranks, each
 starting when the sends it depends on have completed (including any reduction
 at their receiver).  :func:`execute` plays a schedule on the simulated network
 with callbacks only -- no SimPy process per send -- so a ring all-reduce over
-1,024 GPUs (2.1 million sends) stays cheap per send.
+1,024 GPUs (2.1 million sends) stays cheap per send.  A send takes its pair's
+route, or a route of its own (:meth:`Schedule.send_on`) that may start or end at
+a switch, for algorithms whose switches reduce (``in_network``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import simpy
 
@@ -27,6 +29,17 @@ RECORD_TRANSFERS_UP_TO = 20_000
 default; larger ones record one ``collective`` row per rank."""
 
 
+class Via(NamedTuple):
+    """The route of a send that does not take its pair's (see :meth:`Schedule.send_on`)."""
+
+    route: Any
+    """The links it crosses: a :class:`~clustersim.topology.Route` (``Route.of(links)``)."""
+    sender: int
+    """Rank at the route's start, or -1 where it starts at a switch."""
+    receiver: int
+    """Rank at the route's end, or -1 where it ends at a switch."""
+
+
 class Schedule:
     """Sends among ``n_ranks`` ranks and the order they must keep.
 
@@ -38,6 +51,7 @@ class Schedule:
 
     __slots__ = (
         "n_ranks",
+        "routes",
         "src",
         "dst",
         "nbytes",
@@ -51,6 +65,8 @@ class Schedule:
 
     def __init__(self, n_ranks: int) -> None:
         self.n_ranks = n_ranks
+        self.routes: dict[int, Via] | None = None
+        """Send id -> its own route, for sends added by :meth:`send_on`; None if there are none."""
         self.src: list[int] = []
         self.dst: list[int] = []
         self.nbytes: list[float] = []
@@ -146,6 +162,39 @@ class Schedule:
         self.n_deps.append(deps)
         return i
 
+    def send_on(
+        self,
+        route: Any,
+        src: int,
+        dst: int,
+        nbytes: float,
+        after: Iterable[int] = (),
+        *,
+        owner: int = -1,
+        step: int = -1,
+    ) -> int:
+        """Add a send of ``nbytes`` over the links of ``route`` after the sends ``after``; return its id.
+
+        ``route`` may start or end at a switch (in-network reduction): ``src`` and
+        ``dst`` are the ranks at its ends, -1 for a switch.  The send counts as
+        ``owner``'s (default: ``src``, else ``dst``) at a switch end: its span in the
+        records and, for the schedule's structure (:meth:`rank_ends`, :meth:`embed`),
+        its rank.  It counts in :meth:`bytes_sent` and :meth:`bytes_received` only at
+        rank ends.  On the empty route (``Route()``) a zero-byte send is a meeting point:
+        it completes as soon as the sends ``after`` have, and is not recorded.
+        """
+        if owner < 0:
+            owner = src if src >= 0 else dst
+        if owner < 0:
+            raise ValueError("send_on: a send between two switches needs an owner rank")
+        i = self.send(
+            src if src >= 0 else owner, dst if dst >= 0 else owner, nbytes, after, 0.0, step
+        )
+        if self.routes is None:
+            self.routes = {}
+        self.routes[i] = Via(route, src, dst)
+        return i
+
     def parents(self) -> list[list[int]]:
         """For each send, the sends it waits for."""
         out: list[list[int]] = [[] for _ in self.src]
@@ -181,6 +230,14 @@ class Schedule:
             raise ValueError(f"embed: {len(ranks)} ranks given for a schedule of {sub.n_ranks}")
         after = after or {}
         base = len(self.src)
+        if sub.routes:  # sends on their own route keep it, their ranks played by ``ranks``
+            routes = self.routes = self.routes or {}
+            for j, (route, sender, receiver) in sub.routes.items():
+                routes[base + j] = Via(
+                    route,
+                    ranks[sender] if sender >= 0 else -1,
+                    ranks[receiver] if receiver >= 0 else -1,
+                )
         parents = sub.parents()
         ids = []
         for j in range(len(sub)):
@@ -199,17 +256,23 @@ class Schedule:
         return ids
 
     def bytes_sent(self) -> list[float]:
-        """Bytes each rank sends in all."""
-        out = [0.0] * self.n_ranks
-        for s, b in zip(self.src, self.nbytes, strict=True):
-            out[s] += b
-        return out
+        """Bytes each rank sends in all (a send from a switch counts for no rank)."""
+        return self._bytes_by(self.src, "sender")
 
     def bytes_received(self) -> list[float]:
-        """Bytes each rank receives in all."""
+        """Bytes each rank receives in all (a send to a switch counts for no rank)."""
+        return self._bytes_by(self.dst, "receiver")
+
+    def _bytes_by(self, ranks: list[int], end: str) -> list[float]:
+        """Bytes per rank of ``ranks`` (src or dst); a send on its own route counts for its
+        :class:`Via`'s ``end`` (sender or receiver) instead."""
         out = [0.0] * self.n_ranks
-        for d, b in zip(self.dst, self.nbytes, strict=True):
-            out[d] += b
+        routes = self.routes or {}
+        for i, (r, b) in enumerate(zip(ranks, self.nbytes, strict=True)):
+            if i in routes:
+                r = getattr(routes[i], end)
+            if r >= 0:
+                out[r] += b
         return out
 
     def steps(self) -> int:
@@ -366,10 +429,10 @@ class _Execution:
 
     def _record_transfer(self, i: int, start_s: float) -> None:
         s = self.s
-        src, dst = self.devices[s.src[i]], self.devices[s.dst[i]]
+        src, dst = self._ends(i)
         self.sim.records.append(
             Record(
-                src,
+                self.devices[s.src[i]],
                 "transfer",
                 self.label,
                 start_s,
@@ -384,6 +447,10 @@ class _Execution:
                 f"step{s.step[i]}" if s.step[i] >= 0 else "",
             )
         )
+
+    def _ends(self, i: int) -> tuple[str, str]:
+        """Names of where send ``i`` starts and ends (for its transfer record)."""
+        return self.devices[self.s.src[i]], self.devices[self.s.dst[i]]
 
     def complete(self, i: int) -> None:
         """Send ``i`` is done (reduction included): start the sends waiting only for it."""
@@ -432,6 +499,43 @@ class _Execution:
         self.done.succeed(self.env.now)
 
 
+class _RoutedExecution(_Execution):
+    """:class:`_Execution` of a schedule with sends on their own routes
+    (:meth:`Schedule.send_on`): those take their route, which may start or end at a
+    switch; the other sends run as in the base class (whose hot path stays untouched)."""
+
+    __slots__ = ("vias",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.vias: dict[int, Via] = self.s.routes or {}
+
+    def start(self, i: int) -> None:
+        via = self.vias.get(i)
+        if via is None:
+            _Execution.start(self, i)
+            return
+        s = self.s
+        now = self.env._now
+        first = self.first
+        for rank in (s.src[i], s.dst[i]):
+            if now < first[rank]:
+                first[rank] = now
+        self.network.transfer(via.route, s.nbytes[i], self._arrived, i)
+
+    def _record_transfer(self, i: int, start_s: float) -> None:
+        via = self.vias.get(i)
+        if via is None or via.route.links:  # an empty route is a meeting point, not a transfer
+            _Execution._record_transfer(self, i, start_s)
+
+    def _ends(self, i: int) -> tuple[str, str]:
+        via = self.vias.get(i)
+        if via is None:
+            return _Execution._ends(self, i)
+        links = via.route.links
+        return links[0].src, links[-1].dst
+
+
 def execute(
     sim: Simulation,
     devices: Sequence[str],
@@ -457,7 +561,8 @@ def execute(
     """
     if record_transfers is None:
         record_transfers = len(schedule) <= RECORD_TRANSFERS_UP_TO
-    run = _Execution(
+    kind = _Execution if schedule.routes is None else _RoutedExecution
+    run = kind(
         sim,
         devices,
         schedule,

@@ -1,0 +1,394 @@
+"""In-network all-reduce: the switches reduce (SHARP, NVLink SHARP / NVLS).
+
+Each rank sends its S bytes into the network once and receives the sum once:
+the switches add the data up where the ranks' paths meet and copy the result
+where they part.  Units: seconds, bytes, bytes/s.
+
+Aggregation tree
+----------------
+Built from the routes the topology already has (a pair's first route, so with
+several spines the trees cross the first one only, at its share of the rack
+uplink -- one tree, as one SHARP aggregation tree):
+
+* the *top* T is a switch that lies on the route from rank 0 to every other
+  rank and back.  Of those, the one whose trees have the least latency (the
+  time of a zero-byte call below; ties: the one farther from rank 0) -- on
+  ``switch`` the switch, in a two-tier rack with one GPU per node its ToR;
+* rank i's *way up* is its route to rank 0 (rank 0: to rank 1) as far as T,
+  its *way down* the route from rank 0 (rank 0: from rank 1) from T on;
+* the ways up, in rank order, merge into one tree toward T: a way that
+  reaches a vertex an earlier way crosses follows that way from there on (its
+  data is summed there); the ways down merge into one tree from T, each
+  vertex fed by one link, the data copied where branches part (multicast).
+
+So every link of the up tree carries S once and every link of the down tree
+S once: each rank sends S and receives S, and a rack uplink carries S up and S
+down however many ranks sit behind it.  Every switch of the trees reduces and
+copies at line rate: reductions cost nothing (``call.reduce_cost`` does not
+apply).  In a two-tier cluster that includes a node's PCIe switch and NIC,
+which in hardware do not reduce (NCCL sums a node's GPUs over NVLink first), so
+a group of several GPUs per node gets the best case.  A group whose routes
+share no switch -- a ``ring`` or ``fully_connected`` cluster, or GPUs that
+reach each other over NVLink in the node and over the NIC across nodes -- is
+refused; on the latter, ``hierarchical`` with ``options: {inter: in_network}``
+reduces inside the nodes first, then in the network.
+
+Schedule (flow-level mode)
+--------------------------
+The trees are cut into *segments*: runs of links from a rank, T or a vertex
+where branches meet (up) or part (down), to the next such vertex or rank.
+The message is cut into c = ceil(S / chunk) pieces of p = S / c bytes
+(``call.chunk_bytes``, default :data:`IN_NETWORK_CHUNK_BYTES` = 1 MiB; a
+zero-byte message is one piece).  Piece k crosses a segment as one send on
+the segment's own links (:meth:`Schedule.send_on`), once the segment has
+carried piece k - 1 and piece k has crossed the segments that feed it: those
+ending where an up segment starts; every up segment ending at T, for a down
+segment leaving T (through one zero-byte meeting send at T on the empty route:
+n + n dependencies a piece on one switch, not n x n); the one ending where a
+down segment starts.  Piece 0 pays the segment's latency, later pieces follow
+it on the same links without it, as the bytes of one stream do.
+
+Cost (analytical mode)
+----------------------
+Segment e has latency a_e (the sum over its links, s), bandwidth B_e (its
+slowest link, bytes/s) and piece time t_e = p / B_e.  The last piece arrives
+after the longest path through (segment, piece) pairs:
+
+    T = max over segments e of  F(e) + H(e)
+    F(e) = a_e + t_e + max over segments f feeding e of F(f)          (0 if none)
+    H(e) = max((c - 1) t_e + R(e),  max over segments g fed by e of t_g + H(g))
+    R(e) = max over segments g fed by e of t_g + R(g)                 (0 if none)
+
+that is, over every way from a rank up to T and down to a rank: the
+latencies up to some segment, each segment's piece time once, and c - 1 piece
+times of the slowest segment from there on.  It is the flow-level time
+(rel 1e-9) when no link is in two segments (each send alone on its links), as
+on the built-in topologies.  On ways of m segments with latency a_up up and
+a_down down and one bandwidth B:
+
+    T = a_up + a_down + S / B + (m - 1) p / B
+
+On one switch (each rank's cable: latency l, bandwidth B; m = 2):
+T = 2 l + S / B + p / B -- 2 l is one rank-to-rank route latency (a piece
+crosses the switch once), and the bandwidth term is paid once, not once up and
+once down, as long as the message has several pieces: one piece (S <= chunk)
+takes 2 l + 2 S / B.  Bus bandwidth 2(n-1)/n S / T then tends to 2(n-1)/n B
+for large S, against B for a ring: about twice, as SHARP and NVLS give.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..topology import Link, Route, Topology
+from .algorithm import Algorithm, CollectiveCall
+from .ring import pieces
+from .schedule import Schedule
+
+IN_NETWORK_CHUNK_BYTES = float(2**20)
+"""Default pipelining piece of the in-network all-reduce: 1 MiB."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of links of the aggregation tree that one piece crosses as one send."""
+
+    links: tuple[Link, ...]
+    up: bool
+    """True in the tree toward the top (reduction), False in the tree from it (copies)."""
+    feeders: tuple[int, ...]
+    """Segments (indices) piece k must have crossed before it crosses this one."""
+    owner: int
+    """The lowest rank behind it: its sends count as that rank's in the records."""
+    sender: int
+    """Rank at its start, -1 for a switch."""
+    receiver: int
+    """Rank at its end, -1 for a switch."""
+
+    @property
+    def latency_s(self) -> float:
+        """Sum of its links' latencies, seconds."""
+        return sum(link.latency_s for link in self.links)
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """Its slowest link's bandwidth, bytes/s."""
+        return min(link.bandwidth_Bps for link in self.links)
+
+
+@dataclass(frozen=True)
+class AggregationTree:
+    """The up and down trees of a group as segments, each listed after its feeders."""
+
+    top: str
+    """The switch where the up tree ends and the down tree starts."""
+    segments: tuple[Segment, ...]
+    into_top: tuple[int, ...]
+    """The up segments that end at the top: the feeders of every down segment leaving it."""
+
+    def time(self, size_bytes: float, chunk_bytes: float) -> float:
+        """Seconds of an all-reduce of ``size_bytes`` in pieces of at most ``chunk_bytes``
+        (the formula of the module docstring)."""
+        c = pieces(size_bytes, chunk_bytes)
+        piece = size_bytes / c
+        segs = self.segments
+        t = [piece / s.bandwidth_Bps if piece > 0 else 0.0 for s in segs]
+        first = [0.0] * len(segs)
+        fed: list[list[int]] = [[] for _ in segs]
+        for e, s in enumerate(segs):
+            first[e] = s.latency_s + t[e] + max((first[f] for f in s.feeders), default=0.0)
+            for f in s.feeders:
+                fed[f].append(e)
+        rest = [0.0] * len(segs)
+        piled = [0.0] * len(segs)
+        for e in reversed(range(len(segs))):
+            rest[e] = max((t[g] + rest[g] for g in fed[e]), default=0.0)
+            piled[e] = max([(c - 1) * t[e] + rest[e]] + [t[g] + piled[g] for g in fed[e]])
+        return max(f + h for f, h in zip(first, piled, strict=True))
+
+
+def aggregation_tree(devices: Sequence[str], topology: Topology) -> AggregationTree | str:
+    """The aggregation tree of the group ``devices`` (two or more), or why there is none."""
+    tops = _tops(devices, topology)
+    if isinstance(tops, str):
+        return tops
+    best: AggregationTree | None = None
+    best_s = 0.0
+    for top in tops:  # in order from rank 0: the later of equals wins
+        tree = _tree(devices, topology, top)
+        latency = tree.time(0.0, IN_NETWORK_CHUNK_BYTES)
+        if best is None or latency <= best_s:
+            best, best_s = tree, latency
+    assert best is not None
+    return best
+
+
+def _route(topology: Topology, src: str, dst: str) -> Route:
+    return topology.routes(src, dst)[0]
+
+
+def _inner(route: Route) -> list[str]:
+    """The vertices a route passes between its ends, in order."""
+    return [link.dst for link in route.links[:-1]]
+
+
+def _tops(devices: Sequence[str], topology: Topology) -> list[str] | str:
+    """Switches on every route between rank 0 and the others (both ways), in order from
+    rank 0; or why there are none."""
+    switches = set(topology.switches)
+    first, second = devices[0], devices[1]
+    order = [v for v in _inner(_route(topology, first, second)) if v in switches]
+    if not order:
+        return (
+            f"in_network reduces in switches, but the route from {first} to {second} "
+            f"crosses none (a {topology.kind} cluster cables devices to each other)"
+        )
+    common = set(order)
+    for other in devices[1:]:
+        common.intersection_update(_inner(_route(topology, first, other)))
+        common.intersection_update(_inner(_route(topology, other, first)))
+        if not common:
+            hint = ""
+            if topology.device(first).node is not None:
+                hint = "; hierarchical with options inter: in_network reduces across nodes"
+            return (
+                "in_network needs a switch on every route of the group to reduce in, but "
+                f"the routes between {first} and {second} and between {first} and {other} "
+                f"share none{hint}"
+            )
+    return [v for v in order if v in common]
+
+
+def _tree(devices: Sequence[str], topology: Topology, top: str) -> AggregationTree:
+    """The trees of ``devices`` through the switch ``top`` (see the module docstring)."""
+    rank_of = {d: i for i, d in enumerate(devices)}
+    ups: list[tuple[Link, ...]] = []
+    downs: list[tuple[Link, ...]] = []
+    for i, device in enumerate(devices):
+        other = devices[1] if i == 0 else devices[0]
+        way = _route(topology, device, other).links
+        ups.append(way[: next(k for k, link in enumerate(way) if link.dst == top) + 1])
+        way = _route(topology, other, device).links
+        downs.append(way[next(k for k, link in enumerate(way) if link.src == top) :])
+    segments: list[Segment] = []
+    into_top = tuple(_up_segments(ups, rank_of, top, segments))
+    _down_segments(downs, rank_of, top, into_top, segments)
+    return AggregationTree(top, tuple(segments), into_top)
+
+
+def _up_segments(
+    ups: list[tuple[Link, ...]], rank_of: dict[str, int], top: str, out: list[Segment]
+) -> list[int]:
+    """Append the up tree's segments to ``out`` (deepest first); return those ending at ``top``."""
+    parent: dict[str, Link] = {}  # vertex -> its link toward the top
+    owner: dict[str, int] = {}  # vertex -> the first (lowest) rank whose way crosses it
+    for rank, way in enumerate(ups):
+        for link in way:
+            if link.src in parent:
+                break  # joins an earlier way: summed here
+            parent[link.src] = link
+            owner[link.src] = rank
+    inflow = Counter(link.dst for link in parent.values())
+
+    def joint(v: str) -> bool:
+        return v == top or inflow[v] + (v in rank_of) >= 2
+
+    depth: dict[str, int] = {top: 0}  # vertex -> links to the top
+
+    def depth_of(v: str) -> int:
+        if v not in depth:
+            depth[v] = depth_of(parent[v].dst) + 1
+        return depth[v]
+
+    starts = sorted((v for v in parent if v in rank_of or joint(v)), key=lambda v: -depth_of(v))
+    ending: dict[str, list[int]] = {}  # joint -> segments ending there
+    for v in starts:
+        links = [parent[v]]
+        while not joint(links[-1].dst):
+            links.append(parent[links[-1].dst])
+        end = links[-1].dst
+        ending.setdefault(end, []).append(len(out))
+        out.append(
+            Segment(
+                tuple(links),
+                True,
+                tuple(ending.get(v, ())),
+                owner[v],
+                rank_of.get(v, -1),
+                rank_of.get(end, -1),
+            )
+        )
+    return ending[top]
+
+
+def _down_segments(
+    downs: list[tuple[Link, ...]],
+    rank_of: dict[str, int],
+    top: str,
+    into_top: tuple[int, ...],
+    out: list[Segment],
+) -> None:
+    """Append the down tree's segments to ``out``, from ``top`` outwards."""
+    feeder: dict[str, Link] = {}  # vertex -> its link from the top's side
+    owner: dict[str, int] = {}
+    for rank, way in enumerate(downs):
+        for link in reversed(way):
+            if link.dst in feeder:
+                break  # an earlier way already reaches it: copied here
+            feeder[link.dst] = link
+            owner[link.dst] = rank
+    outs: dict[str, list[Link]] = {}
+    for link in feeder.values():
+        outs.setdefault(link.src, []).append(link)
+
+    def stop(v: str) -> bool:
+        return v in rank_of or len(outs.get(v, ())) >= 2
+
+    queue = [top]
+    ending: dict[str, int] = {}  # vertex -> the segment ending there
+    for v in queue:
+        feeders = into_top if v == top else (ending[v],)
+        for link in outs.get(v, ()):
+            links = [link]
+            while not stop(links[-1].dst):
+                links.append(outs[links[-1].dst][0])
+            end = links[-1].dst
+            ending[end] = len(out)
+            out.append(
+                Segment(
+                    tuple(links),
+                    False,
+                    feeders,
+                    owner[end],
+                    rank_of.get(v, -1),
+                    rank_of.get(end, -1),
+                )
+            )
+            if end in outs:
+                queue.append(end)
+
+
+class InNetwork(Algorithm):
+    """All-reduce reduced by the switches (SHARP, NVLS): see the module docstring."""
+
+    name = "in_network"
+    description = (
+        "in_network: the switches reduce and multicast (SHARP/NVLS); each rank sends and "
+        "receives S once, about S beta"
+    )
+    ops = frozenset({"allreduce"})
+
+    def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
+        """Why ``call`` cannot be reduced in the network: another operation, a non-positive
+        chunk, or routes that share no switch."""
+        if call.chunk_bytes is not None and not call.chunk_bytes > 0:
+            return f"chunk must be positive bytes, got {call.chunk_bytes}"
+        reason = super().unsupported(call, topology)
+        if reason or call.n < 2:
+            return reason
+        found = aggregation_tree(call.devices, topology)
+        return found if isinstance(found, str) else None
+
+    def tree(self, call: CollectiveCall, topology: Topology) -> AggregationTree:
+        """The call's aggregation tree (ValueError if it has none: see :meth:`unsupported`)."""
+        found = aggregation_tree(call.devices, topology)
+        if isinstance(found, str):
+            raise ValueError(found)
+        return found
+
+    def _chunk(self, call: CollectiveCall) -> float:
+        return IN_NETWORK_CHUNK_BYTES if call.chunk_bytes is None else call.chunk_bytes
+
+    def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
+        """c pieces through every segment, each after its feeders and its previous piece.
+
+        The down segments leaving the top wait for piece k at the top through one
+        zero-byte meeting send on the empty route (completed as the up segments into the
+        top are): n + n dependencies per piece on one switch instead of n x n."""
+        schedule = Schedule(call.n)
+        if call.n < 2:
+            return schedule
+        tree = self.tree(call, topology)
+        segs = tree.segments
+        c = pieces(call.size_bytes, self._chunk(call))
+        piece = call.size_bytes / c
+        first = [Route.of(s.links) for s in segs]
+        stream = [Route(r.links, 0.0, r.bottleneck_Bps) for r in first]
+        send = schedule.send_on
+        meet = Route()  # the empty route: the meeting send at the top
+        previous: list[int] = []
+        for k in range(c):
+            routes = first if k == 0 else stream
+            current: list[int] = []
+            at_top = -1
+            for e, s in enumerate(segs):
+                if not s.up and s.feeders == tree.into_top:
+                    if at_top < 0:
+                        ups = [current[f] for f in s.feeders]
+                        at_top = send(meet, -1, -1, 0.0, ups, owner=0, step=0)
+                    after = [at_top]
+                else:
+                    after = [current[f] for f in s.feeders]
+                if previous:
+                    after.append(previous[e])
+                step = 0 if s.up else 1
+                current.append(
+                    send(routes[e], s.sender, s.receiver, piece, after, owner=s.owner, step=step)
+                )
+            previous = current
+        return schedule
+
+    def cost(self, call: CollectiveCall, topology: Topology) -> float:
+        """Seconds by the formula of the module docstring."""
+        if call.n < 2:
+            return 0.0
+        return self.tree(call, topology).time(call.size_bytes, self._chunk(call))
+
+    def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
+        """Link index -> segments crossing it (1 on every link of the trees)."""
+        if call.n < 2:
+            return {}
+        count = Counter(link.index for s in self.tree(call, topology).segments for link in s.links)
+        return {index: float(k) for index, k in count.items()}
