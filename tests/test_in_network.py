@@ -10,9 +10,11 @@ GPUs meet at its PCIe switch), PCIe 32 GB/s and 0.5 us per link, NIC 25 GB/s and
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
+import clustersim
 from clustersim.collectives import (
     CollectiveCall,
     analytical_time,
@@ -323,3 +325,16 @@ def test_applicable_where_the_routes_meet_in_a_switch() -> None:
     one = CollectiveCall("allreduce", ("gpu0",), 1e6, algorithm="in_network")
     assert analytical_time(one, flat_topology("switch", 4)) == 0.0
     assert len(InNetwork().schedule(one, flat_topology("switch", 4))) == 0
+
+
+def test_sharp_scenario_hand_worked_number() -> None:
+    """scenarios/clusters/sharp_dgx_4nodes.yaml: NVSwitch reduce-scatter and all-gather of
+    64 MB around an in-network all-reduce of 8 MB per rail (8 pieces of 1 MB):
+    2 x 7/8 x 64 MB / 300 GB/s + (8 MB + 1 MB) / 25 GB/s = 0.733 ms, below the 0.853 ms of
+    rings across the nodes (dgx-a100-4nodes-8nics.yaml)."""
+    root = Path(__file__).resolve().parent.parent / "scenarios" / "clusters"
+    sharp = clustersim.simulate(root / "sharp_dgx_4nodes.yaml").summary["time_s"]
+    ring = clustersim.simulate(root / "dgx-a100-4nodes-8nics.yaml").summary["time_s"]
+    assert sharp == pytest.approx(2 * 7 / 8 * 64e6 / 300e9 + 9e6 / 25e9, rel=1e-9)
+    assert sharp == pytest.approx(0.733e-3, rel=1e-3)
+    assert sharp < 0.9 * ring
