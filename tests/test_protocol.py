@@ -170,3 +170,24 @@ def test_bad_network_protocol_names_the_key() -> None:
     }
     with pytest.raises(ScenarioError, match="network.protocol"):
         parse_scenario(doc)
+
+
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        ("broadcast", "ring"),
+        ("reduce", "ring"),
+        ("allgather", "ring"),
+        ("reducescatter", "ring"),
+        ("alltoall", "direct"),
+        ("gather", "direct"),
+        ("scatter", "direct"),
+    ],
+)
+def test_auto_uses_nccls_algorithm_per_operation(op: str, expected: str) -> None:
+    """NCCL runs broadcast, reduce, all-gather and reduce-scatter on rings and builds
+    all-to-all, gather and scatter from point-to-point sends: auto does the same."""
+    topo = flat_topology("switch", 8)
+    for size in (8.0, 1e6, 1e9):
+        call = CollectiveCall(op, tuple(topo.devices), size, "auto")
+        assert choose(call, topo) == (expected, None)

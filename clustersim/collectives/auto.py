@@ -17,9 +17,10 @@ are NCCL's:
   cluster description does not say: ``in_network`` runs when named, never by
   ``auto``;
 * barrier: ``double_tree``, ``ring``;
-* all-to-all: ``direct`` (NCCL posts every send at once);
-* every other operation: ``ring`` (NCCL runs broadcast, reduce, all-gather and
-  reduce-scatter on rings), else ``direct``.
+* all-to-all, gather and scatter: ``direct`` (NCCL builds them from
+  point-to-point sends posted at once);
+* broadcast, reduce, all-gather, reduce-scatter: ``ring`` (NCCL runs them on
+  rings).
 
 The crossover this gives is measured, for shipped clusters, in
 docs/collectives.md ("Choosing an algorithm").
@@ -39,9 +40,11 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "double_tree"),
     "barrier": ("double_tree", "ring"),
     "alltoall": ("direct",),
+    "gather": ("direct",),
+    "scatter": ("direct",),
 }
 """Algorithms ``auto`` chooses among, per operation, in order of preference on a tie."""
-OTHER_CANDIDATES = ("ring", "direct")
+OTHER_CANDIDATES = ("ring",)
 """Candidates of the operations :data:`CANDIDATES` does not name."""
 
 _CACHE_LIMIT = 4096
