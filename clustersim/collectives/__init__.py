@@ -37,7 +37,7 @@ from .communicator import communicator
 from .fluid import run_fluid
 from .hierarchical import node_groups
 from .ops import OPERATIONS, bandwidths, canonical_op
-from .protocol import PROTOCOLS, ProtocolView, family, priced_cost
+from .protocol import PROTOCOLS, family, priced_cost, protocol_view
 from .schedule import Schedule, execute
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def _start(
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
     delay = 0.0
     if protocol is not None and call.n > 1:
-        topology = ProtocolView(sim.topology, protocol, algo.name)
+        topology = protocol_view(sim.topology, protocol, algo.name)
         delay = protocol.base_latency_s[family(algo.name)]
         call = protocol.wire(call, sim.topology)
     if model == "analytical":

@@ -182,12 +182,28 @@ class ProtocolView:
         return out[0]
 
 
+_VIEW_CACHE_LIMIT = 256
+_views: dict[tuple[Any, str, str], ProtocolView] = {}
+
+
+def protocol_view(topology: Topology, protocol: Protocol, algorithm: str) -> ProtocolView:
+    """The :class:`ProtocolView` of ``topology`` for ``protocol`` and ``algorithm``'s
+    family, one per combination (so that what is cached per topology stays valid)."""
+    key = (topology, protocol.name, family(algorithm))
+    view = _views.get(key)
+    if view is None:
+        if len(_views) >= _VIEW_CACHE_LIMIT:
+            _views.clear()
+        view = _views[key] = ProtocolView(topology, protocol, algorithm)
+    return view
+
+
 def priced_cost(algorithm: Any, call: Any, topology: Topology) -> float:
     """Seconds of ``call`` by ``algorithm``'s cost with its protocol (none, or a named one):
     the base latency, then the cost of the wire bytes on routes slowed by the hop latency."""
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
     if protocol is None:
         return algorithm.cost(call, topology)
-    view = ProtocolView(topology, protocol, algorithm.name)
+    view = protocol_view(topology, protocol, algorithm.name)
     base = protocol.base_latency_s[family(algorithm.name)] if call.n > 1 else 0.0
     return base + algorithm.cost(protocol.wire(call, topology), view)  # type: ignore[arg-type]

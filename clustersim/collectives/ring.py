@@ -258,6 +258,12 @@ def _hop_costs(
     }
 
 
+_HOP_CACHE_LIMIT = 1024
+_HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = {}
+"""Hop costs of a ring by (operation, group, root, bidirectional, topology): the same for
+every size, so a call priced again (DDP buckets, ``auto``) does not route again."""
+
+
 class Ring(Algorithm):
     """Ring collectives: neighbour-to-neighbour steps in group order (see the module docstring)."""
 
@@ -309,8 +315,13 @@ class Ring(Algorithm):
         rings = [
             (order, _plan(call, n, order.index(call.root), share)) for order, share in _orders(call)
         ]
-        pairs = [(order[h], order[(h + 1) % n]) for order, plan in rings for h in plan.hops]
-        costs = _hop_costs(call, topology, pairs)
+        key = (call.op, call.devices, call.root, call.bidirectional, topology)
+        costs = _HOP_COSTS.get(key)
+        if costs is None:
+            pairs = [(order[h], order[(h + 1) % n]) for order, plan in rings for h in plan.hops]
+            if len(_HOP_COSTS) >= _HOP_CACHE_LIMIT:
+                _HOP_COSTS.clear()
+            costs = _HOP_COSTS[key] = _hop_costs(call, topology, pairs)
         return max(self._ring_cost(call, topology, order, plan, costs) for order, plan in rings)
 
     def _ring_cost(

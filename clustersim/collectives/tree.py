@@ -287,13 +287,22 @@ class _TreeAlgorithm(Algorithm):
         """The trees of ``call``: an all-reduce over several nodes runs, as NCCL's does,
         on :meth:`node_trees` over the nodes with a chain through each node's ranks
         (:func:`chained`); anything else on :meth:`trees` over the ranks."""
-        groups = _spread_groups(call, topology) if call.op in ("allreduce", "barrier") else None
+        key = (self.name, call.op in ("allreduce", "barrier"), call.devices, topology)
+        found = _TREES.get(key)
+        if found is not None:
+            return found
+        groups = _spread_groups(call, topology) if key[1] else None
         if groups is None:
-            return self.trees(call.n)
-        return [
-            chained(tree, groups, reverse=bool(t % 2))
-            for t, tree in enumerate(self.node_trees(len(groups)))
-        ]
+            found = self.trees(call.n)
+        else:
+            found = [
+                chained(tree, groups, reverse=bool(t % 2))
+                for t, tree in enumerate(self.node_trees(len(groups)))
+            ]
+        if len(_TREES) >= _SHAPE_CACHE_LIMIT:
+            _TREES.clear()
+        _TREES[key] = found
+        return found
 
     @staticmethod
     def ranks(call: CollectiveCall) -> list[int]:
@@ -377,7 +386,27 @@ class _TreeAlgorithm(Algorithm):
         """Seconds: A + (F + L (c - 1)) p + R (see the module docstring)."""
         if call.n < 2:
             return 0.0
-        trees, pieces, size = self.pieces(call, topology)
+        _trees, pieces, size = self.pieces(call, topology)
+        latency, fill, steady, fan, depth = self.shape(call, topology)
+        reduction = 0.0
+        if call.op in ("reduce", "allreduce"):
+            reduction = depth * self.reduce_time(call, topology, fan * size)
+        return latency + (fill + steady * (pieces - 1)) * size + reduction
+
+    def shape(self, call: CollectiveCall, topology: Topology) -> tuple[float, ...]:
+        """(A s, F s/B, L s/B, fan, depth) of ``call``'s trees on ``topology``: what
+        :meth:`cost` needs besides the pieces, the same for every size (cached per
+        operation, group, root and topology)."""
+        key = (self.name, call.op, call.devices, call.root, topology)
+        found = _SHAPES.get(key)
+        if found is None:
+            if len(_SHAPES) >= _SHAPE_CACHE_LIMIT:
+                _SHAPES.clear()
+            found = _SHAPES[key] = self._shape(call, topology)
+        return found
+
+    def _shape(self, call: CollectiveCall, topology: Topology) -> tuple[float, ...]:
+        trees, _pieces, _size = self.pieces(call, topology)
         ranks = self.ranks(call)
         streams = self.streams(call, topology)
         links = topology.links
@@ -405,12 +434,14 @@ class _TreeAlgorithm(Algorithm):
             tree_latency, tree_fill = _critical_path(tree, t, call.op, hop)
             latency = max(latency, tree_latency)
             fill = max(fill, tree_fill)
-        reduction = 0.0
-        if call.op in ("reduce", "allreduce"):
-            fan = max(len(k) for tree in trees for k in tree.children)
-            depth = max(tree.depth() for tree in trees)
-            reduction = depth * self.reduce_time(call, topology, fan * size)
-        return latency + (fill + steady * (pieces - 1)) * size + reduction
+        fan = max(len(k) for tree in trees for k in tree.children)
+        depth = max(tree.depth() for tree in trees)
+        return latency, fill, steady, float(fan), float(depth)
+
+
+_SHAPE_CACHE_LIMIT = 1024
+_SHAPES: dict[tuple[object, ...], tuple[float, ...]] = {}
+_TREES: dict[tuple[object, ...], list[Tree]] = {}
 
 
 def _critical_path(
