@@ -191,3 +191,29 @@ def test_auto_uses_nccls_algorithm_per_operation(op: str, expected: str) -> None
     for size in (8.0, 1e6, 1e9):
         call = CollectiveCall(op, tuple(topo.devices), size, "auto")
         assert choose(call, topo) == (expected, None)
+
+
+@pytest.mark.parametrize(("size", "chosen"), [("8B", "double_tree/LL"), ("1GB", "ring/Simple")])
+def test_collective_summary_says_what_ran(size: str, chosen: str) -> None:
+    """A collective workload with ``algorithm: auto`` and ``network.protocol: auto``: the
+    summary's ``chosen`` names the algorithm and protocol that ran, and its time is theirs."""
+    from clustersim.api import simulate
+
+    doc = {
+        "name": "auto",
+        "cluster": {
+            "kind": "switch",
+            "devices": 64,
+            "link": {"bandwidth": "25GB/s", "latency": "1us"},
+        },
+        "network": {"protocol": "auto"},
+        "workload": {"collective": "allreduce", "algorithm": "auto", "bytes": size},
+    }
+    summary = simulate(parse_scenario(doc)).summary
+    assert summary["algorithm"] == "auto" and summary["chosen"] == chosen
+    algorithm, protocol = chosen.split("/")
+    doc["workload"]["algorithm"] = algorithm
+    doc["network"]["protocol"] = protocol
+    assert simulate(parse_scenario(doc)).summary["time_s"] == pytest.approx(
+        summary["time_s"], rel=1e-12
+    )

@@ -37,11 +37,13 @@ from ..collectives import (
     Schedule,
     bandwidths,
     canonical_op,
+    channel_call,
     check_call,
     execute,
     run_collective,
 )
 from ..collectives import label_of as _label_of
+from ..collectives.auto import resolve
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError
 from ..scenario import Bool, Count, Glob, Int, Size
@@ -171,7 +173,8 @@ class Collective(Strategy):
             self.times.append(sim.now - start)
 
     def summarize(self, sim: Simulation) -> dict[str, Any]:
-        """time_s (mean per iteration), times_s, algbw/busbw in GB/s, bytes sent per device."""
+        """time_s (mean per iteration), times_s, algbw/busbw in GB/s, bytes sent per device,
+        and ``chosen``: the algorithm (and protocol) that ran, ``auto`` resolved."""
         from ..errors import SimulationError
 
         call = self.call
@@ -182,9 +185,12 @@ class Collective(Strategy):
         mean = sum(self.times) / len(self.times)
         algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
         sent = self.schedule().bytes_sent()
+        channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
+        ran = resolve(channel_call(call, self.topology, 0, channels), self.topology)
         return {
             "op": call.op,
             "algorithm": call.algorithm,
+            "chosen": "/".join(x for x in (ran.algorithm, ran.protocol) if x),
             "ranks": call.n,
             "group": list(call.devices),
             "bytes": call.size_bytes,
