@@ -99,3 +99,20 @@ def test_crossover_grows_with_the_node_count() -> None:
     nodes), so the tree wins up to larger sizes (nccl#790)."""
     points = [crossover(nodes) for nodes in (4, 8, 16)]
     assert points[0] < points[1] < points[2]
+
+
+def test_channels_spread_a_ring_over_the_nics() -> None:
+    """One channel: the ring leaves each node through one NIC (bus bandwidth about one
+    NIC's 25 GB/s); eight channels rotate each node's ranks so that every NIC carries a
+    ring (about 8 x 25 GB/s): the rotation is what makes nccl-tests' 192 GB/s possible."""
+    topo = dgx(4)
+    size = 2.0**30
+    bus = []
+    for channels in (1, 8):
+        call = CollectiveCall("allreduce", gpus(topo), size, "ring")
+        sim = Simulation(topo)
+        run_collective(sim, call, channels=channels, model="analytical")
+        sim.run()
+        bus.append(bandwidths("allreduce", call.n, size, sim.now)[1])
+    assert bus[0] == pytest.approx(NIC_Bps, rel=0.05)
+    assert bus[1] == pytest.approx(8 * NIC_Bps, rel=0.05)
