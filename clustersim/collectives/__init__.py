@@ -28,6 +28,7 @@ from .algorithm import (
     Algorithm,
     CollectiveCall,
     HopCost,
+    algorithm,
     applicable_algorithms,
     check_call,
     registered_algorithms,
@@ -59,6 +60,7 @@ __all__ = [
     "hold_group",
     "registered_algorithms",
     "run_collective",
+    "what_ran",
 ]
 
 BUILTIN_ALGORITHMS = (
@@ -123,14 +125,17 @@ def run_collective(
     rotated per channel).  ``algorithm: auto`` and ``protocol: auto`` are resolved per
     slice (:mod:`clustersim.collectives.auto`).
     """
-    check_call(call, sim.topology)
+    algo = check_call(call, sim.topology)
     if not (isinstance(channels, int) and channels >= 1):
         raise ScenarioError(Problem("channels", f"expected a whole number >= 1, got {channels!r}"))
     parts = [
         resolve(channel_call(call, sim.topology, c, channels), sim.topology)
         for c in range(channels)
     ]
-    algos = [check_call(part, sim.topology) for part in parts]
+    # A slice runs the call's algorithm, or what auto chose for it (checked by auto).
+    algos = [
+        algo if part.algorithm == call.algorithm else algorithm(part.algorithm) for part in parts
+    ]
     label = label or label_of(parts[0])
 
     def start() -> simpy.Event:
@@ -142,6 +147,13 @@ def run_collective(
 
     key = call.devices if group is None else group
     return communicator(sim, key).submit(start)
+
+
+def what_ran(call: CollectiveCall, topology: Topology, channels: int = 1) -> str:
+    """``algorithm/protocol`` that runs ``call`` (``auto`` resolved; with channels, the
+    first slice's), or the algorithm alone without a protocol."""
+    ran = resolve(channel_call(call, topology, 0, channels), topology) if call.n > 1 else call
+    return "/".join(x for x in (ran.algorithm, ran.protocol) if x)
 
 
 def channel_call(

@@ -36,8 +36,8 @@ from . import (
     check_call,
     registered_algorithms,
     run_collective,
+    what_ran,
 )
-from .auto import resolve
 from .protocol import check_protocol
 
 if TYPE_CHECKING:
@@ -397,7 +397,6 @@ def run_point(
     sim.run()
     time_s = sim.now / iterations
     algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, time_s)
-    chosen = resolve(call, topology) if call.n > 1 else call
     return {
         "op": call.op,
         "algorithm": call.algorithm,
@@ -406,7 +405,7 @@ def run_point(
         "time_s": time_s,
         "algbw_GBps": algbw / GB,
         "busbw_GBps": busbw / GB,
-        "chosen": "/".join(x for x in (chosen.algorithm, chosen.protocol) if x),
+        "chosen": what_ran(call, topology, channels),
     }
 
 

@@ -37,13 +37,12 @@ from ..collectives import (
     Schedule,
     bandwidths,
     canonical_op,
-    channel_call,
     check_call,
     execute,
     run_collective,
+    what_ran,
 )
 from ..collectives import label_of as _label_of
-from ..collectives.auto import resolve
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError
 from ..scenario import Bool, Count, Glob, Int, Size
@@ -186,11 +185,10 @@ class Collective(Strategy):
         algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
         sent = self.schedule().bytes_sent()
         channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
-        ran = resolve(channel_call(call, self.topology, 0, channels), self.topology)
         return {
             "op": call.op,
             "algorithm": call.algorithm,
-            "chosen": "/".join(x for x in (ran.algorithm, ran.protocol) if x),
+            "chosen": what_ran(call, self.topology, channels),
             "ranks": call.n,
             "group": list(call.devices),
             "bytes": call.size_bytes,
