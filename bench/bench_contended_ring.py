@@ -14,7 +14,10 @@ Three ratios, each measured in this one run (nothing is asserted):
    32 and 64 flows share an uplink).  Prints the least-squares exponent ``k``
    of ``wall ~ n^k``; target: ``k <= 1.3``.  The transfers alone grow as
    n^2 (a ring of n ranks sends 2(n-1) x n messages), so the exponent of the
-   wall time per transfer is printed too.
+   wall time per transfer is printed too, and so is the exponent of the
+   rack-major ring over the same sizes: a ring whose every flow is alone on
+   its links (no rate solve at all), the floor of any model that simulates
+   each transfer.
 3. **GPT-3 175B, all replicas.**  scenarios/megatron/gpt3_175b_1024.yaml with
    ``parallelism.simulate_replicas: all`` and ``network.model: flow``, run in a
    subprocess by this tree and by commit 59a8d77 (extracted with ``git
@@ -169,11 +172,15 @@ def main() -> None:
 def rings(size_bytes: float, ns: list[int]) -> None:
     """Ratios 1 and 2."""
     big = ns[-1]
-    wall_rm, sim_rm, flows_rm = ring(big, False, size_bytes)
     print(f"ring all-reduce of {size_bytes:.3g} B, {CLUSTER['racks']} racks, 4:1 uplinks, 2 spines")
-    print(
-        f"  rack-major  {big:5d} GPUs: wall {wall_rm:7.2f} s, simulated {sim_rm * 1e3:8.3f} ms, {flows_rm:,} transfers"
-    )
+    walls_rm = {}
+    for n in ns:
+        wall_rm, sim_rm, flows_rm = ring(n, False, size_bytes)
+        walls_rm[n] = wall_rm
+        print(
+            f"  rack-major  {n:5d} GPUs: wall {wall_rm:7.2f} s, simulated {sim_rm * 1e3:8.3f} ms, {flows_rm:,} transfers"
+        )
+    wall_rm = walls_rm[big]
     walls, per_transfer = {}, {}
     for n in ns:
         wall, sim_s, flows = ring(n, True, size_bytes)
@@ -187,6 +194,8 @@ def rings(size_bytes: float, ns: list[int]) -> None:
     k1 = fitted_exponent(ns, [per_transfer[n] for n in ns])
     print(f"2. interleaved wall ~ n^{k:.2f} over n = {ns} (target <= 1.3)")
     print(f"   wall per transfer ~ n^{k1:.2f} (the transfers alone grow as n^2)")
+    k0 = fitted_exponent(ns, [walls_rm[n] for n in ns])
+    print(f"   rack-major wall ~ n^{k0:.2f}: the floor of a per-transfer model (no rate solves)")
 
 
 def gpt3(skip_old: bool) -> None:
