@@ -1,0 +1,156 @@
+"""One registry mechanism for every kind of plugin.
+
+Strategies, collective algorithms, pipeline schedules, model presets and CLI
+commands each have a :class:`Registry`.  A class registers itself by
+subclassing a base that derives from :class:`Registered` and defining
+``name`` (``__init_subclass__`` does the rest); a function registers itself
+with the :meth:`Registry.register` decorator.  So adding a schedule or an
+algorithm is one new file with one new class in it.
+
+Every registry is listed in :data:`REGISTRIES` under its plural label
+(``strategies``, ``algorithms``, ...): ``clustersim list LABEL`` prints one
+line per entry from the registry's ``describe`` function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar, Generic, TypeVar
+
+from .errors import Problem, ScenarioError, hinted
+
+T = TypeVar("T")
+
+REGISTRIES: dict[str, Registry[Any]] = {}
+"""Every registry by its plural label, in creation order."""
+
+
+def _default_line(name: str, entry: Any) -> str:
+    doc = getattr(entry, "description", "") or (getattr(entry, "__doc__", "") or "")
+    first = doc.strip().splitlines()[0] if doc.strip() else ""
+    return f"{name:<20} {first}"
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind, with aliases and did-you-mean errors.
+
+    ``label`` is the plural that ``clustersim list`` takes (``schedules``);
+    ``kind`` the singular used in messages (``pipeline schedule``);
+    ``describe(name, entry)`` the line ``clustersim list`` prints for an
+    entry; ``sort`` whether listing and iteration are by name (else in
+    registration order).  ``loader`` is called once before the first lookup,
+    to import the modules whose classes register themselves.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        kind: str,
+        *,
+        describe: Callable[[str, T], str] = _default_line,
+        sort: bool = False,
+        loader: Callable[[], None] | None = None,
+    ) -> None:
+        self.label = label
+        self.kind = kind
+        self.describe = describe
+        self.sort = sort
+        self._loader = loader
+        self._entries: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}
+        REGISTRIES[label] = self
+
+    def add(self, name: str, entry: T, aliases: Iterable[str] = ()) -> None:
+        """Register ``entry`` as ``name`` (a later entry of the same name replaces it)."""
+        self._entries[name] = entry
+        for alias in aliases:
+            self._aliases[alias] = name
+
+    def register(self, name: str, aliases: Iterable[str] = ()) -> Callable[[T], T]:
+        """Decorator: register the decorated object as ``name``."""
+
+        def decorate(entry: T) -> T:
+            self.add(name, entry, aliases)
+            return entry
+
+        return decorate
+
+    def set_loader(self, loader: Callable[[], None]) -> None:
+        """Call ``loader`` before the next lookup (imports the built-in entries)."""
+        self._loader = loader
+
+    def _load(self) -> None:
+        loader, self._loader = self._loader, None
+        if loader is not None:
+            loader()
+
+    def canonical(self, name: str) -> str:
+        """``name`` with an alias resolved (unknown names come back unchanged)."""
+        return self._aliases.get(name, name)
+
+    def get(self, name: str) -> T | None:
+        """The entry called ``name`` (or one of its aliases), or None."""
+        self._load()
+        return self._entries.get(self.canonical(name))
+
+    def lookup(self, name: object, path: str = "") -> T:
+        """The entry called ``name``; ScenarioError at key ``path`` (with a hint) if none."""
+        found = self.get(name) if isinstance(name, str) else None
+        if found is None:
+            names = self.names()
+            raise ScenarioError(
+                Problem(
+                    path,
+                    hinted(f"unknown {self.kind} {name!r}", name, [*names, *self._aliases]),
+                    allowed=", ".join(names),
+                )
+            )
+        return found
+
+    def names(self) -> list[str]:
+        """Registered names (aliases left out)."""
+        return list(self.entries())
+
+    def aliases(self) -> dict[str, str]:
+        """Alias -> canonical name."""
+        self._load()
+        return dict(self._aliases)
+
+    def entries(self) -> dict[str, T]:
+        """A copy of the name -> entry mapping, sorted by name if ``sort``."""
+        self._load()
+        if self.sort:
+            return dict(sorted(self._entries.items()))
+        return dict(self._entries)
+
+    def lines(self) -> list[str]:
+        """What ``clustersim list LABEL`` prints: one line per entry."""
+        return [self.describe(name, entry) for name, entry in self.entries().items()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.label!r}, {len(self._entries)} entries)"
+
+
+class Registered:
+    """Base for classes that register themselves in their base class's ``registry``.
+
+    A base class sets ``registry = Registry(...)``; every subclass that
+    defines ``name`` in its own body is added to it when the class is created.
+    """
+
+    registry: ClassVar[Registry[Any]]
+    name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__ and "registry" not in cls.__dict__:
+            cls.registry.add(cls.name, cls)
