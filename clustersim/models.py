@@ -53,7 +53,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .errors import Problem, ScenarioError, hinted, join_path
+from .errors import Problem, ScenarioError, join_path
+from .registry import Registry
 from .scenario import LayerSpec, ModelSpec, TransformerSpec
 from .training import Layer, Model
 from .transformer import BACKWARD_FACTOR, Transformer, transformer_builder, transformer_model
@@ -89,8 +90,17 @@ class Preset:
     aliases: tuple[str, ...] = ()
 
 
-_PRESETS: dict[str, Preset] = {}
-_ALIASES: dict[str, str] = {}
+def _preset_line(name: str, found: Preset) -> str:
+    """``clustersim list models``: name, parameters, forward FLOPs per sample, description."""
+    model = found.build()
+    return (
+        f"{name:<16} {model.params / 1e6:>9.1f} M params  "
+        f"{model.forward_flops / 1e9:>9.2f} GFLOPs/sample forward  {found.description}"
+    )
+
+
+PRESETS: Registry[Preset] = Registry("models", "model preset", describe=_preset_line, unique=True)
+"""Every model preset, by name (aliases resolve to it)."""
 
 
 def preset(
@@ -99,11 +109,7 @@ def preset(
     """Decorator registering a function ``() -> Model`` as the preset ``name``."""
 
     def register(build: Callable[[], Model]) -> Callable[[], Model]:
-        if name in _PRESETS or name in _ALIASES:
-            raise ValueError(f"model preset {name!r} is already registered")
-        _PRESETS[name] = Preset(name, description, build, tuple(aliases))
-        for alias in aliases:
-            _ALIASES[alias] = name
+        PRESETS.add(name, Preset(name, description, build, tuple(aliases)), aliases)
         return build
 
     return register
@@ -111,23 +117,12 @@ def preset(
 
 def registered_presets() -> dict[str, Preset]:
     """Every registered preset by name, in registration order."""
-    return dict(_PRESETS)
+    return PRESETS.entries()
 
 
 def build_preset(name: str, path: str = "model") -> Model:
     """The preset ``name`` (or one of its aliases); ScenarioError at ``path.preset`` if unknown."""
-    canonical = _ALIASES.get(name, name)
-    found = _PRESETS.get(canonical)
-    if found is None:
-        names = list(_PRESETS)
-        raise ScenarioError(
-            Problem(
-                join_path(path, "preset"),
-                hinted(f"unknown model preset {name!r}", name, [*names, *_ALIASES]),
-                ", ".join(names),
-            )
-        )
-    return found.build()
+    return PRESETS.lookup(name, join_path(path, "preset")).build()
 
 
 def build_model(spec: ModelSpec, path: str = "model") -> Model:

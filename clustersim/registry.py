@@ -39,7 +39,10 @@ class Registry(Generic[T]):
     ``describe(name, entry)`` the line ``clustersim list`` prints for an
     entry; ``sort`` whether listing and iteration are by name (else in
     registration order).  ``loader`` is called once before the first lookup,
-    to import the modules whose classes register themselves.
+    to import the modules whose classes register themselves.  ``unknown`` is
+    the message of :meth:`lookup` for a name that is not registered (``{kind}``
+    and ``{name}`` are filled in); ``unique`` makes registering a taken name
+    (or alias) a ValueError instead of a replacement.
     """
 
     def __init__(
@@ -50,21 +53,34 @@ class Registry(Generic[T]):
         describe: Callable[[str, T], str] = _default_line,
         sort: bool = False,
         loader: Callable[[], None] | None = None,
+        unknown: str = "unknown {kind} {name!r}",
+        unique: bool = False,
     ) -> None:
         self.label = label
         self.kind = kind
         self.describe = describe
         self.sort = sort
         self._loader = loader
+        self.unknown = unknown
+        self.unique = unique
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
         REGISTRIES[label] = self
 
     def add(self, name: str, entry: T, aliases: Iterable[str] = ()) -> None:
-        """Register ``entry`` as ``name`` (a later entry of the same name replaces it)."""
+        """Register ``entry`` as ``name`` (a later entry of the same name replaces it,
+        unless the registry is ``unique``)."""
+        if self.unique and (name in self._entries or name in self._aliases):
+            raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = entry
         for alias in aliases:
             self._aliases[alias] = name
+
+    def remove(self, name: str) -> None:
+        """Forget the entry ``name`` and its aliases (for tests that register a throwaway)."""
+        self._entries.pop(name, None)
+        for alias in [a for a, target in self._aliases.items() if target == name]:
+            del self._aliases[alias]
 
     def register(self, name: str, aliases: Iterable[str] = ()) -> Callable[[T], T]:
         """Decorator: register the decorated object as ``name``."""
@@ -101,7 +117,11 @@ class Registry(Generic[T]):
             raise ScenarioError(
                 Problem(
                     path,
-                    hinted(f"unknown {self.kind} {name!r}", name, [*names, *self._aliases]),
+                    hinted(
+                        self.unknown.format(kind=self.kind, name=name),
+                        name,
+                        [*names, *self._aliases],
+                    ),
                     allowed=", ".join(names),
                 )
             )

@@ -149,7 +149,7 @@ def stuck_strategy() -> Iterator[str]:
     try:
         yield StuckBarrier.name
     finally:
-        base._REGISTRY.pop(StuckBarrier.name, None)
+        base.Strategy.registry.remove(StuckBarrier.name)
 
 
 def test_strategy_deadlock_through_the_cli(tmp_path: Path, stuck_strategy: str, capsys) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import Problem, ScenarioError, hinted
+from ..errors import Problem, ScenarioError
+from ..registry import Registered, Registry
 from ..topology import Topology
 from .ops import OPERATIONS
 from .schedule import Schedule
@@ -20,7 +21,17 @@ from .schedule import Schedule
 if TYPE_CHECKING:
     from .fluid import FluidPhase
 
-_ALGORITHMS: dict[str, type[Algorithm]] = {}
+
+def _load_builtin_algorithms() -> None:
+    from . import load_algorithms
+
+    load_algorithms()
+
+
+def _algorithm_line(name: str, cls: type[Algorithm]) -> str:
+    """``clustersim list algorithms``: name, description, operations."""
+    ops = ", ".join(sorted(cls.ops))
+    return f"{name:<20} {cls.description or (cls.__doc__ or '').splitlines()[0]} [{ops}]"
 
 
 @dataclass(frozen=True)
@@ -81,17 +92,19 @@ class HopCost:
         return cls(max(c.alpha_s for c in costs), max(c.beta_s_per_B for c in costs))
 
 
-class Algorithm:
-    """Base class of collective algorithms."""
+class Algorithm(Registered):
+    """Base class of collective algorithms (a subclass defining ``name`` registers itself)."""
 
+    registry: ClassVar[Registry[type[Algorithm]]] = Registry(
+        "algorithms",
+        "algorithm",
+        describe=_algorithm_line,
+        loader=_load_builtin_algorithms,
+        unknown="unknown {kind} '{name}'",
+    )
     name: ClassVar[str]
     description: ClassVar[str] = ""
     ops: ClassVar[frozenset[str]]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            _ALGORITHMS[cls.name] = cls
 
     def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
         """Why this algorithm cannot run ``call`` on ``topology``, or None if it can."""
@@ -138,25 +151,12 @@ class Algorithm:
 
 def registered_algorithms() -> dict[str, type[Algorithm]]:
     """Every registered algorithm by name, in registration order."""
-    from . import load_algorithms
-
-    load_algorithms()
-    return dict(_ALGORITHMS)
+    return Algorithm.registry.entries()
 
 
 def algorithm(name: str, path: str = "") -> Algorithm:
     """An instance of the algorithm called ``name``; ScenarioError if unknown."""
-    algorithms = registered_algorithms()
-    cls = algorithms.get(name)
-    if cls is None:
-        raise ScenarioError(
-            Problem(
-                path,
-                hinted(f"unknown algorithm '{name}'", name, algorithms),
-                ", ".join(algorithms),
-            )
-        )
-    return cls()
+    return Algorithm.registry.lookup(name, path)()
 
 
 def applicable_algorithms(op: str, devices: tuple[str, ...], topology: Topology) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel
 
 from ..errors import ClustersimError, Problem, ScenarioError
+from ..registry import Registered, Registry
 
 if TYPE_CHECKING:
     from ..engine import Simulation
@@ -23,12 +24,16 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "clustersim.strategies"
 
-_REGISTRY: dict[str, type[Strategy]] = {}
 _plugins_loaded = False
 
 
-class Strategy:
-    """Base class of workload strategies.
+def _strategy_line(name: str, cls: type[Strategy]) -> str:
+    """``clustersim list strategies``: name and description."""
+    return f"{name:<12} {cls.description}"
+
+
+class Strategy(Registered):
+    """Base class of workload strategies (a subclass defining ``name`` registers itself).
 
     Subclasses set ``name`` (the workload key they own), ``description`` (one
     line for ``clustersim list strategies``) and ``config_model`` (a pydantic
@@ -36,17 +41,15 @@ class Strategy:
     :meth:`summarize`.
     """
 
+    registry: ClassVar[Registry[type[Strategy]]] = Registry(
+        "strategies", "strategy", describe=_strategy_line, sort=True
+    )
     name: ClassVar[str]
     description: ClassVar[str] = ""
     config_model: ClassVar[type[BaseModel]]
     is_training: ClassVar[bool] = False
     """True for strategies that run training scenarios (model, training) instead of
     owning a ``workload:`` key."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            _REGISTRY[cls.name] = cls
 
     def __init__(self, config: BaseModel, scenario: Scenario, topology: Topology) -> None:
         self.config = config
@@ -177,10 +180,13 @@ def load_plugins() -> None:
             ) from exc
 
 
+Strategy.registry.set_loader(load_plugins)
+
+
 def registered_strategies() -> dict[str, type[Strategy]]:
     """Every registered strategy by name, sorted by name."""
     load_plugins()
-    return dict(sorted(_REGISTRY.items()))
+    return Strategy.registry.entries()
 
 
 TRAINING_STRATEGIES = {"allreduce": "data_parallel", "ps": "parameter_server"}

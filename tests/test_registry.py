@@ -1,0 +1,87 @@
+"""The one registry mechanism: lookups, aliases, errors, self-registering classes."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from clustersim.errors import ScenarioError
+from clustersim.registry import REGISTRIES, Registered, Registry
+
+
+@pytest.fixture
+def registry():
+    reg: Registry[str] = Registry("widgets-test", "widget", unique=True)
+    yield reg
+    del REGISTRIES["widgets-test"]
+
+
+def test_lookup_aliases_and_did_you_mean(registry: Registry[str]) -> None:
+    registry.add("spanner", "S", aliases=("wrench",))
+    registry.add("hammer", "H")
+    assert registry.lookup("wrench") == "S"
+    assert registry.canonical("wrench") == "spanner"
+    assert registry.names() == ["spanner", "hammer"]
+    assert "hammer" in registry and "saw" not in registry and 3 not in registry
+    with pytest.raises(ScenarioError) as err:
+        registry.lookup("hamer", "tool.kind")
+    text = str(err.value)
+    assert "tool.kind" in text and "unknown widget 'hamer'" in text
+    assert "did you mean" in text and "hammer" in text
+
+
+def test_unique_registry_refuses_a_taken_name(registry: Registry[str]) -> None:
+    registry.add("a", "1", aliases=("b",))
+    for taken in ("a", "b"):
+        with pytest.raises(ValueError, match="already registered"):
+            registry.add(taken, "2")
+    registry.remove("a")
+    assert registry.names() == [] and registry.aliases() == {}
+    registry.add("b", "3")  # the alias went with its entry
+
+
+def test_loader_runs_once_before_the_first_lookup() -> None:
+    calls = []
+    reg: Registry[int] = Registry(
+        "lazy-test", "thing", loader=lambda: calls.append(reg.add("x", 1))
+    )
+    try:
+        assert calls == []
+        assert reg.get("x") == 1 and reg.get("x") == 1
+        assert len(calls) == 1
+    finally:
+        del REGISTRIES["lazy-test"]
+
+
+def test_subclasses_register_themselves() -> None:
+    class Base(Registered):
+        registry: ClassVar[Registry[type]] = Registry("bases-test", "base", sort=True)
+
+    try:
+
+        class Zeta(Base):
+            name = "zeta"
+
+        class Alpha(Base):
+            name = "alpha"
+
+        class Unnamed(Alpha):  # inherits a name: not registered again
+            pass
+
+        assert Base.registry.entries() == {"alpha": Alpha, "zeta": Zeta}
+    finally:
+        del REGISTRIES["bases-test"]
+
+
+@pytest.mark.parametrize("label", ["strategies", "algorithms", "models"])
+def test_builtin_registries_list_their_entries(label: str) -> None:
+    import clustersim.collectives  # noqa: F401  (registers the algorithms' registry)
+    import clustersim.models  # noqa: F401
+    import clustersim.strategies  # noqa: F401
+
+    registry = REGISTRIES[label]
+    lines = registry.lines()
+    assert len(lines) == len(registry) >= 5
+    for name, line in zip(registry.names(), lines):
+        assert line.startswith(name)
