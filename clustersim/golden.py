@@ -24,13 +24,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .errors import ClustersimError, Problem, ScenarioError, SimulationError
+from .studies import run_all, worker_count
 
 DEFAULT_RTOL = 0.01
 """Relative tolerance of a metric when neither the command nor the golden file sets one."""
@@ -135,14 +135,9 @@ def measure_all(
     for name in names:
         if not Path(name).is_file():
             raise ClustersimError(f"{name}: no such scenario file")
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(names) or 1))
-    if workers == 1:
-        return [measure(name) for name in names]
-    results: list[dict[str, Any]] = [{} for _ in names]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(_measure_safely, name): i for i, name in enumerate(names)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
+    if worker_count(jobs, len(names)) == 1:
+        return [measure(name) for name in names]  # errors raised as they are
+    results = run_all(_measure_safely, [(name,) for name in names], jobs)
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError

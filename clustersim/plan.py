@@ -42,12 +42,12 @@ import io
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ClustersimError, Problem, ScenarioError
+from .studies import run_all
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -623,31 +623,13 @@ def run_candidates(
     ``progress(done, total)`` is called once before the first run finishes and
     after each run.
     """
-    total = len(candidates)
-    workers = max(1, min(workers or os.cpu_count() or 1, total or 1))
-    results: list[dict[str, Any] | None] = [None] * total
-    if progress:
-        progress(0, total)
-    if workers == 1:
-        for i, candidate in enumerate(candidates):
-            results[i] = simulate_candidate(candidate.doc, candidate.source)
-            if progress:
-                progress(i + 1, total)
-    else:
-        pool = ProcessPoolExecutor(max_workers=workers)
-        try:
-            futures = {
-                pool.submit(simulate_candidate, c.doc, c.source): i
-                for i, c in enumerate(candidates)
-            }
-            for done, future in enumerate(as_completed(futures), start=1):
-                results[futures[future]] = future.result()
-                if progress:
-                    progress(done, total)
-        except BaseException:  # interrupted: do not start the runs still queued
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
+    results = run_all(
+        simulate_candidate,
+        [(c.doc, c.source) for c in candidates],
+        workers,
+        progress,
+        announce=True,
+    )
     return [_outcome(c, r or {}) for c, r in zip(candidates, results)]
 
 

@@ -25,7 +25,6 @@ import itertools
 import os
 import re
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .errors import ClustersimError, Problem, ScenarioError, SimulationError, join_path
+from .studies import run_all
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -283,28 +283,13 @@ def run_jobs(
     With one worker (or one job) the jobs run in this process. ``progress(done,
     total)`` is called after each job. A failed job raises its error, naming the file.
     """
-    total = len(jobs)
-    workers = max(1, min(workers or os.cpu_count() or 1, total or 1))
-    results: list[dict[str, Any] | None] = [None] * total
-    if workers == 1:
-        for i, job in enumerate(jobs):
-            results[i] = run_document(job.doc, job.source)
-            if progress:
-                progress(i + 1, total)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(run_document, j.doc, j.source): i for i, j in enumerate(jobs)}
-            for done, future in enumerate(as_completed(futures), start=1):
-                results[futures[future]] = future.result()
-                if progress:
-                    progress(done, total)
+    results = run_all(run_document, [(j.doc, j.source) for j in jobs], workers, progress)
     for job, result in zip(jobs, results):
-        assert result is not None
         if "error" in result:
             where = ", ".join(f"{k}={v}" for k, v in job.point.items())
             text = f"{job.source}{f' ({where})' if where else ''}: {result['error']}"
             raise SimulationError(text) if result["simulation"] else ClustersimError(text)
-    return [r for r in results if r is not None]
+    return results
 
 
 # --------------------------------------------------------------------------- tables

@@ -1,0 +1,60 @@
+"""The one process pool of clustersim's studies (compare, plan, golden)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: called after each run (and, if asked, once before the first)."""
+
+
+def worker_count(workers: int | None, total: int) -> int:
+    """Processes for ``total`` runs: ``workers`` (default: all cores), at most one per run, at least 1."""
+    return max(1, min(workers or os.cpu_count() or 1, total or 1))
+
+
+def run_all(
+    fn: Callable[..., R],
+    calls: Sequence[tuple[Any, ...]],
+    workers: int | None = None,
+    progress: Progress | None = None,
+    *,
+    announce: bool = False,
+) -> list[R]:
+    """``fn(*args)`` for every ``args`` of ``calls``, results in call order.
+
+    Runs on :func:`worker_count` processes; with one, in this process (an
+    exception then propagates at once).  ``fn`` and its arguments must pickle
+    (a module-level function and plain data).  ``progress(done, total)`` is
+    called after each run, and with ``announce`` also as ``progress(0, total)``
+    before the first.  If the caller is interrupted (Ctrl-C) or a run raises,
+    the runs still queued are cancelled instead of started.
+    """
+    total = len(calls)
+    count = worker_count(workers, total)
+    if announce and progress:
+        progress(0, total)
+    results: list[Any] = [None] * total
+    if count == 1:
+        for i, args in enumerate(calls):
+            results[i] = fn(*args)
+            if progress:
+                progress(i + 1, total)
+        return results
+    pool = ProcessPoolExecutor(max_workers=count)
+    try:
+        futures = {pool.submit(fn, *args): i for i, args in enumerate(calls)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[futures[future]] = future.result()
+            if progress:
+                progress(done, total)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return results
