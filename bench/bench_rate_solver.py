@@ -21,7 +21,8 @@ import time
 
 import simpy
 
-from clustersim.network import Network, _Solver, _SolverFlow, max_min_rates
+from clustersim.network import Network, max_min_rates
+from clustersim.network.solver import _Solver, _SolverFlow
 from clustersim.topology import Link, Route
 
 

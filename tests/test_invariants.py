@@ -13,7 +13,8 @@ from clustersim.api import prepare, simulate
 from clustersim.cli import main
 from clustersim.engine import Simulation
 from clustersim.errors import SimulationError
-from clustersim.network import Network, _Solver
+from clustersim.network import Network
+from clustersim.network.solver import _Solver
 from clustersim.records import Record
 from clustersim.scenario import parse_scenario
 

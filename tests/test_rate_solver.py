@@ -364,7 +364,7 @@ def test_vectorised_fill_is_bit_identical_to_the_heap_loop(
     monkeypatch: pytest.MonkeyPatch, n_flows: int, n_links: int
 ) -> None:
     """fill_arrays takes the same steps as _Solver.fill, so the rates are equal to the bit."""
-    import clustersim.network as network
+    import clustersim.network.solver as network
 
     for seed in range(4):
         flows, caps = random_instance(seed * 1000 + n_flows + n_links, n_flows, n_links)
@@ -382,7 +382,7 @@ def test_network_with_vectorised_fill_gives_bit_identical_times(
     """A Network whose every component goes through fill_arrays ends every flow at the same instant."""
     import random
 
-    import clustersim.network as network
+    import clustersim.network.solver as network
 
     rng = random.Random(seed)
     n_links = 12

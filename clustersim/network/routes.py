@@ -1,0 +1,55 @@
+"""Routes as the network sees them: validated link indices, latency and weights."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import SimulationError
+from .flow import RouteLike
+
+_INF = math.inf
+
+
+def check_bandwidth(value: float, name: str) -> float:
+    """``value`` as a link capacity in bytes/s; SimulationError unless it is >= 0."""
+    bw = float(value)
+    if not bw >= 0.0:
+        raise SimulationError(f"link {name!r}: bandwidth must be >= 0 B/s, got {value!r}")
+    return bw
+
+
+def route_info(route: RouteLike, n_links: int) -> tuple[Any, tuple[int, ...], float, Any]:
+    """``(route, distinct link indices, latency_s, weights or None)`` of ``route`` on a
+    network of ``n_links`` links; SimulationError for a bad link index, latency or weight."""
+    idx = []
+    for link in route.links:
+        i = link.index
+        if not (isinstance(i, int) and 0 <= i < n_links):
+            raise SimulationError(
+                f"link {getattr(link, 'name', link)!r}: index {i!r} not in 0..{n_links - 1}"
+            )
+        idx.append(i)
+    latency = float(route.latency_s)
+    if not 0.0 <= latency < _INF:
+        raise SimulationError(f"route latency must be finite and >= 0 s, got {route.latency_s!r}")
+    weights = getattr(route, "weights", None)
+    if weights is None:
+        return (route, tuple(dict.fromkeys(idx)), latency, None)
+    return weighted_route_info(route, idx, weights, latency)
+
+
+def weighted_route_info(
+    route: RouteLike, idx: list[int], weights: Sequence[float], latency: float
+) -> tuple[Any, tuple[int, ...], float, tuple[float, ...]]:
+    """Route info of a weighted route: a link listed twice adds its weights."""
+    if len(weights) != len(idx):
+        raise SimulationError(f"weighted route: {len(weights)} weights for {len(idx)} links")
+    merged: dict[int, float] = {}
+    for link, w in zip(idx, weights, strict=True):
+        w = float(w)
+        if not 0.0 < w < _INF:
+            raise SimulationError(f"link weight must be finite and > 0, got {w!r}")
+        merged[link] = merged.get(link, 0.0) + w
+    return (route, tuple(merged), latency, tuple(merged.values()))
