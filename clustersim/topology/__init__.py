@@ -1,0 +1,26 @@
+"""Cluster topology: devices, switches, directed links and routes.
+
+* :mod:`~clustersim.topology.graph` -- :class:`Link`, :class:`Device`,
+  :class:`Route` and :class:`Topology` (lookup, globs, routing).
+* :mod:`~clustersim.topology.builder` -- :func:`build_topology` and the
+  registry of fabrics (cluster kinds).
+* :mod:`~clustersim.topology.tiered`, :mod:`~clustersim.topology.flat`,
+  :mod:`~clustersim.topology.custom` -- the built-in fabrics.
+"""
+
+from .builder import FABRICS, build_topology
+from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology
+from .tiered import pod_uplink_Bps, rack_uplink_Bps
+
+__all__ = [
+    "EMPTY_ROUTE",
+    "FABRICS",
+    "MAX_ROUTES",
+    "Device",
+    "Link",
+    "Route",
+    "Topology",
+    "build_topology",
+    "pod_uplink_Bps",
+    "rack_uplink_Bps",
+]

@@ -1,0 +1,112 @@
+"""Building a topology: the builder that collects devices and links, and the fabrics.
+
+A *fabric* is a cluster kind (``cluster.kind``: two_tier, rail_optimized,
+three_tier, switch, ring, fully_connected, custom).  Each is a function
+``spec -> Topology`` registered in :data:`FABRICS`; a new fabric is a new
+module that registers its builder and is listed in :data:`BUILTIN_FABRICS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from clustersim.registry import Registry
+
+from .graph import Device, Link, Topology
+
+BUILTIN_FABRICS = ("tiered", "flat", "custom")
+"""Modules of :mod:`clustersim.topology` whose builders register on import."""
+
+
+def _load_fabrics() -> None:
+    import importlib
+
+    for module in BUILTIN_FABRICS:
+        importlib.import_module(f"clustersim.topology.{module}")
+
+
+FABRICS: Registry[Any] = Registry(
+    "fabrics",
+    "cluster kind",
+    loader=_load_fabrics,
+    describe=lambda name, build: f"{name:<16} {(build.__doc__ or '').strip().splitlines()[0]}",
+)
+"""Cluster kind -> function building its :class:`~clustersim.topology.Topology` from the spec."""
+
+# Frozen dataclasses set each field through object.__setattr__, which doubles the
+# cost of building a million links (a fully connected 1,024-device cluster).  The
+# slot descriptors give the same object at half the cost.
+_new_object = object.__new__
+_set_index = Link.index.__set__  # type: ignore[attr-defined]
+_set_name = Link.name.__set__  # type: ignore[attr-defined]
+_set_src = Link.src.__set__  # type: ignore[attr-defined]
+_set_dst = Link.dst.__set__  # type: ignore[attr-defined]
+_set_bandwidth = Link.bandwidth_Bps.__set__  # type: ignore[attr-defined]
+_set_latency = Link.latency_s.__set__  # type: ignore[attr-defined]
+
+
+class _Builder:
+    """Collects devices, switches and links in build order."""
+
+    __slots__ = ("devices", "switches", "links")
+
+    def __init__(self) -> None:
+        self.devices: dict[str, Device] = {}
+        self.switches: list[str] = []
+        self.links: list[Link] = []
+
+    def device(
+        self,
+        name: str,
+        kind: Literal["gpu", "cpu"],
+        spec: Any,
+        node: str | None = None,
+        rack: str | None = None,
+    ) -> str:
+        """Add a device with the compute/memory fields of ``spec``; returns its name."""
+        self.devices[name] = Device(
+            name=name,
+            kind=kind,
+            index=len(self.devices),
+            flops_per_s=float(spec.flops_per_s),
+            efficiency=float(spec.efficiency),
+            memory_bytes=float(spec.memory_bytes),
+            memory_bandwidth_Bps=float(spec.memory_bandwidth_Bps),
+            node=node,
+            rack=rack,
+        )
+        return name
+
+    def switch(self, name: str) -> str:
+        self.switches.append(name)
+        return name
+
+    def link(self, src: str, dst: str, bandwidth_Bps: float, latency_s: float) -> Link:
+        """Append the directed link ``src->dst`` (bytes/s, seconds)."""
+        link = _new_object(Link)
+        _set_index(link, len(self.links))
+        _set_name(link, f"{src}->{dst}")
+        _set_src(link, src)
+        _set_dst(link, dst)
+        _set_bandwidth(link, bandwidth_Bps)
+        _set_latency(link, latency_s)
+        self.links.append(link)
+        return link
+
+    def cable(self, a: str, b: str, bandwidth_Bps: float, latency_s: float) -> tuple[Link, Link]:
+        """A full-duplex cable: links ``a->b`` and ``b->a``, in that order."""
+        return (
+            self.link(a, b, bandwidth_Bps, latency_s),
+            self.link(b, a, bandwidth_Bps, latency_s),
+        )
+
+
+def build_topology(cluster_spec: Any) -> Topology:
+    """The topology of a validated cluster spec (``Scenario.cluster``).
+
+    Raises ScenarioError (key paths under ``cluster.``) for what the spec's
+    schema cannot check alone: NVLink pairs out of range, duplicate names or
+    unknown link endpoints in custom clusters.
+    """
+    kind = getattr(cluster_spec, "kind", "two_tier")
+    return FABRICS.lookup(kind, "cluster.kind")(cluster_spec)

@@ -1,0 +1,273 @@
+"""Cluster topology: devices, switches, directed links and routes.
+
+:func:`~clustersim.topology.build_topology` turns a validated cluster spec
+(see :mod:`clustersim.scenario`) into a :class:`Topology`.  Units are SI throughout: bandwidth in bytes per second,
+latency in seconds, compute in FLOP/s, memory in bytes.
+
+Every full-duplex cable becomes two directed :class:`Link` objects named
+``"a->b"`` and ``"b->a"``; switches are non-blocking, so only links have
+capacity.  Routes are tuples of links.  In a two-tier cluster they are built
+structurally (no graph search), so that clusters of thousands of GPUs build and
+route quickly; custom topologies use breadth-first search on demand.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from clustersim.errors import Problem, ScenarioError, hinted
+
+__all__ = ["Device", "Link", "Route", "Topology"]
+
+MAX_ROUTES = 64
+"""Most equal-cost alternatives :meth:`Topology.routes` returns for a custom topology."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One direction of a cable.
+
+    ``bandwidth_Bps`` is in bytes per second, ``latency_s`` in seconds;
+    ``index`` is the link's position in :attr:`Topology.links`.
+    """
+
+    index: int
+    name: str
+    src: str
+    dst: str
+    bandwidth_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A GPU or CPU: where compute runs and where transfers start and end.
+
+    ``flops_per_s`` is peak FLOP/s, ``efficiency`` the achieved fraction of it,
+    ``memory_bytes`` the capacity in bytes and ``memory_bandwidth_Bps`` bytes per
+    second.  ``node`` ("rack0/node1") and ``rack`` ("rack0") are set in two-tier
+    clusters only.
+    """
+
+    name: str
+    kind: Literal["gpu", "cpu"]
+    index: int
+    flops_per_s: float
+    efficiency: float
+    memory_bytes: float
+    memory_bandwidth_Bps: float
+    node: str | None = None
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A path of directed links from one device to another.
+
+    ``latency_s`` is the sum of the link latencies (seconds) and
+    ``bottleneck_Bps`` the smallest link bandwidth (bytes per second; ``inf``
+    for the empty route of a device to itself).
+    """
+
+    links: tuple[Link, ...] = ()
+    latency_s: float = 0.0
+    bottleneck_Bps: float = math.inf
+
+    @classmethod
+    def of(cls, links: Iterable[Link]) -> Route:
+        """The route along ``links``, with its latency and bottleneck computed."""
+        links = tuple(links)
+        if not links:
+            return cls((), 0.0, math.inf)
+        latency = 0.0
+        bottleneck = math.inf
+        for link in links:
+            latency += link.latency_s
+            if link.bandwidth_Bps < bottleneck:
+                bottleneck = link.bandwidth_Bps
+        return cls(links, latency, bottleneck)
+
+
+EMPTY_ROUTE = Route()
+
+
+class _Router(Protocol):
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        """Equal-cost routes from ``src`` to ``dst`` (distinct devices); () if none."""
+        ...
+
+
+class Topology:
+    """Devices, switches and directed links of a cluster, with routing.
+
+    Built by :func:`build_topology`.  ``devices`` is in build order and
+    ``Device.index`` is the position in it; ``links[i].index == i``;
+    ``switches`` names the switches and NICs.
+    """
+
+    __slots__ = (
+        "kind",
+        "devices",
+        "links",
+        "switches",
+        "spine_routing",
+        "racks",
+        "nodes",
+        "_router",
+        "_cache",
+        "_device_list",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        devices: dict[str, Device],
+        links: list[Link],
+        switches: list[str],
+        router: _Router,
+        *,
+        spine_routing: Literal["ecmp", "split"] = "ecmp",
+        racks: int = 0,
+        nodes: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.devices = devices
+        self.links = links
+        self.switches = switches
+        self.spine_routing = spine_routing
+        self.racks = racks
+        """Number of racks (two-tier only, else 0)."""
+        self.nodes = nodes
+        """Number of nodes (two-tier only, else 0)."""
+        self._router = router
+        self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
+        self._device_list = list(devices.values())
+
+    def __repr__(self) -> str:
+        return (
+            f"Topology(kind={self.kind!r}, devices={len(self.devices)}, "
+            f"switches={len(self.switches)}, links={len(self.links)})"
+        )
+
+    # -- lookup -------------------------------------------------------------
+
+    def device(self, name: str, path: str = "") -> Device:
+        """The device called ``name`` (its full path name).
+
+        Raises ScenarioError at key path ``path`` with a did-you-mean hint when
+        there is no such device.
+        """
+        try:
+            return self.devices[name]
+        except (KeyError, TypeError):
+            pass
+        example = self._device_list[0].name if self._device_list else "gpu0"
+        raise ScenarioError(
+            Problem(
+                path,
+                hinted(f"unknown device {name!r}", str(name), self.devices),
+                allowed=f"full device paths such as {example}",
+            )
+        )
+
+    def select(self, glob: str, path: str = "") -> list[Device]:
+        """Devices whose full name matches ``glob``, in build order.
+
+        fnmatch semantics, case-sensitive; ``*`` also crosses ``/`` so
+        ``rack0/*/gpu*`` and ``*/cpu`` work.  Raises ScenarioError at ``path``
+        when nothing matches.
+        """
+        match = _compile_glob(glob)
+        found = [d for d in self._device_list if match(d.name)]
+        if not found:
+            example = self._device_list[0].name if self._device_list else "gpu0"
+            raise ScenarioError(
+                Problem(
+                    path,
+                    hinted(f"no device matches {glob!r}", glob, self.devices)
+                    if _is_plain(glob)
+                    else f"no device matches {glob!r}",
+                    allowed=f"globs over full device names, e.g. {example}, * or */gpu*",
+                )
+            )
+        return found
+
+    def select_links(self, glob: str, path: str = "") -> list[Link]:
+        """Links whose name (``"src->dst"``) matches ``glob``, in index order.
+
+        Same semantics as :meth:`select`; raises ScenarioError at ``path`` when
+        nothing matches.
+        """
+        match = _compile_glob(glob)
+        found = [link for link in self.links if match(link.name)]
+        if not found:
+            example = self.links[0].name if self.links else "a->b"
+            raise ScenarioError(
+                Problem(
+                    path,
+                    f"no link matches {glob!r}",
+                    allowed=f"globs over link names 'src->dst', e.g. {example} or *->*tor",
+                )
+            )
+        return found
+
+    # -- routing ------------------------------------------------------------
+
+    def routes(self, src: str, dst: str) -> tuple[Route, ...]:
+        """All equal-cost routes from device ``src`` to device ``dst``.
+
+        Cached per pair.  ``src == dst`` gives ``(empty route,)``; unknown
+        devices or unconnected pairs raise ScenarioError.
+        """
+        key = (src, dst)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        a = self.device(src)
+        b = self.device(dst)
+        found = (EMPTY_ROUTE,) if a is b else self._router.routes(a, b)
+        if not found:
+            raise ScenarioError(Problem("", f"no route from {src} to {dst}"))
+        self._cache[key] = found
+        return found
+
+    def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
+        """One route from ``src`` to ``dst``, chosen among :meth:`routes` by ECMP.
+
+        The choice is a CRC-32 of ``"src|dst|flow_key"``: stable across runs and
+        machines, and spread evenly over the alternatives for varying keys.
+        """
+        found = self.routes(src, dst)
+        if len(found) == 1:
+            return found[0]
+        return found[zlib.crc32(f"{src}|{dst}|{flow_key}".encode()) % len(found)]
+
+    # -- summary ------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Counts for humans (CLI): kind, racks, nodes, gpus, cpus, devices, switches, links."""
+        gpus = sum(1 for d in self._device_list if d.kind == "gpu")
+        return {
+            "kind": self.kind,
+            "racks": self.racks,
+            "nodes": self.nodes,
+            "gpus": gpus,
+            "cpus": len(self._device_list) - gpus,
+            "devices": len(self._device_list),
+            "switches": len(self.switches),
+            "links": len(self.links),
+        }
+
+
+def _compile_glob(glob: str) -> Any:
+    return re.compile(fnmatch.translate(glob), re.DOTALL).match
+
+
+def _is_plain(glob: str) -> bool:
+    return not any(ch in glob for ch in "*?[")

@@ -1,0 +1,371 @@
+"""Two-tier, rail-optimized and three-tier clusters: racks of nodes under switches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clustersim.errors import Problem, ScenarioError
+
+from .builder import FABRICS, _Builder
+from .graph import Device, Link, Route, Topology
+
+
+@dataclass(slots=True)
+class _Place:
+    """Where a two-tier device sits and the links that leave and reach it."""
+
+    rack: int
+    node: str
+    to_pcie: Link
+    from_pcie: Link
+    to_nvswitch: Link | None
+    from_nvswitch: Link | None
+    up: tuple[Link, ...]  # device -> pcie -> nic -> tor
+    down: tuple[Link, ...]  # tor -> nic -> pcie -> device
+    switch: str = ""
+    """The PCIe switch the device hangs off (several per node with ``nics > 1``)."""
+    to_root: tuple[Link, ...] = ()
+    """Its switch -> the node's PCIe root (empty when the device sits on the root)."""
+    from_root: tuple[Link, ...] = ()
+    nvdomain: str = ""
+    """The NVSwitch fabric its NVLink port reaches ("" without NVSwitch)."""
+    nic: int = 0
+    """Index of the NIC it reaches the network through (its rail)."""
+
+
+class _TwoTierRouter:
+    """Routes of two- and three-tier clusters (``pod_of`` set: pods joined by cores)."""
+
+    __slots__ = (
+        "places",
+        "pair_links",
+        "tor_up",
+        "tor_down",
+        "pod_of",
+        "pod_up",
+        "pod_down",
+        "rails",
+        "node_gpus",
+    )
+
+    def __init__(self) -> None:
+        self.places: dict[str, _Place] = {}
+        self.pair_links: dict[tuple[str, str], Link] = {}
+        self.tor_up: list[list[Link]] = []  # [rack][spine]: tor -> spine
+        self.tor_down: list[list[Link]] = []  # [rack][spine]: spine -> tor
+        self.pod_of: list[int] | None = None  # [rack]: its pod (three-tier)
+        self.pod_up: list[list[list[Link]]] = []  # [pod][spine][core]: spine -> core
+        self.pod_down: list[list[list[Link]]] = []  # [pod][spine][core]: core -> spine
+        self.rails = False  # rail-optimized: tor_up/tor_down are [group * nics + rail][spine]
+        self.node_gpus: dict[str, list[str]] = {}  # node -> its GPUs, by index
+
+    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+        a = self.places[src.name]
+        b = self.places[dst.name]
+        if a.node == b.node:
+            if a.to_nvswitch is not None and b.from_nvswitch is not None:
+                return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
+            direct = self.pair_links.get((src.name, dst.name))
+            if direct is not None:
+                return (Route.of((direct,)),)
+            if a.switch != b.switch:  # across the node's PCIe root
+                return (Route.of((a.to_pcie, *a.to_root, *b.from_root, b.from_pcie)),)
+            return (Route.of((a.to_pcie, b.from_pcie)),)
+        if a.nvdomain and a.nvdomain == b.nvdomain:  # nodes of one NVLink domain
+            if a.to_nvswitch is not None and b.from_nvswitch is not None:
+                return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
+        if self.rails:
+            return self._rail_routes(a, b)
+        if a.rack == b.rack:
+            return (Route.of(a.up + b.down),)
+        ups = self.tor_up[a.rack]
+        downs = self.tor_down[b.rack]
+        pods = self.pod_of
+        if pods is None or pods[a.rack] == pods[b.rack]:
+            return tuple(
+                Route.of((*a.up, up, down, *b.down)) for up, down in zip(ups, downs, strict=True)
+            )
+        to_core = self.pod_up[pods[a.rack]]
+        from_core = self.pod_down[pods[b.rack]]
+        return tuple(
+            Route.of((*a.up, ups[k], to_core[k][m], from_core[k][m], downs[k], *b.down))
+            for k in range(len(ups))
+            for m in range(len(to_core[k]))
+        )
+
+    def _rail_routes(self, a: _Place, b: _Place) -> tuple[Route, ...]:
+        """Rail-optimized: to the destination's rail first -- over NVLink to the GPU of that
+        rail on the source node (PXN) when there is an NVSwitch -- then through that rail's
+        switch, and through the spines between groups or rails."""
+        prefix: tuple[Link, ...] = ()
+        start = a
+        if a.nic != b.nic and a.to_nvswitch is not None:
+            relay = self.places[self.node_gpus[a.node][b.nic]]
+            if relay.from_nvswitch is not None:
+                prefix, start = (a.to_nvswitch, relay.from_nvswitch), relay
+        if start.rack == b.rack and start.nic == b.nic:
+            return (Route.of((*prefix, *start.up, *b.down)),)
+        ups = self.tor_up[start.rack * self._nics + start.nic]
+        downs = self.tor_down[b.rack * self._nics + b.nic]
+        return tuple(
+            Route.of((*prefix, *start.up, up, down, *b.down))
+            for up, down in zip(ups, downs, strict=True)
+        )
+
+    @property
+    def _nics(self) -> int:
+        return len(next(iter(self.node_gpus.values()), [])) or 1
+
+
+def rack_uplink_Bps(cluster_spec: Any) -> float:
+    """Total uplink bandwidth of one rack in bytes/s.
+
+    ``rack_uplink.bandwidth_Bps`` when given, else nodes_per_rack x NIC
+    bandwidth / oversubscription.
+    """
+    uplink = cluster_spec.rack_uplink
+    if uplink.bandwidth_Bps is not None:
+        return float(uplink.bandwidth_Bps)
+    ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
+    nics = int(getattr(cluster_spec.node, "nics", 1))
+    return cluster_spec.nodes_per_rack * nics * float(cluster_spec.node.nic.bandwidth_Bps) / ratio
+
+
+def _build_two_tier(spec: Any) -> Topology:
+    """Racks ``rack{r}`` under spines ``spine{k}``."""
+    racks = int(spec.racks)
+    b, router = _build_racks(spec, [f"rack{r}" for r in range(racks)])
+    spines = int(spec.spines) if racks > 1 else 0
+    if spines:
+        share = rack_uplink_Bps(spec) / spines
+        latency = float(spec.rack_uplink.latency_s)
+        spine_names = [f"spine{k}" for k in range(spines)]
+        for r in range(racks):
+            ups: list[Link] = []
+            downs: list[Link] = []
+            for spine in spine_names:
+                up, down = b.cable(f"rack{r}/tor", spine, share, latency)
+                ups.append(up)
+                downs.append(down)
+            router.tor_up.append(ups)
+            router.tor_down.append(downs)
+        for spine in spine_names:
+            b.switch(spine)
+    return _tiered("two_tier", b, router, spec, racks, int(spec.nodes_per_rack))
+
+
+def _tiered(
+    kind: str, b: _Builder, router: _TwoTierRouter, spec: Any, racks: int, nodes_per_rack: int
+) -> Topology:
+    """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers."""
+    return Topology(
+        kind,
+        b.devices,
+        b.links,
+        b.switches,
+        router,
+        spine_routing=spec.spine_routing,
+        racks=racks,
+        nodes=racks * nodes_per_rack,
+    )
+
+
+def _build_rail_optimized(spec: Any) -> Topology:
+    """Rail groups ``group{g}``: NIC j of each of the group's nodes on rail switch
+    ``group{g}/rail{j}``, every rail switch linked to every spine ``spine{k}``."""
+    groups, nodes = int(spec.groups), int(spec.nodes_per_group)
+    names = [f"group{g}" for g in range(groups)]
+    b, router = _build_racks(spec, names, nodes_per_rack=nodes, rails=True)
+    router.rails = True
+    nics = int(spec.node.nics)
+    spines = int(spec.spines)
+    uplink = spec.rail_uplink
+    if uplink.bandwidth_Bps is not None:
+        total = float(uplink.bandwidth_Bps)
+    else:
+        total = nodes * float(spec.node.nic.bandwidth_Bps) / float(uplink.oversubscription)
+    latency = float(uplink.latency_s)
+    for group in names:
+        for j in range(nics):
+            spine_names = [f"spine{k}" for k in range(spines)]
+            ups, downs = _uplinks(b, f"{group}/rail{j}", spine_names, total / spines, latency)
+            router.tor_up.append(ups)
+            router.tor_down.append(downs)
+    for k in range(spines):
+        b.switch(f"spine{k}")
+    return _tiered("rail_optimized", b, router, spec, groups, nodes)
+
+
+def _build_three_tier(spec: Any) -> Topology:
+    """Pods ``pod{p}`` of racks ``pod{p}/rack{i}`` under the pod's spines ``pod{p}/spine{k}``;
+    spine k of every pod joined to every core switch ``core{m}`` (spine planes)."""
+    pods, per_pod = int(spec.pods), int(spec.racks_per_pod)
+    names = [f"pod{p}/rack{i}" for p in range(pods) for i in range(per_pod)]
+    b, router = _build_racks(spec, names)
+    spines = int(spec.spines) if pods * per_pod > 1 else 0
+    cores = int(spec.cores) if pods > 1 else 0
+    rack_Bps = rack_uplink_Bps(spec)
+    latency = float(spec.rack_uplink.latency_s)
+    router.pod_of = [r // per_pod for r in range(len(names))]
+    for r, rack in enumerate(names):
+        pod = r // per_pod
+        ups, downs = [], []
+        for k in range(spines):
+            up, down = b.cable(f"{rack}/tor", f"pod{pod}/spine{k}", rack_Bps / spines, latency)
+            ups.append(up)
+            downs.append(down)
+        router.tor_up.append(ups)
+        router.tor_down.append(downs)
+    pod_Bps = pod_uplink_Bps(spec)
+    pod_latency = float(spec.pod_uplink.latency_s)
+    for pod in range(pods):
+        ups_k, downs_k = [], []
+        for k in range(spines):
+            spine = b.switch(f"pod{pod}/spine{k}")
+            core_names = [f"core{m}" for m in range(cores)]
+            share = pod_Bps / (spines * cores) if cores else 0.0
+            ups, downs = _uplinks(b, spine, core_names, share, pod_latency)
+            ups_k.append(ups)
+            downs_k.append(downs)
+        router.pod_up.append(ups_k)
+        router.pod_down.append(downs_k)
+    for m in range(cores):
+        b.switch(f"core{m}")
+    return _tiered("three_tier", b, router, spec, len(names), int(spec.nodes_per_rack))
+
+
+def _uplinks(
+    b: _Builder, switch: str, uppers: list[str], bandwidth_Bps: float, latency_s: float
+) -> tuple[list[Link], list[Link]]:
+    """Cables from ``switch`` to each of ``uppers``: (the up links, the down links)."""
+    pairs = [b.cable(switch, upper, bandwidth_Bps, latency_s) for upper in uppers]
+    return [up for up, _ in pairs], [down for _, down in pairs]
+
+
+def pod_uplink_Bps(cluster_spec: Any) -> float:
+    """Total bandwidth from one pod's spines to the cores in bytes/s:
+    ``pod_uplink.bandwidth_Bps``, else racks_per_pod x rack uplink / oversubscription."""
+    uplink = cluster_spec.pod_uplink
+    if uplink.bandwidth_Bps is not None:
+        return float(uplink.bandwidth_Bps)
+    ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
+    return cluster_spec.racks_per_pod * rack_uplink_Bps(cluster_spec) / ratio
+
+
+def _nvlink_domain(node_spec: Any, nodes_per_rack: int) -> int:
+    """Nodes per NVLink domain (``node.nvlink_domain``), checked against the rack."""
+    domain = int(getattr(node_spec, "nvlink_domain", 1))
+    if domain == 1:
+        return 1
+    path = "cluster.node.nvlink_domain"
+    if node_spec.nvlink is None or node_spec.nvlink.pairs is not None:
+        raise ScenarioError(
+            Problem(path, "an NVLink domain needs nvlink with an NVSwitch (no pairs)")
+        )
+    if nodes_per_rack % domain:
+        raise ScenarioError(
+            Problem(
+                path,
+                f"{domain} nodes per domain do not divide nodes_per_rack {nodes_per_rack}",
+                "a divisor of nodes_per_rack",
+            )
+        )
+    return domain
+
+
+def _build_racks(
+    spec: Any, rack_names: list[str], nodes_per_rack: int = 0, rails: bool = False
+) -> tuple[_Builder, _TwoTierRouter]:
+    """The nodes of every rack (named ``rack_names``) under their top-of-rack switches;
+    with ``rails``, NIC j of every node of a group under the group's rail switch j."""
+    node_spec = spec.node
+    gpus = int(node_spec.gpus)
+    pcie_bw, pcie_lat = float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)
+    nic_bw, nic_lat = float(node_spec.nic.bandwidth_Bps), float(node_spec.nic.latency_s)
+    nvlink = node_spec.nvlink
+    nvswitch = nvlink is not None and nvlink.pairs is None
+    pairs = (
+        [(int(x), int(y)) for x, y in nvlink.pairs] if nvlink is not None and not nvswitch else []
+    )
+    nv_bw = float(nvlink.bandwidth_Bps) if nvlink is not None else 0.0
+    nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
+    nodes_per_rack = nodes_per_rack or int(spec.nodes_per_rack)
+    nics = int(getattr(node_spec, "nics", 1))
+    domain = _nvlink_domain(node_spec, nodes_per_rack)
+
+    b = _Builder()
+    router = _TwoTierRouter()
+    places = router.places
+    for r, rack in enumerate(rack_names):
+        if rails:
+            edge = [b.switch(f"{rack}/rail{j}") for j in range(nics)]
+        else:
+            edge = [b.switch(f"{rack}/tor")] * nics
+        for n in range(nodes_per_rack):
+            node = f"{rack}/node{n}"
+            gpu_names = [
+                b.device(f"{node}/gpu{g}", "gpu", node_spec.gpu, node, rack) for g in range(gpus)
+            ]
+            cpu = b.device(f"{node}/cpu", "cpu", node_spec.cpu, node, rack)
+            one = nics == 1
+            pcies = [b.switch(f"{node}/pcie" if one else f"{node}/pcie{j}") for j in range(nics)]
+            if not nvswitch:
+                nvs = ""
+            elif domain == 1:
+                nvs = b.switch(f"{node}/nvswitch")
+            elif n % domain == 0:
+                nvs = b.switch(f"{rack}/nvdomain{n // domain}")
+            nic_names = [b.switch(f"{node}/nic" if one else f"{node}/nic{j}") for j in range(nics)]
+            root = pcies[0] if one else b.switch(f"{node}/root")
+            homes = [pcies[g * nics // gpus] for g in range(gpus)] + [root]
+            attached = [
+                (name, home, *b.cable(name, home, pcie_bw, pcie_lat))
+                for name, home in zip([*gpu_names, cpu], homes, strict=True)
+            ]
+            up: dict[str, tuple[Link, ...]] = {}  # switch -> ... -> tor
+            down: dict[str, tuple[Link, ...]] = {}
+            to_root: dict[str, tuple[Link, ...]] = {root: ()}
+            from_root: dict[str, tuple[Link, ...]] = {root: ()}
+            for pcie, nic, tor in zip(pcies, nic_names, edge, strict=True):
+                nic_to_pcie, pcie_to_nic = b.cable(nic, pcie, pcie_bw, pcie_lat)
+                to_tor, from_tor = b.cable(nic, tor, nic_bw, nic_lat)
+                up[pcie], down[pcie] = (pcie_to_nic, to_tor), (from_tor, nic_to_pcie)
+                if not one:
+                    there, back = b.cable(pcie, root, pcie_bw, pcie_lat)
+                    to_root[pcie], from_root[pcie] = (there,), (back,)
+            if not one:  # the CPU on the root reaches the network through NIC 0
+                up[root] = (*from_root[pcies[0]], *up[pcies[0]])
+                down[root] = (*down[pcies[0]], *to_root[pcies[0]])
+            nv_links: dict[str, tuple[Link, Link]] = {}
+            if nvswitch:
+                for name in gpu_names:
+                    nv_links[name] = b.cable(name, nvs, nv_bw, nv_lat)
+            for ga, gb in pairs:
+                there, back = b.cable(gpu_names[ga], gpu_names[gb], nv_bw, nv_lat)
+                router.pair_links[(there.src, there.dst)] = there
+                router.pair_links[(back.src, back.dst)] = back
+            for name, home, to_pcie, from_pcie in attached:
+                nv = nv_links.get(name)
+                places[name] = _Place(
+                    rack=r,
+                    node=node,
+                    to_pcie=to_pcie,
+                    from_pcie=from_pcie,
+                    to_nvswitch=nv[0] if nv else None,
+                    from_nvswitch=nv[1] if nv else None,
+                    up=(to_pcie, *up[home]),
+                    down=(*down[home], from_pcie),
+                    switch=home,
+                    to_root=to_root[home],
+                    from_root=from_root[home],
+                    nvdomain=nvs if name in nv_links else "",
+                    nic=pcies.index(home) if home in pcies else 0,
+                )
+            router.node_gpus[node] = gpu_names
+    return b, router
+
+
+FABRICS.add("two_tier", _build_two_tier)
+FABRICS.add("three_tier", _build_three_tier)
+FABRICS.add("rail_optimized", _build_rail_optimized)
