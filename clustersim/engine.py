@@ -155,6 +155,10 @@ class Simulation:
         """An event ``delay_s`` seconds from now."""
         return self.env.timeout(delay_s)
 
+    def event(self) -> simpy.Event:
+        """A new untriggered event (a strategy triggers it with ``succeed()``)."""
+        return self.env.event()
+
     # -- compute -------------------------------------------------------------
 
     def device(self, name: str) -> Device:

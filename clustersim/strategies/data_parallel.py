@@ -45,16 +45,15 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-import simpy
-
 from .. import activations, memory, training
-from ..collectives import CollectiveCall, check_call, run_collective
+from ..collectives import CollectiveCall, check_call
 from ..engine import Simulation
 from ..errors import SimulationError
 from ..metrics import flop_rates, training_summary
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from .base import TrainingStrategy
+from .buckets import BucketSync
 
 
 class DataParallel(TrainingStrategy):
@@ -123,7 +122,7 @@ class DataParallel(TrainingStrategy):
 
     def start(self, sim: Simulation) -> None:
         self.clock = training.IterationClock.new()
-        self._sync = _BucketSync(sim, self)
+        self._sync = BucketSync(sim, self)
         for rank, device in enumerate(self.workers):
             sim.process(self._worker(sim, rank, device))
 
@@ -209,71 +208,3 @@ def stored_activation_bytes(model: training.Model, samples: float, recompute: st
         activations.layer_activation_bytes(layer, model, samples, recompute=recompute)
         for layer in model.layers
     )
-
-
-class _BucketSync:
-    """Counts completed buckets per iteration and launches their all-reduces in order."""
-
-    def __init__(self, sim: Simulation, strategy: DataParallel) -> None:
-        self.sim = sim
-        self.strategy = strategy
-        self.n = len(strategy.workers)
-        buckets = strategy.buckets
-        self.bucket_of = {layer: b.index for b in buckets for layer in b.layers}
-        self.sizes = [len(b.layers) for b in buckets]
-        self.ready: dict[int, list[int]] = {}
-        """Per iteration: how many workers completed each bucket."""
-        self.launched: dict[int, int] = {}
-        """Per iteration: how many buckets have been launched (in order)."""
-        self.pending: dict[int, list[simpy.Event]] = {}
-        self.done: dict[int, simpy.Event] = {}
-
-    def synced(self, it: int) -> simpy.Event:
-        """The event that fires when every bucket of iteration ``it`` is all-reduced."""
-        event = self.done.get(it)
-        if event is None:
-            event = self.done[it] = self.sim.env.event()
-        return event
-
-    def gradient_callback(self, rank: int, it: int) -> Any:
-        """``on_gradient(layer)`` for worker ``rank`` in iteration ``it``."""
-        left = list(self.sizes)
-
-        def on_gradient(layer: int) -> None:
-            k = self.bucket_of[layer]
-            left[k] -= 1
-            if left[k] == 0:
-                self._bucket_complete(it, k)
-
-        return on_gradient
-
-    def _bucket_complete(self, it: int, k: int) -> None:
-        counts = self.ready.setdefault(it, [0] * len(self.sizes))
-        counts[k] += 1
-        self._launch_ready(it)
-
-    def _launch_ready(self, it: int) -> None:
-        """Launch, in bucket order, every bucket all workers completed (all, without overlap)."""
-        counts = self.ready[it]
-        if not self.strategy.sync.overlap and min(counts) < self.n:
-            return
-        k = self.launched.get(it, 0)
-        while k < len(counts) and counts[k] == self.n:
-            self._launch(it, k)
-            k += 1
-        self.launched[it] = k
-
-    def _launch(self, it: int, k: int) -> None:
-        strategy = self.strategy
-        event = run_collective(
-            self.sim,
-            strategy.calls[k],
-            model=strategy.network_model,
-            label=f"{strategy.calls[k].op} bucket{k}",
-            iteration=it,
-            channels=strategy.channels,
-        )
-        events = self.pending.setdefault(it, [])
-        events.append(event)
-        if len(events) == len(self.sizes):
-            self.sim.all_of(events).callbacks.append(lambda _e: self.synced(it).succeed())

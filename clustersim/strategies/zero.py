@@ -84,7 +84,8 @@ from ..metrics import flop_rates, training_summary
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from .base import TrainingStrategy
-from .data_parallel import DataParallel, _BucketSync, workers_memory
+from .buckets import BucketSync
+from .data_parallel import DataParallel, workers_memory
 
 """Layer kinds whose forward full recomputation re-runs in backward."""
 
@@ -342,7 +343,7 @@ class Zero(TrainingStrategy):
         }
 
 
-class _ScatterSync(_BucketSync):
+class _ScatterSync(BucketSync):
     """DDP's ordered bucket launches; the calls are reduce-scatters (labelled by their op)."""
 
 
@@ -364,7 +365,7 @@ class _Rendezvous:
         """One worker asks for collective ``key``; the event fires when the collective ends."""
         event = self.done.get(key)
         if event is None:
-            event = self.done[key] = self.sim.env.event()
+            event = self.done[key] = self.sim.event()
         count = self.asked[key] = self.asked.get(key, 0) + 1
         if count == self.n:
             del self.asked[key], self.done[key]
