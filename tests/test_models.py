@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from clustersim import models
 from clustersim.cli import main
 from clustersim.errors import ScenarioError
-from clustersim.models import Transformer, build_model, registered_presets, transformer_model
+from clustersim.model import Model
+from clustersim.model import presets as models
+from clustersim.model.presets import (
+    Transformer,
+    build_model,
+    registered_presets,
+    transformer_model,
+)
 from clustersim.scenario import ModelSpec
-from clustersim.training import Model
 
 PUBLISHED_PARAMS = {
     "resnet50": 25_557_032,

@@ -77,7 +77,7 @@ def test_subclasses_register_themselves() -> None:
 @pytest.mark.parametrize("label", ["strategies", "algorithms", "models"])
 def test_builtin_registries_list_their_entries(label: str) -> None:
     import clustersim.collectives  # noqa: F401  (registers the algorithms' registry)
-    import clustersim.models  # noqa: F401
+    import clustersim.model  # noqa: F401
     import clustersim.strategies  # noqa: F401
 
     registry = REGISTRIES[label]

@@ -14,10 +14,9 @@ from dataclasses import replace
 import pytest
 
 from clustersim import activations
-from clustersim.models import build_model, registered_presets
+from clustersim.model import Model, build_model, registered_presets
+from clustersim.model.transformer import Transformer, megatron_flops_per_iteration
 from clustersim.scenario import ModelSpec
-from clustersim.training import Model
-from clustersim.transformer import Transformer, megatron_flops_per_iteration
 
 SECONDS_PER_DAY = 86_400.0
 

@@ -17,7 +17,7 @@ import pytest
 from clustersim import simulate
 from clustersim.collectives import CollectiveCall, analytical_time
 from clustersim.errors import ScenarioError
-from clustersim.memory import model_states
+from clustersim.model.memory import model_states
 from clustersim.scenario import parse_scenario
 from clustersim.topology import build_topology
 

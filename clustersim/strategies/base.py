@@ -131,7 +131,7 @@ class TrainingStrategy(Strategy):
 
     def load_training(self) -> None:
         """Set ``self.train`` (the training section) and ``self.model`` (built from the model section)."""
-        from .. import models
+        from ..model import presets as models
 
         scenario = self.scenario
         assert scenario.model is not None and scenario.training is not None

@@ -6,15 +6,52 @@ ZeRO (reduce-scatters).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from ..collectives import run_collective
 from ..engine import Simulation
+from ..model.layers import BYTES_PER_VALUE, Model
 
 if TYPE_CHECKING:
     from .data_parallel import DataParallel
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Gradients all-reduced together: layers (indices, in backward order) and their bytes."""
+
+    index: int
+    layers: tuple[int, ...]
+    nbytes: float
+
+
+def make_buckets(model: Model, bucket_bytes: float, precision: str) -> list[Bucket]:
+    """Buckets in backward order, as PyTorch DDP fills them.
+
+    Layers are taken from the last to the first; a bucket closes as soon as it
+    holds at least ``bucket_bytes``; the last bucket takes what is left.
+    Layers without parameters join the current bucket without adding bytes.
+    """
+    per_value = BYTES_PER_VALUE[precision]
+    buckets: list[Bucket] = []
+    current: list[int] = []
+    filled = 0.0
+    for index in reversed(range(len(model.layers))):
+        current.append(index)
+        filled += model.layers[index].params * per_value
+        if filled >= bucket_bytes:
+            buckets.append(Bucket(len(buckets), tuple(current), filled))
+            current, filled = [], 0.0
+    if current:
+        if filled > 0 or not buckets:
+            buckets.append(Bucket(len(buckets), tuple(current), filled))
+        else:  # trailing layers without parameters: fold into the last bucket
+            last = buckets[-1]
+            buckets[-1] = Bucket(last.index, last.layers + tuple(current), last.nbytes)
+    return buckets
 
 
 class BucketSync:

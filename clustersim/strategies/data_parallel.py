@@ -45,13 +45,14 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from .. import activations, memory, training
 from ..collectives import CollectiveCall, check_call
 from ..engine import Simulation
 from ..errors import SimulationError
 from ..metrics import flop_rates, training_summary
+from ..model import activations, memory
 from ..scenario import DataParallelSpec
 from ..units import format_size
+from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSync
 

@@ -95,12 +95,12 @@ from typing import Any
 
 import simpy
 
-from .. import training
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import training_summary
 from ..scenario import DataParallelSpec
 from ..topology import Device
+from . import training
 from .base import TrainingStrategy
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import Key, assign_keys, key_blocks, place

@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import training
 from ..errors import Problem, ScenarioError
+from ..model.layers import Model
 from ..scenario import ParameterServerSpec
 from ..topology import Device, Topology
 
@@ -29,7 +29,7 @@ class Key:
     server: str
 
 
-def key_blocks(model: training.Model, servers: int) -> list[tuple[str, int, float]]:
+def key_blocks(model: Model, servers: int) -> list[tuple[str, int, float]]:
     """``(name, layer index, params)`` of every key, in layer order.
 
     A layer with more than ``total / servers`` parameters is split into

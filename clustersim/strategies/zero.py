@@ -76,13 +76,14 @@ from typing import Any
 
 import simpy
 
-from .. import memory, training
 from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import flop_rates, training_summary
+from ..model import memory
 from ..scenario import DataParallelSpec
 from ..units import format_size
+from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSync
 from .data_parallel import DataParallel, workers_memory

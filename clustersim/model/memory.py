@@ -1,0 +1,185 @@
+"""Device memory: model states (weights, gradients, optimizer states), activations, buffers.
+
+The model-state bytes follow the ZeRO paper (Rajbhandari et al. 2020, Section 3.1
+and 5): with ``Psi`` parameters, mixed precision and Adam, a device of plain data
+parallelism holds 2 Psi bytes of fp16 weights, 2 Psi of fp16 gradients and
+K Psi = 12 Psi of optimizer states (fp32 master weights, momentum, variance).
+ZeRO stage 1 shards the optimizer states over the ``N_d`` data-parallel ranks,
+stage 2 also the gradients, stage 3 also the weights (cases Z0-Z3 of
+``validation/cases.md``).
+
+In general the bytes per parameter are: weights and gradients
+``BYTES_PER_VALUE[precision]`` each; optimizer states 4 bytes per fp32 state
+(sgd none, momentum one, adam two) plus a 4-byte fp32 master copy of the
+weights when training in fp16/bf16.
+
+A device's peak is the sum of its parts: model states are held the whole
+iteration and the buffers are in use at the activation peak (an upper bound
+that real frameworks reach within a few percent).  Units: bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .layers import BYTES_PER_VALUE
+
+__all__ = [
+    "DeviceMemory",
+    "ModelStates",
+    "OPTIMIZER_STATES",
+    "memory_summary",
+    "model_states",
+    "optimizer_bytes_per_param",
+    "over_capacity_message",
+]
+
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2}
+"""fp32 values of optimizer state per parameter."""
+FP32_BYTES = 4
+
+
+def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
+    """K: optimizer-state bytes per parameter (fp32 states, plus fp32 master weights unless fp32).
+
+    Adam in mixed precision: 4 (master) + 4 (momentum) + 4 (variance) = 12.
+    """
+    master = FP32_BYTES if precision != "fp32" else 0
+    return master + FP32_BYTES * OPTIMIZER_STATES[optimizer]
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes of weights, gradients and optimizer states one device holds."""
+
+    weights: float
+    gradients: float
+    optimizer_states: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer_states
+
+
+def model_states(
+    params: float, *, zero_stage: int = 0, dp: int = 1, precision: str, optimizer: str
+) -> ModelStates:
+    """Model states of a device holding ``params`` parameters, sharded by ZeRO over ``dp`` ranks.
+
+    Stage 0: (2 + 2 + K) Psi; stage 1: 4 Psi + K Psi / N_d; stage 2:
+    2 Psi + (2 + K) Psi / N_d; stage 3: (2 + 2 + K) Psi / N_d (mixed precision).
+    """
+    value = BYTES_PER_VALUE[precision]
+    weights = params * value
+    gradients = params * value
+    states = params * optimizer_bytes_per_param(optimizer, precision)
+    if zero_stage >= 1:
+        states /= dp
+    if zero_stage >= 2:
+        gradients /= dp
+    if zero_stage >= 3:
+        weights /= dp
+    return ModelStates(weights, gradients, states)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """What one device holds at its peak, and what it can hold (bytes)."""
+
+    weights: float
+    gradients: float
+    optimizer_states: float
+    activations: float
+    """Stored activations at the peak, with the recomputation chosen."""
+    communication_buffers: float
+    """Buckets, gathered parameters, send/receive buffers in use at the peak."""
+    capacity: float
+
+    @classmethod
+    def of(
+        cls, states: ModelStates, activations: float, buffers: float, capacity: float
+    ) -> DeviceMemory:
+        return cls(
+            states.weights,
+            states.gradients,
+            states.optimizer_states,
+            activations,
+            buffers,
+            capacity,
+        )
+
+    @property
+    def peak(self) -> float:
+        """Bytes at the peak of the iteration: the sum of the parts."""
+        return (
+            self.weights
+            + self.gradients
+            + self.optimizer_states
+            + self.activations
+            + self.communication_buffers
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.peak <= self.capacity
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "weights_bytes": self.weights,
+            "gradients_bytes": self.gradients,
+            "optimizer_states_bytes": self.optimizer_states,
+            "activations_bytes": self.activations,
+            "communication_buffers_bytes": self.communication_buffers,
+            "peak_bytes": self.peak,
+            "capacity_bytes": self.capacity,
+            "fits": self.fits,
+        }
+
+
+def memory_summary(per_device: Mapping[str, DeviceMemory]) -> dict[str, Any]:
+    """The ``memory`` block of summary.json.
+
+    ``fits`` (every device within its capacity), ``peak_bytes`` (the largest
+    peak), ``peak_device`` (the first device with it), ``capacity_bytes`` (of that device),
+    ``devices_over_capacity`` (how many) and ``per_device`` (each device's
+    parts, peak, capacity and ``fits``).
+    """
+    if not per_device:
+        return {}
+    peak_device = max(per_device, key=lambda d: per_device[d].peak)  # the first of equals
+    worst = per_device[peak_device]
+    over = sum(1 for m in per_device.values() if not m.fits)
+    return {
+        "fits": over == 0,
+        "peak_bytes": worst.peak,
+        "peak_device": peak_device,
+        "capacity_bytes": worst.capacity,
+        "devices_over_capacity": over,
+        "per_device": {name: m.as_dict() for name, m in per_device.items()},
+    }
+
+
+def over_capacity_message(summary: Mapping[str, Any]) -> str:
+    """One line saying which device needs how much more than it has ("" if all fit)."""
+    if not summary or summary["fits"]:
+        return ""
+    from ..units import format_size
+
+    row = summary["per_device"][summary["peak_device"]]
+    parts = ", ".join(
+        f"{key.removesuffix('_bytes').replace('_', ' ')} {format_size(row[key])}"
+        for key in (
+            "weights_bytes",
+            "gradients_bytes",
+            "optimizer_states_bytes",
+            "activations_bytes",
+            "communication_buffers_bytes",
+        )
+    )
+    return (
+        f"does not fit in device memory: {summary['devices_over_capacity']} device(s) over "
+        f"capacity; {summary['peak_device']} needs {format_size(row['peak_bytes'])} of "
+        f"{format_size(row['capacity_bytes'])} ({parts})"
+    )

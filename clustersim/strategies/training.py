@@ -1,0 +1,118 @@
+"""What every training strategy shares: workers' forward and backward passes, optimizer
+steps, batch splitting and the iteration clock.
+
+A model is a list of layers (:mod:`clustersim.model.layers`; the names used
+here are re-exported for the strategies).  A data-parallel worker runs, per
+iteration, the forward pass layer by layer, then the backward pass in reverse
+layer order; the gradient of a layer exists once its backward has run.  The
+strategies decide what happens to gradients (all-reduce buckets, pushes to
+parameter servers).
+
+Units: FLOPs per sample, bytes per sample, bytes, seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine import Simulation
+from ..model.layers import (  # noqa: F401  (re-exported: strategies use training.X)
+    BYTES_PER_VALUE,
+    OPTIMIZER_BYTES_PER_PARAM,
+    RECOMPUTED_KINDS,
+    Layer,
+    Model,
+    flops_per_iteration,
+    with_recompute,
+)
+from .buckets import Bucket, make_buckets  # noqa: F401  (re-exported)
+
+
+def forward_pass(
+    sim: Simulation, device: str, model: Model, samples: float, iteration: int
+) -> Generator[Any, Any, None]:
+    """Run every layer's forward on ``device`` for ``samples`` samples (a process body)."""
+    for layer in model.layers:
+        yield sim.compute(
+            device,
+            flops=layer.forward_flops * samples,
+            label=f"fwd {layer.name}",
+            iteration=iteration,
+        )
+
+
+def backward_pass(
+    sim: Simulation,
+    device: str,
+    model: Model,
+    samples: float,
+    iteration: int,
+    on_gradient: Callable[[int], None] | None = None,
+) -> Generator[Any, Any, None]:
+    """Run every layer's backward in reverse order; call ``on_gradient(layer index)`` as each ends."""
+    for index in reversed(range(len(model.layers))):
+        layer = model.layers[index]
+        yield sim.compute(
+            device,
+            flops=layer.backward_flops * samples,
+            label=f"bwd {layer.name}",
+            iteration=iteration,
+        )
+        if on_gradient is not None:
+            on_gradient(index)
+
+
+def optimizer_step(
+    sim: Simulation, device: str, params: float, optimizer: str, iteration: int
+) -> Any:
+    """The optimizer update of ``params`` parameters on ``device``: memory-bound work."""
+    return sim.compute(
+        device,
+        bytes=params * OPTIMIZER_BYTES_PER_PARAM[optimizer],
+        label="optimizer",
+        iteration=iteration,
+    )
+
+
+def split_batch(global_batch: int, workers: Sequence[str]) -> list[float]:
+    """Samples per worker per iteration: the global batch split as evenly as whole samples allow."""
+    n = len(workers)
+    base, extra = divmod(global_batch, n)
+    return [float(base + (1 if i < extra else 0)) for i in range(n)]
+
+
+@dataclass
+class IterationClock:
+    """When each worker started and ended each iteration (seconds)."""
+
+    starts: dict[tuple[str, int], float]
+    ends: dict[tuple[str, int], float]
+
+    @classmethod
+    def new(cls) -> IterationClock:
+        return cls({}, {})
+
+    def start(self, device: str, iteration: int, now: float) -> None:
+        self.starts[device, iteration] = now
+
+    def end(self, device: str, iteration: int, now: float) -> None:
+        self.ends[device, iteration] = now
+
+    def iteration_ends(self, iterations: int) -> list[float]:
+        """Per iteration: when its last worker ended it, seconds."""
+        ends: dict[int, float] = {}
+        for (_, it), t in self.ends.items():
+            if t > ends.get(it, float("-inf")):
+                ends[it] = t
+        return [ends[it] for it in range(iterations) if it in ends]
+
+    def iteration_times(self, iterations: int) -> list[float]:
+        """Per iteration: from the end of the previous one (or time 0) to its own end, seconds.
+
+        The times add up to the time of the whole run; in steady state each is
+        the period of the training loop.
+        """
+        ends = self.iteration_ends(iterations)
+        return [end - (ends[i - 1] if i else 0.0) for i, end in enumerate(ends)]
