@@ -74,14 +74,27 @@ def test_subclasses_register_themselves() -> None:
         del REGISTRIES["bases-test"]
 
 
-@pytest.mark.parametrize("label", ["strategies", "algorithms", "models"])
-def test_builtin_registries_list_their_entries(label: str) -> None:
+@pytest.mark.parametrize(
+    ("label", "at_least"),
+    [("strategies", 6), ("algorithms", 8), ("models", 20), ("fabrics", 7), ("network-models", 2)],
+)
+def test_builtin_registries_list_their_entries(label: str, at_least: int) -> None:
     import clustersim.collectives  # noqa: F401  (registers the algorithms' registry)
     import clustersim.model  # noqa: F401
+    import clustersim.network.models  # noqa: F401
     import clustersim.strategies  # noqa: F401
+    import clustersim.topology  # noqa: F401
 
     registry = REGISTRIES[label]
     lines = registry.lines()
-    assert len(lines) == len(registry) >= 5
+    assert len(lines) == len(registry) >= at_least
     for name, line in zip(registry.names(), lines):
         assert line.startswith(name)
+
+
+def test_an_unknown_network_model_is_a_scenario_error() -> None:
+    from clustersim.network.models import network_model
+
+    assert network_model("flow").plays_sends and not network_model("analytical").plays_sends
+    with pytest.raises(ScenarioError, match="unknown network model 'flwo'.*did you mean"):
+        network_model("flwo")

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from ..engine import gc_paused
 from ..errors import Problem, ScenarioError
+from ..network.models import network_model
 from ..records import Record
 from .algorithm import (
     Algorithm,
@@ -35,7 +35,6 @@ from .algorithm import (
 )
 from .auto import resolve
 from .communicator import communicator
-from .fluid import run_fluid
 from .hierarchical import node_groups
 from .ops import OPERATIONS, bandwidths, canonical_op
 from .protocol import PROTOCOLS, family, priced_cost, protocol_view
@@ -188,7 +187,7 @@ def _start(
     record_transfers: bool | None,
     channel: int = 0,
 ) -> simpy.Event:
-    """Start ``call`` now, in ``model``, on connection ``channel``; its end event.
+    """Start ``call`` now, in the network model ``model``, on connection ``channel``; its end event.
 
     With a protocol, the base latency passes first, sends carry the wire bytes and
     routes the protocol's hop latency (:mod:`clustersim.collectives.protocol`)."""
@@ -199,35 +198,17 @@ def _start(
         topology = protocol_view(sim.topology, protocol, algo.name)
         delay = protocol.base_latency_s[family(algo.name)]
         call = protocol.wire(call, sim.topology)
-    if model == "analytical":
-        return run_fluid(sim, call, algo, label, iteration, topology, delay)
-    with gc_paused():
-        schedule = algo.schedule(call, topology)
-    if protocol is not None and protocol.efficiency != 1.0:
-        schedule.reduce_bytes = [b * protocol.efficiency for b in schedule.reduce_bytes]
-
-    def play() -> simpy.Event:
-        return execute(
-            sim,
-            call.devices,
-            schedule,
-            label=label,
-            reduce_cost=call.reduce_cost,
-            record_transfers=record_transfers,
-            iteration=iteration,
-            connection=channel,
-            topology=topology,
-        )
-
-    if delay <= 0.0:
-        return play()
-    return sim.process(_after(sim, delay, play))
-
-
-def _after(sim: Simulation, delay_s: float, then: Any) -> Any:
-    """Wait ``delay_s`` seconds, then run ``then()`` and wait for its event."""
-    yield sim.timeout(delay_s)
-    yield then()
+    return network_model(model).start(
+        sim,
+        call,
+        algo,
+        label=label,
+        iteration=iteration,
+        topology=topology,
+        delay_s=delay,
+        record_transfers=record_transfers,
+        channel=channel,
+    )
 
 
 def analytical_time(call: CollectiveCall, topology: Topology) -> float:

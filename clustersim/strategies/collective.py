@@ -45,6 +45,7 @@ from ..collectives import (
 from ..collectives import label_of as _label_of
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError
+from ..network.models import network_model
 from ..scenario import Bool, Count, Glob, Int, Size
 from ..units import format_size
 from .base import Strategy
@@ -153,10 +154,13 @@ class Collective(Strategy):
         label = _label_of(call)
         network = getattr(self.scenario, "network", None)
         channels = getattr(network, "channels", 1)
+        # Sends played one by one from the schedule built once, unless the call needs
+        # run_collective (another network model, channels, protocol or auto choice).
+        plain = network_model(self.model).plays_sends and channels == 1
+        plain = plain and call.protocol is None and call.algorithm != "auto"
         for i in range(self.config.iterations):
             start = sim.now
-            tuned = call.protocol is not None or call.algorithm == "auto"
-            if self.model == "analytical" or channels > 1 or tuned:
+            if not plain:
                 yield run_collective(
                     sim, call, model=self.model, label=label, iteration=i, channels=channels
                 )

@@ -1,0 +1,95 @@
+"""The built-in network models as the collective library carries them out.
+
+See :mod:`clustersim.network.models` for the interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+from ..engine import gc_paused
+from ..network.models import NetworkModel
+from .fluid import run_fluid
+from .protocol import PROTOCOLS
+from .schedule import execute
+
+if TYPE_CHECKING:
+    from ..engine import Simulation
+
+
+class FlowLevel(NetworkModel):
+    """Every send of the algorithm's schedule is a flow (flow-level max-min)."""
+
+    name = "flow"
+    description = "flow-level network: transfers share links max-min fairly"
+    plays_sends = True
+
+    def start(
+        self,
+        sim: Simulation,
+        call: Any,
+        algorithm: Any,
+        *,
+        label: str,
+        iteration: int,
+        topology: Any,
+        delay_s: float,
+        record_transfers: bool | None,
+        channel: int,
+    ) -> simpy.Event:
+        with gc_paused():
+            schedule = algorithm.schedule(call, topology)
+        protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
+        if protocol is not None and protocol.efficiency != 1.0:
+            schedule.reduce_bytes = [b * protocol.efficiency for b in schedule.reduce_bytes]
+
+        def play() -> simpy.Event:
+            return execute(
+                sim,
+                call.devices,
+                schedule,
+                label=label,
+                reduce_cost=call.reduce_cost,
+                record_transfers=record_transfers,
+                iteration=iteration,
+                connection=channel,
+                topology=topology,
+            )
+
+        if delay_s <= 0.0:
+            return play()
+        return sim.process(_after(sim, delay_s, play))
+
+
+class Analytical(NetworkModel):
+    """The algorithm's alpha-beta cost, its bandwidth part as weighted flows."""
+
+    name = "analytical"
+    description = (
+        "congestion-aware: each collective's alpha-beta cost, its bandwidth part "
+        "shared max-min fairly with every transfer in flight"
+    )
+
+    def start(
+        self,
+        sim: Simulation,
+        call: Any,
+        algorithm: Any,
+        *,
+        label: str,
+        iteration: int,
+        topology: Any,
+        delay_s: float,
+        record_transfers: bool | None,
+        channel: int,
+    ) -> simpy.Event:
+        return run_fluid(sim, call, algorithm, label, iteration, topology, delay_s)
+
+
+def _after(sim: Simulation, delay_s: float, then: Any) -> Generator[Any, Any, None]:
+    """Wait ``delay_s`` seconds, then run ``then()`` and wait for its event."""
+    yield sim.timeout(delay_s)
+    yield then()
