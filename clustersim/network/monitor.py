@@ -1,0 +1,148 @@
+"""Watching a :class:`~clustersim.network.Network` for broken invariants as it runs.
+
+A :class:`NetworkMonitor` wraps a few methods of one network *instance* (the
+class and its hot path stay unchanged) and reports, through a callback:
+
+* ``link capacity``: whenever rates change (a recomputation, a flow alone on
+  idle links, a bandwidth change), the rates of the flows on every link whose
+  flows changed sum to at most its bandwidth (relative :data:`RATE_REL_TOL`);
+* ``bytes``: a flow completes with its bytes delivered; and at the end
+  (:meth:`NetworkMonitor.final`), every flow started completed and every link
+  carried exactly the bytes of the flows that crossed it.
+
+It lives in the network package because it reads the network's private state;
+:class:`clustersim.invariants.Checker` uses it.  Units: seconds, bytes, bytes/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..units import format_bandwidth
+from .flow_level import Network
+
+RATE_REL_TOL = 1e-9
+"""Relative tolerance of link capacity and byte accounting."""
+
+TIME_TOL_S = 1e-12
+"""Rounding tolerance of times, seconds per second of simulated time (flow completions;
+:mod:`clustersim.invariants` also counts compute records overlapping by less as none)."""
+
+
+class NetworkMonitor:
+    """Checks one network's invariants as it runs; ``violate(message)`` gets each violation."""
+
+    def __init__(self, net: Network, violate: Callable[[str], None]) -> None:
+        self.network = net
+        self.violate = violate
+        self.expected_bytes: list[float] = [0.0] * len(net._cap)
+        """Bytes of the flows started over each link, by link index."""
+        self._pending: set[int] = set()
+        self._wrap(net)
+
+    def final(self) -> list[str]:
+        """Violations of the final state: flows that never completed, bytes unaccounted for."""
+        return _network_final(self.network, self.expected_bytes)
+
+    def _wrap(self, net: Network) -> None:
+        transfer, arrive, on_wake = net.transfer, net._arrive, net._on_wake
+        recompute, retime, set_bw = net._recompute, net._retime, net.set_bandwidth
+        expected, pending = self.expected_bytes, self._pending
+
+        def _transfer(route: Any, size_bytes: float, notify: Any = None, tag: Any = None) -> Any:
+            flow = transfer(route, size_bytes, notify, tag)
+            size = flow.size_bytes
+            for link, weight in flow.link_loads():
+                expected[link] += size * weight
+            return flow
+
+        def _arrive(flow: Any, now: float) -> None:
+            arrive(flow, now)
+            pending.update(flow.links)
+            self._flush()
+
+        def _on_wake(event: Any) -> None:
+            if event is net._wake_event:
+                self._before_wake(net)
+            on_wake(event)
+            self._flush()
+
+        def _recompute(event: Any) -> None:
+            recompute(event)
+            self._flush()
+
+        def _retime(flow: Any, rate: float, now: float) -> None:
+            retime(flow, rate, now)
+            pending.update(flow.links)
+
+        def _set_bandwidth(link_index: int, bandwidth_Bps: float) -> None:
+            set_bw(link_index, bandwidth_Bps)
+            pending.add(link_index)
+            self._flush()
+
+        net.transfer, net._arrive, net._on_wake = _transfer, _arrive, _on_wake
+        net._recompute, net._retime, net.set_bandwidth = _recompute, _retime, _set_bandwidth
+
+    def _before_wake(self, net: Network) -> None:
+        """Check the flows due at this wake-up: departures have delivered their bytes."""
+        now = net.env.now
+        targets = {net._wake_at, now}
+        for t in targets:
+            for _fid, ver, flow in net._buckets.get(t, ()):
+                self._pending.update(flow.links)
+                if ver < 0 or ver != flow._version:
+                    continue
+                left = flow._remaining - flow.rate_Bps * (now - flow._last)
+                tol = RATE_REL_TOL * flow.size_bytes + flow.rate_Bps * TIME_TOL_S * max(1.0, now)
+                if abs(left) > tol:
+                    self.violate(
+                        f"bytes: flow {flow.id} ({_flow_ends(flow)}) completed at t = {now:.12g} s "
+                        f"with {left:.6g} of {flow.size_bytes:.6g} bytes not delivered"
+                    )
+
+    def _flush(self) -> None:
+        """Check the links whose rates changed, once no recomputation is pending."""
+        net = self.network
+        if net._recompute_pending or not self._pending:
+            return
+        link_flows, cap, links = net._link_flows, net._cap, net._links
+        for link in self._pending:
+            flows = link_flows[link]
+            if not flows:
+                continue
+            total = 0.0
+            for flow in flows.values():
+                weights = flow.weights
+                if weights is None:
+                    total += flow.rate_Bps
+                else:
+                    total += flow.rate_Bps * weights[flow.links.index(link)]
+            if total > cap[link] * (1.0 + RATE_REL_TOL):
+                self.violate(
+                    f"link capacity: {links[link].name} carried {format_bandwidth(total)} "
+                    f"({total!r} B/s, {len(flows)} flows) > its bandwidth "
+                    f"{format_bandwidth(cap[link])} at t = {net.env.now:.12g} s"
+                )
+        self._pending.clear()
+
+
+def _flow_ends(flow: Any) -> str:
+    links = getattr(flow.route, "links", ())
+    return f"{links[0].src} -> {links[-1].dst}" if links else "local"
+
+
+def _network_final(net: Network, expected: list[float]) -> list[str]:
+    """Every flow completed; every link carried the bytes of the flows that crossed it."""
+    out = []
+    if net.flows_completed != net.flows_started:
+        out.append(f"bytes: {net.flows_started} flows started but {net.flows_completed} completed")
+    carried = net._bytes
+    for link, want in enumerate(expected):
+        got = carried[link]
+        if abs(got - want) > RATE_REL_TOL * max(abs(want), 1.0):
+            out.append(
+                f"bytes: link {net._links[link].name} carried {got!r} bytes, "
+                f"the flows over it sent {want!r}"
+            )
+    return out
