@@ -1,0 +1,153 @@
+"""YAML scenario -> validated, typed :class:`Scenario`, with clear errors.
+
+The models of this package are the scenario format.  Every value is SI inside (seconds,
+bytes, bytes per second, FLOP/s); the YAML writes units (``100Gb/s``) and
+:mod:`clustersim.units` reads them.  YAML key names are the field aliases.
+
+Every problem in a document is reported at once, each as a
+:class:`~clustersim.errors.Problem` whose path uses the YAML key names
+(``cluster.node.nic.bandwidth``, ``stragglers[1].slowdown``) and whose message
+is plain English.  :func:`validate_model` does that for any pydantic model, so
+workload plugins validate their own section the same way.
+
+The package, one module per concept; each imports only the modules listed above it:
+
+* :mod:`.fields` -- field types (quantities with units, strict numbers), the base
+  model, tagged unions;
+* :mod:`.cluster` -- the ``cluster:`` section (devices, links, nodes, shapes);
+* :mod:`.stragglers` -- the ``stragglers:`` section;
+* :mod:`.training` -- the training sections (``model``, ``training``,
+  ``data_parallel``, ``parallelism``, ``zero``, ``pipeline``) and ``network``;
+* :mod:`.validation` -- :func:`validate_model` and the wording of its problems;
+* :mod:`.document` -- :class:`Scenario` and :func:`parse_scenario`;
+* :mod:`.loader` -- :func:`load_scenario`: the file, its YAML, its limits;
+* :mod:`.schema` -- :func:`scenario_json_schema`.
+
+This module only re-exports: every public name of the former ``scenario.py``
+(with :class:`~clustersim.errors.ScenarioError` and the two YAML helpers the
+sweep and the collective bench use) stays importable from ``clustersim.scenario``;
+``__all__`` is unchanged.
+"""
+
+from clustersim.errors import ScenarioError  # noqa: F401
+
+from .cluster import (  # noqa: F401
+    CLUSTER_KINDS,
+    CPU_DEFAULTS,
+    MAX_DEVICES,
+    MAX_LINKS,
+    ClusterSpec,
+    CustomCluster,
+    CustomDevice,
+    CustomLink,
+    DeviceSpec,
+    FlatCluster,
+    LinkSpec,
+    NodeSpec,
+    NvlinkSpec,
+    RailOptimizedCluster,
+    ThreeTierCluster,
+    TwoTierCluster,
+    UplinkSpec,
+)
+from .document import (  # noqa: F401
+    Scenario,
+    parse_scenario,
+)
+from .fields import (  # noqa: F401
+    TAG_ERROR,
+    Bandwidth,
+    Bool,
+    Count,
+    Float,
+    FlopCount,
+    FlopRate,
+    Glob,
+    GpuIndex,
+    Int,
+    Invalid,
+    Size,
+    TimeSpan,
+)
+from .loader import (  # noqa: F401
+    MAX_FILE_BYTES,
+    MAX_YAML_DEPTH,
+    MAX_YAML_NODES,
+    _load_yaml,
+    _read_text,
+    load_scenario,
+)
+from .schema import (  # noqa: F401
+    JSON_SCHEMA_DIALECT,
+    scenario_json_schema,
+)
+from .stragglers import (  # noqa: F401
+    SLOWDOWN_DISTS,
+    STRAGGLER_FORMS,
+    ExponentialSlowdown,
+    FixedStraggler,
+    LinkStraggler,
+    LognormalSlowdown,
+    RandomStraggler,
+    RandomStragglerSpec,
+    SlowdownDist,
+    StragglerSpec,
+    UniformSlowdown,
+)
+from .training import (  # noqa: F401
+    MAX_CHANNELS,
+    AllreduceSyncSpec,
+    DataParallelSpec,
+    LayerSpec,
+    ModelSpec,
+    NetworkSpec,
+    ParallelAxis,
+    ParallelismSpec,
+    ParameterServerSpec,
+    PipelineSpec,
+    TrainingSpec,
+    TransformerSpec,
+    ZeroSpec,
+)
+from .validation import (  # noqa: F401
+    validate_model,
+)
+
+__all__ = [
+    "CLUSTER_KINDS",
+    "Bandwidth",
+    "FlopCount",
+    "FlopRate",
+    "Size",
+    "TimeSpan",
+    "MAX_DEVICES",
+    "MAX_FILE_BYTES",
+    "MAX_LINKS",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_NODES",
+    "ClusterSpec",
+    "CustomCluster",
+    "CustomDevice",
+    "CustomLink",
+    "DeviceSpec",
+    "ExponentialSlowdown",
+    "FixedStraggler",
+    "FlatCluster",
+    "Invalid",
+    "LinkSpec",
+    "LinkStraggler",
+    "LognormalSlowdown",
+    "NodeSpec",
+    "NvlinkSpec",
+    "RandomStraggler",
+    "RandomStragglerSpec",
+    "Scenario",
+    "StragglerSpec",
+    "TwoTierCluster",
+    "UniformSlowdown",
+    "UplinkSpec",
+    "load_scenario",
+    "parse_scenario",
+    "scenario_json_schema",
+    "validate_model",
+]

@@ -1,0 +1,101 @@
+"""The whole scenario: :class:`Scenario`, its sections, and :func:`parse_scenario`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from clustersim.errors import Problem, ScenarioError
+
+from .cluster import ClusterSpec
+from .fields import Int, Invalid, _Spec
+from .stragglers import StragglerSpec
+from .training import (
+    DataParallelSpec,
+    ModelSpec,
+    NetworkSpec,
+    ParallelismSpec,
+    PipelineSpec,
+    TrainingSpec,
+    ZeroSpec,
+)
+from .validation import _describe, validate_model
+
+
+class Scenario(_Spec):
+    """A whole scenario: the cluster, its stragglers, and the workload to run on it."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """Name of the scenario."""
+    seed: Int = Field(0, ge=0)
+    """Seed of every random choice; same seed, same result."""
+    description: str = ""
+    """What the scenario shows."""
+    cluster: ClusterSpec
+    """The hardware."""
+    stragglers: list[StragglerSpec] = []
+    """Slow devices and degraded links."""
+    network: NetworkSpec = NetworkSpec()
+    """How communication is priced (flow-level by default)."""
+    model: ModelSpec | None = None
+    """The model trained (training scenarios)."""
+    training: TrainingSpec | None = None
+    """Batch, iterations, precision, optimizer (training scenarios)."""
+    data_parallel: DataParallelSpec | None = None
+    """Gradient synchronisation (training scenarios; default all-reduce over every GPU)."""
+    parallelism: ParallelismSpec | None = None
+    """Split of the workers into data-parallel and pipeline groups (training scenarios)."""
+    pipeline: PipelineSpec | None = None
+    """Pipeline schedule (training scenarios with parallelism.pp > 1)."""
+    zero: ZeroSpec | None = None
+    """ZeRO stage / FSDP (training scenarios)."""
+    workload: dict[str, Any] | None = Field(None, min_length=1)
+    """What runs, for scenarios that are not training: checked by the workload plugin named
+    by its key (program, collective)."""
+
+    @model_validator(mode="after")
+    def _workload_or_training(self) -> Scenario:
+        training = {"model": self.model, "training": self.training}
+        if self.workload is not None:
+            given = [k for k, v in training.items() if v is not None]
+            sections = (self.data_parallel, self.pipeline, self.parallelism, self.zero)
+            if given or any(x is not None for x in sections):
+                raise Invalid(
+                    Problem(
+                        "workload",
+                        "a scenario runs either a workload or training (model, training), not both",
+                    )
+                )
+            return self
+        missing = [k for k, v in training.items() if v is None]
+        if len(missing) == 2:
+            raise Invalid(
+                Problem(
+                    "",
+                    "nothing to run: give workload (program, collective) or model and training",
+                    "workload: {...} or model: {...} with training: {...}",
+                )
+            )
+        if missing:
+            raise Invalid(Problem(missing[0], "required key missing for a training scenario"))
+        return self
+
+    _source: str = PrivateAttr("")
+
+    @property
+    def source(self) -> str:
+        """The file the scenario came from ("" if none)."""
+        return self._source
+
+
+def parse_scenario(doc: object, source: str = "") -> Scenario:
+    """Validate a loaded document; raise :class:`ScenarioError` listing every problem."""
+    if not isinstance(doc, dict):
+        got = "an empty document" if doc is None else _describe(doc)
+        raise ScenarioError(
+            Problem("", f"a scenario must be a mapping of keys to values, got {got}"), source
+        )
+    scenario = validate_model(Scenario, doc, source=source)
+    scenario._source = source
+    return scenario

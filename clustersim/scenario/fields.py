@@ -1,0 +1,117 @@
+"""Field types shared by every scenario section, and the base of every section model.
+
+Quantities written with a unit (:data:`Size`, :data:`Bandwidth`, :data:`TimeSpan`,
+:data:`FlopRate`, :data:`FlopCount`) are parsed to SI by :mod:`clustersim.units`;
+numbers are strict (``true`` and ``"2"`` are refused); :func:`_tagged` makes the
+discriminators of tagged unions, whose errors
+:func:`~clustersim.scenario.validation.validate_model` words itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    WithJsonSchema,
+)
+
+from clustersim import units
+from clustersim.errors import Problem
+
+
+def _quantity(parse: Callable[[object], float], key: str) -> Any:
+    """A float field written with a unit in YAML, parsed to SI by ``parse``."""
+    q = units.QUANTITIES[key]
+    number = {"type": "number", "minimum": 0} if q.bare_numbers else {"enum": [0, "0"]}
+    schema = {
+        "anyOf": [{"type": "string", "pattern": units.unit_pattern(key)}, number],
+        "description": f"{q.name[2:]} with a unit ({q.allowed})",
+        "examples": list(q.examples),
+    }
+    return Annotated[float, BeforeValidator(parse), WithJsonSchema(schema)]
+
+
+Size = _quantity(units.parse_size, "size")
+"""Bytes, written ``160MB``, ``1GiB``, ``8Gb``."""
+Bandwidth = _quantity(units.parse_bandwidth, "bandwidth")
+"""Bytes per second, written ``100Gb/s``, ``12.5GB/s``."""
+TimeSpan = _quantity(units.parse_time, "time")
+"""Seconds, written ``1us``, ``1.5ms``, ``2s``."""
+FlopRate = _quantity(units.parse_flop_rate, "flop_rate")
+"""FLOP/s, written ``312TFLOPS``."""
+FlopCount = _quantity(units.parse_flops, "flops")
+"""FLOPs, written ``1.2TFLOP`` or as a plain number."""
+
+Int = Annotated[int, Strict()]
+"""A whole number (``true`` and ``2.0`` are refused)."""
+Count = Annotated[int, Strict(), Field(ge=1)]
+"""A whole number, at least 1."""
+Float = Annotated[float, Strict(), AllowInfNan(False)]
+"""A finite number (whole numbers accepted; ``true`` and ``"2"`` refused)."""
+Bool = Annotated[bool, Strict()]
+"""``true`` or ``false``."""
+GpuIndex = Annotated[int, Strict(), Field(ge=0)]
+"""Index of a GPU inside its node, from 0."""
+Glob = Annotated[str, Field(min_length=1)]
+"""A shell-style pattern over names, e.g. ``rack0/node1/*``."""
+
+
+def _unit(default: str, alias: str) -> Any:
+    """A unit-bearing field whose default is written like the YAML (and parsed like it)."""
+    return Field(default, alias=alias, validate_default=True)
+
+
+class Invalid(ValueError):
+    """Raise inside a model validator to report problems below the model.
+
+    Each problem's path is relative to the model being validated (``"nvlink.pairs[2]"``);
+    :func:`validate_model` puts the model's own path in front.
+    """
+
+    def __init__(self, problems: Problem | Sequence[Problem]) -> None:
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        """The problems found."""
+        super().__init__("; ".join(p.render() for p in self.problems))
+
+
+class _Spec(BaseModel):
+    """Base of every scenario model: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
+
+
+# --------------------------------------------------------------------------- tagged unions
+
+
+TAG_ERROR = "clustersim_tag"
+"""Error type of the discriminators below; :func:`validate_model` explains it."""
+
+
+def _tag_of(key: str, default: str | None = None) -> Callable[[Any], str | None]:
+    """Discriminator function: the string under ``key`` of a mapping (or its attribute)."""
+
+    def tag(data: Any) -> str | None:
+        value = data.get(key, default) if isinstance(data, dict) else getattr(data, key, None)
+        return value if isinstance(value, str) else None
+
+    return tag
+
+
+def _tagged(key: str, choices: Sequence[str], default: str | None = None) -> Discriminator:
+    """A discriminator on ``key`` whose errors :func:`validate_model` words itself."""
+    return Discriminator(
+        _tag_of(key, default),
+        custom_error_type=TAG_ERROR,
+        custom_error_message=f"unknown {key}",
+        custom_error_context={"key": key, "choices": ", ".join(choices)},
+    )

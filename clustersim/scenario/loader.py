@@ -1,0 +1,194 @@
+"""Reading a scenario file: size limits, safe YAML, then :func:`parse_scenario`.
+
+The YAML is checked before it is built into Python objects: no duplicate keys,
+no recursive aliases, no alias bombs, no nesting deeper than :data:`MAX_YAML_DEPTH`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from clustersim.errors import Problem, ScenarioError, join_path
+
+from .document import Scenario, parse_scenario
+
+MAX_YAML_NODES = 1_000_000
+"""Largest document accepted, counted with every alias expanded (guards against alias bombs)."""
+MAX_YAML_DEPTH = 100
+"""Deepest nesting of lists and mappings accepted."""
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""Largest scenario file accepted, bytes (16 MiB)."""
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _NodeCheck:
+    """Checks of a composed YAML node graph before it is built into Python objects.
+
+    Walks the graph once, each node once however many aliases point at it:
+    counts the nodes the document would have with aliases expanded, refuses
+    recursive aliases, and notes keys given twice in one mapping.
+    """
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        self.loader = loader
+        """Builds key values, so that ``1`` and ``01`` count as the same key."""
+        self.duplicates: list[Problem] = []
+        """Keys given twice, at their key path."""
+        self._sizes: dict[int, int] = {}
+        self._heights: dict[int, int] = {}
+        self._active: set[int] = set()
+
+    def size(self, node: Node, path: str = "", depth: int = 0) -> int:
+        """Number of nodes under ``node`` (itself included) with aliases expanded.
+
+        ``depth`` is how many lists and mappings hold ``node``; deeper than
+        :data:`MAX_YAML_DEPTH` is refused.
+        """
+        if id(node) in self._sizes:
+            self._check_depth(node, path, depth + self._heights[id(node)] - 1)
+            return self._sizes[id(node)]
+        self._check_depth(node, path, depth)
+        if id(node) in self._active:
+            raise ScenarioError(
+                Problem(path, f"recursive alias at line {node.start_mark.line + 1}")
+            )
+        self._active.add(id(node))
+        size, children = 1, self._children(node, path)
+        for child, child_path in children:
+            size += self.size(child, child_path, depth + 1)
+        self._active.discard(id(node))
+        self._sizes[id(node)] = min(
+            size + len(children) * isinstance(node, MappingNode), MAX_YAML_NODES + 1
+        )
+        self._heights[id(node)] = 1 + max((self._heights[id(c)] for c, _ in children), default=0)
+        return self._sizes[id(node)]
+
+    def _children(self, node: Node, path: str) -> list[tuple[Node, str]]:
+        """The items of a list or the values of a mapping, each with its key path."""
+        if isinstance(node, SequenceNode):
+            return [(child, join_path(path, i)) for i, child in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            self._note_duplicates(node, path)
+            return [
+                (value, join_path(path, key.value if isinstance(key, ScalarNode) else "?"))
+                for key, value in node.value
+            ]
+        return []
+
+    @staticmethod
+    def _check_depth(node: Node, path: str, depth: int) -> None:
+        if depth > MAX_YAML_DEPTH:
+            line = node.start_mark.line + 1
+            message = f"nested more than {MAX_YAML_DEPTH} levels deep (line {line})"
+            raise ScenarioError(Problem(path, message, f"at most {MAX_YAML_DEPTH} levels"))
+
+    def _note_duplicates(self, node: MappingNode, path: str) -> None:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            key = self.loader.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                message = f"duplicate key at line {line} (first at line {first_line[key]})"
+                self.duplicates.append(Problem(join_path(path, str(key)), message))
+            else:
+                first_line[key] = line
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, refusing lists and mappings nested deeper than :data:`MAX_YAML_DEPTH`
+    while it composes (so that a deep document fails fast, before the whole file is read)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH + 1:
+                line = self.peek_event().start_mark.line + 1
+                message = f"nested more than {MAX_YAML_DEPTH} levels deep (line {line})"
+                raise ScenarioError(Problem("", message, f"at most {MAX_YAML_DEPTH} levels"))
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> Problem:
+    """A YAML syntax error, with its line and column."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a character"
+        return Problem(
+            "", f"invalid YAML: {character} at character {exc.position} is not allowed in YAML"
+        )
+    mark = getattr(exc, "problem_mark", None)
+    what = " ".join(
+        str(x) for x in (getattr(exc, "context", None), getattr(exc, "problem", None)) if x
+    )
+    if mark is None:
+        return Problem("", f"invalid YAML: {what or exc}")
+    return Problem("", f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}")
+
+
+def _load_yaml(text: str, source: str) -> object:
+    """The document in ``text``: safe YAML, no duplicate keys, no alias bombs."""
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_problem(exc), source) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            message = "the file is empty; a scenario is a mapping of keys to values"
+            raise ScenarioError(Problem("", message), source)
+        check = _NodeCheck(loader)
+        if check.size(node) > MAX_YAML_NODES:
+            message = f"the document expands to more than {MAX_YAML_NODES:,} values through aliases"
+            raise ScenarioError(Problem("", message), source)
+        if check.duplicates:
+            raise ScenarioError(check.duplicates, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_problem(exc), source) from None
+    except RecursionError:
+        message = f"the document is nested too deeply (at most {MAX_YAML_DEPTH} levels)"
+        raise ScenarioError(Problem("", message), source) from None
+    except ScenarioError as exc:
+        raise exc.with_source(source) from None
+    finally:
+        loader.dispose()
+
+
+def _read_text(path: str | Path, source: str) -> str:
+    """The file's text; errors name the file."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ScenarioError(Problem("", "file not found"), source) from None
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot read the file: {exc.strerror}"), source) from None
+    if len(data) > MAX_FILE_BYTES:
+        message = f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB"
+        raise ScenarioError(Problem("", message, f"at most {MAX_FILE_BYTES:,} bytes"), source)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            Problem("", f"not UTF-8 text (bad byte at offset {exc.start})"), source
+        ) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and validate the scenario file at ``path``; errors name the file."""
+    source = str(path)
+    doc = _load_yaml(_read_text(path, source), source)
+    return parse_scenario(doc, source)

@@ -1,0 +1,156 @@
+"""The ``stragglers:`` section: slow devices (fixed or random slowdowns) and degraded links.
+
+A straggler has one of three forms, told apart by its keys (:data:`StragglerSpec`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+
+from clustersim.errors import Problem
+
+from .fields import TAG_ERROR, Float, Glob, Invalid, TimeSpan, _Spec, _tagged, _unit
+
+
+class LognormalSlowdown(_Spec):
+    """Slowdown factor exp(N(mu, sigma))."""
+
+    dist: Literal["lognormal"]
+    """The distribution."""
+    sigma: Float = Field(ge=0)
+    """Standard deviation of the underlying normal."""
+    mu: Float = 0.0
+    """Mean of the underlying normal."""
+
+
+class ExponentialSlowdown(_Spec):
+    """Slowdown drawn from an exponential distribution."""
+
+    dist: Literal["exponential"]
+    """The distribution."""
+    scale: Float = Field(gt=0)
+    """Mean of the exponential."""
+
+
+class UniformSlowdown(_Spec):
+    """Slowdown factor uniform in [low, high]."""
+
+    dist: Literal["uniform"]
+    """The distribution."""
+    low: Float = Field(gt=0)
+    """Smallest factor."""
+    high: Float = Field(gt=0)
+    """Largest factor (at least ``low``)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformSlowdown:
+        if self.high < self.low:
+            raise Invalid(
+                Problem("high", f"must be at least low ({self.low:g}), got {self.high:g}")
+            )
+        return self
+
+
+SLOWDOWN_DISTS = ("lognormal", "exponential", "uniform")
+"""Every value of ``slowdown.dist``."""
+
+SlowdownDist = Annotated[
+    Annotated[LognormalSlowdown, Tag("lognormal")]
+    | Annotated[ExponentialSlowdown, Tag("exponential")]
+    | Annotated[UniformSlowdown, Tag("uniform")],
+    _tagged("dist", SLOWDOWN_DISTS),
+]
+"""A random slowdown distribution; ``dist`` chooses."""
+
+
+class FixedStraggler(_Spec):
+    """Devices that are always slower by a fixed factor."""
+
+    devices: Glob
+    """Which devices (pattern over device names)."""
+    slowdown: Float = Field(gt=0)
+    """Compute time multiplier (2 = twice as slow)."""
+
+
+class RandomStragglerSpec(_Spec):
+    """Per-iteration random slowdowns drawn from a seeded distribution."""
+
+    devices: Glob = "*"
+    """Which devices may straggle."""
+    fraction: Float = Field(1.0, gt=0, le=1)
+    """Fraction of those devices that straggle in each iteration."""
+    slowdown: SlowdownDist
+    """Distribution of the slowdown factor."""
+
+
+class RandomStraggler(_Spec):
+    """Random stragglers: ``{random: {...}}``."""
+
+    random: RandomStragglerSpec
+    """The random slowdown."""
+
+
+class LinkStraggler(_Spec):
+    """Links whose bandwidth is scaled during a time window."""
+
+    links: Glob
+    """Which links (pattern over link names ``src->dst``)."""
+    bandwidth_factor: Float = Field(gt=0)
+    """Bandwidth multiplier during the window (0.5 = half speed)."""
+    start_s: TimeSpan = _unit("0", "start")
+    """Window start, seconds of simulated time."""
+    end_s: TimeSpan = Field(math.inf, alias="end")
+    """Window end, seconds of simulated time (default: never)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LinkStraggler:
+        if self.end_s <= self.start_s:
+            raise Invalid(Problem("end", "must be later than start"))
+        return self
+
+
+STRAGGLER_FORMS = (
+    "{devices: GLOB, slowdown: FACTOR} | {random: {devices, fraction, slowdown: {dist, ...}}} "
+    "| {links: GLOB, bandwidth_factor: FACTOR, start: TIME, end: TIME}"
+)
+"""The three straggler forms, for messages."""
+
+
+_STRAGGLER_TAGS: dict[type[BaseModel], str] = {
+    FixedStraggler: "fixed straggler",
+    RandomStraggler: "random straggler",
+    LinkStraggler: "link straggler",
+}
+"""Internal union tags of the straggler forms (never a YAML key, so never in a path)."""
+
+
+def _straggler_form(data: Any) -> str | None:
+    """Which straggler form ``data`` is, told by its keys."""
+    if isinstance(data, BaseModel):
+        return _STRAGGLER_TAGS.get(type(data))
+    if not isinstance(data, dict):
+        return None
+    if "random" in data:
+        return _STRAGGLER_TAGS[RandomStraggler]
+    if "links" in data or "bandwidth_factor" in data:
+        return _STRAGGLER_TAGS[LinkStraggler]
+    if "devices" in data or "slowdown" in data:
+        return _STRAGGLER_TAGS[FixedStraggler]
+    return None
+
+
+StragglerSpec = Annotated[
+    Annotated[FixedStraggler, Tag(_STRAGGLER_TAGS[FixedStraggler])]
+    | Annotated[RandomStraggler, Tag(_STRAGGLER_TAGS[RandomStraggler])]
+    | Annotated[LinkStraggler, Tag(_STRAGGLER_TAGS[LinkStraggler])],
+    Discriminator(
+        _straggler_form,
+        custom_error_type=TAG_ERROR,
+        custom_error_message="matches none of the three straggler forms",
+        custom_error_context={"allowed": STRAGGLER_FORMS},
+    ),
+]
+"""A straggler of one of three forms: fixed, random or link."""

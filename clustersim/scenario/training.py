@@ -1,0 +1,273 @@
+"""The sections of a training scenario, and how communication is priced.
+
+``model``, ``training``, ``data_parallel``, ``parallelism``, ``zero`` and
+``pipeline`` say what is trained and how it is split over the workers;
+``network`` says how every scenario's communication is priced.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, Strict, model_validator
+
+from clustersim.errors import Problem
+
+from .fields import Bool, Count, FlopCount, Glob, Int, Invalid, Size, _Spec, _unit
+
+MAX_CHANNELS = 64
+"""Most channels a collective may run in (NCCL's limit)."""
+
+
+class LayerSpec(_Spec):
+    """One layer (or a block repeated ``repeat`` times) of a model given by hand."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """Name of the layer, shown in the timeline."""
+    params: FlopCount
+    """Number of parameters (a count, e.g. 2.4e6)."""
+    flops: FlopCount
+    """Forward FLOPs per sample."""
+    backward_flops: FlopCount | None = None
+    """Backward FLOPs per sample (default: 2 x forward)."""
+    activations: Size = _unit("0B", "activations")
+    """Activation bytes stored per sample for backward."""
+    repeat: Count = 1
+    """How many identical copies of the layer follow one another."""
+
+
+class TransformerSpec(_Spec):
+    """A transformer given by its architecture (the keys of the transformer presets)."""
+
+    layers: Count
+    """Transformer blocks (l)."""
+    hidden: Count
+    """Hidden size (h)."""
+    heads: Count
+    """Attention heads (a); must divide ``hidden``."""
+    seq: Count
+    """Sequence length (s): tokens per sample."""
+    vocab: Count
+    """Vocabulary size (V)."""
+    ffn: Count | None = None
+    """Feed-forward width (default 4 x hidden)."""
+    kv_heads: Count | None = None
+    """Key/value heads for grouped-query attention (default: heads)."""
+    gated_ffn: Bool = False
+    """Gated feed-forward (SwiGLU, LLaMA): three matrices instead of two."""
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    """Normalisation: layernorm (scale and shift) or rmsnorm (scale only)."""
+    bias: Bool = True
+    """Linear layers have biases (GPT, BERT) or not (LLaMA)."""
+    head: Literal["tied", "untied", "none"] = "tied"
+    """LM head: sharing the token embedding (tied), its own matrix (untied) or none."""
+    positions: Literal["learned", "rotary"] = "learned"
+    """Position embeddings: learned (one vector per position) or rotary (no parameters)."""
+    dropout: Bool = True
+    """Dropout layers (GPT, BERT) or none (LLaMA): their masks count as stored activations."""
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerSpec:
+        if self.hidden % self.heads:
+            raise Invalid(
+                Problem(
+                    "heads",
+                    f"{self.heads} heads do not divide hidden {self.hidden}",
+                    "a divisor of hidden",
+                )
+            )
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise Invalid(
+                Problem(
+                    "kv_heads",
+                    f"{self.kv_heads} key/value heads do not divide {self.heads} heads",
+                    "a divisor of heads",
+                )
+            )
+        return self
+
+
+class ModelSpec(_Spec):
+    """The model: a preset computed from its architecture, a transformer, or a list of layers."""
+
+    preset: str | None = None
+    """Preset name, e.g. gpt3-175b, llama2-70b, bert-large, resnet50 (``clustersim list models``)."""
+    transformer: TransformerSpec | None = None
+    """A transformer given by its architecture (instead of a preset)."""
+    layers: list[LayerSpec] | None = None
+    """Layers given by hand (instead of a preset)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        given = [x is not None for x in (self.preset, self.transformer, self.layers)]
+        if sum(given) != 1:
+            raise Invalid(
+                Problem(
+                    "",
+                    "give exactly one of preset, transformer or layers",
+                    "preset: NAME, transformer: {layers, hidden, heads, seq, vocab} or layers: [...]",
+                )
+            )
+        if self.layers is not None and not self.layers:
+            raise Invalid(Problem("layers", "needs at least one layer"))
+        return self
+
+
+class TrainingSpec(_Spec):
+    """How training runs: batch, iterations, number format, optimizer."""
+
+    global_batch: Count
+    """Samples per iteration over all data-parallel workers."""
+    iterations: Count = 3
+    """Training iterations to simulate."""
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    """Number format of gradients and communicated values (4 or 2 bytes)."""
+    optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
+    """Optimizer; its step costs memory traffic (bytes per parameter: sgd 12, momentum 20, adam 28)."""
+    micro_batch: Count | None = None
+    """Samples per micro-batch (pipeline/tensor parallel: sets micro-batches per iteration to
+    global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``."""
+    recompute: Literal["none", "selective", "full"] | None = None
+    """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
+    et al. 2022) or full (each transformer block re-runs its forward in backward; only block
+    inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
+
+
+class AllreduceSyncSpec(_Spec):
+    """Gradient all-reduce as PyTorch DDP and Horovod do it."""
+
+    algorithm: str = "ring"
+    """Collective algorithm (``clustersim list algorithms``)."""
+    bucket: Size = _unit("25MB", "bucket")
+    """Gradient bucket size; a full bucket is all-reduced at once."""
+    overlap: Bool = True
+    """All-reduce buckets while backward goes on (false: wait for the whole backward)."""
+    options: dict[str, Any] = {}
+    """Algorithm options (hierarchical: inter, intra)."""
+    channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] | None = None
+    """Channels of each gradient collective: equal slices that run at once, at most 64
+    (default: ``network.channels``)."""
+
+
+class ParameterServerSpec(_Spec):
+    """Parameter servers: placement, sharding and consistency mode."""
+
+    placement: Literal["cpu", "gpu", "dedicated", "sharded"] = "cpu"
+    """cpu: the CPU of worker node(s); gpu: one GPU; dedicated: server nodes that do not
+    train; sharded: every worker is also a server."""
+    servers: Count = 1
+    """Number of servers the parameters are sharded over (sharded: every worker)."""
+    server_devices: Glob | None = None
+    """Which devices serve (default: by placement; dedicated: the CPUs of the last nodes)."""
+    mode: Literal["sync", "backup", "async", "ssp", "geo"] = "sync"
+    """sync: wait for every worker; backup: go on after the first k pushes; async: no waiting;
+    ssp: bounded staleness; geo: local steps, push deltas every k steps."""
+    backup_k: Count | None = None
+    """backup: how many pushes the server waits for (default: 90% of the workers, rounded up)."""
+    staleness: Int = Field(2, ge=0)
+    """ssp: how many iterations a worker may run ahead of the slowest."""
+    geo_period: Count = 4
+    """geo: local steps between pushes of parameter deltas."""
+
+
+class DataParallelSpec(_Spec):
+    """Data parallelism: how gradients are synchronised."""
+
+    sync: Literal["allreduce", "ps"] = "allreduce"
+    """allreduce or ps (parameter servers)."""
+    workers: Glob = "*/gpu*"
+    """Devices that train (data-parallel ranks)."""
+    allreduce: AllreduceSyncSpec = AllreduceSyncSpec()
+    """Settings of sync: allreduce."""
+    ps: ParameterServerSpec = ParameterServerSpec()
+    """Settings of sync: ps."""
+
+
+ParallelAxis = Literal["tp", "pp", "dp"]
+
+
+class ParallelismSpec(_Spec):
+    """How the workers are split into data-, tensor- and pipeline-parallel groups."""
+
+    dp: Count | None = None
+    """Data-parallel replicas (default: workers / (pp x tp)); dp x tp x pp must equal the workers."""
+    pp: Count = 1
+    """Pipeline stages."""
+    tp: Count = 1
+    """Tensor-parallel degree (Megatron-LM 1-D): GPUs that split each layer."""
+    order: list[ParallelAxis] = ["tp", "pp", "dp"]
+    """How ranks map onto the workers, innermost first: consecutive workers form a group of the
+    first axis (default: tensor groups inside a node, then pipeline stages, then replicas)."""
+    allow_cross_node_tp: Bool = False
+    """Allow a tensor-parallel group to span nodes (normally an error: TP needs NVLink)."""
+    sequence_parallel: Bool = False
+    """Megatron sequence parallelism: reduce-scatter + all-gather in place of each TP all-reduce;
+    layer-norm and dropout activations are split over the TP group."""
+    tp_algorithm: str = "ring"
+    """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
+    simulate_replicas: Literal["all", "one"] = "all"
+    """``one``: simulate data-parallel replica 0 only and run the data-parallel collectives
+    in the congestion-aware analytical model -- dp times fewer events, for identical replicas
+    (no stragglers); what ``clustersim plan`` uses."""
+
+    @model_validator(mode="after")
+    def _order_is_permutation(self) -> ParallelismSpec:
+        if sorted(self.order) != ["dp", "pp", "tp"]:
+            raise Invalid(
+                Problem(
+                    "order",
+                    f"{list(self.order)} is not an order of the three axes",
+                    "each of tp, pp, dp once, innermost first, e.g. [tp, pp, dp]",
+                )
+            )
+        return self
+
+
+class ZeroSpec(_Spec):
+    """ZeRO (Rajbhandari et al. 2020) / FSDP: sharding model states over data-parallel ranks."""
+
+    stage: Literal[0, 1, 2, 3, "fsdp"] = 0
+    """0: plain data parallel; 1: optimizer states sharded; 2: + gradients; 3 (or fsdp):
+    + parameters, all-gathered layer by layer before forward and backward."""
+    prefetch: Bool = True
+    """Stage 3: all-gather the next layer's parameters while the current layer computes."""
+
+    @property
+    def level(self) -> int:
+        """The stage as a number (fsdp is 3)."""
+        return 3 if self.stage == "fsdp" else int(self.stage)
+
+
+class PipelineSpec(_Spec):
+    """Pipeline parallelism: schedule, micro-batches, stage split."""
+
+    schedule: Literal["naive", "gpipe", "1f1b", "interleaved"] = "1f1b"
+    """naive: one micro-batch through all stages; gpipe: all forwards then all backwards;
+    1f1b: PipeDream-Flush; interleaved: 1F1B over ``chunks`` model chunks per device."""
+    micro_batches: Count = 8
+    """Micro-batches per iteration (the global batch is split among them)."""
+    chunks: Count = 1
+    """interleaved: model chunks per device (v)."""
+    recompute: Bool = False
+    """Activation recomputation: backward re-runs the forward; only stage inputs are stored."""
+    stage_layers: list[Count] | None = None
+    """Layers per stage (virtual stage for interleaved), input first; default: balanced by compute time."""
+
+
+class NetworkSpec(_Spec):
+    """How communication is priced."""
+
+    model: Literal["flow", "analytical"] = "flow"
+    """``flow`` (flow-level max-min, default): every transfer, every send of a collective
+    included, is a flow sharing links max-min fairly; ``analytical`` (congestion-aware
+    analytical): each collective is a few weighted flows priced by its algorithm's
+    alpha-beta cost, sharing links with everything in flight (few events; large sweeps)."""
+    channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] = 1
+    """Channels per collective (NCCL's, at most 64): each collective runs as this many equal
+    slices at once on its ranks.  Collectives of one process group always run one after
+    another."""
+    protocol: Literal["LL", "LL128", "Simple", "auto"] | None = None
+    """NCCL protocol priced on top of the links for every collective: ``LL``, ``LL128``,
+    ``Simple`` (base and per-hop latency, payload share of the wire; see
+    ``clustersim/collectives/protocol.py``), or ``auto`` (the fastest by the cost model, per
+    collective).  Default: none, sends cost only what the links give."""
