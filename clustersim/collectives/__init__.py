@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from ..errors import Problem, ScenarioError
-from ..network.models import network_model
+from ..network.models import Launch, network_model
 from ..records import Record
 from .algorithm import (
     Algorithm,
@@ -198,17 +198,8 @@ def _start(
         topology = protocol_view(sim.topology, protocol, algo.name)
         delay = protocol.base_latency_s[family(algo.name)]
         call = protocol.wire(call, sim.topology)
-    return network_model(model).start(
-        sim,
-        call,
-        algo,
-        label=label,
-        iteration=iteration,
-        topology=topology,
-        delay_s=delay,
-        record_transfers=record_transfers,
-        channel=channel,
-    )
+    launch = Launch(sim, call, algo, label, iteration, topology, delay, record_transfers, channel)
+    return network_model(model).start(launch)
 
 
 def analytical_time(call: CollectiveCall, topology: Topology) -> float:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from ..engine import gc_paused
-from ..network.models import NetworkModel
+from ..network.models import Launch, NetworkModel
 from .fluid import run_fluid
 from .protocol import PROTOCOLS
 from .schedule import execute
@@ -27,21 +27,10 @@ class FlowLevel(NetworkModel):
     description = "flow-level network: transfers share links max-min fairly"
     plays_sends = True
 
-    def start(
-        self,
-        sim: Simulation,
-        call: Any,
-        algorithm: Any,
-        *,
-        label: str,
-        iteration: int,
-        topology: Any,
-        delay_s: float,
-        record_transfers: bool | None,
-        channel: int,
-    ) -> simpy.Event:
+    def start(self, launch: Launch) -> simpy.Event:
+        sim, call = launch.sim, launch.call
         with gc_paused():
-            schedule = algorithm.schedule(call, topology)
+            schedule = launch.algorithm.schedule(call, launch.topology)
         protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
         if protocol is not None and protocol.efficiency != 1.0:
             schedule.reduce_bytes = [b * protocol.efficiency for b in schedule.reduce_bytes]
@@ -51,17 +40,17 @@ class FlowLevel(NetworkModel):
                 sim,
                 call.devices,
                 schedule,
-                label=label,
+                label=launch.label,
                 reduce_cost=call.reduce_cost,
-                record_transfers=record_transfers,
-                iteration=iteration,
-                connection=channel,
-                topology=topology,
+                record_transfers=launch.record_transfers,
+                iteration=launch.iteration,
+                connection=launch.channel,
+                topology=launch.topology,
             )
 
-        if delay_s <= 0.0:
+        if launch.delay_s <= 0.0:
             return play()
-        return sim.process(_after(sim, delay_s, play))
+        return sim.process(_after(sim, launch.delay_s, play))
 
 
 class Analytical(NetworkModel):
@@ -73,20 +62,16 @@ class Analytical(NetworkModel):
         "shared max-min fairly with every transfer in flight"
     )
 
-    def start(
-        self,
-        sim: Simulation,
-        call: Any,
-        algorithm: Any,
-        *,
-        label: str,
-        iteration: int,
-        topology: Any,
-        delay_s: float,
-        record_transfers: bool | None,
-        channel: int,
-    ) -> simpy.Event:
-        return run_fluid(sim, call, algorithm, label, iteration, topology, delay_s)
+    def start(self, launch: Launch) -> simpy.Event:
+        return run_fluid(
+            launch.sim,
+            launch.call,
+            launch.algorithm,
+            launch.label,
+            launch.iteration,
+            launch.topology,
+            launch.delay_s,
+        )
 
 
 def _after(sim: Simulation, delay_s: float, then: Any) -> Generator[Any, Any, None]:

@@ -17,6 +17,7 @@ use: the network layer does not import the layers above it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..registry import Registered, Registry
@@ -49,26 +50,29 @@ class NetworkModel(Registered):
     plays_sends: ClassVar[bool] = False
     """True if every send of an algorithm's schedule is simulated as its own flow."""
 
-    def start(
-        self,
-        sim: Simulation,
-        call: Any,
-        algorithm: Any,
-        *,
-        label: str,
-        iteration: int,
-        topology: Any,
-        delay_s: float,
-        record_transfers: bool | None,
-        channel: int,
-    ) -> simpy.Event:
-        """Start the collective ``call`` by ``algorithm`` now; the event fires when it ends.
-
-        ``topology`` prices and routes it (the simulation's, or a protocol's view of
-        it); ``delay_s`` seconds (the protocol's base latency) pass first; ``channel``
-        is the connection the sends use.
-        """
+    def start(self, launch: Launch) -> simpy.Event:
+        """Start the collective described by ``launch`` now; the event fires when it ends."""
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A collective about to start under a network model."""
+
+    sim: Simulation
+    call: Any
+    """The :class:`~clustersim.collectives.CollectiveCall` (protocol bytes applied)."""
+    algorithm: Any
+    """Its :class:`~clustersim.collectives.Algorithm`."""
+    label: str
+    iteration: int
+    topology: Any
+    """What prices and routes it: the simulation's topology, or a protocol's view of it."""
+    delay_s: float = 0.0
+    """Seconds that pass before the first byte (the protocol's base latency)."""
+    record_transfers: bool | None = None
+    channel: int = 0
+    """The connection its sends use."""
 
 
 def network_model(name: str, path: str = "network.model") -> NetworkModel:
