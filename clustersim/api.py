@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from . import __version__
 from .engine import Simulation
 from .metrics import canonical_json, device_breakdown, link_table
 from .records import Record, timeline_csv, timeline_frame
 from .scenario import Scenario, load_scenario
 from .strategies import Strategy, strategy_for_scenario
 from .topology import Topology, build_topology
+from .version import __version__
 
 BUSIEST_LINKS = 10
 """How many links summary.json lists under ``busiest_links``."""

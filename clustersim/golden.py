@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import ClustersimError, Problem, ScenarioError, SimulationError
 from .studies import run_all, worker_count
+from .version import __version__
 
 DEFAULT_RTOL = 0.01
 """Relative tolerance of a metric when neither the command nor the golden file sets one."""
