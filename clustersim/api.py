@@ -90,7 +90,7 @@ class Result:
     def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
         """Write summary.json, timeline.csv, links.csv and trace.json into ``out_dir``, and
         gantt.png and gantt.svg for a training workload; return their paths."""
-        from .trace import nodes_of, trace_json
+        from .outputs.trace import nodes_of, trace_json
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

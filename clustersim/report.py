@@ -44,8 +44,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from .errors import Problem, ScenarioError  # noqa: E402
 from .metrics import device_breakdown  # noqa: E402
+from .outputs.trace import COMMUNICATION_KINDS, node_of  # noqa: E402
 from .records import TIMELINE_COLUMNS, Record, sorted_records  # noqa: E402
-from .trace import COMMUNICATION_KINDS, node_of  # noqa: E402
 
 MAX_ROWS = 64
 """Above this many devices the Gantt chart shows one row per stage or node."""
