@@ -127,10 +127,12 @@ def test_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
 
 
 def test_relative_imports_resolve_to_modules() -> None:
-    """The graph sees the public package -> api -> records, and a lazy import only when asked."""
+    """The graph sees the public package -> api -> records and outputs, and a lazy import
+    only when asked."""
     graph = import_graph()
     assert "clustersim.api" in graph["clustersim"]
     assert "clustersim.records" in graph["clustersim.api"]
+    assert "clustersim.outputs.run_folder" in graph["clustersim.api"]
     assert "clustersim.invariants" not in graph["clustersim.api"]
     assert "clustersim.invariants" in import_graph(nested=True)["clustersim.api"]
 
