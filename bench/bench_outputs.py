@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from clustersim import simulate
-from clustersim.records import timeline_csv
-from clustersim.report import write_gantt
+from clustersim.outputs.gantt import write_gantt
+from clustersim.outputs.timeline import timeline_csv
+from clustersim.outputs.trace import nodes_of, trace_json
 from clustersim.scenario import load_scenario
-from clustersim.trace import nodes_of, trace_json
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "megatron" / "gpt3_175b_1024.yaml"
 

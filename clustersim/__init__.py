@@ -9,11 +9,10 @@ Public API::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .api import Prepared, Result, prepare, simulate  # noqa: E402
-from .errors import ClustersimError, ScenarioError, SimulationError  # noqa: E402
-from .scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
+from .api import Prepared, Result, prepare, simulate
+from .errors import ClustersimError, ScenarioError, SimulationError
+from .scenario import Scenario, load_scenario, parse_scenario
+from .version import __version__
 
 __all__ = [
     "ClustersimError",

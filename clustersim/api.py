@@ -12,20 +12,22 @@ result.write("reports/d1")          # summary.json, timeline.csv, links.csv
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from . import __version__
 from .engine import Simulation
 from .metrics import canonical_json, device_breakdown, link_table
-from .records import Record, timeline_csv, timeline_frame
+from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
+from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
+from .outputs.run_folder import write_run_folder
+from .outputs.trace import nodes_of
+from .records import Record, timeline_frame
 from .scenario import Scenario, load_scenario
 from .strategies import Strategy, strategy_for_scenario
 from .topology import Topology, build_topology
+from .version import __version__
 
 BUSIEST_LINKS = 10
 """How many links summary.json lists under ``busiest_links``."""
@@ -89,23 +91,11 @@ class Result:
 
     def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
         """Write summary.json, timeline.csv, links.csv and trace.json into ``out_dir``, and
-        gantt.png and gantt.svg for a training workload; return their paths."""
-        from .trace import nodes_of, trace_json
-
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files = {
-            "summary.json": self.summary_json(),
-            "timeline.csv": timeline_csv(self.records),
-            "links.csv": _links_csv(self.links),
-            "trace.json": trace_json(self.records, nodes_of(self.topology)),
-        }
-        written = [write_atomic(out / name, text) for name, text in files.items()]
-        if "iteration_times_s" in self.summary and self.records:
-            from .report import write_gantt
-
-            written += write_gantt(out, self.records, self.summary)
-        return written
+        gantt.png and gantt.svg for a training workload; return their paths
+        (:func:`clustersim.outputs.run_folder.write_run_folder`)."""
+        return write_run_folder(
+            out_dir, self.summary, self.records, self.links, nodes_of(self.topology)
+        )
 
 
 def simulate(
@@ -198,54 +188,3 @@ def json_schema() -> dict[str, Any]:
         if not cls.is_training
     }
     return scenario_json_schema(workloads)
-
-
-LINK_COLUMNS = (
-    "link",
-    "bandwidth_Bps",
-    "bytes",
-    "busy_s",
-    "busy_fraction",
-    "utilisation",
-    "peak_flows",
-)
-
-
-def _links_csv(rows: list[dict[str, Any]]) -> str:
-    lines = [",".join(LINK_COLUMNS)]
-    lines += [
-        ",".join(repr(r[c]) if isinstance(r[c], float) else str(r[c]) for c in LINK_COLUMNS)
-        for r in rows
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _umask() -> int:
-    """The process's file-creation mask."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextmanager
-def atomic_file(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
-    """A file to write ``path`` through: a temporary name in the same folder, renamed into
-    place when the block ends without an error (and removed if it fails)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        text = "b" not in mode
-        with os.fdopen(fd, mode, **({"encoding": "utf-8", "newline": ""} if text else {})) as fh:
-            yield fh
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
-    with atomic_file(path) as fh:
-        fh.write(text)
-    return path

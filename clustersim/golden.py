@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import ClustersimError, Problem, ScenarioError, SimulationError
+from .outputs.atomic import write_atomic
 from .studies import run_all, worker_count
+from .version import __version__
 
 DEFAULT_RTOL = 0.01
 """Relative tolerance of a metric when neither the command nor the golden file sets one."""
@@ -248,8 +249,6 @@ def golden_document(
 
 def write_golden(path: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
     """Write ``doc`` to ``path`` (folders made, temporary file renamed into place)."""
-    from .api import write_atomic
-
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(target, json.dumps(doc, indent=2) + "\n")

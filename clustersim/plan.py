@@ -37,8 +37,6 @@ Units: seconds, bytes, samples per second, FLOP/s.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -47,6 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ClustersimError, Problem, ScenarioError
+from .outputs import tables
+from .outputs.atomic import save_figure, write_atomic
 from .studies import run_all
 
 if TYPE_CHECKING:
@@ -950,9 +950,7 @@ def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -
     """Every outcome as CSV, SI units (seconds, samples/s, bytes); empty cells where unknown.
     ``flow_iteration_time_s`` and ``flow_rank`` are filled for the ``verified`` ones."""
     by_index = {v.fast.candidate.index: v for v in verified}
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    rows = []
     for o in ranked:
         p = o.point
         values = (
@@ -972,10 +970,8 @@ def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -
             o.error,
             *_verified_cells(by_index.get(o.candidate.index)),
         )
-        writer.writerow(
-            ["" if v is None else (repr(v) if isinstance(v, float) else v) for v in values]
-        )
-    return out.getvalue()
+        rows.append([tables.cell(v) for v in values])
+    return tables.csv_text(CSV_COLUMNS, rows)
 
 
 def _verified_cells(v: Verification | None) -> tuple[float | None, int | None]:
@@ -987,11 +983,9 @@ def _verified_cells(v: Verification | None) -> tuple[float | None, int | None]:
 def markdown_text(ranked: Sequence[Outcome], title: str, notes: Sequence[str]) -> str:
     """Every outcome as a Markdown table under ``# title``, the notes (verdict, network) after."""
     lines = [f"# {title}", ""]
-    lines.append("| " + " | ".join(COLUMNS) + " | error |")
-    lines.append("|" + "|".join("---:" if c in RIGHT_ALIGNED else "---" for c in COLUMNS) + "|---|")
-    for o in ranked:
-        cells = table_cells(o) + [o.error.replace("|", "\\|")]
-        lines.append("| " + " | ".join(cells) + " |")
+    right = [i for i, c in enumerate(COLUMNS) if c in RIGHT_ALIGNED]
+    rows = [table_cells(o) + [tables.markdown_escape(o.error)] for o in ranked]
+    lines += tables.markdown_table([*COLUMNS, "error"], rows, right_aligned=right)
     lines += [""] + [f"{note}" for note in notes]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -1062,15 +1056,12 @@ def write_outputs(
 ) -> list[Path]:
     """Write plan.csv, plan.md and plan.png into ``out_dir`` (each atomically); every outcome,
     and the flow-level times of the ``verified`` ones."""
-    from .api import write_atomic
-    from .collectives.bench import save_figure
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return [
         write_atomic(out / "plan.csv", csv_text(ranked, verified)),
         write_atomic(out / "plan.md", markdown_text(ranked, title, notes)),
-        save_figure(plot_figure(ranked, title), out / "plan.png"),
+        save_figure(plot_figure(ranked, title), out / "plan.png", "png", reproducible=False),
     ]
 
 

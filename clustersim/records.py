@@ -2,13 +2,12 @@
 
 Everything a user sees (summary, timeline, charts) is derived from records.
 The timeline columns are part of the output contract; add columns, never
-rename them.
+rename them.  :mod:`clustersim.outputs.timeline` writes ``timeline.csv``
+(each record's :meth:`Record.csv_row`) and reads it back.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -59,8 +58,24 @@ class Record(NamedTuple):
         return self.end_s - self.start_s
 
     def csv_row(self) -> list[str]:
-        """The record as timeline.csv cells (floats in their shortest exact form)."""
-        return [_cell(v) for v in self]
+        """The record as timeline.csv cells: floats in their shortest exact form (whole ones
+        without ``.0``), tags that do not apply (-1) empty."""
+        (resource, kind, label, start, end, nbytes, flops, src, dst, it, mb, stage, op) = self
+        return [
+            resource,
+            kind,
+            label,
+            _number(start),
+            _number(end),
+            _number(nbytes),
+            _number(flops),
+            src,
+            dst,
+            _tag(it),
+            _tag(mb),
+            _tag(stage),
+            op,
+        ]
 
 
 def _cell(value: object) -> str:
@@ -85,38 +100,9 @@ def _tag(value: int) -> str:
     return "" if value == -1 else str(value)
 
 
-def _csv_line(record: Record) -> list[str]:
-    """:meth:`Record.csv_row` for the known column types, without per-cell type tests."""
-    (resource, kind, label, start, end, nbytes, flops, src, dst, it, mb, stage, op) = record
-    return [
-        resource,
-        kind,
-        label,
-        _number(start),
-        _number(end),
-        _number(nbytes),
-        _number(flops),
-        src,
-        dst,
-        _tag(it),
-        _tag(mb),
-        _tag(stage),
-        op,
-    ]
-
-
 def sorted_records(records: Iterable[Record]) -> list[Record]:
     """Records in a stable order: by start, end, resource, kind, label."""
     return sorted(records, key=lambda r: (r.start_s, r.end_s, r.resource, r.kind, r.label, r.op))
-
-
-def timeline_csv(records: Iterable[Record]) -> str:
-    """The text of ``timeline.csv`` for ``records``."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(TIMELINE_COLUMNS)
-    writer.writerows(map(_csv_line, sorted_records(records)))
-    return buf.getvalue()
 
 
 def timeline_frame(records: Iterable[Record]):  # -> pandas.DataFrame

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import io
 import itertools
 import os
 import re
@@ -32,6 +31,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .errors import ClustersimError, Problem, ScenarioError, SimulationError, join_path
+from .outputs.atomic import save_figure, write_atomic
+from .outputs.tables import cell as table_cell
+from .outputs.tables import csv_text, markdown_escape, markdown_table
 from .studies import run_all
 
 if TYPE_CHECKING:
@@ -339,23 +341,18 @@ def table_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return columns
 
 
+WHOLE_BELOW = 1e15
+"""Whole floats of smaller magnitude are written without ``.0`` in compare.csv and compare.md."""
+
+
 def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
-    return str(value)
+    return table_cell(value, WHOLE_BELOW)
 
 
 def rows_csv(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as CSV text (missing cells empty)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
     columns = table_columns(rows)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_cell(row.get(c)) for c in columns])
-    return out.getvalue()
+    return csv_text(columns, ([_cell(row.get(c)) for c in columns] for row in rows))
 
 
 def read_csv(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -369,16 +366,14 @@ def read_csv(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def _md_cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
-    return _cell(value).replace("|", "\\|")
+    return markdown_escape(_cell(value))
 
 
 def rows_markdown(rows: Sequence[dict[str, Any]], title: str = "") -> str:
     """The rows as a Markdown table, under ``# title`` when given."""
     columns = table_columns(rows)
     lines = [f"# {title}", ""] if title else []
-    lines.append("| " + " | ".join(columns) + " |")
-    lines.append("|" + "|".join("---" for _ in columns) + "|")
-    lines += ["| " + " | ".join(_md_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    lines += markdown_table(columns, ([_md_cell(row.get(c, "")) for c in columns] for row in rows))
     if any(NOTE_COLUMN in row for row in rows):
         lines += [
             "",
@@ -457,16 +452,15 @@ def write_outputs(
     title: str = "",
 ) -> list[Path]:
     """Write compare.csv, compare.md and compare.png into ``out_dir`` (each atomically)."""
-    from .api import write_atomic
-    from .collectives.bench import save_figure
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     title = title or f"{metric} against {keys[0] if keys else 'scenario'}"
     return [
         write_atomic(out / "compare.csv", rows_csv(rows)),
         write_atomic(out / "compare.md", rows_markdown(rows, title)),
-        save_figure(plot_figure(rows, keys, metric, title), out / "compare.png"),
+        save_figure(
+            plot_figure(rows, keys, metric, title), out / "compare.png", "png", reproducible=False
+        ),
     ]
 
 
@@ -502,12 +496,12 @@ def _group_reading(model: str, rows: list[dict[str, Any]], key: str, metric: str
     ]
     lines = [f"## {model}", ""] if model else []
     lines += [f"`{metric}` in ms by `{key}`; the fastest in bold.", ""]
-    lines.append("| scenario | " + " | ".join(str(v) for v in values) + " |")
-    lines.append("|---|" + "---:|" * len(values))
+    table = []
     for s in scenarios:
         cells = [_ms(cell[(s, v)]) if (s, v) in cell else "—" for v in values]
-        cells = [f"**{c}**" if s == w else c for c, w in zip(cells, winners)]
-        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+        table.append([s] + [f"**{c}**" if s == w else c for c, w in zip(cells, winners)])
+    header = ["scenario"] + [str(v) for v in values]
+    lines += markdown_table(header, table, right_aligned=range(1, len(header)))
     lines.append("")
     lines += [_value_line(key, v, scenarios, cell) for v in values]
     lines += _winner_lines(key, values, winners)
@@ -564,7 +558,5 @@ def _times(slower: float, faster: float) -> str:
 
 def write_reading(out_dir: str | os.PathLike[str], key: str, metric: str = DEFAULT_METRIC) -> Path:
     """Write ``out_dir``/README.md: the :func:`reading` of ``out_dir``/compare.csv."""
-    from .api import write_atomic
-
     out = Path(out_dir)
     return write_atomic(out / "README.md", reading(read_csv(out / "compare.csv"), key, metric))

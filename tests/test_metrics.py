@@ -7,7 +7,8 @@ import json
 import pytest
 
 from clustersim.metrics import canonical_json, device_breakdown, union_length
-from clustersim.records import Record, timeline_csv
+from clustersim.outputs.timeline import timeline_csv
+from clustersim.records import Record
 
 
 @pytest.mark.parametrize(

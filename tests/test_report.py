@@ -22,6 +22,7 @@ from clustersim.report import (
     links_figure,
     memory_figure,
     read_timeline,
+    report_html,
     write_report,
 )
 
@@ -290,3 +291,25 @@ def test_pipeline_gantt_rows_boxes_and_bubbles(tmp_path) -> None:
     result.write(tmp_path)
     assert main(["report", str(tmp_path)]) == 0
     assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") >= 2
+
+
+def test_report_html_escapes_every_value() -> None:
+    """report.html comes from a template with autoescaping: summary values are text, not markup."""
+    page = report_html({"scenario": "<script>x</script>", "note": "a & b"}, [], [])
+    assert "<script>" not in page
+    assert "&lt;script&gt;x&lt;/script&gt;" in page and "a &amp; b" in page
+
+
+def test_old_import_paths_reach_the_outputs_package() -> None:
+    """clustersim.report, clustersim.trace and clustersim.api keep the names the CLI, README
+    and users import, as the very objects of clustersim.outputs."""
+    import clustersim.api
+    import clustersim.report
+    import clustersim.trace
+    from clustersim.outputs import atomic, html, links, timeline, trace
+
+    assert clustersim.report.write_report is html.write_report
+    assert clustersim.report.read_timeline is timeline.read_timeline
+    assert clustersim.trace.trace_json is trace.trace_json
+    assert clustersim.api.write_atomic is atomic.write_atomic
+    assert clustersim.api.LINK_COLUMNS is links.LINK_COLUMNS

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ScenarioError, hinted
+from ..outputs.atomic import save_figure as outputs_save_figure
+from ..outputs.tables import cell, csv_text
 from ..units import UnitError, parse_size
 from . import (
     OPERATIONS,
@@ -413,17 +415,10 @@ def run_point(
 
 
 def rows_csv(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as CSV text with the :data:`ROW_KEYS` columns."""
-    lines = [",".join(ROW_KEYS)]
-    for row in rows:
-        lines.append(",".join(_cell(row[key]) for key in ROW_KEYS))
-    return "\n".join(lines) + "\n"
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e18 else repr(value)
-    return str(value)
+    """The rows as CSV text with the :data:`ROW_KEYS` columns (whole floats below 1e18
+    without ``.0``, cells joined by commas as they are)."""
+    cells = ([cell(row[key], 1e18) for key in ROW_KEYS] for row in rows)
+    return csv_text(ROW_KEYS, cells, quote=False)
 
 
 def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
@@ -455,8 +450,4 @@ def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
 
 def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically (a temporary name, then renamed)."""
-    from ..api import atomic_file
-
-    with atomic_file(path, "wb") as fh:
-        fig.savefig(fh, format="png")
-    return Path(path)
+    return outputs_save_figure(fig, path, "png", reproducible=False)

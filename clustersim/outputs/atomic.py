@@ -1,0 +1,80 @@
+"""Files written atomically: to a temporary name in the target's folder, then moved into place.
+
+A reader never sees a half-written file, and a failed write leaves the old
+file (or none) and no temporary name behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _umask() -> int:
+    """The process's file-creation mask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """A file to write ``path`` through: a temporary name in the same folder, renamed into
+    place when the block ends without an error (and removed if it fails)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        text = "b" not in mode
+        with os.fdopen(fd, mode, **({"encoding": "utf-8", "newline": ""} if text else {})) as fh:
+            yield fh
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    with atomic_file(path) as fh:
+        fh.write(text)
+    return path
+
+
+def save_figure(
+    fig: Figure, path: str | os.PathLike[str], fmt: str | None = None, reproducible: bool = True
+) -> Path:
+    """Write ``fig`` atomically as PNG or SVG (``fmt``, else by the path's suffix).
+
+    ``reproducible``: the same figure gives the same bytes (100 dpi, no date or
+    software stamp, SVG ids from a fixed salt), as the run folder's charts are
+    written.  Otherwise matplotlib's defaults (the figure's dpi, its version
+    stamp), as the compare, plan and collective plots are written.
+    """
+    import matplotlib
+
+    target = Path(path)
+    fmt = fmt or target.suffix.lstrip(".").lower() or "png"
+    if not reproducible:
+        with atomic_file(target, "wb") as fh:
+            fig.savefig(fh, format=fmt)
+        return target
+    with matplotlib.rc_context({"svg.hashsalt": "clustersim"}):
+        with atomic_file(target, "wb") as fh:
+            fig.savefig(fh, format=fmt, dpi=100, metadata=_metadata(fmt))
+    return target
+
+
+def _metadata(fmt: str) -> dict[str, Any]:
+    if fmt == "svg":
+        return {"Date": None}
+    if fmt == "png":
+        return {"Software": None}
+    return {}

@@ -1,0 +1,109 @@
+"""A run folder: the files one run writes, and reading them back.
+
+``clustersim run -o DIR`` (and :meth:`clustersim.api.Result.write`) writes
+
+* ``summary.json`` -- the summary, :func:`clustersim.metrics.canonical_json`;
+* ``timeline.csv`` -- every record (:mod:`.timeline`);
+* ``links.csv`` -- every link that carried traffic (:mod:`.links`);
+* ``trace.json`` -- the records as Chrome trace events (:mod:`.trace`);
+* ``gantt.png`` and ``gantt.svg`` -- for a training run (:mod:`.gantt`).
+
+Each file is written atomically (:mod:`.atomic`).  ``clustersim report DIR``
+reads the first three back (:func:`read_run_folder`) and redraws the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..metrics import canonical_json
+from ..records import Record
+from .atomic import write_atomic
+from .links import links_csv, read_links
+from .tables import file_problem
+from .timeline import read_timeline, timeline_csv
+from .trace import trace_json
+
+TEXT_FILES = ("summary.json", "timeline.csv", "links.csv", "trace.json")
+"""Files of every run folder, in the order they are written."""
+
+
+@dataclass
+class RunFolder:
+    """What a finished run folder holds: its summary, records and link rows."""
+
+    summary: dict[str, Any]
+    records: list[Record]
+    links: list[dict[str, Any]]
+
+
+def run_texts(
+    summary: Mapping[str, Any],
+    records: Sequence[Record],
+    links: Sequence[Mapping[str, Any]],
+    nodes: Mapping[str, str | None] | None = None,
+) -> dict[str, str]:
+    """The text of each of :data:`TEXT_FILES`; ``nodes`` maps devices to nodes (trace processes)."""
+    return {
+        "summary.json": canonical_json(dict(summary)),
+        "timeline.csv": timeline_csv(records),
+        "links.csv": links_csv(links),
+        "trace.json": trace_json(records, nodes),
+    }
+
+
+def is_training(summary: Mapping[str, Any], records: Sequence[Record]) -> bool:
+    """Whether a run gets a Gantt chart: a training summary (``iteration_times_s``) with records."""
+    return "iteration_times_s" in summary and bool(records)
+
+
+def write_run_folder(
+    out_dir: str | os.PathLike[str],
+    summary: Mapping[str, Any],
+    records: Sequence[Record],
+    links: Sequence[Mapping[str, Any]],
+    nodes: Mapping[str, str | None] | None = None,
+) -> list[Path]:
+    """Write :data:`TEXT_FILES` into ``out_dir`` (made if missing), and the Gantt chart
+    (:data:`.gantt.GANTT_FILES`) for a training run; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    texts = run_texts(summary, records, links, nodes)
+    written = [write_atomic(out / name, text) for name, text in texts.items()]
+    if is_training(summary, records):
+        from .gantt import write_gantt  # matplotlib only when there is a chart to draw
+
+        written += write_gantt(out, records, summary)
+    return written
+
+
+def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A run's ``summary.json``; a missing or garbled file is a ScenarioError naming it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise file_problem(path, "missing (is this a clustersim run folder?)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise file_problem(path, f"cannot be read as JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise file_problem(path, "expected a JSON object")
+    return data
+
+
+def read_run_folder(run_dir: str | os.PathLike[str]) -> RunFolder:
+    """``summary.json``, ``timeline.csv`` and ``links.csv`` of a finished run folder; a
+    missing folder or file, or one that cannot be read, is a ScenarioError naming it."""
+    out = Path(run_dir)
+    if not out.is_dir():
+        raise file_problem(out, "no such run folder")
+    return RunFolder(
+        summary=read_summary(out / "summary.json"),
+        records=read_timeline(out / "timeline.csv"),
+        links=read_links(out / "links.csv"),
+    )

@@ -1,0 +1,295 @@
+"""Chrome trace event JSON (``trace.json``) from the records of a run.
+
+The file opens in Perfetto (ui.perfetto.dev) and chrome://tracing.  Its shape::
+
+    {"traceEvents": [...], "displayTimeUnit": "ms"}
+
+* a *process* per node: the device's ``node`` when a topology is given, else
+  the ``rack{r}/node{n}`` prefix of its name, else ``cluster``;
+* a *thread* per device and stream: ``<device> compute`` for compute records,
+  ``<device> communication`` for transfers (on their source device) and
+  collective records.  A slice must nest inside, or stay clear of, the other
+  slices of its thread, so concurrent transfers that overlap only partly go
+  to extra threads of the same stream (``<device> communication #2``, ...);
+* one complete event (``"ph": "X"``) per record, in the order of
+  :func:`clustersim.records.sorted_records`: ``name`` is the label, ``ts`` and
+  ``dur`` are microseconds of simulated time, ``args`` holds the record's
+  ``bytes``, ``flops``, ``src``, ``dst``, ``iteration``, ``microbatch``,
+  ``stage`` and ``op`` (tags that do not apply are left out).
+
+Everything is derived from the records only (``resource``, ``kind``, ``src``,
+``dst`` and the tags), so a trace can be rebuilt from a finished
+``timeline.csv``; the same records give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..metrics import COMMUNICATION_KINDS
+from ..records import Record, sorted_records
+from .atomic import write_atomic
+
+US_PER_S = 1e6
+"""Trace timestamps are microseconds."""
+
+TS_DIGITS = 6
+"""Decimals kept of a microsecond timestamp (picoseconds), so the JSON is short and stable."""
+
+COMPUTE_STREAM = "compute"
+COMMUNICATION_STREAM = "communication"
+"""Streams of a device: records of :data:`COMMUNICATION_KINDS` run on the communication one."""
+
+_NODE_PREFIX = re.compile(r"^(rack[^/]+/node[^/]+)/")
+
+
+def node_of(device: str, nodes: Mapping[str, str | None] | None = None) -> str:
+    """The process a device belongs to: its topology node, its ``rackR/nodeN`` prefix, or ``cluster``."""
+    if nodes is not None and nodes.get(device):
+        return str(nodes[device])
+    match = _NODE_PREFIX.match(device)
+    return match.group(1) if match else "cluster"
+
+
+def stream_of(record: Record) -> str:
+    """``compute`` or ``communication``: the stream a record runs on."""
+    return COMMUNICATION_STREAM if record.kind in COMMUNICATION_KINDS else COMPUTE_STREAM
+
+
+def _us(seconds: float) -> float:
+    value = round(seconds * US_PER_S, TS_DIGITS)
+    return 0.0 if value == 0 else value
+
+
+def _args(record: Record) -> dict[str, Any]:
+    args: dict[str, Any] = {"bytes": record.bytes, "kind": record.kind}
+    if record.flops:
+        args["flops"] = record.flops
+    for key in ("src", "dst", "op"):
+        value = getattr(record, key)
+        if value:
+            args[key] = value
+    for key in ("iteration", "microbatch", "stage"):
+        value = getattr(record, key)
+        if value >= 0:
+            args[key] = value
+    return args
+
+
+class _Lanes:
+    """Threads of one device and stream; a slice goes to the first lane where it nests.
+
+    A lane keeps a stack of open slices (their end times).  A new slice fits a
+    lane when, after popping the slices that ended by its start, it ends no
+    later than the innermost open one (or none is open).
+    """
+
+    def __init__(self) -> None:
+        self.stacks: list[list[float]] = []
+
+    def place(self, start: float, end: float) -> int:
+        for index, stack in enumerate(self.stacks):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                return index
+        self.stacks.append([end])
+        return len(self.stacks) - 1
+
+
+def _assign_lanes(
+    ordered: Sequence[Record], starts: Sequence[float], ends: Sequence[float]
+) -> list[int]:
+    """Lane of each record within its device and stream; outer slices are placed first.
+
+    ``starts`` and ``ends`` are the records' times in trace microseconds."""
+    lanes: dict[tuple[str, str], _Lanes] = {}
+    lane_of = [0] * len(ordered)
+    by_nesting = sorted(
+        range(len(ordered)), key=lambda i: (ordered[i].start_s, -ordered[i].end_s, i)
+    )
+    for index in by_nesting:
+        record = ordered[index]
+        stream = lanes.setdefault((record.resource, stream_of(record)), _Lanes())
+        lane_of[index] = stream.place(starts[index], ends[index])
+    return lane_of
+
+
+Placed = tuple[Record, int, int, float, float]
+"""A record with its trace pid, tid, ``ts`` and ``dur`` (microseconds)."""
+
+
+def _placed(
+    records: Iterable[Record], nodes: Mapping[str, str | None] | None
+) -> tuple[list[dict[str, Any]], list[Placed]]:
+    """The metadata events, and each record (in timeline order) with pid, tid, ts and dur."""
+    ordered = sorted_records(records)
+    starts = [_us(r.start_s) for r in ordered]
+    ends = [_us(r.end_s) for r in ordered]
+    lane_of = _assign_lanes(ordered, starts, ends)
+    pids: dict[str, int] = {}
+    threads: dict[tuple[str, str, int], int] = {}
+    placed: list[Placed] = []
+    for index, record in enumerate(ordered):
+        device = record.resource
+        pid = pids.setdefault(node_of(device, nodes), len(pids) + 1)
+        key = (device, stream_of(record), lane_of[index])
+        tid = threads.setdefault(key, len(threads) + 1)
+        start = starts[index]
+        placed.append((record, pid, tid, start, max(ends[index] - start, 0.0)))
+    return _metadata(pids, threads, nodes), placed
+
+
+def trace_events(
+    records: Iterable[Record], nodes: Mapping[str, str | None] | None = None
+) -> list[dict[str, Any]]:
+    """The ``traceEvents`` list: metadata events first, then one ``X`` event per record.
+
+    ``nodes`` maps device names to node names (``Topology`` devices' ``node``);
+    without it processes come from the device names.
+    """
+    events, placed = _placed(records, nodes)
+    for record, pid, tid, start, duration in placed:
+        events.append(
+            {
+                "name": record.label or record.kind,
+                "cat": record.kind,
+                "ph": "X",
+                "ts": start,
+                "dur": duration,
+                "pid": pid,
+                "tid": tid,
+                "args": _args(record),
+            }
+        )
+    return events
+
+
+def _metadata(
+    pids: Mapping[str, int],
+    threads: Mapping[tuple[str, str, int], int],
+    nodes: Mapping[str, str | None] | None,
+) -> list[dict[str, Any]]:
+    """Process and thread names, sorted so devices and streams read in order."""
+    events: list[dict[str, Any]] = []
+    for process, pid in pids.items():
+        events.append(_meta("process_name", pid, 0, {"name": process}))
+        events.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
+    for (device, stream, lane), tid in sorted(threads.items(), key=lambda kv: _thread_key(kv[0])):
+        pid = pids[node_of(device, nodes)]
+        suffix = f" #{lane + 1}" if lane else ""
+        events.append(_meta("thread_name", pid, tid, {"name": f"{device} {stream}{suffix}"}))
+    order = sorted(threads, key=_thread_key)
+    for index, key in enumerate(order):
+        pid = pids[node_of(key[0], nodes)]
+        events.append(_meta("thread_sort_index", pid, threads[key], {"sort_index": index}))
+    return events
+
+
+def _thread_key(key: tuple[str, str, int]) -> tuple[Any, ...]:
+    device, stream, lane = key
+    return (natural_key(device), stream != COMPUTE_STREAM, lane)
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key that puts gpu2 before gpu10: text and whole numbers alternating, text first."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+def trace_document(
+    records: Iterable[Record], nodes: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """``{"traceEvents": [...], "displayTimeUnit": "ms"}``."""
+    return {"traceEvents": trace_events(records, nodes), "displayTimeUnit": "ms"}
+
+
+def trace_json(records: Iterable[Record], nodes: Mapping[str, str | None] | None = None) -> str:
+    """The text of ``trace.json``: compact, one event per line, the same bytes for the same records.
+
+    Each line is what ``json.dumps(event, separators=(",", ":"), ensure_ascii=False)``
+    gives for the event of :func:`trace_events`; the ``X`` events are written
+    without building their dicts (a large run has millions of them).
+    """
+    metadata, placed = _placed(records, nodes)
+    lines = [_compact(e) for e in metadata]
+    text = _JsonText()
+    lines.extend(text.event(*item) for item in placed)
+    body = ",\n".join(lines)
+    return '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class _JsonText:
+    """JSON text of ``X`` events, equal to :func:`_compact` of their dicts; strings cached."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+
+    def string(self, value: str) -> str:
+        found = self._strings.get(value)
+        if found is None:
+            found = self._strings[value] = _compact(value)
+        return found
+
+    def event(self, record: Record, pid: int, tid: int, start: float, duration: float) -> str:
+        string = self.string
+        return (
+            f'{{"name":{string(record.label or record.kind)},"cat":{string(record.kind)},'
+            f'"ph":"X","ts":{_number(start)},"dur":{_number(duration)},"pid":{pid},'
+            f'"tid":{tid},"args":{self.args(record)}}}'
+        )
+
+    def args(self, record: Record) -> str:
+        """:func:`_args` of ``record`` as JSON text."""
+        string = self.string
+        parts = [f'"bytes":{_number(record.bytes)}', f'"kind":{string(record.kind)}']
+        if record.flops:
+            parts.append(f'"flops":{_number(record.flops)}')
+        for key, value in (("src", record.src), ("dst", record.dst), ("op", record.op)):
+            if value:
+                parts.append(f'"{key}":{string(value)}')
+        for key, value in (
+            ("iteration", record.iteration),
+            ("microbatch", record.microbatch),
+            ("stage", record.stage),
+        ):
+            if value >= 0:
+                parts.append(f'"{key}":{value}')
+        return "{" + ",".join(parts) + "}"
+
+
+def _number(value: float) -> str:
+    """A number as ``json.dumps`` writes it (floats by repr, non-finite ones by name)."""
+    if value.__class__ is float:
+        if value != value or value in (math.inf, -math.inf):
+            return _compact(value)
+        return repr(value)
+    return str(value)
+
+
+def nodes_of(topology: Any) -> dict[str, str | None]:
+    """Device name -> node name from a :class:`clustersim.topology.Topology`."""
+    return {name: device.node for name, device in topology.devices.items()}
+
+
+def write_trace(
+    path: str | os.PathLike[str],
+    records: Sequence[Record],
+    nodes: Mapping[str, str | None] | None = None,
+) -> Path:
+    """Write ``trace.json`` atomically (a temporary name, then renamed)."""
+    return write_atomic(Path(path), trace_json(records, nodes))
