@@ -1,0 +1,451 @@
+"""Golden timings: record a scenario's key metrics once, then check later runs against them.
+
+```python
+from clustersim import golden
+golden.record(["scenarios/pipeline/1f1b_m8.yaml"], "tests/golden")
+reports = golden.check(["scenarios/pipeline/1f1b_m8.yaml"], "tests/golden")
+reports[0].passed          # False if a metric moved beyond its tolerance
+reports[0].failures        # the rows that moved (metric, golden, now, change)
+```
+
+A golden file is JSON named after the scenario path (``scenarios/a/b.yaml`` ->
+``<dir>/scenarios__a__b.json``) holding ``clustersim_version``, ``scenario``
+(its name), ``scenario_file``, ``scenario_sha256`` (of the file's bytes),
+``seed``, ``rtol`` (default relative tolerance), ``tolerances`` ({metric glob:
+relative tolerance}) and ``metrics`` (flat dotted keys -> numbers; times in
+seconds, memory in bytes, bandwidth in GB/s). Nothing here prints; the CLI and
+the pytest plugin render the rows.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
+from ..outputs.atomic import write_atomic
+from ..version import __version__
+from .runner import run_all, worker_count
+
+DEFAULT_RTOL = 0.01
+"""Relative tolerance of a metric when neither the command nor the golden file sets one."""
+ABS_TOL = 1e-12
+"""Absolute tolerance around zero (a golden value of 0 compares absolutely)."""
+MAX_DEVICES = 64
+"""At most this many devices (in summary order) get per-device entries."""
+TOP_METRICS = (
+    "makespan_s",
+    "iteration_time_s",
+    "throughput_samples_per_s",
+    "bubble_fraction",
+    "idle_fraction",
+    "updates_per_s",
+    "time_s",
+    "algbw_GBps",
+    "busbw_GBps",
+)
+"""Top-level summary keys kept when present (seconds, samples/s, fractions, GB/s)."""
+DEVICE_METRICS = ("compute_s", "communication_s", "exposed_communication_s", "idle_s")
+"""Per-device breakdown keys kept (seconds over the whole run)."""
+
+FORMAT_KEYS = (
+    "clustersim_version",
+    "scenario",
+    "scenario_file",
+    "scenario_sha256",
+    "seed",
+    "rtol",
+    "tolerances",
+    "metrics",
+)
+
+Measure = Callable[[str], dict[str, Any]]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _rounded(value: float) -> float:
+    """``value`` rounded to 12 significant digits, as summary.json stores floats."""
+    return float(f"{float(value):.12g}")
+
+
+def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
+    """The golden metrics of a run summary, as flat dotted keys.
+
+    Top-level timings (:data:`TOP_METRICS`), each pipeline stage's
+    ``activation_memory.<stage>.peak_bytes``, ``devices.<device>.<key>`` for the
+    first :data:`MAX_DEVICES` devices and ``busiest_link.utilisation`` (0..1).
+    """
+    out: dict[str, float] = {}
+    for key in TOP_METRICS:
+        value = summary.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = _rounded(value)
+    for stage, memory in (summary.get("activation_memory") or {}).items():
+        if isinstance(memory, dict) and "peak_bytes" in memory:
+            out[f"activation_memory.{stage}.peak_bytes"] = _rounded(memory["peak_bytes"])
+    devices = summary.get("devices") or {}
+    for name in list(devices)[:MAX_DEVICES]:
+        for key in DEVICE_METRICS:
+            if key in devices[name]:
+                out[f"devices.{name}.{key}"] = _rounded(devices[name][key])
+    links = summary.get("busiest_links") or []
+    if links:
+        out["busiest_link.utilisation"] = _rounded(links[0]["utilisation"])
+    return out
+
+
+def scenario_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of the scenario file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def measure(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Simulate the scenario at ``path``; its name, seed, file hash and metrics."""
+    from ..api import simulate
+
+    summary = simulate(path).summary
+    return {
+        "scenario": summary["scenario"],
+        "seed": summary["seed"],
+        "scenario_sha256": scenario_sha256(path),
+        "metrics": metrics_of(summary),
+    }
+
+
+def _measure_safely(path: str) -> dict[str, Any]:
+    """:func:`measure` for a worker process: errors come back as text (they pickle badly)."""
+    try:
+        return measure(path)
+    except ClustersimError as exc:
+        return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
+
+
+def measure_all(
+    paths: Sequence[str | os.PathLike[str]], jobs: int | None = None
+) -> list[dict[str, Any]]:
+    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores)."""
+    names = [str(p) for p in paths]
+    for name in names:
+        if not Path(name).is_file():
+            raise ClustersimError(f"{name}: no such scenario file")
+    if worker_count(jobs, len(names)) == 1:
+        return [measure(name) for name in names]  # errors raised as they are
+    results = run_all(_measure_safely, [(name,) for name in names], jobs)
+    for name, result in zip(names, results):
+        if "error" in result:
+            error = SimulationError if result["simulation"] else ClustersimError
+            raise error(
+                result["error"] if name in result["error"] else f"{name}: {result['error']}"
+            )
+    return results
+
+
+# --------------------------------------------------------------------------- files
+
+
+def golden_path(
+    scenario: str | os.PathLike[str],
+    golden_dir: str | os.PathLike[str],
+    root: str | os.PathLike[str] | None = None,
+) -> Path:
+    """The golden file of ``scenario``: its path relative to ``root`` (default: the current
+    folder; else just its name), suffix dropped, ``/`` -> ``__``, ``.json`` in ``golden_dir``."""
+    path = Path(os.path.abspath(scenario))
+    base = Path(os.path.abspath(root or os.getcwd()))
+    try:
+        relative = path.relative_to(base)
+    except ValueError:
+        relative = Path(path.name)
+    stem = "__".join(relative.with_suffix("").parts)
+    return Path(golden_dir) / f"{stem}.json"
+
+
+def _relative_name(scenario: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> str:
+    path = Path(os.path.abspath(scenario))
+    try:
+        return path.relative_to(os.path.abspath(root or os.getcwd())).as_posix()
+    except ValueError:
+        return path.name
+
+
+def load_golden(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a golden file; a ScenarioError naming the file and key if it is bad."""
+    source = str(path)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ClustersimError(
+            f"{source}: no golden file (record one with `clustersim golden record`)"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ClustersimError(f"{source}: not a readable JSON golden file: {exc}") from None
+    problems = _golden_problems(doc)
+    if problems:
+        raise ScenarioError(problems, source)
+    return doc
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _golden_problems(doc: Any) -> list[Problem]:
+    if not isinstance(doc, dict):
+        return [Problem("<top level>", "expected a JSON object")]
+    problems = []
+    metrics = doc.get("metrics")
+    if not isinstance(metrics, dict):
+        problems.append(Problem("metrics", "missing or not an object of metric -> number"))
+    else:
+        problems += [
+            Problem(f"metrics.{k}", f"expected a number, got {v!r}")
+            for k, v in metrics.items()
+            if not _is_number(v)
+        ]
+    rtol = doc.get("rtol", DEFAULT_RTOL)
+    if not _is_number(rtol) or rtol < 0:
+        problems.append(Problem("rtol", f"expected a number >= 0, got {rtol!r}"))
+    tolerances = doc.get("tolerances", {})
+    if not isinstance(tolerances, dict):
+        problems.append(Problem("tolerances", "expected an object of metric glob -> rtol"))
+    else:
+        problems += [
+            Problem(f"tolerances.{k}", f"expected a number >= 0, got {v!r}")
+            for k, v in tolerances.items()
+            if not _is_number(v) or v < 0
+        ]
+    return problems
+
+
+def golden_document(
+    scenario: str | os.PathLike[str],
+    measured: dict[str, Any],
+    previous: dict[str, Any] | None = None,
+    rtol: float | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """The golden file's content for a measurement; ``rtol`` and ``tolerances`` are kept
+    from ``previous`` (an older golden) unless ``rtol`` is given."""
+    previous = previous or {}
+    return {
+        "clustersim_version": __version__,
+        "scenario": measured["scenario"],
+        "scenario_file": _relative_name(scenario, root),
+        "scenario_sha256": measured["scenario_sha256"],
+        "seed": measured["seed"],
+        "rtol": rtol if rtol is not None else previous.get("rtol", DEFAULT_RTOL),
+        "tolerances": previous.get("tolerances", {}),
+        "metrics": measured["metrics"],
+    }
+
+
+def write_golden(path: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
+    """Write ``doc`` to ``path`` (folders made, temporary file renamed into place)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(target, json.dumps(doc, indent=2) + "\n")
+
+
+def _check_rtol(rtol: float | None, flag: str = "--rtol") -> None:
+    if rtol is not None and not (rtol >= 0 and rtol != float("inf")):
+        raise ScenarioError(Problem(flag, f"expected a number >= 0, got {rtol!r}"))
+
+
+def record(
+    scenarios: Sequence[str | os.PathLike[str]],
+    golden_dir: str | os.PathLike[str],
+    rtol: float | None = None,
+    jobs: int | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> list[Path]:
+    """Run every scenario and write its golden file into ``golden_dir``; return the paths.
+
+    An existing golden's ``rtol`` and ``tolerances`` are kept (``rtol`` given replaces it).
+    """
+    _check_rtol(rtol)
+    targets = _unique_targets(scenarios, golden_dir, root)
+    previous = [_previous(target) for target in targets]
+    measured = measure_all(scenarios, jobs)
+    return [
+        write_golden(target, golden_document(s, m, old, rtol, root))
+        for s, m, old, target in zip(scenarios, measured, previous, targets)
+    ]
+
+
+def _unique_targets(
+    scenarios: Sequence[str | os.PathLike[str]],
+    golden_dir: str | os.PathLike[str],
+    root: str | os.PathLike[str] | None,
+) -> list[Path]:
+    targets = [golden_path(s, golden_dir, root) for s in scenarios]
+    seen: dict[Path, str] = {}
+    for scenario, target in zip(scenarios, targets):
+        if target in seen and seen[target] != os.path.abspath(scenario):
+            raise ClustersimError(
+                f"{scenario}: has the same golden file {target} as {seen[target]}"
+            )
+        seen[target] = os.path.abspath(scenario)
+    return targets
+
+
+def _previous(target: Path) -> dict[str, Any] | None:
+    """The golden already at ``target`` (its tolerances are kept), None if there is none."""
+    return load_golden(target) if target.exists() else None
+
+
+# --------------------------------------------------------------------------- checking
+
+
+@dataclass(frozen=True)
+class Row:
+    """One metric compared: values in the metric's unit, ``change`` relative (0.01 = +1%)."""
+
+    metric: str
+    golden: float | None
+    now: float | None
+    change: float | None
+    """(now - golden) / |golden|; None when one side is missing or golden is 0."""
+    tolerance: float
+    status: str
+    """``ok``, ``changed`` (beyond tolerance), ``missing`` (not measured now) or ``new``."""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("changed", "missing")
+
+
+@dataclass
+class GoldenReport:
+    """The comparison of one scenario with its golden file."""
+
+    scenario_file: str
+    golden_file: str
+    rows: list[Row]
+    notes: list[str] = field(default_factory=list)
+    """Things worth knowing that do not fail the check (scenario edited, other version)."""
+
+    @property
+    def failures(self) -> list[Row]:
+        return [row for row in self.rows if row.failed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def tolerance_for(metric: str, tolerances: dict[str, float], default: float) -> float:
+    """The relative tolerance of ``metric``: an exact key of ``tolerances``, else the longest
+    glob matching it, else ``default``."""
+    if metric in tolerances:
+        return float(tolerances[metric])
+    matching = [g for g in tolerances if fnmatch.fnmatchcase(metric, g)]
+    return float(tolerances[max(matching, key=len)]) if matching else default
+
+
+def compare_metrics(
+    golden: dict[str, float],
+    now: dict[str, float],
+    tolerances: dict[str, float] | None = None,
+    rtol: float = DEFAULT_RTOL,
+) -> list[Row]:
+    """One row per metric of either side, golden's order first, then new ones."""
+    tolerances = tolerances or {}
+    rows = []
+    for metric in [*golden, *(k for k in now if k not in golden)]:
+        tol = tolerance_for(metric, tolerances, rtol)
+        old, new = golden.get(metric), now.get(metric)
+        if old is None:
+            rows.append(Row(metric, None, new, None, tol, "new"))
+        elif new is None:
+            rows.append(Row(metric, old, None, None, tol, "missing"))
+        else:
+            change = (new - old) / abs(old) if old != 0 else None
+            moved = abs(new - old) > ABS_TOL and (change is None or abs(change) > tol)
+            rows.append(Row(metric, old, new, change, tol, "changed" if moved else "ok"))
+    return rows
+
+
+def compare(
+    doc: dict[str, Any],
+    measured: dict[str, Any],
+    rtol: float | None = None,
+    scenario_file: str = "",
+    golden_file: str = "",
+) -> GoldenReport:
+    """Compare a measurement with a golden document. ``rtol`` overrides the file's default
+    (its per-metric ``tolerances`` still win)."""
+    default = rtol if rtol is not None else float(doc.get("rtol", DEFAULT_RTOL))
+    rows = compare_metrics(doc["metrics"], measured["metrics"], doc.get("tolerances"), default)
+    notes = []
+    if doc.get("scenario_sha256") not in (None, measured["scenario_sha256"]):
+        notes.append("the scenario file changed since the golden was recorded")
+    if doc.get("clustersim_version") not in (None, __version__):
+        notes.append(f"golden recorded with clustersim {doc['clustersim_version']}")
+    if doc.get("scenario") not in (None, measured["scenario"]):
+        notes.append(f"scenario name was {doc['scenario']!r}, now {measured['scenario']!r}")
+    return GoldenReport(scenario_file, golden_file, rows, notes)
+
+
+def check(
+    scenarios: Sequence[str | os.PathLike[str]],
+    golden_dir: str | os.PathLike[str],
+    rtol: float | None = None,
+    jobs: int | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> list[GoldenReport]:
+    """Re-run every scenario and compare it with its golden file in ``golden_dir``.
+
+    Bad input (a missing scenario or golden file, an unreadable golden) raises
+    before anything runs.
+    """
+    _check_rtol(rtol)
+    targets = [golden_path(s, golden_dir, root) for s in scenarios]
+    docs = [load_golden(target) for target in targets]
+    measured = measure_all(scenarios, jobs)
+    return [
+        compare(doc, m, rtol, str(s), str(target))
+        for s, m, doc, target in zip(scenarios, measured, docs, targets)
+    ]
+
+
+def goldens_in(golden_dir: str | os.PathLike[str]) -> Iterable[Path]:
+    """The golden files in ``golden_dir``, sorted."""
+    return sorted(Path(golden_dir).glob("*.json"))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.8g}"
+
+
+def report_lines(report: GoldenReport, all_rows: bool = False) -> list[str]:
+    """The report as text lines: status, notes, then a table of metric, golden, now, relative
+    change and status. Per-device and memory rows appear only when they fail (or ``all_rows``)."""
+    state = "ok" if report.passed else f"CHANGED ({len(report.failures)} metric(s))"
+    lines = [f"{report.scenario_file}: {state}  [golden {report.golden_file}]"]
+    lines += [f"  note: {note}" for note in report.notes]
+    rows = [
+        r
+        for r in report.rows
+        if all_rows or r.status != "ok" or not r.metric.startswith(("devices.", "activation_"))
+    ]
+    width = max([len("metric"), *(len(r.metric) for r in rows)])
+    lines.append(f"  {'metric':<{width}} {'golden':>14} {'now':>14} {'change':>10}  status")
+    for r in rows:
+        change = "-" if r.change is None else f"{100 * r.change:+.3f}%"
+        flag = {"ok": "ok", "new": "new (not in the golden)"}.get(r.status)
+        flag = flag or f"{r.status.upper()} (rtol {r.tolerance:g})"
+        lines.append(
+            f"  {r.metric:<{width}} {_number(r.golden):>14} {_number(r.now):>14} {change:>10}  {flag}"
+        )
+    return lines

@@ -1,0 +1,562 @@
+"""Parameter grids over scenarios, run in parallel on local cores.
+
+A sweep takes scenario documents, sets key paths in them (``--set
+cluster.rack_uplink.oversubscription=1,2,4``: several keys make a grid, their
+cartesian product), runs every point through :func:`clustersim.api.simulate`
+in a process pool, and tabulates one numeric summary key (the *metric*, e.g.
+``iteration_time_s`` in seconds) per point:
+
+```python
+from clustersim import sweep
+jobs = sweep.build_jobs(["a.yaml", "b.yaml"], [sweep.parse_set("cluster.rack_uplink.oversubscription=1,4")])
+rows = sweep.table_rows(jobs, sweep.run_jobs(jobs, workers=2), "iteration_time_s")
+sweep.write_outputs(rows, "reports/cmp", ["cluster.rack_uplink.oversubscription"], "iteration_time_s")
+```
+
+Nothing here prints; the CLI (``clustersim compare``) shows progress.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import itertools
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ..errors import ClustersimError, Problem, ScenarioError, SimulationError, join_path
+from ..outputs.atomic import save_figure, write_atomic
+from ..outputs.tables import cell as table_cell
+from ..outputs.tables import csv_text, markdown_escape, markdown_table
+from .runner import run_all
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+DEFAULT_METRIC = "iteration_time_s"
+FALLBACK_METRIC = "makespan_s"
+EXTRA_COLUMNS = ("makespan_s", "throughput_samples_per_s")
+"""Summary keys added to the table when some scenario has them."""
+NOTE_COLUMN = "note"
+MODEL_COLUMN = "model"
+LOG_SPAN = 8.0
+"""A numeric x axis is drawn logarithmic when its values span at least this factor."""
+FLAT = 0.01
+"""The reading calls a metric unchanged while it stays within this fraction of its first value."""
+LOG_SPAN_Y = 100.0
+"""The metric's axis is drawn logarithmic when its values span at least this factor."""
+
+PathPart = str | int
+
+
+# --------------------------------------------------------------------------- key paths
+
+
+_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]|(\.)")
+
+
+def parse_key_path(text: str, flag: str = "--set") -> list[PathPart]:
+    """``"a.b[2].c"`` as ``["a", "b", 2, "c"]``; a ScenarioError naming ``flag`` if malformed."""
+    parts: list[PathPart] = []
+    pos, expect_name = 0, True
+    bad = ScenarioError(
+        Problem(flag, f"bad key path {text!r}", "dotted keys with [i] indices, e.g. a.b[0].c")
+    )
+    while pos < len(text):
+        match = _PART.match(text, pos)
+        if match is None:
+            raise bad
+        name, index, dot = match.groups()
+        if dot is not None:
+            if expect_name:
+                raise bad
+            expect_name = True
+        elif name is not None:
+            if not expect_name:
+                raise bad
+            parts.append(name.strip())
+            expect_name = False
+        else:
+            if not parts or expect_name:
+                raise bad
+            parts.append(int(index))
+        pos = match.end()
+    if not parts or expect_name:
+        raise bad
+    return parts
+
+
+def get_path(doc: Any, path: Sequence[PathPart]) -> Any:
+    """The value at ``path`` in ``doc`` (KeyError/IndexError/TypeError if absent)."""
+    node = doc
+    for part in path:
+        node = node[part]
+    return node
+
+
+def set_path(doc: dict[str, Any], path: Sequence[PathPart], value: Any) -> dict[str, Any]:
+    """A deep copy of ``doc`` with ``value`` at ``path``.
+
+    Every part but the last must exist; the last is created when its parent is
+    a mapping. A ScenarioError names the first part that is missing or of the
+    wrong kind.
+    """
+    out = copy.deepcopy(doc)
+    node: Any = out
+    for depth, part in enumerate(path):
+        last = depth == len(path) - 1
+        where = join_path(*path[: depth + 1])
+        if isinstance(part, int):
+            if not isinstance(node, list):
+                raise ScenarioError(
+                    Problem(where, f"[{part}] indexes a list, but this is {_kind(node)}")
+                )
+            if not -len(node) <= part < len(node):
+                raise ScenarioError(
+                    Problem(where, f"index {part} out of range: the list has {len(node)} item(s)")
+                )
+        else:
+            if not isinstance(node, dict):
+                raise ScenarioError(Problem(where, f"cannot set key {part!r} inside {_kind(node)}"))
+            if part not in node and not last:
+                parent = join_path(*path[:depth]) or "the top level"
+                raise ScenarioError(
+                    Problem(where, f"no such key in {parent}", ", ".join(map(str, node)) or "none")
+                )
+        if last:
+            node[part] = value
+        else:
+            node = node[part]
+    return out
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"the value {value!r}"
+
+
+# --------------------------------------------------------------------------- --set and grids
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``--set KEY=V1,V2``: the key path as written, its parts and the values."""
+
+    key: str
+    path: tuple[PathPart, ...]
+    values: tuple[Any, ...]
+
+
+def parse_value(text: str) -> Any:
+    """A value as a YAML scalar: ``4`` -> 4, ``2.5`` -> 2.5, ``true`` -> True, ``100Gb/s`` -> str."""
+    text = text.strip()
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        return text
+    return text if isinstance(value, (dict, list)) or value is None else value
+
+
+def parse_set(text: str) -> Setting:
+    """``KEY=V1,V2,...`` as a :class:`Setting`; a ScenarioError naming ``--set`` if malformed."""
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(
+            Problem("--set", f"expected KEY=V1,V2,..., got {text!r}", "e.g. seed=0,1,2")
+        )
+    items = [v for v in values.split(",")]
+    if not values.strip() or any(not v.strip() for v in items):
+        raise ScenarioError(Problem("--set", f"{key.strip()}: empty value in {values!r}"))
+    path = tuple(parse_key_path(key.strip()))
+    parsed = tuple(parse_value(v) for v in items)
+    return Setting(key.strip(), path, tuple(dict.fromkeys(parsed)))
+
+
+def expand_grid(settings: Sequence[Setting]) -> list[dict[str, Any]]:
+    """Every combination of the settings' values, the first key varying slowest.
+
+    Each point maps key (as written) to value; no settings give one empty point.
+    """
+    keys = [s.key for s in settings]
+    if len(set(keys)) != len(keys):
+        raise ScenarioError(Problem("--set", "a key is given twice", "one --set per key"))
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(s.values for s in settings))]
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass
+class Job:
+    """One point of the sweep: a scenario document with the grid's values set."""
+
+    index: int
+    source: str
+    """The file the scenario came from."""
+    label: str
+    """Scenario name (file stem when two files share a name)."""
+    point: dict[str, Any]
+    """Swept key -> value."""
+    doc: dict[str, Any] = field(repr=False)
+    model: str = ""
+    """The model preset of a training scenario ("" otherwise)."""
+
+
+def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The YAML document of the scenario file at ``path``, validated as a scenario."""
+    from ..scenario import _load_yaml, _read_text, parse_scenario
+
+    source = str(path)
+    doc = _load_yaml(_read_text(path, source), source)
+    parse_scenario(doc, source)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def build_jobs(files: Sequence[str | os.PathLike[str]], settings: Sequence[Setting]) -> list[Job]:
+    """One job per file and grid point, each document re-validated against its topology.
+
+    Errors name the file and the key path (ScenarioError).
+    """
+    from ..api import prepare
+    from ..scenario import parse_scenario
+
+    grid = expand_grid(settings)
+    docs = [(str(f), load_document(f)) for f in files]
+    labels = _labels(docs)
+    jobs: list[Job] = []
+    for (source, doc), label in zip(docs, labels):
+        for point in grid:
+            changed = doc
+            for setting in settings:
+                try:
+                    changed = set_path(changed, setting.path, point[setting.key])
+                except ScenarioError as exc:
+                    raise exc.with_source(source) from None
+            prepare(parse_scenario(changed, source=source))
+            model = changed.get("model")
+            preset = model.get("preset") if isinstance(model, dict) else None
+            jobs.append(Job(len(jobs), source, label, point, changed, str(preset or "")))
+    return jobs
+
+
+def _labels(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    names = [str(doc.get("name", "")) for _, doc in docs]
+    if len(set(names)) == len(names):
+        return names
+    return [Path(source).stem if names.count(n) > 1 else n for (source, _), n in zip(docs, names)]
+
+
+def run_document(doc: dict[str, Any], source: str) -> dict[str, Any]:
+    """Simulate one document; its summary's top-level numbers, or ``{"error": message}``.
+
+    Runs in a worker process: errors come back as text (they do not pickle).
+    """
+    from ..api import simulate
+    from ..scenario import parse_scenario
+
+    try:
+        summary = simulate(parse_scenario(doc, source=source)).summary
+    except ClustersimError as exc:
+        return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
+    return {k: v for k, v in summary.items() if _is_number(v)}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Each job's numeric summary keys, in job order; ``workers`` processes (default: all cores).
+
+    With one worker (or one job) the jobs run in this process. ``progress(done,
+    total)`` is called after each job. A failed job raises its error, naming the file.
+    """
+    results = run_all(run_document, [(j.doc, j.source) for j in jobs], workers, progress)
+    for job, result in zip(jobs, results):
+        if "error" in result:
+            where = ", ".join(f"{k}={v}" for k, v in job.point.items())
+            text = f"{job.source}{f' ({where})' if where else ''}: {result['error']}"
+            raise SimulationError(text) if result["simulation"] else ClustersimError(text)
+    return results
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def table_rows(
+    jobs: Sequence[Job], results: Sequence[dict[str, Any]], metric: str = DEFAULT_METRIC
+) -> list[dict[str, Any]]:
+    """One row per job: scenario, [model], swept keys, the metric, makespan/throughput, [note].
+
+    ``iteration_time_s`` falls back to ``makespan_s`` for a scenario without
+    iterations (the row's ``note`` says so); any other missing metric is an error.
+    """
+    rows = []
+    for job, result in zip(jobs, results):
+        row: dict[str, Any] = {"scenario": job.label}
+        if any(j.model for j in jobs):
+            row[MODEL_COLUMN] = job.model
+        row.update(job.point)
+        row[metric] = _metric_value(job, result, metric, row)
+        for key in EXTRA_COLUMNS:
+            if key != metric and key in result:
+                row[key] = result[key]
+        rows.append(row)
+    return rows
+
+
+def _metric_value(job: Job, result: dict[str, Any], metric: str, row: dict[str, Any]) -> float:
+    if metric in result:
+        return result[metric]
+    if metric == DEFAULT_METRIC and FALLBACK_METRIC in result:
+        row[NOTE_COLUMN] = f"no {DEFAULT_METRIC}: {FALLBACK_METRIC} shown"
+        return result[FALLBACK_METRIC]
+    numeric = ", ".join(sorted(k for k in result if k != "seed"))
+    raise ScenarioError(
+        Problem("--metric", f"the summary of {job.label} has no numeric key {metric!r}", numeric),
+        job.source,
+    )
+
+
+def table_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The columns of ``rows`` in first-seen order, ``note`` last."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    if NOTE_COLUMN in columns:
+        columns.remove(NOTE_COLUMN)
+        columns.append(NOTE_COLUMN)
+    return columns
+
+
+WHOLE_BELOW = 1e15
+"""Whole floats of smaller magnitude are written without ``.0`` in compare.csv and compare.md."""
+
+
+def _cell(value: Any) -> str:
+    return table_cell(value, WHOLE_BELOW)
+
+
+def rows_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as CSV text (missing cells empty)."""
+    columns = table_columns(rows)
+    return csv_text(columns, ([_cell(row.get(c)) for c in columns] for row in rows))
+
+
+def read_csv(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows of a compare.csv, numbers parsed back (empty cells left out)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [
+            {k: parse_value(v) for k, v in row.items() if v != ""} for row in csv.DictReader(fh)
+        ]
+
+
+def _md_cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return markdown_escape(_cell(value))
+
+
+def rows_markdown(rows: Sequence[dict[str, Any]], title: str = "") -> str:
+    """The rows as a Markdown table, under ``# title`` when given."""
+    columns = table_columns(rows)
+    lines = [f"# {title}", ""] if title else []
+    lines += markdown_table(columns, ([_md_cell(row.get(c, "")) for c in columns] for row in rows))
+    if any(NOTE_COLUMN in row for row in rows):
+        lines += [
+            "",
+            f"Rows with a note have no `{DEFAULT_METRIC}`: they show `{FALLBACK_METRIC}`.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def _series(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Rows grouped into lines: one per scenario and values of the keys after the first."""
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        rest = ", ".join(f"{k}={row[k]}" for k in keys[1:])
+        lines.setdefault(f"{row['scenario']}{f' ({rest})' if rest else ''}", []).append(row)
+    return lines
+
+
+def plot_figure(
+    rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, title: str = ""
+) -> Figure:
+    """The metric against the first swept key, one line per scenario (x the other keys' values).
+
+    Numeric x values spanning >= 8x get a log axis; other values are categories.
+    Metric values spanning >= 100x get a log y axis.
+    Built on the Agg canvas without pyplot (no global state).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 5.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x_key = keys[0] if keys else "scenario"
+    xs = list(dict.fromkeys(row[x_key] for row in rows))
+    numeric = all(_is_number(x) for x in xs)
+    position = {x: (x if numeric else i) for i, x in enumerate(xs)}
+    for label, points in _series(rows, keys).items():
+        ax.plot(
+            [position[p[x_key]] for p in points],
+            [p[metric] for p in points],
+            marker="o",
+            label=label,
+        )
+    if numeric and min(xs) > 0 and max(xs) / min(xs) >= LOG_SPAN:
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.minorticks_off()
+    elif not numeric:
+        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    ax.set_xlabel(x_key)
+    fallback = any(NOTE_COLUMN in row for row in rows)
+    ax.set_ylabel(f"{metric} (else {FALLBACK_METRIC})" if fallback else metric)
+    ys = [row[metric] for row in rows]
+    if ys and min(ys) > 0 and max(ys) / min(ys) >= LOG_SPAN_Y:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_title(title or f"{metric} against {x_key}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def write_outputs(
+    rows: Sequence[dict[str, Any]],
+    out_dir: str | os.PathLike[str],
+    keys: Sequence[str],
+    metric: str,
+    title: str = "",
+) -> list[Path]:
+    """Write compare.csv, compare.md and compare.png into ``out_dir`` (each atomically)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    title = title or f"{metric} against {keys[0] if keys else 'scenario'}"
+    return [
+        write_atomic(out / "compare.csv", rows_csv(rows)),
+        write_atomic(out / "compare.md", rows_markdown(rows, title)),
+        save_figure(
+            plot_figure(rows, keys, metric, title), out / "compare.png", "png", reproducible=False
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def reading(rows: Sequence[dict[str, Any]], key: str, metric: str = DEFAULT_METRIC) -> str:
+    """A short Markdown reading: per model, which scenario is fastest at each value of ``key``.
+
+    ``rows`` are compare rows (as :func:`read_csv` gives them); the metric is
+    taken to be seconds, lower is better.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get(MODEL_COLUMN, "")), []).append(row)
+    lines = [f"# Reading: {metric} against {key}", ""]
+    for model, group in groups.items():
+        lines += _group_reading(model, group, key, metric)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _group_reading(model: str, rows: list[dict[str, Any]], key: str, metric: str) -> list[str]:
+    """A table of the metric (ms) by value of ``key``, the winner at each value, and growth."""
+    values = list(dict.fromkeys(row[key] for row in rows))
+    scenarios = list(dict.fromkeys(row["scenario"] for row in rows))
+    cell = {(row["scenario"], row[key]): row[metric] for row in rows}
+    winners = [
+        min((s for s in scenarios if (s, v) in cell), key=lambda s: cell[(s, v)]) for v in values
+    ]
+    lines = [f"## {model}", ""] if model else []
+    lines += [f"`{metric}` in ms by `{key}`; the fastest in bold.", ""]
+    table = []
+    for s in scenarios:
+        cells = [_ms(cell[(s, v)]) if (s, v) in cell else "—" for v in values]
+        table.append([s] + [f"**{c}**" if s == w else c for c, w in zip(cells, winners)])
+    header = ["scenario"] + [str(v) for v in values]
+    lines += markdown_table(header, table, right_aligned=range(1, len(header)))
+    lines.append("")
+    lines += [_value_line(key, v, scenarios, cell) for v in values]
+    lines += _winner_lines(key, values, winners)
+    lines += [_growth_line(key, values, s, cell) for s in scenarios]
+    return lines + [""]
+
+
+def _value_line(key: str, value: Any, scenarios: list[str], cell: dict) -> str:
+    ranked = sorted((cell[(s, value)], s) for s in scenarios if (s, value) in cell)
+    best_time, best = ranked[0]
+    text = f"- {key} = {value}: **{best}** is fastest ({_ms(best_time)})"
+    if len(ranked) > 1:
+        runner_time, runner = ranked[1]
+        worst_time, worst = ranked[-1]
+        text += f", {_ratio(runner_time, best_time)} ahead of {runner} ({_ms(runner_time)})"
+        text += f"; slowest {worst} ({_ms(worst_time)}, {_times(worst_time, best_time)})"
+    return text + "."
+
+
+def _winner_lines(key: str, values: list[Any], winners: list[str]) -> list[str]:
+    changes = [i for i in range(1, len(values)) if winners[i] != winners[i - 1]]
+    if not changes:
+        return [f"- {winners[0]} wins at every {key}."]
+    return [
+        f"- The winner changes from {winners[i - 1]} to {winners[i]} "
+        f"between {key} = {values[i - 1]} and {values[i]}."
+        for i in changes
+    ]
+
+
+def _growth_line(key: str, values: list[Any], scenario: str, cell: dict) -> str:
+    """How the scenario's metric grows from the first value of ``key`` to the last."""
+    own = [(v, cell[(scenario, v)]) for v in values if (scenario, v) in cell]
+    (first_value, first), (last_value, last) = own[0], own[-1]
+    flat = [v for v, t in own if abs(t - first) <= FLAT * abs(first)]
+    text = f"- {scenario}: {_ms(first)} at {first_value}"
+    if len(flat) > 1 and flat[-1] != last_value:
+        text += f", unchanged (within {FLAT:.0%}) up to {flat[-1]}"
+    if last_value != first_value:
+        text += f", {_times(last, first).replace(' the fastest', '')} that at {last_value}"
+    return text + "."
+
+
+def _ratio(slower: float, faster: float) -> str:
+    """How much faster ``faster`` is, as a percentage of it."""
+    if faster <= 0:
+        return "n/a"
+    return f"{100 * (slower / faster - 1):.1f}%"
+
+
+def _times(slower: float, faster: float) -> str:
+    return f"{slower / faster:.2f}x the fastest" if faster > 0 else "n/a"
+
+
+def write_reading(out_dir: str | os.PathLike[str], key: str, metric: str = DEFAULT_METRIC) -> Path:
+    """Write ``out_dir``/README.md: the :func:`reading` of ``out_dir``/compare.csv."""
+    out = Path(out_dir)
+    return write_atomic(out / "README.md", reading(read_csv(out / "compare.csv"), key, metric))
