@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from . import __version__
+from .collectives import bench
 from .errors import ClustersimError, SimulationError
 from .units import format_bandwidth, format_size, format_time
 
@@ -351,20 +352,22 @@ class CollectiveCommand(Command):
         where.add_argument("--devices", type=int, metavar="N", help="devices of a flat topology")
         where.add_argument(
             "--topology",
-            choices=list(_BENCH_TOPOLOGIES),
-            help="cluster shape (default: switch)",
+            choices=list(bench.TOPOLOGIES),
+            help=f"cluster shape (default: {_DEFAULT_TOPOLOGY})",
         )
         where.add_argument(
             "--bandwidth",
-            help=f"each link (two_tier: each NIC), each direction (default: {_BENCH_DEFAULTS['bandwidth']})",
+            help=f"each link (two_tier: each NIC), each direction (default: {_shown('--bandwidth')})",
         )
         where.add_argument(
-            "--latency", metavar="TIME", help="each link (two_tier: each NIC) (default: 0)"
+            "--latency",
+            metavar="TIME",
+            help=f"each link (two_tier: each NIC) (default: {_shown('--latency')})",
         )
-        for flag, text in _TWO_TIER_FLAGS.items():
-            metavar = "N" if flag.endswith(("racks", "rack", "node")) else "BANDWIDTH"
-            metavar = "RATIO" if flag == "--oversubscription" else metavar
-            where.add_argument(flag, metavar=metavar, help=f"two_tier: {text}")
+        for flag, (_, metavar, text) in _TWO_TIER_FLAGS.items():
+            where.add_argument(
+                flag, metavar=metavar, help=f"two_tier: {text} (default: {_shown(flag)})"
+            )
         out = parser.add_argument_group("output")
         out.add_argument("--json", action="store_true", help="print the rows as JSON")
         out.add_argument("--csv", metavar="FILE", help="also write the rows as CSV")
@@ -410,26 +413,22 @@ class CollectiveCommand(Command):
         return EXIT_OK
 
 
-_BENCH_TOPOLOGIES = ("switch", "ring", "fully_connected", "two_tier")
-_BENCH_DEFAULTS = {
-    "topology": "switch",
-    "bandwidth": "25GB/s",
-    "latency": "0",
-    "racks": "1",
-    "nodes_per_rack": "2",
-    "gpus_per_node": "8",
-    "oversubscription": "1",
-    "pcie": "32GB/s",
-    "nvlink": "300GB/s",
-}
+_DEFAULT_TOPOLOGY = "switch"
 _TWO_TIER_FLAGS = {
-    "--racks": "racks (default: 1)",
-    "--nodes-per-rack": "nodes in each rack (default: 2)",
-    "--gpus-per-node": "GPUs in each node (default: 8)",
-    "--oversubscription": "rack uplink oversubscription ratio (default: 1)",
-    "--pcie": "each device's PCIe link (default: 32GB/s)",
-    "--nvlink": "NVSwitch bandwidth per GPU, or none (default: 300GB/s)",
+    "--racks": ("racks", "N", "racks"),
+    "--nodes-per-rack": ("nodes_per_rack", "N", "nodes in each rack"),
+    "--gpus-per-node": ("gpus_per_node", "N", "GPUs in each node"),
+    "--oversubscription": ("oversubscription", "RATIO", "rack uplink oversubscription ratio"),
+    "--pcie": ("pcie", "BANDWIDTH", "each device's PCIe link"),
+    "--nvlink": ("nvlink", "BANDWIDTH", "NVSwitch bandwidth per GPU, or none"),
 }
+"""Flags only two_tier takes: flag -> (keyword of ``two_tier_cluster``, metavar, help)."""
+_KEYWORDS = {
+    "--bandwidth": "nic_bandwidth",
+    "--latency": "nic_latency",
+    **{flag: keyword for flag, (keyword, _, _) in _TWO_TIER_FLAGS.items()},
+}
+"""Topology flag -> keyword of ``two_tier_cluster`` (whose default the flag takes)."""
 _PROGRESS_MIN_POINTS = 8
 
 
@@ -457,7 +456,18 @@ class _CountProgress:
             sys.stderr.flush()
 
 
-def _flag_quantity(parse: Any, value: str, flag: str) -> float:
+def _default(flag: str) -> Any:
+    """The value a topology flag takes when not given: ``two_tier_cluster``'s default."""
+    return bench.TWO_TIER_DEFAULTS[_KEYWORDS[flag]]
+
+
+def _shown(flag: str) -> str:
+    """The default of a topology flag as its help shows it (``1``, not ``1.0``)."""
+    value = _default(flag)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _flag_quantity(parse: Any, value: Any, flag: str) -> float:
     """``value`` read by the units parser ``parse``; a ScenarioError naming ``flag`` if bad."""
     from .errors import Problem, ScenarioError
     from .units import UnitError
@@ -482,7 +492,7 @@ def _bench_scenario(args: argparse.Namespace) -> tuple[Any, str]:
             raise ScenarioError(Problem("--cluster", f"cannot be combined with {', '.join(given)}"))
         scenario = bench.load_cluster(args.cluster)
         return scenario, f"{Path(args.cluster).name} ({scenario.cluster.kind})"
-    kind = args.topology or _BENCH_DEFAULTS["topology"]
+    kind = args.topology or _DEFAULT_TOPOLOGY
     if kind != "two_tier":
         given = [f for f, v in tier_flags.items() if v is not None]
         if given:
@@ -503,9 +513,9 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     from .errors import Problem, ScenarioError
     from .units import parse_bandwidth, parse_time
 
-    def value(flag: str) -> str:
+    def value(flag: str) -> Any:
         given = getattr(args, _dest(flag), None)
-        return given if given is not None else _BENCH_DEFAULTS[_dest(flag)]
+        return given if given is not None else _default(flag)
 
     bandwidth, latency = value("--bandwidth"), value("--latency")
     _flag_quantity(parse_bandwidth, bandwidth, "--bandwidth")
@@ -547,7 +557,7 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     )
 
 
-def _flag_count(text: str, flag: str) -> int:
+def _flag_count(text: str | int, flag: str) -> int:
     from .errors import Problem, ScenarioError
 
     try:
@@ -559,7 +569,7 @@ def _flag_count(text: str, flag: str) -> int:
     return count
 
 
-def _flag_ratio(text: str) -> float:
+def _flag_ratio(text: str | float) -> float:
     from .errors import Problem, ScenarioError
 
     try:
