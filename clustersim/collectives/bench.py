@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ScenarioError, hinted
@@ -157,16 +158,32 @@ def flat_cluster(
     return {"kind": kind, "devices": devices, "link": {"bandwidth": bandwidth, "latency": latency}}
 
 
+TWO_TIER_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "racks": 1,
+        "nodes_per_rack": 2,
+        "gpus_per_node": 8,
+        "nic_bandwidth": "25GB/s",
+        "nic_latency": 0,
+        "oversubscription": 1.0,
+        "pcie": "32GB/s",
+        "nvlink": "300GB/s",
+    }
+)
+"""What :func:`two_tier_cluster` builds when not told otherwise, by keyword (the
+``clustersim collective`` flags default to these too)."""
+
+
 def two_tier_cluster(
     *,
-    racks: int = 1,
-    nodes_per_rack: int = 2,
-    gpus_per_node: int = 8,
-    nic_bandwidth: str | float = "25GB/s",
-    nic_latency: str | float = 0,
-    oversubscription: float = 1.0,
-    pcie: str | float = "32GB/s",
-    nvlink: str | float | None = "300GB/s",
+    racks: int = TWO_TIER_DEFAULTS["racks"],
+    nodes_per_rack: int = TWO_TIER_DEFAULTS["nodes_per_rack"],
+    gpus_per_node: int = TWO_TIER_DEFAULTS["gpus_per_node"],
+    nic_bandwidth: str | float = TWO_TIER_DEFAULTS["nic_bandwidth"],
+    nic_latency: str | float = TWO_TIER_DEFAULTS["nic_latency"],
+    oversubscription: float = TWO_TIER_DEFAULTS["oversubscription"],
+    pcie: str | float = TWO_TIER_DEFAULTS["pcie"],
+    nvlink: str | float | None = TWO_TIER_DEFAULTS["nvlink"],
 ) -> dict[str, Any]:
     """The ``cluster:`` section of a two-tier cluster (``nvlink=None``: GPUs talk over PCIe)."""
     node: dict[str, Any] = {

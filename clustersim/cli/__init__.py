@@ -1,0 +1,66 @@
+"""The ``clustersim`` command line.
+
+Each subcommand is a :class:`~clustersim.cli.base.Command` subclass in its own
+module (``cli/run.py``, ``cli/plan.py``, ...) that registers itself by
+defining ``name``; ``main`` builds the parser from the registry.  Bad input
+(any :class:`~clustersim.errors.ClustersimError`) prints one clear message per
+problem and exits with code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from ..errors import ClustersimError, SimulationError
+from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, build_parser
+
+# Importing a command's module registers the command.
+from .collective import CollectiveCommand
+from .compare import CompareCommand
+from .golden import GoldenCommand
+from .list import ListCommand
+from .plan import PlanCommand
+from .report import ReportCommand
+from .run import RunCommand
+from .schema import SchemaCommand
+from .validate import ValidateCommand
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "CollectiveCommand",
+    "Command",
+    "CompareCommand",
+    "GoldenCommand",
+    "ListCommand",
+    "PlanCommand",
+    "ReportCommand",
+    "RunCommand",
+    "SchemaCommand",
+    "ValidateCommand",
+    "build_parser",
+    "main",
+]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``clustersim`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args._command().run(args)
+    except SimulationError as exc:
+        print(f"clustersim: simulation error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ClustersimError as exc:
+        print(
+            f"clustersim: error: {exc}" if "\n" not in str(exc) else f"clustersim: error:\n{exc}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("clustersim: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

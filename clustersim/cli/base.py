@@ -1,0 +1,93 @@
+"""What every command shares: the :class:`Command` base and its registry, the exit
+codes, printing, a progress count on stderr and the parser built from the registry.
+
+Command modules import this one and never each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import ClassVar
+
+from .. import __version__
+from ..registry import Registered, Registry
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def _command_line(name: str, command: type[Command]) -> str:
+    """The line of ``clustersim list commands``."""
+    return f"{name:<12} {command.help}"
+
+
+class Command(Registered):
+    """A subcommand: ``name``, one-line ``help``, its arguments and ``run``.
+
+    A subclass that defines ``name`` registers itself in :attr:`registry`.
+    """
+
+    registry: ClassVar[Registry[type[Command]]] = Registry(
+        "commands", "command", sort=True, describe=_command_line
+    )
+    name: ClassVar[str]
+    help: ClassVar[str]
+    description: ClassVar[str] = ""
+    order: ClassVar[int] = 100
+    """Place in ``clustersim --help``, lowest first (commands of equal order go by name)."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add this command's arguments to ``parser``."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Do the work; return the exit code."""
+        raise NotImplementedError
+
+
+def out(text: str = "") -> None:
+    """Print a line of the command's output on stdout, at once."""
+    print(text, flush=True)
+
+
+class CountProgress:
+    """A count of finished runs on stderr while many go on (only on a terminal)."""
+
+    def __init__(self, enabled: bool, template: str, min_total: int = 1) -> None:
+        self.enabled = enabled
+        self.template = template
+        """The line shown, with ``{done}`` and ``{total}``."""
+        self.min_total = min_total
+        """Totals below this show nothing (short sweeps need no progress)."""
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < self.min_total:
+            return
+        sys.stderr.write("\r  " + self.template.format(done=done, total=total))
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 48 + "\r")
+            sys.stderr.flush()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every registered command."""
+    parser = argparse.ArgumentParser(
+        prog="clustersim",
+        description="Discrete-event simulator of distributed deep-learning training clusters.",
+        epilog="Bad input exits with code 2 and a message naming the file, the key path and what is allowed.",
+    )
+    parser.add_argument("--version", action="version", version=f"clustersim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    commands = sorted(Command.registry.entries().items(), key=lambda item: item[1].order)
+    for name, cls in commands:
+        p = sub.add_parser(name, help=cls.help, description=cls.description or cls.help)
+        p.set_defaults(_command=cls)
+        cls().add_arguments(p)
+    return parser

@@ -1,0 +1,349 @@
+"""``clustersim collective``: time one collective over a range of sizes, nccl-tests style.
+
+The cluster comes from ``--cluster FILE`` or from the topology flags, built by
+:func:`clustersim.collectives.bench.flat_cluster` or
+:func:`~clustersim.collectives.bench.two_tier_cluster` (whose defaults the flags
+show and use); the sweep itself is :func:`clustersim.collectives.bench.sweep`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..collectives import bench
+from ..errors import Problem, ScenarioError
+from ..units import (
+    UnitError,
+    format_bandwidth,
+    format_size,
+    format_time,
+    parse_bandwidth,
+    parse_time,
+)
+from .base import EXIT_OK, Command, CountProgress, out
+
+_DEFAULT_TOPOLOGY = "switch"
+_TWO_TIER_FLAGS = {
+    "--racks": ("racks", "N", "racks"),
+    "--nodes-per-rack": ("nodes_per_rack", "N", "nodes in each rack"),
+    "--gpus-per-node": ("gpus_per_node", "N", "GPUs in each node"),
+    "--oversubscription": ("oversubscription", "RATIO", "rack uplink oversubscription ratio"),
+    "--pcie": ("pcie", "BANDWIDTH", "each device's PCIe link"),
+    "--nvlink": ("nvlink", "BANDWIDTH", "NVSwitch bandwidth per GPU, or none"),
+}
+"""Flags only two_tier takes: flag -> (keyword of ``two_tier_cluster``, metavar, help)."""
+_KEYWORDS = {
+    "--bandwidth": "nic_bandwidth",
+    "--latency": "nic_latency",
+    **{flag: keyword for flag, (keyword, _, _) in _TWO_TIER_FLAGS.items()},
+}
+"""Topology flag -> keyword of ``two_tier_cluster`` (whose default the flag takes)."""
+_PROGRESS_MIN_POINTS = 8
+
+
+class CollectiveCommand(Command):
+    name = "collective"
+    order = 50
+    help = "time a collective over a range of sizes, nccl-tests style"
+    description = (
+        "Simulate one collective operation for every size and algorithm and print, per size, "
+        "the time (us), algorithm bandwidth and bus bandwidth (GB/s = 1e9 bytes/s, nccl-tests "
+        "definitions) of each algorithm. The cluster comes from --cluster FILE (a scenario or "
+        "its cluster section) or from --devices/--topology/--bandwidth/--latency."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        what = parser.add_argument_group("what to time")
+        what.add_argument(
+            "--op", required=True, help="operation: allreduce, allgather, reducescatter, ..."
+        )
+        what.add_argument(
+            "--algorithm",
+            default="all",
+            metavar="NAME|all",
+            help="algorithm, or all applicable ones (default: all)",
+        )
+        what.add_argument(
+            "--bytes",
+            default="1MB:1GB:x4",
+            metavar="SIZE|MIN:MAX:xF|MIN:MAX:+STEP",
+            help="size (nccl-tests meaning) or range multiplied by F or stepped by STEP "
+            "(default: 1MB:1GB:x4)",
+        )
+        what.add_argument(
+            "--group", metavar="GLOB", help="devices in the group (default: every GPU)"
+        )
+        what.add_argument("--root", type=int, default=0, help="root rank of rooted operations (0)")
+        what.add_argument("--chunk", metavar="SIZE", help="pipelining chunk (algorithm default)")
+        what.add_argument(
+            "--bidirectional", action="store_true", help="rings run both ways, half each way"
+        )
+        what.add_argument(
+            "--reduce-cost",
+            action="store_true",
+            help="reductions cost bytes / memory bandwidth (default: free)",
+        )
+        what.add_argument(
+            "--model",
+            choices=["flow", "analytical"],
+            default="flow",
+            help="flow-level max-min, or congestion-aware analytical: the alpha-beta "
+            "formula with link sharing (default: flow)",
+        )
+        what.add_argument(
+            "--channels",
+            type=int,
+            default=1,
+            metavar="N",
+            help="run each collective as N equal slices at once, NCCL's channels (default: 1)",
+        )
+        what.add_argument(
+            "--protocol",
+            metavar="NAME",
+            help="price NCCL's protocol on top of the links: LL, LL128, Simple, or auto "
+            "(the fastest by the cost model; default: none)",
+        )
+        what.add_argument(
+            "--iterations",
+            type=int,
+            default=1,
+            help="back-to-back runs per point; time is their mean (default: 1)",
+        )
+        self._add_cluster_arguments(parser)
+        output = parser.add_argument_group("output")
+        output.add_argument("--json", action="store_true", help="print the rows as JSON")
+        output.add_argument("--csv", metavar="FILE", help="also write the rows as CSV")
+        output.add_argument("--plot", metavar="FILE.png", help="also plot busbw against size")
+
+    @staticmethod
+    def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+        where = parser.add_argument_group("cluster")
+        where.add_argument("--cluster", metavar="FILE", help="scenario or cluster-section YAML")
+        where.add_argument("--devices", type=int, metavar="N", help="devices of a flat topology")
+        where.add_argument(
+            "--topology",
+            choices=list(bench.TOPOLOGIES),
+            help=f"cluster shape (default: {_DEFAULT_TOPOLOGY})",
+        )
+        where.add_argument(
+            "--bandwidth",
+            help=f"each link (two_tier: each NIC), each direction (default: {_shown('--bandwidth')})",
+        )
+        where.add_argument(
+            "--latency",
+            metavar="TIME",
+            help=f"each link (two_tier: each NIC) (default: {_shown('--latency')})",
+        )
+        for flag, (_, metavar, text) in _TWO_TIER_FLAGS.items():
+            where.add_argument(
+                flag, metavar=metavar, help=f"two_tier: {text} (default: {_shown(flag)})"
+            )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ..collectives import canonical_op
+        from ..units import parse_size
+
+        op = canonical_op(args.op, "--op")
+        sizes = bench.parse_sizes(args.bytes)
+        chunk = _flag_quantity(parse_size, args.chunk, "--chunk") if args.chunk else None
+        scenario, where = _bench_scenario(args)
+        progress = CountProgress(
+            sys.stderr.isatty(), "collective: point {done} of {total}", _PROGRESS_MIN_POINTS
+        )
+        try:
+            rows = bench.sweep(
+                scenario,
+                op,
+                sizes,
+                args.algorithm,
+                group=args.group,
+                root=args.root,
+                chunk_bytes=chunk,
+                bidirectional=args.bidirectional,
+                reduce_cost=args.reduce_cost,
+                model=args.model,
+                iterations=args.iterations,
+                progress=progress,
+                channels=args.channels,
+                protocol=args.protocol,
+            )
+        finally:
+            progress.close()
+        devices = rows[0]["devices"] if rows else 0
+        title = f"{op} on {devices} device{'' if devices == 1 else 's'}, {where}"
+        if args.json:
+            out(json.dumps(rows, indent=2))
+        else:
+            _print_bench_table(rows, f"{title}; model {args.model}, {args.iterations} iteration(s)")
+        _write_bench_files(args, rows, title, note=sys.stderr if args.json else sys.stdout)
+        return EXIT_OK
+
+
+def _default(flag: str) -> Any:
+    """The value a topology flag takes when not given: ``two_tier_cluster``'s default."""
+    return bench.TWO_TIER_DEFAULTS[_KEYWORDS[flag]]
+
+
+def _shown(flag: str) -> str:
+    """The default of a topology flag as its help shows it (``1``, not ``1.0``)."""
+    value = _default(flag)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _flag_quantity(parse: Callable[[Any], float], value: Any, flag: str) -> float:
+    """``value`` read by the units parser ``parse``; a ScenarioError naming ``flag`` if bad."""
+    try:
+        return parse(value)
+    except UnitError as exc:
+        raise ScenarioError(Problem(flag, exc.message, exc.allowed)) from None
+
+
+def _bench_scenario(args: argparse.Namespace) -> tuple[Any, str]:
+    """The scenario to benchmark on and a phrase naming its cluster, from --cluster or the flags."""
+    flat_flags = {"--devices": args.devices, "--topology": args.topology}
+    flat_flags.update({"--bandwidth": args.bandwidth, "--latency": args.latency})
+    tier_flags = {flag: getattr(args, _dest(flag)) for flag in _TWO_TIER_FLAGS}
+    if args.cluster:
+        given = [f for f, v in {**flat_flags, **tier_flags}.items() if v is not None]
+        if given:
+            raise ScenarioError(Problem("--cluster", f"cannot be combined with {', '.join(given)}"))
+        scenario = bench.load_cluster(args.cluster)
+        return scenario, f"{Path(args.cluster).name} ({scenario.cluster.kind})"
+    kind = args.topology or _DEFAULT_TOPOLOGY
+    if kind != "two_tier":
+        given = [f for f, v in tier_flags.items() if v is not None]
+        if given:
+            raise ScenarioError(
+                Problem(given[0], f"only applies to --topology two_tier, not {kind}")
+            )
+    cluster = _flag_cluster(args, kind)
+    return bench.scenario_of(cluster, "collective", "command line"), _flag_phrase(cluster)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """The ``cluster:`` section the topology flags describe (units checked, errors name flags)."""
+
+    def value(flag: str) -> Any:
+        given = getattr(args, _dest(flag), None)
+        return given if given is not None else _default(flag)
+
+    bandwidth, latency = value("--bandwidth"), value("--latency")
+    _flag_quantity(parse_bandwidth, bandwidth, "--bandwidth")
+    _flag_quantity(parse_time, latency, "--latency")
+    if kind != "two_tier":
+        if args.devices is None:
+            raise ScenarioError(
+                Problem("--devices", "missing: how many devices?", "--devices N, or --cluster FILE")
+            )
+        if args.devices < 1:
+            raise ScenarioError(Problem("--devices", f"must be at least 1, got {args.devices}"))
+        return bench.flat_cluster(kind, args.devices, bandwidth, latency)
+    counts = {
+        f: _flag_count(value(f), f) for f in ("--racks", "--nodes-per-rack", "--gpus-per-node")
+    }
+    ratio = _flag_ratio(value("--oversubscription"))
+    nvlink = value("--nvlink")
+    for flag, text in (("--pcie", value("--pcie")), ("--nvlink", nvlink)):
+        if not (flag == "--nvlink" and text.lower() == "none"):
+            _flag_quantity(parse_bandwidth, text, flag)
+    total = counts["--racks"] * counts["--nodes-per-rack"] * counts["--gpus-per-node"]
+    if args.devices is not None and args.devices != total:
+        raise ScenarioError(
+            Problem(
+                "--devices",
+                f"{args.devices} does not match two_tier's racks x nodes-per-rack x gpus-per-node = {total}",
+                "leave --devices out, or change --racks / --nodes-per-rack / --gpus-per-node",
+            )
+        )
+    return bench.two_tier_cluster(
+        racks=counts["--racks"],
+        nodes_per_rack=counts["--nodes-per-rack"],
+        gpus_per_node=counts["--gpus-per-node"],
+        nic_bandwidth=bandwidth,
+        nic_latency=latency,
+        oversubscription=ratio,
+        pcie=value("--pcie"),
+        nvlink=None if nvlink.lower() == "none" else nvlink,
+    )
+
+
+def _flag_count(text: str | int, flag: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ScenarioError(Problem(flag, f"expected a whole number >= 1, got {text!r}"))
+    return count
+
+
+def _flag_ratio(text: str | float) -> float:
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = float("nan")
+    if not ratio > 0 or ratio == float("inf"):
+        raise ScenarioError(
+            Problem("--oversubscription", f"expected a number > 0, got {text!r}", "e.g. 1, 2, 4")
+        )
+    return ratio
+
+
+def _flag_phrase(cluster: dict[str, Any]) -> str:
+    """Topology in words for the header and the plot title."""
+    if cluster["kind"] == "two_tier":
+        node = cluster["node"]
+        nic = node["nic"]
+        shape = f"{cluster['racks']}x{cluster['nodes_per_rack']}x{node['gpus']}"
+        link = format_bandwidth(parse_bandwidth(nic["bandwidth"]))
+        extra = f", oversubscription {cluster['rack_uplink']['oversubscription']:g}"
+        return f"topology two_tier {shape} (NIC {link}, {format_time(parse_time(nic['latency']))}{extra})"
+    link = cluster["link"]
+    bandwidth = format_bandwidth(parse_bandwidth(link["bandwidth"]))
+    return f"topology {cluster['kind']} ({bandwidth}, {format_time(parse_time(link['latency']))} per link)"
+
+
+def _print_bench_table(rows: list[dict[str, Any]], title: str) -> None:
+    """One line per size; per algorithm its time (us), algbw and busbw (GB/s), as nccl-tests."""
+    out(f"# {title}")
+    algorithms = list(dict.fromkeys(r["algorithm"] for r in rows))
+    left = f"{'size(B)':>14} {'size':>10} {'count(f32)':>12}"
+    group = f"{'time(us)':>12} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
+    width = len(group) + 2
+    out(("#" + " " * (len(left) - 1) + "".join(f"  {a:^{width - 2}}" for a in algorithms)).rstrip())
+    out("#" + left[1:] + "".join(f"  {group}" for _ in algorithms))
+    by_point = {(r["bytes"], r["algorithm"]): r for r in rows}
+    for size in dict.fromkeys(r["bytes"] for r in rows):
+        line = f"{size:>14.0f} {format_size(size):>10} {size / 4:>12.0f}"
+        for a in algorithms:
+            r = by_point[(size, a)]
+            line += (
+                f"  {r['time_s'] * 1e6:>12.2f} {r['algbw_GBps']:>12.3f} {r['busbw_GBps']:>12.3f}"
+            )
+        out(line)
+    chosen = [r for r in rows if r["chosen"] != r["algorithm"]]
+    if chosen:
+        out("# ran: " + ", ".join(f"{format_size(r['bytes'])} {r['chosen']}" for r in chosen))
+
+
+def _write_bench_files(
+    args: argparse.Namespace, rows: list[dict[str, Any]], title: str, note: Any
+) -> None:
+    """Write --csv and --plot (each through a temporary file, then renamed)."""
+    from ..api import write_atomic
+
+    if args.csv:
+        path = write_atomic(Path(args.csv), bench.rows_csv(rows))
+        print(f"wrote {path}", file=note, flush=True)
+    if args.plot:
+        path = bench.save_figure(bench.plot_figure(rows, title), args.plot)
+        print(f"wrote {path}", file=note, flush=True)

@@ -1,0 +1,240 @@
+"""``clustersim plan``: search the parallel configurations of a training scenario and
+print them ranked; the search, the runs and the files are :mod:`clustersim.plan`'s."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from ..errors import ClustersimError
+from .base import EXIT_FAILED, EXIT_OK, Command, out
+
+
+class PlanCommand(Command):
+    name = "plan"
+    order = 70
+    help = "search dp x tp x pp x micro-batch x ZeRO configurations of a training scenario"
+    description = (
+        "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero) of the training "
+        "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
+        "parallel on local cores and print them ranked by throughput, with peak memory per "
+        "device and whether it fits; then the best configuration that fits. -o DIR writes "
+        "DIR/plan.csv, DIR/plan.md and DIR/plan.png. Exit 2 on bad input or when no "
+        "configuration is valid, 1 when every simulation failed."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from ..plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, NETWORK_MODELS
+
+        micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
+        zero = ",".join(map(str, DEFAULT_ZERO_STAGES))
+        parser.add_argument("scenario", metavar="SCENARIO", help="training scenario YAML file")
+        search = parser.add_argument_group("what to search")
+        search.add_argument(
+            "--devices",
+            type=int,
+            metavar="N",
+            help="GPUs to plan for; resizes the cluster (default: the scenario's)",
+        )
+        search.add_argument(
+            "--tp",
+            metavar="LIST",
+            help="tensor-parallel degrees, e.g. 1,2,4 (default: every valid)",
+        )
+        search.add_argument(
+            "--pp", metavar="LIST", help="pipeline stages, e.g. 1,2,4 (default: every valid)"
+        )
+        search.add_argument(
+            "--micro-batch",
+            metavar="LIST",
+            default=micro_batches,
+            help=f"samples per micro-batch (default: {micro_batches})",
+        )
+        search.add_argument(
+            "--zero",
+            metavar="LIST",
+            default=zero,
+            help=f"ZeRO stages 0-3 (fsdp = 3); 2 and 3 only with tp = pp = 1 (default: {zero})",
+        )
+        run = parser.add_argument_group("how to simulate")
+        run.add_argument(
+            "--network",
+            choices=NETWORK_MODELS,
+            default=NETWORK_MODELS[0],
+            help="network.model of every candidate (default: analytical, congestion-aware)",
+        )
+        run.add_argument(
+            "--iterations",
+            type=int,
+            default=1,
+            metavar="K",
+            help="iterations per candidate (default: 1)",
+        )
+        run.add_argument(
+            "--all-replicas",
+            action="store_true",
+            help="simulate every data-parallel replica (default: replica 0 stands for all, "
+            "data-parallel collectives priced analytically, unless there are stragglers)",
+        )
+        run.add_argument(
+            "-j", "--jobs", type=int, metavar="J", help="simulations at once (default: cores)"
+        )
+        run.add_argument(
+            "--verify",
+            type=int,
+            metavar="K",
+            help="simulate the best K again with the flow-level model, every replica, and "
+            "show both iteration times and both rankings side by side",
+        )
+        out = parser.add_argument_group("output")
+        out.add_argument("--top", type=int, metavar="K", help="print only the first K rows")
+        out.add_argument(
+            "--fit-only", action="store_true", help="leave out configurations that do not fit"
+        )
+        out.add_argument("-o", "--output", metavar="DIR", help="write plan.csv, plan.md, plan.png")
+        out.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bar on stderr (default: when stderr is a terminal)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from .. import plan
+
+        for flag, value in (("-j", args.jobs), ("--top", args.top), ("--verify", args.verify)):
+            plan.check_count(value, flag)
+        options = _plan_options(args)
+        doc = plan.load_training_document(args.scenario)
+        found = plan.enumerate_candidates(doc, args.scenario, options)
+        _print_plan_header(found, options)
+        if not found.candidates:
+            raise ClustersimError(
+                f"{args.scenario}: no valid configuration to simulate (see the reasons above); "
+                "try other --devices, --tp, --pp, --micro-batch or --zero values"
+            )
+        out(f"simulating {len(found.candidates)} configuration(s)")
+        enabled = sys.stderr.isatty() if args.progress is None else args.progress
+        progress = _PlanProgress(enabled)
+        try:
+            outcomes = plan.run_candidates(found.candidates, args.jobs, progress=progress)
+        finally:
+            progress.close()
+        ranked = plan.rank(outcomes)
+        rows = plan.shown(ranked, args.fit_only, args.top)
+        for line in plan.format_table(rows) if rows else ["(no configuration fits)"]:
+            out(line)
+        verdict = plan.verdict(ranked, options, plan.recompute_of(found.doc))
+        out(verdict)
+        verified = self._verify(args, ranked, options) if args.verify else []
+        if args.output:
+            title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
+            network = f"network {options.network}: {plan.NETWORK_NOTES[options.network]}"
+            notes = [verdict, "", network]
+            if verified:
+                notes += ["", "```", *plan.verification_lines(verified, options.network), "```"]
+            written = plan.write_outputs(ranked, args.output, title, notes, verified)
+            out(f"wrote {', '.join(str(p) for p in written)}")
+        return EXIT_OK if any(o.ok for o in ranked) else EXIT_FAILED
+
+    @staticmethod
+    def _verify(args: argparse.Namespace, ranked: Any, options: Any) -> list[Any]:
+        """Re-simulate the best ``--verify`` configurations flow-level; print both times."""
+        from .. import plan
+
+        count = min(args.verify, sum(o.ok for o in ranked))
+        if not count:
+            return []
+        out(f"verifying the best {count} with the flow-level model, every replica")
+        enabled = sys.stderr.isatty() if args.progress is None else args.progress
+        progress = _PlanProgress(enabled)
+        try:
+            verified = plan.verify(ranked, count, args.jobs, progress=progress)
+        finally:
+            progress.close()
+        for line in plan.verification_lines(verified, options.network):
+            out(line)
+        return verified
+
+
+def _plan_options(args: argparse.Namespace) -> Any:
+    """The :class:`clustersim.plan.PlanOptions` of the flags (errors name the flag)."""
+    from .. import plan
+
+    return plan.PlanOptions(
+        devices=args.devices,
+        tp=plan.parse_counts(args.tp, "--tp") if args.tp else None,
+        pp=plan.parse_counts(args.pp, "--pp") if args.pp else None,
+        micro_batch=plan.parse_counts(args.micro_batch, "--micro-batch"),
+        zero=plan.parse_zero_stages(args.zero),
+        network=args.network,
+        iterations=args.iterations,
+        all_replicas=args.all_replicas,
+    )
+
+
+def _print_plan_header(found: Any, options: Any) -> None:
+    """What is planned, on what, how it is simulated, and what was left out and why."""
+    from .. import plan
+
+    space = found.space
+    model = (
+        f"transformer of {space.blocks} blocks, {space.heads} heads"
+        if space.is_transformer
+        else f"{space.blocks} layers (not a transformer: tp = 1)"
+    )
+    node = f", {space.gpus_per_node} per node" if space.gpus_per_node else ""
+    out(
+        f"plan {found.doc['name']}: {space.devices} GPUs{node}; model {model}; "
+        f"global batch {space.global_batch}"
+    )
+    out(
+        f"network {options.network}: {plan.NETWORK_NOTES[options.network]}; "
+        f"{options.iterations} iteration(s) per configuration"
+    )
+    if not options.all_replicas and not found.doc.get("stragglers"):
+        out(
+            "replicas: data-parallel replica 0 simulated for all (identical replicas); "
+            "--all-replicas simulates every one"
+        )
+    for note in found.notes:
+        out(f"note: {note}")
+    if found.skipped:
+        out(f"skipped {found.skipped_count}:")
+        reasons = list(found.skipped.items())
+        for reason, count in reasons[:_PLAN_REASONS]:
+            out(f"  {count} x {reason}")
+        if len(reasons) > _PLAN_REASONS:
+            rest = sum(count for _, count in reasons[_PLAN_REASONS:])
+            out(f"  {rest} more, for {len(reasons) - _PLAN_REASONS} other reason(s)")
+
+
+_PLAN_REASONS = 8
+"""Distinct skip reasons printed; the others are counted in one line."""
+
+
+class _PlanProgress:
+    """``planning [=====>    ] 37/120, 1m12s left`` on stderr, updated as runs finish."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.width = 0
+        """Characters of the longest line shown (to clear it)."""
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        from ..plan import progress_line
+
+        line = "  " + progress_line(done, total, time.monotonic() - self.started)
+        self.width = max(self.width, len(line))
+        sys.stderr.write("\r" + line.ljust(self.width))
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()

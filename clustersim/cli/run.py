@@ -1,0 +1,158 @@
+"""``clustersim run``: simulate one scenario, write its run folder, print a summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..units import format_bandwidth, format_size, format_time
+from .base import EXIT_OK, Command, out
+
+
+class _Progress:
+    """Prints simulated time on stderr while a long run goes on (only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, now_s: float) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        if elapsed < 1.0:
+            return
+        sys.stderr.write(
+            f"\r  simulating... t = {format_time(now_s)} simulated, {elapsed:.0f} s wall"
+        )
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 72 + "\r")
+            sys.stderr.flush()
+
+
+class RunCommand(Command):
+    name = "run"
+    order = 10
+    help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
+    description = (
+        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv and "
+        "DIR/trace.json, plus DIR/gantt.png and DIR/gantt.svg for training scenarios (each "
+        "written to a temporary name first, then moved into place). Prints a short summary."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
+        parser.add_argument(
+            "-o", "--output", metavar="DIR", help="output folder (default: reports/<scenario name>)"
+        )
+        parser.add_argument("--seed", type=int, help="override the scenario's seed")
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", help="print only the output folder"
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="verify invariants (link capacity, bytes delivered, compute streams, "
+            "dependencies); violations exit with code 2",
+        )
+        parser.add_argument(
+            "--strict-memory",
+            action="store_true",
+            help="refuse (exit 2, before simulating) a training run whose peak memory per "
+            "device exceeds the device's capacity; without it such a run is simulated, "
+            "marked in summary.json (memory.fits: false) and warned about",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ..api import simulate
+        from ..scenario import load_scenario
+
+        scenario = load_scenario(args.scenario)
+        if args.seed is not None:
+            scenario = scenario.model_copy(update={"seed": args.seed})
+        progress = _Progress(sys.stderr.isatty() and not args.quiet)
+        started = time.monotonic()
+        try:
+            result = simulate(
+                scenario,
+                progress=progress if progress.enabled else None,
+                check=args.check,
+                strict_memory=args.strict_memory,
+            )
+        finally:
+            progress.close()
+        wall = time.monotonic() - started
+        _warn_memory(result.summary)
+        out_dir = Path(args.output) if args.output else Path("reports") / _safe_name(scenario.name)
+        written = result.write(out_dir)
+        if args.quiet:
+            out(str(out_dir))
+        else:
+            _print_summary(result, wall)
+            out(f"wrote {', '.join(str(p) for p in written)}")
+            gantt = [p for p in written if p.name == "gantt.png"]
+            if gantt:
+                out(f"Gantt chart: {gantt[0]}  (clustersim report {out_dir} writes report.html)")
+        return EXIT_OK
+
+
+def _warn_memory(summary: dict[str, Any]) -> None:
+    """A warning on stderr when the run does not fit in device memory."""
+    from ..memory import over_capacity_message
+
+    message = over_capacity_message(summary.get("memory", {}))
+    if message:
+        sys.stderr.write(f"warning: {summary['scenario']} {message}\n")
+        sys.stderr.flush()
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "run"
+
+
+def _print_summary(result: Any, wall_s: float) -> None:
+    s = result.summary
+    topo = result.topology.describe()
+    out(f"scenario  {s['scenario']} (seed {s['seed']}, workload {s['workload']})")
+    out(f"cluster   {topo.get('devices', 0)} devices, {topo.get('links', 0)} links")
+    out(f"makespan  {format_time(s['makespan_s'])}")
+    if "iteration_time_s" in s:
+        out(
+            f"iteration {format_time(s['iteration_time_s'])} mean over {len(s['iteration_times_s'])}, "
+            f"{s['throughput_samples_per_s']:,.1f} samples/s"
+        )
+    if "busbw_GBps" in s:
+        out(
+            f"collective {format_time(s['time_s'])}, algbw {s['algbw_GBps']:.2f} GB/s, busbw {s['busbw_GBps']:.2f} GB/s"
+        )
+    memory = s.get("memory")
+    if memory:
+        verdict = (
+            "fits"
+            if memory["fits"]
+            else f"DOES NOT FIT on {memory['devices_over_capacity']} device(s)"
+        )
+        out(
+            f"memory    peak {format_size(memory['peak_bytes'])} of "
+            f"{format_size(memory['capacity_bytes'])} on {memory['peak_device']} ({verdict})"
+        )
+    engine = s["engine"]
+    out(
+        f"engine    {engine['records']} records, {engine['flows_completed']} flows, "
+        f"{engine['rate_recomputations']} rate recomputations in {wall_s:.2f} s wall"
+    )
+    if result.links:
+        out("busiest links:")
+        for row in result.links[:5]:
+            out(
+                f"  {row['link']:<48} {100 * row['utilisation']:6.1f}% of {format_bandwidth(row['bandwidth_Bps'])}, "
+                f"{format_size(row['bytes'])}, peak {row['peak_flows']} flows"
+            )
