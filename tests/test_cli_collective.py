@@ -343,12 +343,16 @@ def test_no_progress_without_a_terminal(capsys) -> None:
 
 
 def test_progress_on_a_terminal(capsys, monkeypatch) -> None:
-    """On a terminal, a sweep of many points shows `point i of N` on stderr, then clears it."""
+    """On a terminal, a sweep of many points shows a bar `i of N points` on stderr, then
+    clears it; --quiet turns it off."""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["collective", *R1, "--bytes", "1MB:1GB:x2", "--json"]) == 0
     captured = capsys.readouterr()
-    assert "point 10 of 10" in captured.err and captured.err.endswith("\r")
+    assert "collective [" in captured.err and "10 of 10 points" in captured.err
+    assert captured.err.endswith("\r")
     assert len(json.loads(captured.out)) == 10
+    assert main(["collective", *R1, "--bytes", "1MB:1GB:x2", "--json", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("model", ["flow", "analytical"])

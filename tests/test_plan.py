@@ -470,7 +470,9 @@ def test_cli_progress_on_request(tmp_path: Path, capsys) -> None:
     path = write_doc(tmp_path, training_doc())
     assert main(["plan", path, "--tp", "1", "--pp", "1", "--progress", "-j", "1"]) == 0
     err = capsys.readouterr().err
-    assert "planning [" in err and "done in" in err
+    assert "planning [" in err and "configurations" in err and err.endswith("\r")
+    assert main(["plan", path, "--tp", "1", "--pp", "1", "--progress", "-q", "-j", "1"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_cli_resize_fit_only_and_zero(tmp_path: Path, capsys) -> None:

@@ -7,7 +7,6 @@ Command modules import this one and never each other.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import ClassVar
 
 from .. import __version__
@@ -49,30 +48,6 @@ class Command(Registered):
 def out(text: str = "") -> None:
     """Print a line of the command's output on stdout, at once."""
     print(text, flush=True)
-
-
-class CountProgress:
-    """A count of finished runs on stderr while many go on (only on a terminal)."""
-
-    def __init__(self, enabled: bool, template: str, min_total: int = 1) -> None:
-        self.enabled = enabled
-        self.template = template
-        """The line shown, with ``{done}`` and ``{total}``."""
-        self.min_total = min_total
-        """Totals below this show nothing (short sweeps need no progress)."""
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total < self.min_total:
-            return
-        sys.stderr.write("\r  " + self.template.format(done=done, total=total))
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 48 + "\r")
-            sys.stderr.flush()
 
 
 def build_parser() -> argparse.ArgumentParser:

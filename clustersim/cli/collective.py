@@ -25,7 +25,8 @@ from ..units import (
     parse_bandwidth,
     parse_time,
 )
-from .base import EXIT_OK, Command, CountProgress, out
+from .base import EXIT_OK, Command, out
+from .progress import QUIET_HELP, Progress, wanted
 
 _DEFAULT_TOPOLOGY = "switch"
 _TWO_TIER_FLAGS = {
@@ -58,6 +59,7 @@ class CollectiveCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
         what = parser.add_argument_group("what to time")
         what.add_argument(
             "--op", required=True, help="operation: allreduce, allgather, reducescatter, ..."
@@ -152,9 +154,7 @@ class CollectiveCommand(Command):
         sizes = bench.parse_sizes(args.bytes)
         chunk = _flag_quantity(parse_size, args.chunk, "--chunk") if args.chunk else None
         scenario, where = _bench_scenario(args)
-        progress = CountProgress(
-            sys.stderr.isatty(), "collective: point {done} of {total}", _PROGRESS_MIN_POINTS
-        )
+        progress = Progress(wanted(args.quiet), "collective", "point", _PROGRESS_MIN_POINTS)
         try:
             rows = bench.sweep(
                 scenario,

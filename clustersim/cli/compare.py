@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import Problem, ScenarioError
-from .base import EXIT_OK, Command, CountProgress, out
+from .base import EXIT_OK, Command, out
+from .progress import QUIET_HELP, Progress, wanted
 
 
 class CompareCommand(Command):
@@ -22,6 +22,7 @@ class CompareCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
         parser.add_argument("scenarios", metavar="SCENARIO", nargs="+", help="scenario YAML files")
         parser.add_argument(
             "--set",
@@ -53,7 +54,7 @@ class CompareCommand(Command):
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         settings = [sweep.parse_set(text) for text in args.settings]
         jobs = sweep.build_jobs(args.scenarios, settings)
-        progress = CountProgress(sys.stderr.isatty(), "compare: {done} of {total} done")
+        progress = Progress(wanted(args.quiet), "compare")
         try:
             results = sweep.run_jobs(jobs, args.jobs, progress=progress)
         finally:

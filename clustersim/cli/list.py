@@ -1,49 +1,49 @@
-"""``clustersim list``: what is registered (strategies, collective algorithms, model
-presets) and the commands themselves (from :attr:`Command.registry`)."""
+"""``clustersim list``: what is registered, from :data:`clustersim.registry.REGISTRIES`
+(strategies, collective algorithms, model presets, fabrics, network models, pipeline
+schedules when present, and the commands themselves)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 
+from ..registry import REGISTRIES
 from .base import EXIT_OK, Command, out
+
+REGISTERING_PACKAGES = (
+    "clustersim.strategies",
+    "clustersim.collectives",
+    "clustersim.model",
+    "clustersim.topology",
+    "clustersim.network.models",
+    "clustersim.parallel",
+)
+"""Packages that create registries when imported (missing ones are skipped)."""
+
+
+def registries() -> dict[str, object]:
+    """Every registry by label, once the packages that create them are imported."""
+    for name in REGISTERING_PACKAGES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+    return dict(REGISTRIES)
 
 
 class ListCommand(Command):
     name = "list"
     order = 40
-    help = "list registered plugins (strategies, collective algorithms, model presets) or commands"
+    help = (
+        "list registered plugins (strategies, collective algorithms, model presets, fabrics, "
+        "network models, ...) or commands"
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "what",
-            choices=["strategies", "algorithms", "models", "commands"],
-            help="what to list",
-        )
+        parser.add_argument("what", choices=sorted(registries()), help="what to list")
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.what == "algorithms":
-            from ..collectives import registered_algorithms
-
-            for name, cls in registered_algorithms().items():
-                ops = ", ".join(sorted(cls.ops))
-                out(f"{name:<20} {cls.description or cls.__doc__.splitlines()[0]} [{ops}]")
-            return EXIT_OK
-        if args.what == "models":
-            from ..models import registered_presets
-
-            for name, found in registered_presets().items():
-                model = found.build()
-                out(
-                    f"{name:<16} {model.params / 1e6:>9.1f} M params  "
-                    f"{model.forward_flops / 1e9:>9.2f} GFLOPs/sample forward  {found.description}"
-                )
-            return EXIT_OK
-        if args.what == "commands":
-            for line in Command.registry.lines():
-                out(line)
-            return EXIT_OK
-        from ..strategies import registered_strategies
-
-        for name, cls in registered_strategies().items():
-            out(f"{name:<12} {cls.description}")
+        for line in REGISTRIES[args.what].lines():
+            out(line)
         return EXIT_OK

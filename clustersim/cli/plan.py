@@ -4,12 +4,11 @@ print them ranked; the search, the runs and the files are :mod:`clustersim.plan`
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from typing import Any
 
 from ..errors import ClustersimError
 from .base import EXIT_FAILED, EXIT_OK, Command, out
+from .progress import QUIET_HELP, Progress, wanted
 
 
 class PlanCommand(Command):
@@ -26,6 +25,7 @@ class PlanCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
         from ..plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, NETWORK_MODELS
 
         micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
@@ -116,8 +116,7 @@ class PlanCommand(Command):
                 "try other --devices, --tp, --pp, --micro-batch or --zero values"
             )
         out(f"simulating {len(found.candidates)} configuration(s)")
-        enabled = sys.stderr.isatty() if args.progress is None else args.progress
-        progress = _PlanProgress(enabled)
+        progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
             outcomes = plan.run_candidates(found.candidates, args.jobs, progress=progress)
         finally:
@@ -148,8 +147,7 @@ class PlanCommand(Command):
         if not count:
             return []
         out(f"verifying the best {count} with the flow-level model, every replica")
-        enabled = sys.stderr.isatty() if args.progress is None else args.progress
-        progress = _PlanProgress(enabled)
+        progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
             verified = plan.verify(ranked, count, args.jobs, progress=progress)
         finally:
@@ -213,28 +211,3 @@ def _print_plan_header(found: Any, options: Any) -> None:
 
 _PLAN_REASONS = 8
 """Distinct skip reasons printed; the others are counted in one line."""
-
-
-class _PlanProgress:
-    """``planning [=====>    ] 37/120, 1m12s left`` on stderr, updated as runs finish."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.started = time.monotonic()
-        self.width = 0
-        """Characters of the longest line shown (to clear it)."""
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        from ..plan import progress_line
-
-        line = "  " + progress_line(done, total, time.monotonic() - self.started)
-        self.width = max(self.width, len(line))
-        sys.stderr.write("\r" + line.ljust(self.width))
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.width:
-            sys.stderr.write("\r" + " " * self.width + "\r")
-            sys.stderr.flush()

@@ -10,32 +10,7 @@ from typing import Any
 
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, out
-
-
-class _Progress:
-    """Prints simulated time on stderr while a long run goes on (only on a terminal)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.started = time.monotonic()
-        self.shown = False
-
-    def __call__(self, now_s: float) -> None:
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.started
-        if elapsed < 1.0:
-            return
-        sys.stderr.write(
-            f"\r  simulating... t = {format_time(now_s)} simulated, {elapsed:.0f} s wall"
-        )
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 72 + "\r")
-            sys.stderr.flush()
+from .progress import SimulationProgress, wanted
 
 
 class RunCommand(Command):
@@ -78,7 +53,7 @@ class RunCommand(Command):
         scenario = load_scenario(args.scenario)
         if args.seed is not None:
             scenario = scenario.model_copy(update={"seed": args.seed})
-        progress = _Progress(sys.stderr.isatty() and not args.quiet)
+        progress = SimulationProgress(wanted(args.quiet))
         started = time.monotonic()
         try:
             result = simulate(

@@ -25,11 +25,18 @@ def _load_fabrics() -> None:
         importlib.import_module(f"clustersim.topology.{module}")
 
 
+def _first_sentence(doc: str) -> str:
+    """The first sentence of a docstring, on one line, without reST markup."""
+    text = " ".join(doc.replace("``", "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
 FABRICS: Registry[Any] = Registry(
     "fabrics",
     "cluster kind",
     loader=_load_fabrics,
-    describe=lambda name, build: f"{name:<16} {(build.__doc__ or '').strip().splitlines()[0]}",
+    describe=lambda name, build: f"{name:<16} {_first_sentence(build.__doc__ or '')}",
 )
 """Cluster kind -> function building its :class:`~clustersim.topology.Topology` from the spec."""
 
