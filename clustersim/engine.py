@@ -183,6 +183,7 @@ class Simulation:
         microbatch: int = -1,
         stage: int = -1,
         op: str = "",
+        phase: str = "",
     ) -> simpy.Event:
         """Run work on ``device``'s compute stream; the event fires when it ends.
 
@@ -221,6 +222,7 @@ class Simulation:
                     microbatch,
                     stage,
                     op,
+                    phase,
                 ),
             )
         )
@@ -301,6 +303,7 @@ class Simulation:
                     microbatch,
                     stage,
                     op,
+                    "communication",
                 )
             )
 

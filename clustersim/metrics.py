@@ -21,12 +21,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .records import Record
+from .records import COMMUNICATION_KINDS, Record
 
 Interval = tuple[float, float]
-
-COMMUNICATION_KINDS = frozenset({"transfer", "collective"})
-"""Record kinds that count as communication of their ``src`` and ``dst`` devices."""
 
 
 def union_length(intervals: Iterable[Interval]) -> float:

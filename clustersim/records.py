@@ -25,8 +25,15 @@ TIMELINE_COLUMNS = (
     "microbatch",
     "stage",
     "op",
+    "phase",
 )
 """Columns of ``timeline.csv``, in order."""
+
+PHASES = ("forward", "backward", "recompute", "optimizer", "communication")
+"""Values of :attr:`Record.phase` ("" for work that is none of these)."""
+
+COMMUNICATION_KINDS = frozenset({"transfer", "collective"})
+"""Record kinds that are communication (their phase is ``communication``)."""
 
 
 class Record(NamedTuple):
@@ -51,6 +58,8 @@ class Record(NamedTuple):
     microbatch: int = -1
     stage: int = -1
     op: str = ""
+    phase: str = ""
+    """What the work is part of: one of :data:`PHASES`, or "" (see :func:`phase_of`)."""
 
     @property
     def duration_s(self) -> float:
@@ -60,7 +69,7 @@ class Record(NamedTuple):
     def csv_row(self) -> list[str]:
         """The record as timeline.csv cells: floats in their shortest exact form (whole ones
         without ``.0``), tags that do not apply (-1) empty."""
-        (resource, kind, label, start, end, nbytes, flops, src, dst, it, mb, stage, op) = self
+        (resource, kind, label, start, end, nbytes, flops, src, dst, it, mb, stage, op, _) = self
         return [
             resource,
             kind,
@@ -75,6 +84,7 @@ class Record(NamedTuple):
             _tag(mb),
             _tag(stage),
             op,
+            phase_of(self),
         ]
 
 
@@ -115,3 +125,21 @@ def timeline_frame(records: Iterable[Record]):  # -> pandas.DataFrame
 def iter_kind(records: Iterable[Record], kind: str) -> Iterator[Record]:
     """Records of one kind."""
     return (r for r in records if r.kind == kind)
+
+
+def phase_of(record: Record) -> str:
+    """The record's phase: its ``phase`` field, else ``communication`` for transfers and
+    collectives, else what an older run's label says (``fwd``/``forward``,
+    ``bwd``/``backward``, ``recomp...``), else ""."""
+    if record.phase:
+        return record.phase
+    if record.kind in COMMUNICATION_KINDS:
+        return "communication"
+    label = record.label.lower()
+    if label.startswith(("fwd", "forward")):
+        return "forward"
+    if label.startswith(("bwd", "backward")):
+        return "backward"
+    if label.startswith("recomp"):
+        return "recompute"
+    return ""

@@ -238,6 +238,7 @@ def hold_group(
                 iteration,
                 microbatch,
                 stage,
+                phase="communication",
             )
         )
     return sim.timeout(seconds)

@@ -206,5 +206,17 @@ def _play(
     records = sim.records
     for device in call.devices:
         records.append(
-            Record(device, "collective", label, start, end, 0.0, 0.0, device, device, iteration)
+            Record(
+                device,
+                "collective",
+                label,
+                start,
+                end,
+                0.0,
+                0.0,
+                device,
+                device,
+                iteration,
+                phase="communication",
+            )
         )

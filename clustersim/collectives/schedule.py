@@ -445,6 +445,7 @@ class _Execution:
                 -1,
                 -1,
                 f"step{s.step[i]}" if s.step[i] >= 0 else "",
+                "communication",
             )
         )
 
@@ -494,6 +495,7 @@ class _Execution:
                     device,
                     device,
                     self.iteration,
+                    phase="communication",
                 )
             )
         self.done.succeed(self.env.now)

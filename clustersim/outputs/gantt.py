@@ -37,7 +37,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
 from ..metrics import COMMUNICATION_KINDS, device_breakdown  # noqa: E402
-from ..records import Record, sorted_records  # noqa: E402
+from ..records import Record, phase_of, sorted_records  # noqa: E402
 from .atomic import save_figure  # noqa: E402
 from .trace import natural_key, node_of  # noqa: E402
 
@@ -104,17 +104,10 @@ class GanttData:
 
 
 def box_kind(record: Record) -> str:
-    """The kind a record is drawn as: forward, backward, recompute, compute or communication."""
-    if record.kind in COMMUNICATION_KINDS:
-        return "communication"
-    label = record.label.lower()
-    if label.startswith(("fwd", "forward")):
-        return "forward"
-    if label.startswith(("bwd", "backward")):
-        return "backward"
-    if label.startswith("recomp"):
-        return "recompute"
-    return "compute"
+    """The kind a record is drawn as: forward, backward, recompute, compute or communication
+    (its :func:`~clustersim.records.phase_of`; the optimizer and other work draw as compute)."""
+    phase = phase_of(record)
+    return phase if phase in ("forward", "backward", "recompute", "communication") else "compute"
 
 
 def _row_groups(records: Sequence[Record]) -> dict[str, str]:

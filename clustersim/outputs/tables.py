@@ -79,9 +79,9 @@ def read_csv_table(path: str | os.PathLike[str], columns: Sequence[str]) -> Any:
     import pandas as pd
 
     path = Path(path)
-    strings = {c: str for c in ("resource", "kind", "label", "src", "dst", "op", "link")}
+    strings = {c: str for c in ("resource", "kind", "label", "src", "dst", "op", "phase", "link")}
     try:
-        frame = pd.read_csv(path, dtype={c: strings[c] for c in columns if c in strings})
+        frame = pd.read_csv(path, dtype=strings)
     except FileNotFoundError:
         raise file_problem(path, "missing (is this a clustersim run folder?)") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:

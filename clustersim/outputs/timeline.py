@@ -26,7 +26,7 @@ def timeline_csv(records: Iterable[Record]) -> str:
 
 def read_timeline(path: str | os.PathLike[str]) -> list[Record]:
     """Records from a ``timeline.csv`` (pandas); empty tag cells become -1 or ''."""
-    frame = read_csv_table(path, TIMELINE_COLUMNS)
+    frame = read_csv_table(path, [c for c in TIMELINE_COLUMNS if c != "phase"])
     try:
         return [_record(row) for row in frame.itertuples(index=False)]
     except (TypeError, ValueError) as exc:
@@ -55,6 +55,7 @@ def _record(row: Any) -> Record:
         microbatch=tag["microbatch"],
         stage=tag["stage"],
         op=text["op"],
+        phase="" if _blank(values.get("phase")) else str(values["phase"]),
     )
 
 

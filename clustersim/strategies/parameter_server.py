@@ -367,6 +367,7 @@ class ParameterServer(TrainingStrategy):
             key.server,
             bytes=key.params * per_param,
             label=f"update {key.name}",
+            phase="optimizer",
             iteration=it,
             op="ps_update",
         )

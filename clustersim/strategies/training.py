@@ -40,6 +40,7 @@ def forward_pass(
             flops=layer.forward_flops * samples,
             label=f"fwd {layer.name}",
             iteration=iteration,
+            phase="forward",
         )
 
 
@@ -59,6 +60,7 @@ def backward_pass(
             flops=layer.backward_flops * samples,
             label=f"bwd {layer.name}",
             iteration=iteration,
+            phase="backward",
         )
         if on_gradient is not None:
             on_gradient(index)
@@ -73,6 +75,7 @@ def optimizer_step(
         bytes=params * OPTIMIZER_BYTES_PER_PARAM[optimizer],
         label="optimizer",
         iteration=iteration,
+        phase="optimizer",
     )
 
 

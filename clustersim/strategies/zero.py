@@ -273,7 +273,13 @@ class Zero(TrainingStrategy):
                 layer = model.layers[step.layer]
                 flops = layer.forward_flops if step.phase == "fwd" else layer.backward_flops
                 label = f"{step.phase} {layer.name}"
-                work = sim.compute(device, flops=flops * samples, label=label, iteration=it)
+                work = sim.compute(
+                    device,
+                    flops=flops * samples,
+                    label=label,
+                    iteration=it,
+                    phase="forward" if step.phase == "fwd" else "backward",
+                )
                 if self.prefetch and step.prefetch is not None:
                     asked.upto(step.prefetch)
                 yield work
