@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .errors import Problem, ScenarioError
+from .registry import Registered, Registry
 
 __all__ = [
     "Op",
@@ -69,10 +70,12 @@ class Op:
         return f"{letter}{self.microbatch}" + (f".{self.chunk}" if self.chunk else "")
 
 
-_SCHEDULES: dict[str, type[Schedule]] = {}
+def _schedule_line(name: str, cls: type[Schedule]) -> str:
+    """``clustersim list schedules``: name and description."""
+    return f"{name:<12} {cls.description}"
 
 
-class Schedule:
+class Schedule(Registered):
     """Base of pipeline schedules: ``p`` stages, ``m`` micro-batches, ``v`` chunks per device.
 
     Subclasses set ``name`` and ``description`` and implement
@@ -80,15 +83,16 @@ class Schedule:
     :meth:`problems` and give their bubble in :meth:`theoretical_bubble`.
     """
 
+    registry: ClassVar[Registry[type[Schedule]]] = Registry(
+        "schedules",
+        "pipeline schedule",
+        describe=_schedule_line,
+        unknown="unknown schedule {name!r}",
+    )
     name: ClassVar[str]
     description: ClassVar[str] = ""
     multi_chunk: ClassVar[bool] = False
     """Whether the schedule accepts more than one model chunk per device."""
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            _SCHEDULES[cls.name] = cls
 
     def __init__(self, stages: int, micro_batches: int, chunks: int = 1) -> None:
         problems = self.problems(stages, micro_batches, chunks)
@@ -233,17 +237,12 @@ class InterleavedSchedule(Schedule):
 
 def registered_schedules() -> dict[str, type[Schedule]]:
     """Every registered schedule class by name."""
-    return dict(_SCHEDULES)
+    return Schedule.registry.entries()
 
 
 def make_schedule(name: str, stages: int, micro_batches: int, chunks: int = 1) -> Schedule:
     """The schedule ``name`` for ``p`` stages, ``m`` micro-batches and ``v`` chunks; ScenarioError if forbidden."""
-    cls = _SCHEDULES.get(name)
-    if cls is None:
-        raise ScenarioError(
-            Problem("pipeline.schedule", f"unknown schedule {name!r}", ", ".join(_SCHEDULES))
-        )
-    return cls(stages, micro_batches, chunks)
+    return Schedule.registry.lookup(name, "pipeline.schedule")(stages, micro_batches, chunks)
 
 
 # --------------------------------------------------------------------------- ideal timing

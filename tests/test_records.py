@@ -52,3 +52,14 @@ def test_an_older_timeline_without_phases_still_reads(tmp_path: Path) -> None:
         "",
     ]
     assert phase_of(Record("gpu0", "compute", "fwd x", 0.0, 1.0, phase="optimizer")) == "optimizer"
+
+
+def test_every_training_strategy_books_its_phases() -> None:
+    """Compute of the hybrid, ZeRO and parameter-server strategies carries a phase too
+    (a parameter server's aggregation is the only compute that is none of them)."""
+    for name in ("pipeline/1f1b_m8", "zero/gpt3_1.3b_stage2", "parameter_server/async"):
+        records = clustersim.simulate(ROOT / f"scenarios/{name}.yaml").records
+        phases = Counter(r.phase for r in records if r.kind == "compute")
+        assert phases["forward"] > 0 and phases["backward"] > 0 and phases["optimizer"] > 0, name
+        unset = {r.label.split()[0] for r in records if r.kind == "compute" and not r.phase}
+        assert unset <= {"aggregate"}, (name, unset)

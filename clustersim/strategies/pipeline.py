@@ -631,7 +631,12 @@ class Pipeline(TrainingStrategy):
                 sim,
                 group,
                 lambda device, it=it: sim.compute(
-                    device, bytes=step_bytes, label="optimizer", iteration=it, stage=s
+                    device,
+                    bytes=step_bytes,
+                    label="optimizer",
+                    iteration=it,
+                    stage=s,
+                    phase="optimizer",
                 ),
             )
             if self.dp > 1 and self.zero >= 1:
@@ -678,6 +683,7 @@ class Pipeline(TrainingStrategy):
                 microbatch=j,
                 stage=s,
                 op=tag,
+                phase="forward" if op.kind == FORWARD else "backward",
             ),
         )
         if self.tp > 1 and plan.split_layers:
