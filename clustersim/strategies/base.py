@@ -165,8 +165,8 @@ def load_plugins() -> None:
     from . import (  # noqa: F401  (built-in strategies register on import)
         collective,
         data_parallel,
+        hybrid,
         parameter_server,
-        pipeline,
         program,
         zero,
     )

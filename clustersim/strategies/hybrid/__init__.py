@@ -1,0 +1,13 @@
+"""The 3D hybrid strategy (``pipeline``): pipeline x tensor x data parallelism, ZeRO-1.
+
+* :mod:`.stages` -- what each stage holds and costs;
+* :mod:`.layout` -- the configuration, checked (:class:`HybridLayout`);
+* :mod:`.strategy` -- running it and its summary (:class:`Pipeline`);
+* :mod:`.accounting` -- activation memory, bubbles per iteration, link sharing.
+"""
+
+from .accounting import bubble_by_iteration
+from .stages import StagePlan, peak_stored, plan_stages
+from .strategy import Pipeline
+
+__all__ = ["Pipeline", "StagePlan", "bubble_by_iteration", "peak_stored", "plan_stages"]

@@ -1,0 +1,112 @@
+"""Bookkeeping of a hybrid run: activation memory over time, bubbles per iteration window,
+and how many data-parallel collectives share a link.  Units: seconds, bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...collectives import CollectiveCall
+from ...metrics import union_length
+from ...records import Record
+
+Interval = tuple[float, float]
+
+
+def link_sharing(topology: Any, calls: Sequence[CollectiveCall]) -> int:
+    """The largest number of ``calls`` (run at once) whose ring-neighbour routes cross one link.
+
+    The data-parallel collectives of a stage, one per tensor rank, start together;
+    with tensor groups inside nodes each of them crosses the same NICs.
+    """
+    if len(calls) < 2:
+        return 1
+    users: dict[int, int] = {}
+    for call in calls:
+        devices = call.devices
+        links = {
+            link.index
+            for a, b in zip(devices, devices[1:] + devices[:1], strict=True)
+            for link in topology.routes(a, b)[0].links
+        }
+        for index in links:
+            users[index] = users.get(index, 0) + 1
+    return max(users.values(), default=1)
+
+
+class ActivationMemory:
+    """Activations stored on one stage device: bytes and micro-batches, their peaks over time."""
+
+    def __init__(self, record: bool) -> None:
+        self.held: dict[tuple[int, int], float] = {}
+        self.bytes = 0.0
+        self.peak_bytes = 0.0
+        self.peak_count = 0
+        self.record = record
+        self.timeline: list[list[float]] = []
+        """``[time_s, micro-batches stored, bytes stored]`` at each change, iteration 0 only."""
+
+    def store(self, key: tuple[int, int], nbytes: float, now: float, it: int) -> None:
+        self.held[key] = nbytes
+        self.bytes += nbytes
+        self.peak_bytes = max(self.peak_bytes, self.bytes)
+        self.peak_count = max(self.peak_count, len(self.held))
+        self._note(now, it)
+
+    def free(self, key: tuple[int, int], now: float, it: int) -> None:
+        self.bytes -= self.held.pop(key)
+        if not self.held:
+            self.bytes = 0.0
+        self._note(now, it)
+
+    def _note(self, now: float, it: int) -> None:
+        if self.record and it == 0:
+            self.timeline.append([now, len(self.held), self.bytes])
+
+
+def iteration_windows(ends: Sequence[float]) -> list[Interval]:
+    """Iteration windows: from the end of the previous iteration (or 0) to its end."""
+    return [(ends[i - 1] if i else 0.0, end) for i, end in enumerate(ends)]
+
+
+def _clip(intervals: Sequence[Interval], window: Interval) -> list[Interval]:
+    lo, hi = window
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
+
+
+def bubble_by_iteration(
+    records: Sequence[Record], devices: Sequence[str], windows: Sequence[Interval]
+) -> dict[str, list[dict[str, float]]]:
+    """Per device and iteration window: compute, exposed communication, idle (s), bubble fraction.
+
+    ``bubble_fraction`` = 1 - compute / window: the share of the iteration the
+    device's compute stream is not busy -- waiting on another stage, exposed
+    communication (inter-stage transfers, the gradient all-reduce) and idle.
+    """
+    wanted = set(devices)
+    compute: dict[str, list[Interval]] = {d: [] for d in devices}
+    comm: dict[str, list[Interval]] = {d: [] for d in devices}
+    for r in records:
+        if r.kind == "compute" and r.resource in wanted:
+            compute[r.resource].append((r.start_s, r.end_s))
+        elif r.kind in ("transfer", "collective"):
+            for end in {r.src, r.dst} & wanted:
+                comm[end].append((r.start_s, r.end_s))
+    out: dict[str, list[dict[str, float]]] = {}
+    for device in devices:
+        rows = []
+        for window in windows:
+            length = window[1] - window[0]
+            c = _clip(compute[device], window)
+            m = _clip(comm[device], window)
+            compute_s, busy_s = union_length(c), union_length(c + m)
+            rows.append(
+                {
+                    "compute_s": compute_s,
+                    "exposed_communication_s": busy_s - compute_s,
+                    "idle_s": max(length - busy_s, 0.0),
+                    "bubble_fraction": 1.0 - compute_s / length if length > 0 else 0.0,
+                }
+            )
+        out[device] = rows
+    return out

@@ -1,0 +1,149 @@
+"""Stages of the hybrid strategy: what each (virtual) pipeline stage holds and costs.
+
+A :class:`StagePlan` per virtual stage: its layers, FLOPs per sample (with
+recomputation), activation and boundary bytes; :func:`peak_stored` counts the
+micro-batches a schedule keeps alive at once.  Units: FLOPs, bytes per sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...activations import layer_activation_bytes
+from ...pipeline import (
+    FORWARD,
+    Op,
+)
+from ...tensor_parallel import SPLIT_KINDS, boundary_bytes
+from .. import training
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One virtual stage: its layers and its cost per sample on one GPU of its tensor group."""
+
+    index: int
+    first_layer: int
+    layers: int
+    forward_flops: float
+    """Forward FLOPs per sample (the whole stage; a tensor-parallel GPU does 1/t of it)."""
+    backward_flops: float
+    """Backward FLOPs per sample."""
+    params: float
+    activation_bytes: float
+    """Activation bytes stored per sample per GPU, with the recomputation chosen."""
+    output_bytes: float
+    """Bytes per sample sent to the next stage (transformers: the b s h hidden state)."""
+    input_bytes: float
+    """Bytes per sample of the stage input."""
+    recompute_flops: float = 0.0
+    """Forward FLOPs per sample re-run in backward by recomputation."""
+    split_layers: int = 0
+    """Attention and MLP layers: each all-reduces once per direction under tensor parallelism."""
+    working_bytes: float = 0.0
+    """Per sample: the largest layer's activations without recomputation (the working set
+    of one layer while its backward recomputes it)."""
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """How stages store and recompute activations."""
+
+    recompute: str = "none"
+    """none, selective or full."""
+    tp: int = 1
+    sequence_parallel: bool = False
+    bytes_per_value: float = 4.0
+    """Bytes of a communicated value (the training precision)."""
+
+
+def plan_stages(
+    model: training.Model, counts: Sequence[int], options: StageOptions | None = None
+) -> list[StagePlan]:
+    """The virtual stages holding ``counts`` consecutive layers each, input first."""
+    opt = options or StageOptions()
+    plans: list[StagePlan] = []
+    first = 0
+    for k, count in enumerate(counts):
+        layers = model.layers[first : first + count]
+        previous = plans[-1].output_bytes if plans else layers[0].activation_bytes
+        plans.append(_plan(model, k, first, layers, previous, opt))
+        first += count
+    return plans
+
+
+def _plan(
+    model: training.Model,
+    k: int,
+    first: int,
+    layers: Sequence[training.Layer],
+    previous: float,
+    opt: StageOptions,
+) -> StagePlan:
+    forward = sum(x.forward_flops for x in layers)
+    if model.transformer is None:
+        full = sum(x.activation_bytes for x in layers)
+        stored = previous if opt.recompute == "full" else full
+        output = layers[-1].activation_bytes
+        recompute_flops = forward if opt.recompute == "full" else 0.0
+        working = full if opt.recompute == "full" else 0.0
+    else:
+
+        def kept(layer: training.Layer, mode: str) -> float:
+            return layer_activation_bytes(
+                layer,
+                model,
+                1.0,
+                tp=opt.tp,
+                sequence_parallel=opt.sequence_parallel,
+                recompute=mode,
+            )
+
+        stored = sum(kept(x, opt.recompute) for x in layers)
+        output = boundary_bytes(model, 1.0, opt.bytes_per_value) or 0.0
+        recompute_flops = _transformer_recompute_flops(model, layers, opt.recompute)
+        working = max(kept(x, "none") for x in layers) if opt.recompute != "none" else 0.0
+    return StagePlan(
+        index=k,
+        first_layer=first,
+        layers=len(layers),
+        forward_flops=forward,
+        backward_flops=sum(x.backward_flops for x in layers),
+        params=sum(x.params for x in layers),
+        activation_bytes=stored,
+        output_bytes=output,
+        input_bytes=previous,
+        recompute_flops=recompute_flops,
+        split_layers=sum(1 for x in layers if x.kind in SPLIT_KINDS),
+        working_bytes=working,
+    )
+
+
+def _transformer_recompute_flops(
+    model: training.Model, layers: Sequence[training.Layer], mode: str
+) -> float:
+    """Full: the forward of every attention and MLP layer; selective: the attention scores
+    and their product with V (4 s^2 h per sample per attention layer)."""
+    if mode == "full":
+        return sum(x.forward_flops for x in layers if x.kind in SPLIT_KINDS)
+    if mode == "selective":
+        shape = model.transformer
+        per_layer = 4.0 * shape.seq * shape.seq * shape.hidden
+        return per_layer * sum(1 for x in layers if x.kind == "attention")
+    return 0.0
+
+
+def peak_stored(ops: Sequence[Op]) -> tuple[int, list[tuple[int, int]]]:
+    """Largest number of (micro-batch, chunk) activations a device's ops hold at once, and
+    the pairs held at that moment (forward stores, backward frees)."""
+    held: list[tuple[int, int]] = []
+    best: list[tuple[int, int]] = []
+    for op in ops:
+        if op.kind == FORWARD:
+            held.append((op.microbatch, op.chunk))
+            if len(held) > len(best):
+                best = list(held)
+        else:
+            held.remove((op.microbatch, op.chunk))
+    return len(best), best
