@@ -327,18 +327,6 @@ def test_verdict_lines() -> None:
     )
 
 
-def test_progress_line() -> None:
-    """Bar, count and the time left at the pace so far (37 runs in 37 s: 83 s for 83 more)."""
-    assert plan.progress_line(37, 120, 37.0) == (
-        "planning [======>                 ] 37/120, 1m23s left"
-    )
-    assert plan.progress_line(0, 120, 0.0) == "planning [" + " " * 24 + "] 0/120"
-    assert (
-        plan.progress_line(120, 120, 3725.0) == "planning [" + "=" * 24 + "] 120/120, done in 1h02m"
-    )
-    assert [plan.duration(s) for s in (0.2, 45, 72, 7200)] == ["1s", "45s", "1m12s", "2h00m"]
-
-
 @pytest.mark.parametrize(
     ("flag_text", "expected"),
     [("1,2,4", (1, 2, 4)), ("8, 2,2", (2, 8)), ("4", (4,))],

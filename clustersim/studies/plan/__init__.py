@@ -1,0 +1,16 @@
+"""``clustersim plan``: search dp x tp x pp x micro-batch x ZeRO configurations.
+
+* :mod:`.space` -- options, the scenario resized, the search space and its candidates;
+* :mod:`.runs` -- simulating candidates (the studies' one process pool) and
+  verifying the best ones with the flow-level model;
+* :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png.
+
+``clustersim.plan`` is an alias of this package, so ``from clustersim import plan``
+and every name below keep working.
+"""
+
+from .runs import *  # noqa: F403
+from .runs import _outcome  # noqa: F401
+from .space import *  # noqa: F403
+from .space import _reason  # noqa: F401
+from .tables import *  # noqa: F403

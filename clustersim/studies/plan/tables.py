@@ -1,0 +1,320 @@
+"""Ranking plan outcomes, the verdict, the table, plan.csv/md/png."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...outputs import tables
+from ...outputs.atomic import save_figure, write_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+from .runs import Outcome, Verification
+from .space import GB, PLOT_BARS, SHARDED_STAGE, PlanOptions, dash, point_label, shorten
+
+# --------------------------------------------------------------------------- ranking
+
+
+def rank(outcomes: Iterable[Outcome]) -> list[Outcome]:
+    """Highest throughput first, ties by enumeration order; failed runs last (no rank)."""
+    done = list(outcomes)
+    ran = sorted(
+        (o for o in done if o.ok),
+        key=lambda o: (-(o.throughput_samples_per_s or 0.0), o.candidate.index),
+    )
+    for i, outcome in enumerate(ran, start=1):
+        outcome.rank = i
+    failed = sorted((o for o in done if not o.ok), key=lambda o: o.candidate.index)
+    return ran + failed
+
+
+def shown(
+    ranked: Sequence[Outcome], fit_only: bool = False, top: int | None = None
+) -> list[Outcome]:
+    """The rows to print: without those that do not fit (``fit_only``), the first ``top``."""
+    rows = [o for o in ranked if not (fit_only and o.fits is False)]
+    return rows[:top] if top is not None else rows
+
+
+def best_fitting(ranked: Sequence[Outcome]) -> Outcome | None:
+    """The highest-throughput outcome known to fit in memory (None if none)."""
+    return next((o for o in ranked if o.ok and o.fits is True), None)
+
+
+def verdict(ranked: Sequence[Outcome], options: PlanOptions, recompute: str | None) -> str:
+    """One line naming the best configuration that fits, or why none does and what would help."""
+    best = best_fitting(ranked)
+    ran = [o for o in ranked if o.ok]
+    if best is not None:
+        return f"best that fits: {best.point.label()}: {_performance(best)}"
+    if not ran:
+        return "no configuration ran: every simulation failed (see the rows)"
+    unknown = [o for o in ran if o.fits is None]
+    if unknown:
+        top = unknown[0]
+        return (
+            f"best: {top.point.label()}: {_performance(top)} "
+            "(its strategy models no memory: whether it fits is unknown)"
+        )
+    closest = min(ran, key=lambda o: ((o.peak_bytes or 0) / (o.capacity_bytes or 1), o.rank or 0))
+    return (
+        f"none fits in device memory: the closest, {closest.point.label()}, needs "
+        f"{_size(closest.peak_bytes)} of {_size(closest.capacity_bytes)}; might help: "
+        + "; ".join(_help(options, recompute))
+    )
+
+
+def recompute_of(doc: dict[str, Any]) -> str | None:
+    """The scenario's activation recomputation: ``training.recompute``, else ``full`` when
+    ``pipeline.recompute`` is true, else None."""
+    chosen = (doc.get("training") or {}).get("recompute")
+    if chosen is None and (doc.get("pipeline") or {}).get("recompute"):
+        return "full"
+    return chosen
+
+
+def _performance(outcome: Outcome) -> str:
+    from ...units import format_time
+
+    text = (
+        f"{outcome.throughput_samples_per_s:,.1f} samples/s, iteration "
+        f"{format_time(outcome.iteration_time_s or 0.0)}"
+    )
+    if outcome.peak_bytes is not None:
+        text += f", peak {_size(outcome.peak_bytes)} of {_size(outcome.capacity_bytes)}"
+    return text
+
+
+def _help(options: PlanOptions, recompute: str | None) -> list[str]:
+    """What was not tried that lowers memory per device."""
+    tips = []
+    if options.tp is not None or options.pp is not None:
+        tips.append("more tensor/pipeline parallelism (leave out --tp/--pp to try every degree)")
+    if not any(z >= SHARDED_STAGE for z in options.zero):
+        tips.append("ZeRO stage 2 or 3 (--zero 0,1,2,3)")
+    if recompute in (None, "none", "selective"):
+        tips.append("activation recomputation (training.recompute: full)")
+    if 1 not in options.micro_batch:
+        tips.append("smaller micro-batches (--micro-batch 1)")
+    tips.append("more GPUs (--devices) or GPUs with more memory (the cluster's gpu.memory)")
+    return tips
+
+
+def _gb(value: float | None) -> str:
+    """Bytes as GB for the table: three significant digits, whole numbers from 100 GB."""
+    if value is None:
+        return "-"
+    gb = value / GB
+    return f"{gb:.0f}" if gb >= 100 else f"{gb:.3g}"
+
+
+def _size(value: float | None) -> str:
+    from ...units import format_size
+
+    return "-" if value is None else format_size(value)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+COLUMNS = (
+    "rank",
+    "dp",
+    "tp",
+    "pp",
+    "micro_batch",
+    "micro-batches",
+    "zero",
+    "iteration",
+    "samples/s",
+    "TFLOP/s/GPU",
+    "peak GB",
+    "capacity GB",
+    "fits",
+)
+"""Columns of the printed table (and plan.md); a failed run adds its error after them."""
+RIGHT_ALIGNED = set(COLUMNS) - {"fits"}
+
+
+def table_cells(outcome: Outcome) -> list[str]:
+    """One row of the printed table; "-" where a value is unknown or does not apply."""
+    from ...units import format_time
+
+    p = outcome.point
+    fits = {True: "yes", False: "NO", None: "-"}[outcome.fits]
+    return [
+        "-" if outcome.rank is None else str(outcome.rank),
+        str(p.dp),
+        str(p.tp),
+        str(p.pp),
+        dash(p.micro_batch),
+        dash(p.micro_batches),
+        str(p.zero),
+        "-" if outcome.iteration_time_s is None else format_time(outcome.iteration_time_s),
+        "-"
+        if outcome.throughput_samples_per_s is None
+        else f"{outcome.throughput_samples_per_s:,.1f}",
+        "-" if outcome.tflops_per_gpu is None else f"{outcome.tflops_per_gpu:.1f}",
+        _gb(outcome.peak_bytes),
+        _gb(outcome.capacity_bytes),
+        fits if outcome.ok else "failed",
+    ]
+
+
+def format_table(rows: Sequence[Outcome]) -> list[str]:
+    """The rows as aligned text lines, a header first; failed rows end with their error."""
+    cells = [table_cells(o) for o in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(COLUMNS)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if name in RIGHT_ALIGNED else v.ljust(w)
+            for v, w, name in zip(values, widths, COLUMNS)
+        ]
+        return "  ".join(parts).rstrip()
+
+    lines = [line(COLUMNS)]
+    for outcome, row in zip(rows, cells):
+        text = line(row)
+        lines.append(f"{text}  {shorten(outcome.error)}" if outcome.error else text)
+    return lines
+
+
+CSV_COLUMNS = (
+    "rank",
+    "dp",
+    "tp",
+    "pp",
+    "micro_batch",
+    "micro_batches",
+    "zero",
+    "iteration_time_s",
+    "throughput_samples_per_s",
+    "tflops_per_gpu",
+    "peak_memory_bytes",
+    "capacity_bytes",
+    "fits",
+    "error",
+    "flow_iteration_time_s",
+    "flow_rank",
+)
+
+
+def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -> str:
+    """Every outcome as CSV, SI units (seconds, samples/s, bytes); empty cells where unknown.
+    ``flow_iteration_time_s`` and ``flow_rank`` are filled for the ``verified`` ones."""
+    by_index = {v.fast.candidate.index: v for v in verified}
+    rows = []
+    for o in ranked:
+        p = o.point
+        values = (
+            o.rank,
+            p.dp,
+            p.tp,
+            p.pp,
+            p.micro_batch,
+            p.micro_batches,
+            p.zero,
+            o.iteration_time_s,
+            o.throughput_samples_per_s,
+            o.tflops_per_gpu,
+            o.peak_bytes,
+            o.capacity_bytes,
+            None if o.fits is None else ("yes" if o.fits else "no"),
+            o.error,
+            *_verified_cells(by_index.get(o.candidate.index)),
+        )
+        rows.append([tables.cell(v) for v in values])
+    return tables.csv_text(CSV_COLUMNS, rows)
+
+
+def _verified_cells(v: Verification | None) -> tuple[float | None, int | None]:
+    if v is None:
+        return (None, None)
+    return (v.flow.iteration_time_s if v.flow.ok else None, v.flow_rank)
+
+
+def markdown_text(ranked: Sequence[Outcome], title: str, notes: Sequence[str]) -> str:
+    """Every outcome as a Markdown table under ``# title``, the notes (verdict, network) after."""
+    lines = [f"# {title}", ""]
+    right = [i for i, c in enumerate(COLUMNS) if c in RIGHT_ALIGNED]
+    rows = [table_cells(o) + [tables.markdown_escape(o.error)] for o in ranked]
+    lines += tables.markdown_table([*COLUMNS, "error"], rows, right_aligned=right)
+    lines += [""] + [f"{note}" for note in notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot_figure(ranked: Sequence[Outcome], title: str = "") -> Figure:
+    """Throughput per configuration, best first: bars green if they fit, red if not, grey
+    if unknown; the best configuration that fits is marked.  At most :data:`PLOT_BARS` bars.
+    Built on the Agg canvas without pyplot (no global state).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    ran = [o for o in ranked if o.ok][:PLOT_BARS]
+    colours = {True: "tab:green", False: "tab:red", None: "tab:gray"}
+    fig = Figure(figsize=(max(6.0, 0.35 * len(ran) + 2.0), 5.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(ran)))
+    ax.bar(xs, [o.throughput_samples_per_s for o in ran], color=[colours[o.fits] for o in ran])
+    ax.set_xticks(xs, [point_label(o.point) for o in ran], rotation=90, fontsize="small")
+    best = best_fitting(ranked)
+    if best is not None and best in ran:
+        x = ran.index(best)
+        ax.annotate(
+            "best",
+            (x, best.throughput_samples_per_s or 0.0),
+            xytext=(0, 6),
+            textcoords="offset points",
+            ha="center",
+            fontweight="bold",
+        )
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_xlabel("dp/tp/pp/micro_batch/zero")
+    ax.set_ylim(bottom=0, top=max([o.throughput_samples_per_s or 0 for o in ran] + [1]) * 1.12)
+    present = {o.fits for o in ran}
+    legend = [
+        Patch(color=colours[k], label=f"fits: {v}") for k, v in _FIT_WORDS.items() if k in present
+    ]
+    ax.legend(handles=legend, fontsize="small", loc="upper right")
+    extra = (
+        f" (best {PLOT_BARS} of {sum(o.ok for o in ranked)})"
+        if len(ran) < sum(o.ok for o in ranked)
+        else ""
+    )
+    ax.set_title((title or "throughput per configuration") + extra)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+_FIT_WORDS = {True: "yes", False: "no", None: "unknown"}
+
+
+def write_outputs(
+    ranked: Sequence[Outcome],
+    out_dir: str | os.PathLike[str],
+    title: str,
+    notes: Sequence[str],
+    verified: Sequence[Verification] = (),
+) -> list[Path]:
+    """Write plan.csv, plan.md and plan.png into ``out_dir`` (each atomically); every outcome,
+    and the flow-level times of the ``verified`` ones."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        write_atomic(out / "plan.csv", csv_text(ranked, verified)),
+        write_atomic(out / "plan.md", markdown_text(ranked, title, notes)),
+        save_figure(plot_figure(ranked, title), out / "plan.png", "png", reproducible=False),
+    ]
