@@ -123,7 +123,7 @@ def simulate(
     memory = memory_block(prepared)
     if strict_memory and memory and not memory["fits"]:
         from .errors import Problem, ScenarioError
-        from .memory import over_capacity_message
+        from .model.memory import over_capacity_message
 
         raise ScenarioError(
             Problem(
@@ -146,7 +146,7 @@ def simulate(
 
 def memory_block(prepared: Prepared) -> dict[str, Any]:
     """The summary's ``memory`` block of a prepared run ({} if its strategy models no memory)."""
-    from .memory import memory_summary
+    from .model.memory import memory_summary
 
     plan = prepared.strategy.memory_plan() if hasattr(prepared.strategy, "memory_plan") else None
     return memory_summary(plan) if plan else {}

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from . import golden
 from .errors import ClustersimError
+from .studies import golden
 
 UPDATE_FLAG = "--clustersim-update-golden"
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from .collectives import CollectiveCall, analytical_time
 
 if TYPE_CHECKING:
+    from .model.layers import Layer, Model
     from .topology import Topology
-    from .training import Layer, Model
 
 SPLIT_KINDS = ("attention", "mlp")
 """Layer kinds whose compute and activations divide over a tensor-parallel group."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import ClassVar
 
-from .. import __version__
 from ..registry import Registered, Registry
+from ..version import __version__
 
 EXIT_OK = 0
 EXIT_FAILED = 1

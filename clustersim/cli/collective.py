@@ -339,7 +339,7 @@ def _write_bench_files(
     args: argparse.Namespace, rows: list[dict[str, Any]], title: str, note: Any
 ) -> None:
     """Write --csv and --plot (each through a temporary file, then renamed)."""
-    from ..api import write_atomic
+    from ..outputs.atomic import write_atomic
 
     if args.csv:
         path = write_atomic(Path(args.csv), bench.rows_csv(rows))

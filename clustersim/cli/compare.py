@@ -48,7 +48,7 @@ class CompareCommand(Command):
         parser.add_argument("-o", "--output", metavar="DIR", required=True, help="output folder")
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import sweep
+        from ..studies import sweep
 
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))

@@ -60,7 +60,7 @@ class GoldenCommand(Command):
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import golden
+        from ..studies import golden
 
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
@@ -83,7 +83,7 @@ class GoldenCommand(Command):
 
 def _golden_scenarios(golden_dir: str) -> list[str]:
     """The ``scenario_file`` of every golden file in ``golden_dir``."""
-    from .. import golden
+    from ..studies import golden
 
     files = list(golden.goldens_in(golden_dir))
     if not files:
@@ -97,7 +97,7 @@ def _golden_scenarios(golden_dir: str) -> list[str]:
 
 def _print_golden_report(report: Any, verbose: bool) -> None:
     """Status line, notes and the metric table (timings and failures; every row if verbose)."""
-    from ..golden import report_lines
+    from ..studies.golden import report_lines
 
     for line in report_lines(report, all_rows=verbose):
         out(line)

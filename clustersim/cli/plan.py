@@ -26,7 +26,7 @@ class PlanCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-        from ..plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, NETWORK_MODELS
+        from ..studies.plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, NETWORK_MODELS
 
         micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
         zero = ",".join(map(str, DEFAULT_ZERO_STAGES))
@@ -102,7 +102,7 @@ class PlanCommand(Command):
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import plan
+        from ..studies import plan
 
         for flag, value in (("-j", args.jobs), ("--top", args.top), ("--verify", args.verify)):
             plan.check_count(value, flag)
@@ -141,7 +141,7 @@ class PlanCommand(Command):
     @staticmethod
     def _verify(args: argparse.Namespace, ranked: Any, options: Any) -> list[Any]:
         """Re-simulate the best ``--verify`` configurations flow-level; print both times."""
-        from .. import plan
+        from ..studies import plan
 
         count = min(args.verify, sum(o.ok for o in ranked))
         if not count:
@@ -159,7 +159,7 @@ class PlanCommand(Command):
 
 def _plan_options(args: argparse.Namespace) -> Any:
     """The :class:`clustersim.plan.PlanOptions` of the flags (errors name the flag)."""
-    from .. import plan
+    from ..studies import plan
 
     return plan.PlanOptions(
         devices=args.devices,
@@ -175,7 +175,7 @@ def _plan_options(args: argparse.Namespace) -> Any:
 
 def _print_plan_header(found: Any, options: Any) -> None:
     """What is planned, on what, how it is simulated, and what was left out and why."""
-    from .. import plan
+    from ..studies import plan
 
     space = found.space
     model = (

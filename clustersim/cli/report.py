@@ -22,7 +22,7 @@ class ReportCommand(Command):
         parser.add_argument("run_dir", metavar="DIR", help="output folder of `clustersim run`")
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..report import write_report
+        from ..outputs.html import write_report
 
         written = write_report(args.run_dir)
         out(f"wrote {', '.join(str(p) for p in written)}")

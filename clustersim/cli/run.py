@@ -81,7 +81,7 @@ class RunCommand(Command):
 
 def _warn_memory(summary: dict[str, Any]) -> None:
     """A warning on stderr when the run does not fit in device memory."""
-    from ..memory import over_capacity_message
+    from ..model.memory import over_capacity_message
 
     message = over_capacity_message(summary.get("memory", {}))
     if message:

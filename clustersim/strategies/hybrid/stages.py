@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...activations import layer_activation_bytes
+from ...model.activations import layer_activation_bytes
 from ...pipeline import (
     FORWARD,
     Op,

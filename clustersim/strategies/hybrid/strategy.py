@@ -76,8 +76,8 @@ import simpy
 from ...collectives import CollectiveCall, hold_group, run_collective
 from ...engine import Simulation
 from ...errors import SimulationError
-from ...memory import DeviceMemory, model_states
 from ...metrics import flop_rates, training_summary
+from ...model.memory import DeviceMemory, model_states
 from ...pipeline import (
     BACKWARD,
     FORWARD,
@@ -144,7 +144,7 @@ class Pipeline(HybridLayout):
 
     def start(self, sim: Simulation) -> None:
         self.clock = training.IterationClock.new()
-        self._env = sim.env
+        self._sim = sim
         self._arrivals: dict[tuple[int, int, str, int, int], simpy.Event] = {}
         self._flush: dict[tuple[str, int, int], tuple[list[int], simpy.Event]] = {}
         self.memory = {
@@ -158,7 +158,7 @@ class Pipeline(HybridLayout):
         """The event of an activation or gradient reaching its virtual stage (created on demand)."""
         event = self._arrivals.get(key)
         if event is None:
-            event = self._arrivals[key] = simpy.Event(self._env)
+            event = self._arrivals[key] = self._sim.event()
         return event
 
     def _stage(self, sim: Simulation, d: int, s: int) -> Generator[Any, Any, None]:
@@ -319,7 +319,7 @@ class Pipeline(HybridLayout):
     def _dp_sync(self, sim: Simulation, what: str, s: int, it: int, d: int) -> simpy.Event:
         """Stage ``s``'s gradient sync (``grad``) or ZeRO-1 parameter all-gather (``param``)
         among its dp peers, one collective per tensor rank, started by the last replica."""
-        arrived, done = self._flush.setdefault((what, s, it), ([], sim.env.event()))
+        arrived, done = self._flush.setdefault((what, s, it), ([], sim.event()))
         arrived.append(d)
         if len(arrived) == self.simulated:
             calls = self.calls[s]
