@@ -16,7 +16,7 @@ REGISTERING_PACKAGES = (
     "clustersim.model",
     "clustersim.topology",
     "clustersim.network.models",
-    "clustersim.pipeline",
+    "clustersim.parallel.schedules",
 )
 """Packages that create registries when imported (missing ones are skipped)."""
 

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from ...collectives import CollectiveCall, check_call
 from ...errors import Problem, ScenarioError
-from ...pipeline import (
-    Schedule,
-    balanced_split,
-    check_stage_layers,
-    make_schedule,
-)
-from ...placement import place
+from ...parallel.placement import place
+from ...parallel.schedules import Schedule, make_schedule
+from ...parallel.stages import balanced_split, check_stage_layers
+from ...parallel.tensor_parallel import SPLIT_KINDS, CollectiveTimer
 from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
-from ...tensor_parallel import SPLIT_KINDS, CollectiveTimer
 from .. import training
 from ..base import TrainingStrategy
 from .accounting import link_sharing

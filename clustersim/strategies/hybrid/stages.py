@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...model.activations import layer_activation_bytes
-from ...pipeline import (
+from ...parallel.schedules import (
     FORWARD,
     Op,
 )
-from ...tensor_parallel import SPLIT_KINDS, boundary_bytes
+from ...parallel.tensor_parallel import SPLIT_KINDS, boundary_bytes
 from .. import training
 
 

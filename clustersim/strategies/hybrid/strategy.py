@@ -78,13 +78,13 @@ from ...engine import Simulation
 from ...errors import SimulationError
 from ...metrics import flop_rates, training_summary
 from ...model.memory import DeviceMemory, model_states
-from ...pipeline import (
+from ...parallel.schedules import (
     BACKWARD,
     FORWARD,
     Op,
 )
+from ...parallel.tensor_parallel import SPLIT_KINDS, layer_collectives
 from ...scenario import DataParallelSpec
-from ...tensor_parallel import SPLIT_KINDS, layer_collectives
 from .. import training
 from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
 from .layout import HybridLayout

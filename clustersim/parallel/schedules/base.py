@@ -1,0 +1,212 @@
+"""Pipeline schedules, stage splitting and the theoretical bubble.
+
+A pipeline of ``p`` stage devices trains ``m`` micro-batches per iteration and
+ends each iteration with a *flush* (every backward done, then the optimizer
+step).  A :class:`Schedule` says, for each stage device, the order in which
+it runs its operations: :class:`Op` ``("fwd" | "bwd", micro-batch j, chunk c)``.
+Schedules are plugins: a subclass of :class:`Schedule` that defines ``name``
+registers itself (:func:`registered_schedules`).  Built in:
+
+* ``naive`` -- one micro-batch at a time through all stages and back
+  (``F0 B0 F1 B1 ...`` on every stage); bubble ``(p-1)/p``;
+* ``gpipe`` -- all forwards, then all backwards in reverse order (GPipe,
+  Huang et al. 2019); bubble ``(p-1)/(m+p-1)``, stage ``s`` stores ``m``
+  micro-batches of activations;
+* ``1f1b`` -- PipeDream-Flush (Narayanan et al. 2021): ``min(p-s-1, m)``
+  warm-up forwards, then one forward and one backward alternately, then the
+  remaining backwards; the same bubble as GPipe but at most ``min(p-s, m)``
+  micro-batches stored on stage ``s``;
+* ``interleaved`` -- Megatron-LM's interleaved 1F1B (Narayanan et al. 2021):
+  each device holds ``v`` model chunks; chunk ``c`` of device ``s`` is virtual
+  stage ``c p + s``; ``m`` must be a multiple of ``p``; bubble
+  ``(p-1)/(v m + p - 1)``.
+
+Dependencies (what the simulator enforces, not the schedule): the forward of
+``(j, c)`` on virtual stage ``k`` needs the activation of ``(j, c)`` from
+virtual stage ``k-1`` (none for ``k = 0``); its backward needs the gradient
+from virtual stage ``k+1`` (the last virtual stage needs its own forward).
+:func:`ideal_timeline` plays a schedule under those rules with fixed times
+and free communication -- the textbook setting of the bubble formulas.
+
+Stages are contiguous runs of layers: :func:`balanced_split` balances them by
+compute time (forward + backward FLOPs per sample), or the scenario lists the
+layer counts (``pipeline.stage_layers``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...errors import Problem, ScenarioError
+from ...registry import Registered, Registry
+
+__all__ = [
+    "Op",
+    "Schedule",
+    "ideal_timeline",
+    "make_schedule",
+    "registered_schedules",
+]
+
+FORWARD = "fwd"
+BACKWARD = "bwd"
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operation of a stage device: the forward or backward of micro-batch ``j``, chunk ``c``."""
+
+    kind: str
+    """``"fwd"`` or ``"bwd"``."""
+    microbatch: int
+    chunk: int = 0
+
+    def __str__(self) -> str:
+        letter = "F" if self.kind == FORWARD else "B"
+        return f"{letter}{self.microbatch}" + (f".{self.chunk}" if self.chunk else "")
+
+
+BUILTIN_SCHEDULES = ("naive", "gpipe", "one_f_one_b", "interleaved")
+"""Modules of :mod:`clustersim.parallel.schedules` holding one built-in schedule each."""
+
+
+def _load_builtin_schedules() -> None:
+    import importlib
+
+    for module in BUILTIN_SCHEDULES:
+        importlib.import_module(f"clustersim.parallel.schedules.{module}")
+
+
+def _schedule_line(name: str, cls: type[Schedule]) -> str:
+    """``clustersim list schedules``: name and description."""
+    return f"{name:<12} {cls.description}"
+
+
+class Schedule(Registered):
+    """Base of pipeline schedules: ``p`` stages, ``m`` micro-batches, ``v`` chunks per device.
+
+    Subclasses set ``name`` and ``description`` and implement
+    :meth:`operations`; they may restrict the allowed ``(p, m, v)`` in
+    :meth:`problems` and give their bubble in :meth:`theoretical_bubble`.
+    """
+
+    registry: ClassVar[Registry[type[Schedule]]] = Registry(
+        "schedules",
+        "pipeline schedule",
+        describe=_schedule_line,
+        unknown="unknown schedule {name!r}",
+        loader=_load_builtin_schedules,
+    )
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    multi_chunk: ClassVar[bool] = False
+    """Whether the schedule accepts more than one model chunk per device."""
+
+    def __init__(self, stages: int, micro_batches: int, chunks: int = 1) -> None:
+        problems = self.problems(stages, micro_batches, chunks)
+        if problems:
+            raise ScenarioError(problems)
+        self.stages = stages
+        """p: stage devices."""
+        self.micro_batches = micro_batches
+        """m: micro-batches per iteration."""
+        self.chunks = chunks
+        """v: model chunks per device."""
+
+    @classmethod
+    def problems(cls, stages: int, micro_batches: int, chunks: int) -> list[Problem]:
+        """What forbids this schedule for ``(p, m, v)``; key paths in the scenario."""
+        out: list[Problem] = []
+        if stages < 1:
+            out.append(Problem("parallelism.pp", "needs at least one stage", ">= 1"))
+        if micro_batches < 1:
+            out.append(Problem("pipeline.micro_batches", "needs at least one micro-batch", ">= 1"))
+        if chunks != 1 and not cls.multi_chunk:
+            out.append(
+                Problem(
+                    "pipeline.chunks",
+                    f"schedule {cls.name} runs one model chunk per device, not {chunks}",
+                    "1, or schedule: interleaved",
+                )
+            )
+        return out
+
+    @property
+    def virtual_stages(self) -> int:
+        """Model pieces in pipeline order: ``p v``."""
+        return self.stages * self.chunks
+
+    def virtual_stage(self, stage: int, chunk: int) -> int:
+        """Position of chunk ``chunk`` of device ``stage`` in the pipeline: ``c p + s``."""
+        return chunk * self.stages + stage
+
+    def operations(self, stage: int) -> list[Op]:
+        """The operations of stage device ``stage`` in one iteration, in the order it runs them."""
+        raise NotImplementedError
+
+    def theoretical_bubble(self) -> float:
+        """Idle share of an iteration with equal stage times and free communication."""
+        p, m = self.stages, self.micro_batches
+        return (p - 1) / (m + p - 1)
+
+
+def registered_schedules() -> dict[str, type[Schedule]]:
+    """Every registered schedule class by name."""
+    return Schedule.registry.entries()
+
+
+def make_schedule(name: str, stages: int, micro_batches: int, chunks: int = 1) -> Schedule:
+    """The schedule ``name`` for ``p`` stages, ``m`` micro-batches and ``v`` chunks; ScenarioError if forbidden."""
+    return Schedule.registry.lookup(name, "pipeline.schedule")(stages, micro_batches, chunks)
+
+
+# --------------------------------------------------------------------------- ideal timing
+
+
+def ideal_timeline(
+    schedule: Schedule, forward_s: float, backward_s: float
+) -> dict[tuple[int, Op], tuple[float, float]]:
+    """Start and end (s) of every operation of one iteration, communication free.
+
+    ``forward_s`` and ``backward_s`` are the times of one micro-batch through
+    one *chunk*.  Each device runs its operations in order, each as soon as its
+    dependencies (module docstring) have ended.  Raises ValueError when the
+    schedule deadlocks (its dependencies form a cycle).
+    """
+    p, v = schedule.stages, schedule.chunks
+    last = schedule.virtual_stages - 1
+    lists = [schedule.operations(s) for s in range(p)]
+    position = [0] * p
+    free = [0.0] * p
+    end: dict[tuple[int, Op], float] = {}
+    out: dict[tuple[int, Op], tuple[float, float]] = {}
+    remaining = sum(len(ops) for ops in lists)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            while position[s] < len(lists[s]):
+                op = lists[s][position[s]]
+                k = schedule.virtual_stage(s, op.chunk)
+                if op.kind == FORWARD:
+                    dep = (
+                        None if k == 0 else ((k - 1) % p, Op(FORWARD, op.microbatch, (k - 1) // p))
+                    )
+                else:
+                    dep = (
+                        (s, Op(FORWARD, op.microbatch, op.chunk))
+                        if k == last
+                        else ((k + 1) % p, Op(BACKWARD, op.microbatch, (k + 1) // p))
+                    )
+                if dep is not None and dep not in end:
+                    break
+                start = max(free[s], end[dep] if dep is not None else 0.0)
+                free[s] = start + (forward_s if op.kind == FORWARD else backward_s)
+                end[s, op] = free[s]
+                out[s, op] = (start, free[s])
+                position[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise ValueError(f"schedule {schedule.name} deadlocks (p={p}, v={v})")
+    return out
