@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...collectives import CollectiveCall, check_call
 from ...errors import Problem, ScenarioError
 from ...parallel.placement import place
+from ...parallel.rules import sharded_zero_problem, tensor_parallel_problem
 from ...parallel.schedules import Schedule, make_schedule
 from ...parallel.stages import balanced_split, check_stage_layers
 from ...parallel.tensor_parallel import SPLIT_KINDS, CollectiveTimer
@@ -84,49 +85,15 @@ class HybridLayout(TrainingStrategy):
         return 1
 
     def _check_zero(self, parallelism: ParallelismSpec) -> None:
-        if self.zero <= 1:
-            return
-        if parallelism.pp > 1:
-            raise ScenarioError(
-                Problem(
-                    "zero.stage",
-                    f"ZeRO stage {self.zero} shards gradients"
-                    f"{' and parameters' if self.zero == 3 else ''}, which pipeline parallelism "
-                    "accumulates over micro-batches on each stage (DeepSpeed does not combine "
-                    "them either)",
-                    "0 or 1 with pp > 1",
-                )
-            )
-        raise ScenarioError(
-            Problem(
-                "zero.stage",
-                f"ZeRO stage {self.zero} is simulated for data parallelism alone "
-                "(tp 1, pp 1, no pipeline section)",
-                "0 or 1 with tensor or pipeline parallelism; 2, 3 or fsdp with tp 1 and pp 1",
-            )
-        )
+        problem = sharded_zero_problem(self.zero, parallelism.tp, parallelism.pp, True)
+        if problem is not None:
+            raise ScenarioError(problem)
 
     def _check_tensor_parallel(self, parallelism: ParallelismSpec) -> None:
-        tp = parallelism.tp
-        if tp == 1:
-            return
         shape = self.model.transformer
-        if shape is None:
-            raise ScenarioError(
-                Problem(
-                    "parallelism.tp",
-                    "tensor parallelism splits transformer layers; this model is a list of layers",
-                    "tp: 1, or a transformer model (a preset such as gpt3-1.3b, or model.transformer)",
-                )
-            )
-        if shape.heads % tp:
-            raise ScenarioError(
-                Problem(
-                    "parallelism.tp",
-                    f"tp {tp} does not divide the model's {shape.heads} attention heads",
-                    f"a divisor of {shape.heads}",
-                )
-            )
+        problem = tensor_parallel_problem(parallelism.tp, shape.heads if shape else None)
+        if problem is not None:
+            raise ScenarioError(problem)
 
     def _select_workers(self, spec: DataParallelSpec) -> list[str]:
         """Devices of ``data_parallel.workers``; when not given, every GPU (else every device)."""

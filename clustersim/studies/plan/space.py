@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ClustersimError, Problem, ScenarioError
+from ...parallel.rules import SHARDED_STAGE, sharded_zero_problem, tensor_parallel_problem
 
 if TYPE_CHECKING:
     from ...scenario import Scenario
@@ -53,8 +54,6 @@ DEFAULT_MICRO_BATCHES = (1, 2, 4, 8)
 DEFAULT_ZERO_STAGES = (0, 1)
 """ZeRO stages tried when ``--zero`` is not given."""
 ZERO_STAGES = (0, 1, 2, 3)
-SHARDED_STAGE = 2
-"""ZeRO stages from this one on run only with tp = pp = 1 (on the ZeRO strategy)."""
 NETWORK_MODELS = ("analytical", "flow")
 NETWORK_NOTES = {
     "analytical": "congestion-aware: each collective's alpha-beta cost, its bandwidth part "
@@ -329,7 +328,9 @@ def _powers_of_two(limit: int) -> list[int]:
 def _tp_allowed(space: SearchSpace, tp: int) -> bool:
     if tp == 1:
         return True
-    if tp & (tp - 1) or space.devices % tp or space.heads is None or space.heads % tp:
+    if tp & (tp - 1) or space.devices % tp:
+        return False
+    if tensor_parallel_problem(tp, space.heads) is not None:
         return False
     node = space.gpus_per_node
     return space.allow_cross_node_tp or node is None or tp <= node
@@ -361,7 +362,7 @@ def enumerate_points(space: SearchSpace, options: PlanOptions) -> list[Point]:
             dp = space.devices // (tp * pp)
             for zero in sorted(set(options.zero)):
                 if zero >= SHARDED_STAGE:
-                    if tp == pp == 1:
+                    if sharded_zero_problem(zero, tp, pp, pipeline_section=False) is None:
                         points.append(Point(dp, tp, pp, None, None, zero))
                     continue
                 for mb in sorted(set(options.micro_batch)):
