@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Simulation
-from .metrics import canonical_json, device_breakdown, link_table
+from .metrics import EngineCounters, RunHeader, canonical_json, device_breakdown, link_table
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
 from .outputs.run_folder import write_run_folder
@@ -157,23 +157,17 @@ def _result(prepared: Prepared, sim: Simulation, memory: dict[str, Any] | None =
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
     links = link_table(sim.network.link_stats(), topology.links, makespan)
-    summary: dict[str, Any] = {
-        "scenario": scenario.name,
-        "seed": scenario.seed,
-        "workload": prepared.strategy.name,
-        "clustersim_version": __version__,
-        "makespan_s": makespan,
-    }
+    summary: dict[str, Any] = RunHeader(
+        scenario.name, scenario.seed, prepared.strategy.name, __version__, makespan
+    ).as_dict()
     summary.update(prepared.strategy.summarize(sim))
     if memory:
         summary["memory"] = memory
     summary["devices"] = device_breakdown(records, makespan, list(topology.devices))
     summary["busiest_links"] = links[:BUSIEST_LINKS]
-    summary["engine"] = {
-        "records": len(records),
-        "flows_completed": sim.network.flows_completed,
-        "rate_recomputations": sim.network.recomputations,
-    }
+    summary["engine"] = EngineCounters(
+        len(records), sim.network.flows_completed, sim.network.recomputations
+    ).as_dict()
     return Result(scenario, topology, records, links, summary)
 
 

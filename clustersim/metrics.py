@@ -19,11 +19,63 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .records import COMMUNICATION_KINDS, Record
 
 Interval = tuple[float, float]
+
+
+class SummaryPart:
+    """A typed piece of summary.json: :meth:`as_dict` gives its keys in field order."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as summary keys, in declaration order (nested values as they are)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RunHeader(SummaryPart):
+    """The keys every summary.json starts with."""
+
+    scenario: str
+    seed: int
+    workload: str
+    """The strategy that ran (its registered name)."""
+    clustersim_version: str
+    makespan_s: float
+    """End of the last record, seconds."""
+
+
+@dataclass(frozen=True)
+class EngineCounters(SummaryPart):
+    """summary.json's ``engine`` block: how much work the simulation did."""
+
+    records: int
+    flows_completed: int
+    rate_recomputations: int
+
+
+@dataclass(frozen=True)
+class TrainingTimes(SummaryPart):
+    """The timing keys every training strategy shares (see :func:`training_summary`)."""
+
+    iteration_time_s: float
+    iteration_times_s: list[float]
+    throughput_samples_per_s: float
+    per_iteration: dict[str, dict[str, float]]
+    bubble_fraction: float
+
+
+@dataclass(frozen=True)
+class FlopRates(SummaryPart):
+    """The FLOP keys of a training summary (see :func:`flop_rates`)."""
+
+    tflops_per_gpu: float
+    model_tflops_per_gpu: float
+    model_flops_per_iteration: float
+    hardware_flops_per_iteration: float
 
 
 def union_length(intervals: Iterable[Interval]) -> float:
@@ -150,13 +202,13 @@ def training_summary(
         name: {key: value / done for key, value in row.items()} for name, row in breakdown.items()
     }
     idle = [row["idle_s"] / run_s for row in breakdown.values() if run_s > 0]
-    return {
-        "iteration_time_s": mean,
-        "iteration_times_s": list(times),
-        "throughput_samples_per_s": global_batch / mean if mean > 0 else 0.0,
-        "per_iteration": per_iteration,
-        "bubble_fraction": sum(idle) / len(idle) if idle else 0.0,
-    }
+    return TrainingTimes(
+        iteration_time_s=mean,
+        iteration_times_s=list(times),
+        throughput_samples_per_s=global_batch / mean if mean > 0 else 0.0,
+        per_iteration=per_iteration,
+        bubble_fraction=sum(idle) / len(idle) if idle else 0.0,
+    ).as_dict()
 
 
 def flop_rates(
@@ -171,9 +223,9 @@ def flop_rates(
     "achieved TFLOP/s per GPU") and ``model_tflops_per_gpu``.
     """
     per_gpu = iteration_s * gpus * 1e12
-    return {
-        "tflops_per_gpu": hardware_flops / per_gpu if per_gpu > 0 else 0.0,
-        "model_tflops_per_gpu": model_flops / per_gpu if per_gpu > 0 else 0.0,
-        "model_flops_per_iteration": model_flops,
-        "hardware_flops_per_iteration": hardware_flops,
-    }
+    return FlopRates(
+        tflops_per_gpu=hardware_flops / per_gpu if per_gpu > 0 else 0.0,
+        model_tflops_per_gpu=model_flops / per_gpu if per_gpu > 0 else 0.0,
+        model_flops_per_iteration=model_flops,
+        hardware_flops_per_iteration=hardware_flops,
+    ).as_dict()
