@@ -4,6 +4,7 @@
 import clustersim
 result = clustersim.simulate("scenarios/validation/d1_one_gpu_aggregates.yaml")
 result.summary["makespan_s"]        # 0.06
+result.typed_summary.makespan_s     # the same, typed (clustersim.metrics.Summary)
 result.timeline()                   # pandas DataFrame of the records
 result.write("reports/d1")          # summary.json, timeline.csv, links.csv
 ```
@@ -14,11 +15,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from .engine import Simulation
-from .metrics import EngineCounters, RunHeader, canonical_json, device_breakdown, link_table
+from .metrics import (
+    DeviceTimes,
+    EngineCounters,
+    LinkLoad,
+    MemoryBlock,
+    RunHeader,
+    StrategySummary,
+    Summary,
+    UntypedSummary,
+    canonical_json,
+    device_breakdown,
+    link_table,
+)
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
 from .outputs.run_folder import write_run_folder
@@ -74,12 +88,18 @@ class Result:
     records: list[Record]
     links: list[dict[str, Any]]
     """Every link that carried traffic, busiest first (see :func:`metrics.link_table`)."""
-    summary: dict[str, Any]
+    typed_summary: Summary
+    """The summary as typed parts (:class:`clustersim.metrics.Summary`)."""
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """The summary as summary.json's keys (a dict, built once from ``typed_summary``)."""
+        return self.typed_summary.as_dict()
 
     @property
     def makespan_s(self) -> float:
         """Simulated time (s) when the last operation ended."""
-        return self.summary["makespan_s"]
+        return self.typed_summary.header.makespan_s
 
     def timeline(self):  # -> pandas.DataFrame
         """The records as a DataFrame with the timeline.csv columns."""
@@ -121,7 +141,7 @@ def simulate(
 
     prepared = prepare(scenario)
     memory = memory_block(prepared)
-    if strict_memory and memory and not memory["fits"]:
+    if strict_memory and memory is not None and not memory.fits:
         from .errors import Problem, ScenarioError
         from .model.memory import over_capacity_message
 
@@ -144,30 +164,30 @@ def simulate(
     return _result(prepared, sim, memory)
 
 
-def memory_block(prepared: Prepared) -> dict[str, Any]:
-    """The summary's ``memory`` block of a prepared run ({} if its strategy models no memory)."""
+def memory_block(prepared: Prepared) -> MemoryBlock | None:
+    """The summary's ``memory`` block of a prepared run (None if its strategy models no
+    memory)."""
     from .model.memory import memory_summary
 
     plan = prepared.strategy.memory_plan() if hasattr(prepared.strategy, "memory_plan") else None
-    return memory_summary(plan) if plan else {}
+    return memory_summary(plan) if plan else None
 
 
-def _result(prepared: Prepared, sim: Simulation, memory: dict[str, Any] | None = None) -> Result:
+def _result(prepared: Prepared, sim: Simulation, memory: MemoryBlock | None = None) -> Result:
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
     links = link_table(sim.network.link_stats(), topology.links, makespan)
-    summary: dict[str, Any] = RunHeader(
-        scenario.name, scenario.seed, prepared.strategy.name, __version__, makespan
-    ).as_dict()
-    summary.update(prepared.strategy.summarize(sim))
-    if memory:
-        summary["memory"] = memory
-    summary["devices"] = device_breakdown(records, makespan, list(topology.devices))
-    summary["busiest_links"] = links[:BUSIEST_LINKS]
-    summary["engine"] = EngineCounters(
-        len(records), sim.network.flows_completed, sim.network.recomputations
-    ).as_dict()
+    part = prepared.strategy.summarize(sim)
+    devices = device_breakdown(records, makespan, list(topology.devices))
+    summary = Summary(
+        RunHeader(scenario.name, scenario.seed, prepared.strategy.name, __version__, makespan),
+        part if isinstance(part, StrategySummary) else UntypedSummary(dict(part)),
+        memory,
+        {name: DeviceTimes(**row) for name, row in devices.items()},
+        [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],
+        EngineCounters(len(records), sim.network.flows_completed, sim.network.recomputations),
+    )
     return Result(scenario, topology, records, links, summary)
 
 

@@ -378,7 +378,7 @@ def tiny_memory_doc(options: plan.PlanOptions, devices: int = 16) -> tuple[dict[
     doc = training_doc(nodes=devices // 8)
     found = plan.enumerate_candidates(doc, "s.yaml", options)
     peaks = sorted(
-        memory_block(prepare(parse_scenario(c.doc)))["peak_bytes"] for c in found.candidates
+        memory_block(prepare(parse_scenario(c.doc))).peak_bytes for c in found.candidates
     )
     capacity = float(int(peaks[len(peaks) // 2]))
     assert peaks[0] <= capacity < peaks[-1]
@@ -396,7 +396,7 @@ def test_non_fitting_candidates_are_marked() -> None:
         assert o.capacity_bytes == capacity
         assert o.fits == (o.peak_bytes <= o.capacity_bytes)
         memory = memory_block(prepare(parse_scenario(o.candidate.doc)))
-        assert memory["peak_bytes"] == o.peak_bytes
+        assert memory is not None and memory.peak_bytes == o.peak_bytes
     assert plan.best_fitting(ranked).fits is True
     assert all(o.fits is not False for o in plan.shown(ranked, fit_only=True))
 

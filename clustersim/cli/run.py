@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..metrics import CollectiveSummary, Summary, TrainingSummary
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, out
 from .progress import SimulationProgress, wanted
@@ -65,7 +66,7 @@ class RunCommand(Command):
         finally:
             progress.close()
         wall = time.monotonic() - started
-        _warn_memory(result.summary)
+        _warn_memory(result.typed_summary)
         out_dir = Path(args.output) if args.output else Path("reports") / _safe_name(scenario.name)
         written = result.write(out_dir)
         if args.quiet:
@@ -79,13 +80,13 @@ class RunCommand(Command):
         return EXIT_OK
 
 
-def _warn_memory(summary: dict[str, Any]) -> None:
+def _warn_memory(summary: Summary) -> None:
     """A warning on stderr when the run does not fit in device memory."""
     from ..model.memory import over_capacity_message
 
-    message = over_capacity_message(summary.get("memory", {}))
+    message = over_capacity_message(summary.memory)
     if message:
-        sys.stderr.write(f"warning: {summary['scenario']} {message}\n")
+        sys.stderr.write(f"warning: {summary.header.scenario} {message}\n")
         sys.stderr.flush()
 
 
@@ -94,36 +95,38 @@ def _safe_name(name: str) -> str:
 
 
 def _print_summary(result: Any, wall_s: float) -> None:
-    s = result.summary
+    s: Summary = result.typed_summary
+    head, part = s.header, s.strategy
     topo = result.topology.describe()
-    out(f"scenario  {s['scenario']} (seed {s['seed']}, workload {s['workload']})")
+    out(f"scenario  {head.scenario} (seed {head.seed}, workload {head.workload})")
     out(f"cluster   {topo.get('devices', 0)} devices, {topo.get('links', 0)} links")
-    out(f"makespan  {format_time(s['makespan_s'])}")
-    if "iteration_time_s" in s:
+    out(f"makespan  {format_time(head.makespan_s)}")
+    if isinstance(part, TrainingSummary):
+        times = part.times
         out(
-            f"iteration {format_time(s['iteration_time_s'])} mean over {len(s['iteration_times_s'])}, "
-            f"{s['throughput_samples_per_s']:,.1f} samples/s"
+            f"iteration {format_time(times.iteration_time_s)} mean over "
+            f"{len(times.iteration_times_s)}, {times.throughput_samples_per_s:,.1f} samples/s"
         )
-    if "busbw_GBps" in s:
+    if isinstance(part, CollectiveSummary):
         out(
-            f"collective {format_time(s['time_s'])}, algbw {s['algbw_GBps']:.2f} GB/s, busbw {s['busbw_GBps']:.2f} GB/s"
+            f"collective {format_time(part.time_s)}, algbw {part.algbw_GBps:.2f} GB/s, "
+            f"busbw {part.busbw_GBps:.2f} GB/s"
         )
-    memory = s.get("memory")
-    if memory:
+    memory = s.memory
+    if memory is not None:
         verdict = (
-            "fits"
-            if memory["fits"]
-            else f"DOES NOT FIT on {memory['devices_over_capacity']} device(s)"
+            "fits" if memory.fits else f"DOES NOT FIT on {memory.devices_over_capacity} device(s)"
         )
         out(
-            f"memory    peak {format_size(memory['peak_bytes'])} of "
-            f"{format_size(memory['capacity_bytes'])} on {memory['peak_device']} ({verdict})"
+            f"memory    peak {format_size(memory.peak_bytes)} of "
+            f"{format_size(memory.capacity_bytes)} on {memory.peak_device} ({verdict})"
         )
-    engine = s["engine"]
-    out(
-        f"engine    {engine['records']} records, {engine['flows_completed']} flows, "
-        f"{engine['rate_recomputations']} rate recomputations in {wall_s:.2f} s wall"
-    )
+    engine = s.engine
+    if engine is not None:
+        out(
+            f"engine    {engine.records} records, {engine.flows_completed} flows, "
+            f"{engine.rate_recomputations} rate recomputations in {wall_s:.2f} s wall"
+        )
     if result.links:
         out("busiest links:")
         for row in result.links[:5]:

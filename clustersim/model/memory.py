@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from ..metrics.summary import MemoryBlock, MemoryRow
 from .layers import BYTES_PER_VALUE
 
 __all__ = [
@@ -125,21 +125,22 @@ class DeviceMemory:
     def fits(self) -> bool:
         return self.peak <= self.capacity
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "weights_bytes": self.weights,
-            "gradients_bytes": self.gradients,
-            "optimizer_states_bytes": self.optimizer_states,
-            "activations_bytes": self.activations,
-            "communication_buffers_bytes": self.communication_buffers,
-            "peak_bytes": self.peak,
-            "capacity_bytes": self.capacity,
-            "fits": self.fits,
-        }
+    def row(self) -> MemoryRow:
+        """This device's row of the summary's ``memory.per_device``."""
+        return MemoryRow(
+            weights_bytes=self.weights,
+            gradients_bytes=self.gradients,
+            optimizer_states_bytes=self.optimizer_states,
+            activations_bytes=self.activations,
+            communication_buffers_bytes=self.communication_buffers,
+            peak_bytes=self.peak,
+            capacity_bytes=self.capacity,
+            fits=self.fits,
+        )
 
 
-def memory_summary(per_device: Mapping[str, DeviceMemory]) -> dict[str, Any]:
-    """The ``memory`` block of summary.json.
+def memory_summary(per_device: Mapping[str, DeviceMemory]) -> MemoryBlock | None:
+    """The ``memory`` block of summary.json (None without devices).
 
     ``fits`` (every device within its capacity), ``peak_bytes`` (the largest
     peak), ``peak_device`` (the first device with it), ``capacity_bytes`` (of that device),
@@ -147,29 +148,29 @@ def memory_summary(per_device: Mapping[str, DeviceMemory]) -> dict[str, Any]:
     parts, peak, capacity and ``fits``).
     """
     if not per_device:
-        return {}
+        return None
     peak_device = max(per_device, key=lambda d: per_device[d].peak)  # the first of equals
     worst = per_device[peak_device]
     over = sum(1 for m in per_device.values() if not m.fits)
-    return {
-        "fits": over == 0,
-        "peak_bytes": worst.peak,
-        "peak_device": peak_device,
-        "capacity_bytes": worst.capacity,
-        "devices_over_capacity": over,
-        "per_device": {name: m.as_dict() for name, m in per_device.items()},
-    }
+    return MemoryBlock(
+        fits=over == 0,
+        peak_bytes=worst.peak,
+        peak_device=peak_device,
+        capacity_bytes=worst.capacity,
+        devices_over_capacity=over,
+        per_device={name: m.row() for name, m in per_device.items()},
+    )
 
 
-def over_capacity_message(summary: Mapping[str, Any]) -> str:
+def over_capacity_message(memory: MemoryBlock | None) -> str:
     """One line saying which device needs how much more than it has ("" if all fit)."""
-    if not summary or summary["fits"]:
+    if memory is None or memory.fits:
         return ""
     from ..units import format_size
 
-    row = summary["per_device"][summary["peak_device"]]
+    row = memory.per_device[memory.peak_device]
     parts = ", ".join(
-        f"{key.removesuffix('_bytes').replace('_', ' ')} {format_size(row[key])}"
+        f"{key.removesuffix('_bytes').replace('_', ' ')} {format_size(getattr(row, key))}"
         for key in (
             "weights_bytes",
             "gradients_bytes",
@@ -179,7 +180,7 @@ def over_capacity_message(summary: Mapping[str, Any]) -> str:
         )
     )
     return (
-        f"does not fit in device memory: {summary['devices_over_capacity']} device(s) over "
-        f"capacity; {summary['peak_device']} needs {format_size(row['peak_bytes'])} of "
-        f"{format_size(row['capacity_bytes'])} ({parts})"
+        f"does not fit in device memory: {memory.devices_over_capacity} device(s) over "
+        f"capacity; {memory.peak_device} needs {format_size(row.peak_bytes)} of "
+        f"{format_size(row.capacity_bytes)} ({parts})"
     )

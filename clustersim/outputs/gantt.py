@@ -36,7 +36,12 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
 
-from ..metrics import COMMUNICATION_KINDS, device_breakdown  # noqa: E402
+from ..metrics import (  # noqa: E402
+    COMMUNICATION_KINDS,
+    HybridSummary,
+    Summary,
+    device_breakdown,
+)
 from ..records import Record, phase_of, sorted_records  # noqa: E402
 from .atomic import save_figure  # noqa: E402
 from .trace import natural_key, node_of  # noqa: E402
@@ -139,12 +144,12 @@ def _ordered_rows(groups: Mapping[str, str]) -> list[str]:
 
 
 def _bubbles(
-    records: Sequence[Record], summary: Mapping[str, Any], rows: Sequence[str]
+    records: Sequence[Record], summary: Summary, rows: Sequence[str]
 ) -> list[float | None]:
     """Bubble fraction per row: the summary's ``per_device_bubble``, else idle / run time."""
-    given = summary.get("per_device_bubble") or {}
-    times = summary.get("iteration_times_s") or []
-    run_s = float(sum(times)) if times else float(summary.get("makespan_s") or 0.0)
+    given = summary.strategy.device_bubbles()
+    times = summary.strategy.iteration_times()
+    run_s = float(sum(times)) if times else float(summary.header.makespan_s or 0.0)
     if run_s <= 0:
         run_s = max((r.end_s for r in records), default=0.0)
     missing = [d for d in rows if as_fraction(given.get(d)) is None]
@@ -174,46 +179,53 @@ def as_fraction(value: Any) -> float | None:
     return None
 
 
-def _iteration_ends(summary: Mapping[str, Any]) -> list[float]:
+def _iteration_ends(summary: Summary) -> list[float]:
     ends, total = [], 0.0
-    for t in summary.get("iteration_times_s") or []:
+    for t in summary.strategy.iteration_times():
         total += float(t)
         ends.append(total)
     return ends
 
 
-def _title(summary: Mapping[str, Any], title: str | None) -> str:
+def _title(summary: Summary, title: str | None) -> str:
     if title:
         return title
-    name = str(summary.get("scenario") or "run")
-    schedule = summary.get("schedule")
-    if schedule:
-        parts = [f"{schedule} schedule"]
-        if summary.get("stages"):
-            parts.append(f"p = {summary['stages']}")
-        if summary.get("micro_batches"):
-            parts.append(f"m = {summary['micro_batches']}")
-        if (summary.get("chunks") or 1) > 1:
-            parts.append(f"v = {summary['chunks']}")
-        if (summary.get("tp") or 1) > 1:
-            parts.append(
-                f"tp = {summary['tp']}" + (" (SP)" if summary.get("sequence_parallel") else "")
-            )
-        if (summary.get("dp") or 1) > 1:
-            parts.append(f"dp = {summary['dp']}")
-        if summary.get("zero_stage"):
-            parts.append(f"ZeRO-{summary['zero_stage']}")
-        if summary.get("recompute"):
-            parts.append(f"{summary.get('recompute_mode', 'full')} recompute")
-        return f"{name}: " + ", ".join(parts)
-    workload = summary.get("workload")
+    name = str(summary.header.scenario or "run")
+    part = summary.strategy
+    if isinstance(part, HybridSummary) and part.schedule:
+        return f"{name}: " + ", ".join(_pipeline_parts(part))
+    workload = summary.header.workload
     return f"{name} ({workload})" if workload else name
 
 
+def _pipeline_parts(part: HybridSummary) -> list[str]:
+    """The title's words for a pipeline run: schedule, p, m, v, tp, dp, ZeRO, recompute."""
+    parts = [f"{part.schedule} schedule"]
+    if part.stages:
+        parts.append(f"p = {part.stages}")
+    if part.micro_batches:
+        parts.append(f"m = {part.micro_batches}")
+    if (part.chunks or 1) > 1:
+        parts.append(f"v = {part.chunks}")
+    if (part.tp or 1) > 1:
+        parts.append(f"tp = {part.tp}" + (" (SP)" if part.sequence_parallel else ""))
+    if (part.dp or 1) > 1:
+        parts.append(f"dp = {part.dp}")
+    if part.zero_stage:
+        parts.append(f"ZeRO-{part.zero_stage}")
+    if part.recompute:
+        parts.append(f"{part.recompute_mode or 'full'} recompute")
+    return parts
+
+
 def gantt_data(
-    records: Iterable[Record], summary: Mapping[str, Any], title: str | None = None
+    records: Iterable[Record], summary: Summary | Mapping[str, Any], title: str | None = None
 ) -> GanttData:
-    """Rows, boxes, bubbles and iteration ends of the Gantt chart (see the module docstring)."""
+    """Rows, boxes, bubbles and iteration ends of the Gantt chart (see the module docstring).
+
+    ``summary`` is the run's :class:`~clustersim.metrics.Summary`, or a mapping of its keys
+    (partial ones too: what is missing is computed from the records or left out)."""
+    summary = Summary.of(summary)
     records = sorted_records(records)
     groups = _row_groups(records)
     rows = _ordered_rows(groups)
@@ -271,7 +283,7 @@ def _aggregate_rows(rows: list[str], groups: Mapping[str, str], notes: list[str]
 
 
 def gantt_figure(
-    records: Iterable[Record], summary: Mapping[str, Any], title: str | None = None
+    records: Iterable[Record], summary: Summary | Mapping[str, Any], title: str | None = None
 ) -> Figure:
     """The Gantt chart as a matplotlib Figure (Agg); ``fig.gantt_data`` holds its :class:`GanttData`."""
     return draw_gantt(gantt_data(records, summary, title))
@@ -432,7 +444,9 @@ def gantt_counts(fig: Figure) -> dict[str, int]:
 
 
 def write_gantt(
-    out_dir: str | os.PathLike[str], records: Sequence[Record], summary: Mapping[str, Any]
+    out_dir: str | os.PathLike[str],
+    records: Sequence[Record],
+    summary: Summary | Mapping[str, Any],
 ) -> list[Path]:
     """Write ``gantt.png`` and ``gantt.svg`` into ``out_dir``; return their paths."""
     return save_gantt(gantt_figure(records, summary), out_dir)

@@ -21,6 +21,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from matplotlib.figure import Figure
 
+from ..metrics import DeviceTimes, Summary
 from ..records import Record
 from .atomic import write_atomic
 from .gantt import GanttData, as_fraction, gantt_figure, save_gantt
@@ -91,32 +92,35 @@ def _cells(rows: Iterable[Sequence[str]], numeric_from: int = 1) -> list[list[Ce
     return [[(c, i >= numeric_from and _numeric(c)) for i, c in enumerate(row)] for row in rows]
 
 
-def _device_rows(summary: Mapping[str, Any], data: GanttData | None) -> list[list[str]]:
-    devices = summary.get("devices") or {}
+def _device_rows(summary: Summary, data: GanttData | None) -> list[list[str]]:
     bubble = dict(zip(data.rows, data.bubble)) if data else {}
-    given = summary.get("per_device_bubble") or {}
+    given = summary.strategy.device_bubbles()
     rows = []
-    for name, row in devices.items():
-        if not isinstance(row, Mapping):
+    for name, row in summary.devices.items():
+        if not isinstance(row, DeviceTimes):
             continue
         value = as_fraction(given.get(name))
         value = bubble.get(name) if value is None else value
         rows.append(
             [name]
-            + [f"{1e3 * float(row.get(k, 0.0)):.4g}" for k in DEVICE_TIMES]
+            + [f"{1e3 * float(getattr(row, k) or 0.0):.4g}" for k in DEVICE_TIMES]
             + ["" if value is None else f"{100 * value:.1f}%"]
         )
     return rows
 
 
 def report_html(
-    summary: Mapping[str, Any],
+    summary: Summary | Mapping[str, Any],
     records: Sequence[Record],
     links: Sequence[Mapping[str, Any]],
     gantt: Figure | None = None,
 ) -> str:
-    """The text of ``report.html``: summary, per-device table, Gantt, memory and link plots."""
-    tables = [{"heading": "Summary", "header": ("key", "value"), "rows": _summary_rows(summary)}]
+    """The text of ``report.html``: summary, per-device table, Gantt, memory and link plots.
+
+    ``summary``: the run's :class:`~clustersim.metrics.Summary` or a mapping of its keys."""
+    summary = Summary.of(summary)
+    rows = _summary_rows(summary.as_dict())
+    tables = [{"heading": "Summary", "header": ("key", "value"), "rows": rows}]
     if gantt is None and records:
         gantt = gantt_figure(records, summary)
     device_rows = _device_rows(summary, getattr(gantt, "gantt_data", None))
@@ -129,7 +133,7 @@ def report_html(
     ]
     page = _environment().get_template(TEMPLATE)
     return page.render(
-        name=str(summary.get("scenario", "run")),
+        name=str(summary.header.scenario or "run"),
         tables=[{**t, "rows": _cells(t["rows"])} for t in tables],
         figures=[
             {"heading": heading, "link": link, "png": _png_base64(fig), "wide": fig is gantt}

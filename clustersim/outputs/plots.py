@@ -11,6 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from ..metrics import Summary
 from .gantt import COLOURS, time_unit
 
 BUSIEST_LINKS = 20
@@ -86,9 +87,9 @@ def memory_peaks(activation_memory: Any) -> dict[str, float]:
     return peaks
 
 
-def memory_figure(summary: Mapping[str, Any]) -> Figure | None:
+def memory_figure(summary: Summary | Mapping[str, Any]) -> Figure | None:
     """Activation memory over time per stage (step lines), or peaks as bars; None without data."""
-    memory = summary.get("activation_memory")
+    memory = Summary.of(summary).strategy.stage_activations()
     series = memory_series(memory)
     peaks = memory_peaks(memory)
     if not series and not peaks:

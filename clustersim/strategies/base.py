@@ -19,6 +19,7 @@ from ..registry import Registered, Registry
 
 if TYPE_CHECKING:
     from ..engine import Simulation
+    from ..metrics import StrategySummary
     from ..scenario import Scenario
     from ..topology import Topology
 
@@ -83,8 +84,9 @@ class Strategy(Registered):
         """Spawn the workload's processes on ``sim``."""
         raise NotImplementedError
 
-    def summarize(self, sim: Simulation) -> dict[str, Any]:
-        """Workload-specific summary keys, after the run."""
+    def summarize(self, sim: Simulation) -> StrategySummary | dict[str, Any]:
+        """The workload's part of the summary, after the run: a typed part (see
+        :mod:`clustersim.metrics.families`), or a dict of keys for a strategy without one."""
         return {}
 
     def describe(self) -> str:

@@ -45,6 +45,7 @@ from ..collectives import (
 from ..collectives import label_of as _label_of
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError
+from ..metrics import CollectiveSummary
 from ..network.models import network_model
 from ..scenario import Bool, Count, Glob, Int, Size
 from ..units import format_size
@@ -175,7 +176,7 @@ class Collective(Strategy):
                 )
             self.times.append(sim.now - start)
 
-    def summarize(self, sim: Simulation) -> dict[str, Any]:
+    def summarize(self, sim: Simulation) -> CollectiveSummary:
         """time_s (mean per iteration), times_s, algbw/busbw in GB/s, bytes sent per device,
         and ``chosen``: the algorithm (and protocol) that ran, ``auto`` resolved."""
         from ..errors import SimulationError
@@ -189,18 +190,18 @@ class Collective(Strategy):
         algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
         sent = self.schedule().bytes_sent()
         channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
-        return {
-            "op": call.op,
-            "algorithm": call.algorithm,
-            "chosen": what_ran(call, self.topology, channels),
-            "ranks": call.n,
-            "group": list(call.devices),
-            "bytes": call.size_bytes,
-            "iterations": self.config.iterations,
-            "model": self.model,
-            "time_s": mean,
-            "times_s": list(self.times),
-            "algbw_GBps": algbw / 1e9,
-            "busbw_GBps": busbw / 1e9,
-            "bytes_sent_per_device": max(sent, default=0.0),
-        }
+        return CollectiveSummary(
+            op=call.op,
+            algorithm=call.algorithm,
+            chosen=what_ran(call, self.topology, channels),
+            ranks=call.n,
+            group=list(call.devices),
+            bytes=call.size_bytes,
+            iterations=self.config.iterations,
+            model=self.model,
+            time_s=mean,
+            times_s=list(self.times),
+            algbw_GBps=algbw / 1e9,
+            busbw_GBps=busbw / 1e9,
+            bytes_sent_per_device=max(sent, default=0.0),
+        )

@@ -48,7 +48,14 @@ from typing import Any
 from ..collectives import CollectiveCall, check_call
 from ..engine import Simulation
 from ..errors import SimulationError
-from ..metrics import flop_rates, training_summary
+from ..metrics import (
+    AllReduceTraffic,
+    BucketSizes,
+    DataParallelSummary,
+    ModelInfo,
+    flop_rates,
+    training_summary,
+)
 from ..model import activations, memory
 from ..scenario import DataParallelSpec
 from ..units import format_size
@@ -141,38 +148,35 @@ class DataParallel(TrainingStrategy):
 
     # -- summary -------------------------------------------------------------
 
-    def summarize(self, sim: Simulation) -> dict[str, Any]:
+    def summarize(self, sim: Simulation) -> DataParallelSummary:
         """Iteration times, throughput, model, workers, buckets, bytes all-reduced per iteration."""
         iterations = self.train.iterations
         ended = len(self.clock.iteration_ends(iterations))
         if ended != iterations:
             raise SimulationError(f"data_parallel finished {ended} of {iterations} iterations")
-        summary = training_summary(
+        measured = training_summary(
             self.clock, sim.records, iterations, self.train.global_batch, self.workers
         )
         nbytes = [b.nbytes for b in self.buckets]
-        iteration_s = summary.pop("iteration_time_s")
         flops = training.flops_per_iteration(
             self.model, self.train.global_batch, self.train.recompute or "none"
         )
-        return {
-            "iteration_time_s": iteration_s,
-            "iteration_times_s": summary.pop("iteration_times_s"),
-            "throughput_samples_per_s": summary.pop("throughput_samples_per_s"),
-            **flop_rates(*flops, iteration_s, len(self.workers)),
-            "model": {"name": self.model.name, "params": self.model.params},
-            "workers": list(self.workers),
-            "global_batch": self.train.global_batch,
-            "buckets": {"count": len(nbytes), "bytes": nbytes},
-            "communication": {
-                "op": "allreduce",
-                "algorithm": self.sync.algorithm,
-                "overlap": self.sync.overlap,
-                "network_model": self.network_model,
-                "bytes_per_iteration": sum(nbytes),
-            },
-            **summary,
-        }
+        return DataParallelSummary(
+            times=measured.times,
+            flops=flop_rates(*flops, measured.times.iteration_time_s, len(self.workers)),
+            model=ModelInfo(self.model.name, self.model.params),
+            workers=list(self.workers),
+            global_batch=self.train.global_batch,
+            buckets=BucketSizes(len(nbytes), nbytes),
+            communication=AllReduceTraffic(
+                op="allreduce",
+                algorithm=self.sync.algorithm,
+                overlap=self.sync.overlap,
+                network_model=self.network_model,
+                bytes_per_iteration=sum(nbytes),
+            ),
+            shares=measured.shares,
+        )
 
 
 def workers_memory(

@@ -97,7 +97,16 @@ import simpy
 
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
-from ..metrics import training_summary
+from ..metrics import (
+    IterationTimes,
+    KeyPlacement,
+    ModelInfo,
+    ParameterServerSummary,
+    ServerLoad,
+    ServerSettings,
+    TrainingTimes,
+    training_summary,
+)
 from ..scenario import DataParallelSpec
 from ..topology import Device
 from . import training
@@ -399,53 +408,47 @@ class ParameterServer(TrainingStrategy):
 
     # -- summary -------------------------------------------------------------
 
-    def summarize(self, sim: Simulation) -> dict[str, Any]:
+    def summarize(self, sim: Simulation) -> ParameterServerSummary:
         """Common training keys, plus keys, servers, updates/s, iterations, staleness."""
         mode = self.ps.mode
-        if mode in ASYNC_MODES:
-            common = self._async_summary(sim)
-        else:
-            common = self._round_summary(sim)
+        measured, updates_per_s = (
+            self._async_summary(sim) if mode in ASYNC_MODES else self._round_summary(sim)
+        )
         per_value = training.BYTES_PER_VALUE[self.train.precision]
         load = {s: 0.0 for s in self.servers}
         for key in self.keys:
             load[key.server] += key.params
-        settings: dict[str, Any] = {"mode": mode, "placement": self.ps.placement}
-        if mode == "backup":
-            settings["backup_k"] = self.k
-        elif mode == "ssp":
-            settings["staleness"] = self.ps.staleness
-        elif mode == "geo":
-            settings["geo_period"] = self.ps.geo_period
-        return {
-            "iteration_time_s": common.pop("iteration_time_s"),
-            "iteration_times_s": common.pop("iteration_times_s"),
-            "throughput_samples_per_s": common.pop("throughput_samples_per_s"),
-            "updates_per_s": common.pop("updates_per_s"),
-            "iterations_per_worker": dict(zip(self.workers, self.completed, strict=True)),
-            "staleness_histogram": dict(sorted(self.histogram.items())),
-            "model": {"name": self.model.name, "params": self.model.params},
-            "parameter_server": settings,
-            "workers": list(self.workers),
-            "servers": {s: {"params": p, "bytes": p * per_value} for s, p in load.items()},
-            "keys": [
-                {"name": k.name, "params": k.params, "bytes": k.nbytes, "server": k.server}
-                for k in self.keys
-            ],
-            "global_batch": self.train.global_batch,
-            "pushes_per_worker": {
+        return ParameterServerSummary(
+            times=measured.times,
+            updates_per_s=updates_per_s,
+            iterations_per_worker=dict(zip(self.workers, self.completed, strict=True)),
+            staleness_histogram=dict(sorted(self.histogram.items())),
+            model=ModelInfo(self.model.name, self.model.params),
+            parameter_server=ServerSettings(
+                mode=mode,
+                placement=self.ps.placement,
+                backup_k=self.k if mode == "backup" else None,
+                staleness=self.ps.staleness if mode == "ssp" else None,
+                geo_period=self.ps.geo_period if mode == "geo" else None,
+            ),
+            workers=list(self.workers),
+            servers={s: ServerLoad(p, p * per_value) for s, p in load.items()},
+            keys=[KeyPlacement(k.name, k.params, k.nbytes, k.server) for k in self.keys],
+            global_batch=self.train.global_batch,
+            pushes_per_worker={
                 d: self.pushes[w] / len(self.keys) for w, d in enumerate(self.workers)
             },
-            "key_pushes": sum(self.pushes),
-            "key_pushes_dropped": self.dropped,
-            **common,
-        }
+            key_pushes=sum(self.pushes),
+            key_pushes_dropped=self.dropped,
+            shares=measured.shares,
+        )
 
     def _devices(self) -> list[str]:
         return list(dict.fromkeys(self.workers + self.servers))
 
-    def _round_summary(self, sim: Simulation) -> dict[str, Any]:
-        """Sync/backup: iteration r ends when its last participant has pulled round r."""
+    def _round_summary(self, sim: Simulation) -> tuple[TrainingTimes, float]:
+        """Sync/backup: iteration r ends when its last participant has pulled round r;
+        the training times and the updates per second."""
         rounds = self.train.iterations
         if len(self.round_end) != rounds:
             raise SimulationError(f"parameter_server finished {len(self.round_end)} of {rounds}")
@@ -453,34 +456,36 @@ class ParameterServer(TrainingStrategy):
         for r, t in self.round_end.items():
             clock.end("rounds", r, t)
         batch = sum(self.round_samples) / len(self.round_samples)
-        common = training_summary(clock, sim.records, rounds, batch, self._devices())
+        measured = training_summary(clock, sim.records, rounds, batch, self._devices())
         last = max(self.round_end.values())
-        common["updates_per_s"] = rounds / last if last > 0 else 0.0
-        return common
+        return measured, rounds / last if last > 0 else 0.0
 
-    def _async_summary(self, sim: Simulation) -> dict[str, Any]:
-        """Async modes: per-worker periods and rates, summed or averaged over workers."""
+    def _async_summary(self, sim: Simulation) -> tuple[TrainingTimes, float]:
+        """Async modes: per-worker periods and rates, summed or averaged over workers;
+        the training times and the updates per second."""
         iterations = self.train.iterations
         if min(self.completed) != iterations:
             raise SimulationError(
                 f"parameter_server: a worker finished {min(self.completed)} of {iterations}"
             )
-        common = training_summary(
+        measured = training_summary(
             self.clock, sim.records, iterations, self.train.global_batch, self._devices()
         )
         ends = [[self.clock.ends[d, i] for i in range(iterations)] for d in self.workers]
         lengths = [[e[i] - (e[i - 1] if i else 0.0) for i in range(iterations)] for e in ends]
         n = len(self.workers)
-        common["iteration_times_s"] = [sum(x[i] for x in lengths) / n for i in range(iterations)]
-        common["iteration_time_s"] = sum(e[-1] / iterations for e in ends) / n
-        common["throughput_samples_per_s"] = sum(
-            self.samples[w] * iterations / ends[w][-1] for w in range(n) if ends[w][-1] > 0
+        times = IterationTimes(
+            iteration_time_s=sum(e[-1] / iterations for e in ends) / n,
+            iteration_times_s=[sum(x[i] for x in lengths) / n for i in range(iterations)],
+            throughput_samples_per_s=sum(
+                self.samples[w] * iterations / ends[w][-1] for w in range(n) if ends[w][-1] > 0
+            ),
         )
         nkeys = len(self.keys)
-        common["updates_per_s"] = sum(
+        updates_per_s = sum(
             self.applied[w] / nkeys / ends[w][-1] for w in range(n) if ends[w][-1] > 0
         )
-        return common
+        return TrainingTimes(times, measured.shares), updates_per_s
 
 
 def _until(gen: Iterator[Any], stop: Callable[[], bool] | None) -> Generator[Any, Any, bool]:

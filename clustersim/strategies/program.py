@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, hinted, join_path
+from ..metrics import OperationTimes, ProgramSummary
 from ..scenario import FlopCount, Size, TimeSpan
 from .base import Strategy
 
@@ -181,18 +182,16 @@ class Program(Strategy):
             )
         self.times[op.id] = (start, sim.now)
 
-    def summarize(self, sim: Simulation) -> dict[str, Any]:
+    def summarize(self, sim: Simulation) -> ProgramSummary:
+        """When each operation started and ended."""
         unfinished = [op.id for op in self.config.program if op.id not in self.times]
         if unfinished:
             from ..errors import SimulationError
 
             raise SimulationError(f"operations never finished: {', '.join(unfinished[:20])}")
-        return {
-            "operations": {
-                op.id: {"start_s": self.times[op.id][0], "end_s": self.times[op.id][1]}
-                for op in self.config.program
-            }
-        }
+        return ProgramSummary(
+            {op.id: OperationTimes(*self.times[op.id]) for op in self.config.program}
+        )
 
 
 def _topological_order(ops: list[ProgramOp]) -> list[ProgramOp]:

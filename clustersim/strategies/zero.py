@@ -79,7 +79,15 @@ import simpy
 from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
-from ..metrics import flop_rates, training_summary
+from ..metrics import (
+    BucketSizes,
+    ModelInfo,
+    ShardedTraffic,
+    ZeroSettings,
+    ZeroSummary,
+    flop_rates,
+    training_summary,
+)
 from ..model import memory
 from ..scenario import DataParallelSpec
 from ..units import format_size
@@ -313,41 +321,38 @@ class Zero(TrainingStrategy):
 
     # -- summary -------------------------------------------------------------
 
-    def summarize(self, sim: Simulation) -> dict[str, Any]:
+    def summarize(self, sim: Simulation) -> ZeroSummary:
         """Iteration times, throughput, model, workers, zero settings, bytes per iteration."""
         iterations = self.train.iterations
         ended = len(self.clock.iteration_ends(iterations))
         if ended != iterations:
             raise SimulationError(f"zero finished {ended} of {iterations} iterations")
-        summary = training_summary(
+        measured = training_summary(
             self.clock, sim.records, iterations, self.train.global_batch, self.workers
         )
         nbytes = [b.nbytes for b in self.buckets]
         scattered = sum(nbytes)
         gathered = sum(call.size_bytes for _label, call in self.gathers)
-        iteration_s = summary.pop("iteration_time_s")
         flops = training.flops_per_iteration(self.model, self.train.global_batch, self.recompute)
-        return {
-            "iteration_time_s": iteration_s,
-            "iteration_times_s": summary.pop("iteration_times_s"),
-            "throughput_samples_per_s": summary.pop("throughput_samples_per_s"),
-            **flop_rates(*flops, iteration_s, len(self.workers)),
-            "model": {"name": self.model.name, "params": self.model.params},
-            "workers": list(self.workers),
-            "global_batch": self.train.global_batch,
-            "zero": {"stage": self.stage, "prefetch": self.prefetch},
-            "zero_stage": self.stage,
-            "buckets": {"count": len(nbytes), "bytes": nbytes},
-            "communication": {
-                "bytes_per_iteration": (scattered + gathered) / 2,
-                "allgather_bytes": gathered,
-                "reducescatter_bytes": scattered,
-                "algorithm": self.sync.algorithm,
-                "overlap": self.sync.overlap,
-                "network_model": self.network_model,
-            },
-            **summary,
-        }
+        return ZeroSummary(
+            times=measured.times,
+            flops=flop_rates(*flops, measured.times.iteration_time_s, len(self.workers)),
+            model=ModelInfo(self.model.name, self.model.params),
+            workers=list(self.workers),
+            global_batch=self.train.global_batch,
+            zero=ZeroSettings(self.stage, self.prefetch),
+            zero_stage=self.stage,
+            buckets=BucketSizes(len(nbytes), nbytes),
+            communication=ShardedTraffic(
+                bytes_per_iteration=(scattered + gathered) / 2,
+                allgather_bytes=gathered,
+                reducescatter_bytes=scattered,
+                algorithm=self.sync.algorithm,
+                overlap=self.sync.overlap,
+                network_model=self.network_model,
+            ),
+            shares=measured.shares,
+        )
 
 
 class _ScatterSync(BucketSync):

@@ -23,12 +23,13 @@ import fnmatch
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
+from ..metrics import HybridSummary, Summary
 from ..outputs.atomic import write_atomic
 from ..version import __version__
 from .runner import run_all, worker_count
@@ -76,29 +77,30 @@ def _rounded(value: float) -> float:
     return float(f"{float(value):.12g}")
 
 
-def metrics_of(summary: dict[str, Any]) -> dict[str, float]:
+def metrics_of(summary: Summary | Mapping[str, Any]) -> dict[str, float]:
     """The golden metrics of a run summary, as flat dotted keys.
 
     Top-level timings (:data:`TOP_METRICS`), each pipeline stage's
     ``activation_memory.<stage>.peak_bytes``, ``devices.<device>.<key>`` for the
     first :data:`MAX_DEVICES` devices and ``busiest_link.utilisation`` (0..1).
+    A mapping is read as a summary (partial ones too: what is missing is left out).
     """
-    out: dict[str, float] = {}
-    for key in TOP_METRICS:
-        value = summary.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[key] = _rounded(value)
-    for stage, memory in (summary.get("activation_memory") or {}).items():
-        if isinstance(memory, dict) and "peak_bytes" in memory:
-            out[f"activation_memory.{stage}.peak_bytes"] = _rounded(memory["peak_bytes"])
-    devices = summary.get("devices") or {}
-    for name in list(devices)[:MAX_DEVICES]:
+    typed = Summary.of(summary)
+    numbers = typed.numbers()
+    out: dict[str, float] = {
+        key: _rounded(numbers[key]) for key in TOP_METRICS if numbers.get(key) is not None
+    }
+    part = typed.strategy
+    if isinstance(part, HybridSummary):
+        for stage, memory in (part.activation_memory or {}).items():
+            out[f"activation_memory.{stage}.peak_bytes"] = _rounded(memory.peak_bytes)
+    for name, row in list(typed.devices.items())[:MAX_DEVICES]:
         for key in DEVICE_METRICS:
-            if key in devices[name]:
-                out[f"devices.{name}.{key}"] = _rounded(devices[name][key])
-    links = summary.get("busiest_links") or []
-    if links:
-        out["busiest_link.utilisation"] = _rounded(links[0]["utilisation"])
+            value = getattr(row, key)
+            if value is not None:
+                out[f"devices.{name}.{key}"] = _rounded(value)
+    if typed.busiest_links:
+        out["busiest_link.utilisation"] = _rounded(typed.busiest_links[0].utilisation)
     return out
 
 
@@ -111,10 +113,10 @@ def measure(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Simulate the scenario at ``path``; its name, seed, file hash and metrics."""
     from ..api import simulate
 
-    summary = simulate(path).summary
+    summary = simulate(path).typed_summary
     return {
-        "scenario": summary["scenario"],
-        "seed": summary["seed"],
+        "scenario": summary.header.scenario,
+        "seed": summary.header.seed,
         "scenario_sha256": scenario_sha256(path),
         "metrics": metrics_of(summary),
     }

@@ -265,10 +265,10 @@ def run_document(doc: dict[str, Any], source: str) -> dict[str, Any]:
     from ..scenario import parse_scenario
 
     try:
-        summary = simulate(parse_scenario(doc, source=source)).summary
+        summary = simulate(parse_scenario(doc, source=source)).typed_summary
     except ClustersimError as exc:
         return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
-    return {k: v for k, v in summary.items() if _is_number(v)}
+    return summary.numbers()
 
 
 def _is_number(value: Any) -> bool:

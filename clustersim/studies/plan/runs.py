@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ClustersimError
+from ...metrics import FlopTrainingSummary
 from ..runner import run_all
 
 if TYPE_CHECKING:
@@ -57,21 +58,23 @@ def simulate_candidate(doc: dict[str, Any], source: str = "") -> dict[str, Any]:
     from ...scenario import parse_scenario
 
     try:
-        summary = simulate(parse_scenario(doc, source=source)).summary
+        summary = simulate(parse_scenario(doc, source=source)).typed_summary
     except ClustersimError as exc:
         return {"error": _reason(exc)}
     except Exception as exc:  # noqa: BLE001  (reported in the candidate's row)
         return {"error": f"internal error: {type(exc).__name__}: {exc}"}
-    memory = summary.get("memory") or {}
-    values = {
-        key: summary.get(key)
-        for key in ("iteration_time_s", "throughput_samples_per_s", "tflops_per_gpu")
+    part = summary.strategy
+    if not isinstance(part, FlopTrainingSummary):
+        return {"error": f"internal error: {summary.header.workload} is not a training run"}
+    values: dict[str, Any] = {
+        "iteration_time_s": part.times.iteration_time_s,
+        "throughput_samples_per_s": part.times.throughput_samples_per_s,
+        "tflops_per_gpu": part.flops.tflops_per_gpu,
     }
-    if memory:
+    memory = summary.memory
+    if memory is not None:
         values.update(
-            peak_bytes=memory.get("peak_bytes"),
-            capacity_bytes=memory.get("capacity_bytes"),
-            fits=memory.get("fits"),
+            peak_bytes=memory.peak_bytes, capacity_bytes=memory.capacity_bytes, fits=memory.fits
         )
     return values
 

@@ -1,0 +1,96 @@
+"""Metrics derived from records, and summary.json as typed parts.
+
+* :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
+* :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
+* :mod:`.families` -- each strategy family's part of the summary, registered by workload;
+* :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
+* :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
+  :func:`canonical_json`, the text of summary.json.
+"""
+
+from ..records import COMMUNICATION_KINDS
+from .breakdown import DeviceTimes, Interval, LinkLoad, device_breakdown, link_table, union_length
+from .families import (
+    AllReduceTraffic,
+    BucketSizes,
+    CollectiveSummary,
+    DataParallelSummary,
+    FlopTrainingSummary,
+    HybridSummary,
+    HybridTraffic,
+    IterationBubble,
+    KeyPlacement,
+    OperationTimes,
+    ParameterServerSummary,
+    ProgramSummary,
+    ServerLoad,
+    ServerSettings,
+    ShardedTraffic,
+    StageActivations,
+    StrategySummary,
+    TensorParallelTraffic,
+    TrainingSummary,
+    UntypedSummary,
+    ZeroSettings,
+    ZeroSummary,
+)
+from .parts import OPTIONAL, SPLICE, SummaryFormatError, SummaryPart, canonical_json
+from .summary import EngineCounters, MemoryBlock, MemoryRow, RunHeader, Summary
+from .training import (
+    DeviceShares,
+    FlopRates,
+    IterationTimes,
+    ModelInfo,
+    TrainingTimes,
+    flop_rates,
+    training_summary,
+)
+
+__all__ = [
+    "COMMUNICATION_KINDS",
+    "OPTIONAL",
+    "SPLICE",
+    "AllReduceTraffic",
+    "BucketSizes",
+    "CollectiveSummary",
+    "DataParallelSummary",
+    "MemoryRow",
+    "DeviceShares",
+    "DeviceTimes",
+    "EngineCounters",
+    "FlopRates",
+    "FlopTrainingSummary",
+    "HybridSummary",
+    "HybridTraffic",
+    "Interval",
+    "IterationBubble",
+    "IterationTimes",
+    "KeyPlacement",
+    "LinkLoad",
+    "MemoryBlock",
+    "ModelInfo",
+    "OperationTimes",
+    "ParameterServerSummary",
+    "ProgramSummary",
+    "RunHeader",
+    "ServerLoad",
+    "ServerSettings",
+    "ShardedTraffic",
+    "StageActivations",
+    "StrategySummary",
+    "Summary",
+    "SummaryFormatError",
+    "SummaryPart",
+    "TensorParallelTraffic",
+    "TrainingSummary",
+    "TrainingTimes",
+    "UntypedSummary",
+    "ZeroSettings",
+    "ZeroSummary",
+    "canonical_json",
+    "device_breakdown",
+    "flop_rates",
+    "link_table",
+    "training_summary",
+    "union_length",
+]

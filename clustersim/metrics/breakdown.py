@@ -1,0 +1,127 @@
+"""Metrics derived from records: per-device breakdown and link utilisation.
+
+Definitions (all times in simulated seconds, over the whole run of length
+``makespan_s``):
+
+* ``compute_s`` -- time the device's compute stream was busy;
+* ``communication_s`` -- time at least one transfer from or to the device
+  (or a collective it takes part in) was in flight;
+* ``exposed_communication_s`` -- communication time not hidden behind
+  compute (communication_s minus its overlap with compute);
+* ``idle_s`` -- time with neither compute nor communication.
+
+A link's ``utilisation`` is bytes carried / (nominal bandwidth x makespan);
+``busy_fraction`` is the share of the run with at least one flow on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..records import COMMUNICATION_KINDS, Record
+from .parts import SummaryPart
+
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class DeviceTimes(SummaryPart):
+    """One device's row of ``devices`` (or ``per_iteration``): seconds, defined above."""
+
+    compute_s: float
+    communication_s: float
+    exposed_communication_s: float
+    idle_s: float
+
+
+@dataclass(frozen=True)
+class LinkLoad(SummaryPart):
+    """One row of ``busiest_links`` (and of links.csv): what a link carried."""
+
+    link: str
+    bandwidth_Bps: float
+    bytes: float
+    busy_s: float
+    """Seconds with at least one flow on the link."""
+    busy_fraction: float
+    utilisation: float
+    """Bytes carried over nominal bandwidth x makespan, 0..1."""
+    peak_flows: int
+
+
+def union_length(intervals: Iterable[Interval]) -> float:
+    """Total length (s) covered by ``intervals``, overlaps counted once."""
+    total = 0.0
+    cur_start = cur_end = None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def device_breakdown(
+    records: Sequence[Record], makespan_s: float, device_order: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Compute / communication / exposed communication / idle seconds per active device.
+
+    Devices that neither computed nor communicated are left out; the order is
+    ``device_order`` (the topology's).
+    """
+    compute: dict[str, list[Interval]] = {}
+    comm: dict[str, list[Interval]] = {}
+    for r in records:
+        if r.kind == "compute":
+            compute.setdefault(r.resource, []).append((r.start_s, r.end_s))
+        elif r.kind in COMMUNICATION_KINDS:
+            comm.setdefault(r.src, []).append((r.start_s, r.end_s))
+            if r.dst != r.src:
+                comm.setdefault(r.dst, []).append((r.start_s, r.end_s))
+    out: dict[str, dict[str, float]] = {}
+    for name in device_order:
+        c = compute.get(name, [])
+        m = comm.get(name, [])
+        if not c and not m:
+            continue
+        compute_s = union_length(c)
+        comm_s = union_length(m)
+        busy_s = union_length(c + m)
+        out[name] = {
+            "compute_s": compute_s,
+            "communication_s": comm_s,
+            "exposed_communication_s": busy_s - compute_s,
+            "idle_s": max(makespan_s - busy_s, 0.0),
+        }
+    return out
+
+
+def link_table(
+    link_stats: Sequence[Any], links: Sequence[Any], makespan_s: float
+) -> list[dict[str, Any]]:
+    """Every link that carried bytes, busiest (by utilisation) first."""
+    rows = []
+    for stat in link_stats:
+        if stat.bytes <= 0 and stat.peak_flows == 0:
+            continue
+        link = links[stat.index]
+        capacity = link.bandwidth_Bps * makespan_s
+        rows.append(
+            {
+                "link": link.name,
+                "bandwidth_Bps": link.bandwidth_Bps,
+                "bytes": stat.bytes,
+                "busy_s": stat.busy_s,
+                "busy_fraction": stat.busy_s / makespan_s if makespan_s > 0 else 0.0,
+                "utilisation": stat.bytes / capacity if capacity > 0 else 0.0,
+                "peak_flows": stat.peak_flows,
+            }
+        )
+    rows.sort(key=lambda r: (-r["utilisation"], -r["bytes"], r["link"]))
+    return rows

@@ -1,0 +1,362 @@
+"""The strategy part of summary.json, one typed class per strategy family.
+
+Each class registers itself under the workload name its strategy writes in
+``workload`` (``clustersim list summaries``); :meth:`StrategySummary.kind`
+finds the class for a summary read back from disk.  A strategy without a class
+of its own (a third-party plugin returning a dict) gets :class:`UntypedSummary`,
+which keeps its keys as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..registry import Registered, Registry
+from .breakdown import DeviceTimes
+from .parts import OPTIONAL, SPLICE, SummaryPart, plain
+from .training import DeviceShares, FlopRates, IterationTimes, ModelInfo
+
+
+class StrategySummary(SummaryPart, Registered):
+    """Base of the strategy parts; a subclass defining ``name`` (the workload) registers."""
+
+    registry: ClassVar[Registry[type[StrategySummary]]] = Registry(
+        "summaries", "summary layout", sort=True
+    )
+
+    @classmethod
+    def kind(cls, workload: object) -> type[StrategySummary]:
+        """The registered class for ``workload`` (:class:`UntypedSummary` if none)."""
+        found = cls.registry.get(workload) if isinstance(workload, str) else None
+        return found if found is not None else UntypedSummary
+
+    # What the outputs draw, for every family (empty where a family has none of it).
+
+    def iteration_times(self) -> list[float]:
+        """Seconds per iteration, in order ([] for a workload without iterations)."""
+        return []
+
+    def device_bubbles(self) -> Mapping[str, Any]:
+        """Bubble fraction per device, where the strategy measures one ({} otherwise)."""
+        return {}
+
+    def stage_activations(self) -> Mapping[str, Any]:
+        """Stored activations per pipeline stage, as summary.json holds them ({} if none)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class UntypedSummary(StrategySummary):
+    """A strategy part with no class of its own: its keys, kept as given."""
+
+    keys: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.keys)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> UntypedSummary:
+        from .summary import FRAME_KEYS
+
+        return cls({k: v for k, v in data.items() if k not in FRAME_KEYS})
+
+    def __getattr__(self, name: str) -> Any:
+        keys = self.__dict__.get("keys", {})
+        if name in keys:
+            return keys[name]
+        raise AttributeError(name)
+
+    def iteration_times(self) -> list[float]:
+        return list(self.keys.get("iteration_times_s") or [])
+
+    def device_bubbles(self) -> Mapping[str, Any]:
+        return self.keys.get("per_device_bubble") or {}
+
+    def stage_activations(self) -> Mapping[str, Any]:
+        return self.keys.get("activation_memory") or {}
+
+
+@dataclass(frozen=True)
+class TrainingSummary(StrategySummary):
+    """Base of the training families: their summaries start with the iteration times."""
+
+    times: IterationTimes = field(metadata=SPLICE)
+
+    def iteration_times(self) -> list[float]:
+        return list(self.times.iteration_times_s or [])
+
+
+@dataclass(frozen=True)
+class FlopTrainingSummary(TrainingSummary):
+    """Base of the training families that count FLOPs: after the times come the FLOP
+    rates, the model, the workers and the global batch."""
+
+    flops: FlopRates = field(metadata=SPLICE)
+    model: ModelInfo
+    workers: list[str]
+    global_batch: float
+
+
+# ------------------------------------------------------------------ collective
+
+
+@dataclass(frozen=True)
+class CollectiveSummary(StrategySummary):
+    """One collective repeated ``iterations`` times, as nccl-tests reports it."""
+
+    name = "collective"
+    description = "op, algorithm, ranks, bytes, time_s, algbw_GBps, busbw_GBps"
+
+    op: str
+    algorithm: str
+    chosen: str
+    """The algorithm (and protocol) that ran, ``auto`` resolved (``double_tree/LL``)."""
+    ranks: int
+    group: list[str]
+    bytes: float
+    iterations: int
+    model: str
+    """The network model that priced it (``flow`` or ``analytical``)."""
+    time_s: float
+    """Mean seconds per iteration."""
+    times_s: list[float]
+    algbw_GBps: float
+    busbw_GBps: float
+    bytes_sent_per_device: float
+
+
+# ------------------------------------------------------------------ program
+
+
+@dataclass(frozen=True)
+class OperationTimes(SummaryPart):
+    """When one hand-written operation ran (seconds)."""
+
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class ProgramSummary(StrategySummary):
+    """Hand-written operations: when each ran."""
+
+    name = "program"
+    description = "operations: start_s and end_s of each operation"
+
+    operations: dict[str, OperationTimes]
+
+
+# ------------------------------------------------------------------ data parallel
+
+
+@dataclass(frozen=True)
+class BucketSizes(SummaryPart):
+    """The gradient buckets: how many, and bytes each."""
+
+    count: int
+    bytes: list[float]
+
+
+@dataclass(frozen=True)
+class AllReduceTraffic(SummaryPart):
+    """A data-parallel run's ``communication`` block."""
+
+    op: str
+    algorithm: str
+    overlap: bool
+    network_model: str
+    bytes_per_iteration: float
+
+
+@dataclass(frozen=True)
+class DataParallelSummary(FlopTrainingSummary):
+    """Bucketed gradient all-reduce (DDP/Horovod)."""
+
+    name = "data_parallel"
+    description = "training keys, buckets, communication (all-reduce bytes per iteration)"
+
+    buckets: BucketSizes
+    communication: AllReduceTraffic
+    shares: DeviceShares = field(metadata=SPLICE)
+
+
+# ------------------------------------------------------------------ ZeRO
+
+
+@dataclass(frozen=True)
+class ZeroSettings(SummaryPart):
+    stage: int
+    prefetch: bool
+
+
+@dataclass(frozen=True)
+class ShardedTraffic(SummaryPart):
+    """A ZeRO run's ``communication`` block (bytes per iteration)."""
+
+    bytes_per_iteration: float
+    allgather_bytes: float
+    reducescatter_bytes: float
+    algorithm: str
+    overlap: bool
+    network_model: str
+
+
+@dataclass(frozen=True)
+class ZeroSummary(FlopTrainingSummary):
+    """ZeRO stages 1-3 / FSDP."""
+
+    name = "zero"
+    description = "training keys, zero settings, buckets, reduce-scatter and all-gather bytes"
+
+    zero: ZeroSettings
+    zero_stage: int
+    buckets: BucketSizes
+    communication: ShardedTraffic
+    shares: DeviceShares = field(metadata=SPLICE)
+
+
+# ------------------------------------------------------------------ parameter server
+
+
+@dataclass(frozen=True)
+class ServerSettings(SummaryPart):
+    """The ``parameter_server`` block: the mode and the setting that mode takes."""
+
+    mode: str
+    placement: str
+    backup_k: int | None = field(default=None, metadata=OPTIONAL)
+    staleness: int | None = field(default=None, metadata=OPTIONAL)
+    geo_period: int | None = field(default=None, metadata=OPTIONAL)
+
+
+@dataclass(frozen=True)
+class ServerLoad(SummaryPart):
+    params: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class KeyPlacement(SummaryPart):
+    """One parameter key: its size and the server that holds it."""
+
+    name: str
+    params: float
+    bytes: float
+    server: str
+
+
+@dataclass(frozen=True)
+class ParameterServerSummary(TrainingSummary):
+    """Data-parallel training with parameter servers (sync, backup, async, ssp, geo)."""
+
+    name = "parameter_server"
+    description = "training keys, updates_per_s, staleness, servers, keys, pushes"
+
+    updates_per_s: float
+    iterations_per_worker: dict[str, int]
+    staleness_histogram: dict[str, int]
+    model: ModelInfo
+    parameter_server: ServerSettings
+    workers: list[str]
+    servers: dict[str, ServerLoad]
+    keys: list[KeyPlacement]
+    global_batch: float
+    pushes_per_worker: dict[str, float]
+    key_pushes: int
+    key_pushes_dropped: int
+    shares: DeviceShares = field(metadata=SPLICE)
+
+
+# ------------------------------------------------------------------ hybrid (pipeline)
+
+
+@dataclass(frozen=True)
+class IterationBubble(SummaryPart):
+    """One device in one iteration of a pipeline run (seconds, and idle share)."""
+
+    compute_s: float
+    exposed_communication_s: float
+    idle_s: float
+    bubble_fraction: float
+
+
+@dataclass(frozen=True)
+class StageActivations(SummaryPart):
+    """One pipeline stage's stored activations: peaks, and replica 0's timeline."""
+
+    peak_bytes: float
+    peak_microbatches: int
+    recompute_working_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    timeline: list[list[float]] = field(default_factory=list)
+    """``[time_s, micro-batches held, bytes]`` at each change."""
+
+
+@dataclass(frozen=True)
+class TensorParallelTraffic(SummaryPart):
+    """The tensor-parallel part of a hybrid run's ``communication`` block."""
+
+    algorithm: str
+    ops: list[str]
+    bytes_per_layer_per_pass: float
+    bytes_per_block_per_pass: float
+    seconds_per_microbatch_forward: list[float]
+    priced: str
+
+
+@dataclass(frozen=True)
+class HybridTraffic(SummaryPart):
+    """A hybrid run's ``communication`` block: stage boundaries, dp sync, tensor parallel."""
+
+    boundary_bytes: list[float]
+    allreduce_bytes: list[float]
+    dp_op: str
+    algorithm: str | None
+    network_model: str
+    dp_network_model: str
+    dp_link_sharing: list[int]
+    tensor_parallel: TensorParallelTraffic | None = field(default=None, metadata=OPTIONAL)
+
+
+@dataclass(frozen=True)
+class HybridSummary(FlopTrainingSummary):
+    """3D hybrid training: pipeline x tensor parallel x data parallel (ZeRO-1)."""
+
+    name = "pipeline"
+    description = "training keys, schedule, stages, bubbles, activation memory, communication"
+
+    schedule: str
+    stages: int
+    micro_batches: int
+    chunks: int
+    recompute: bool
+    recompute_mode: str
+    dp: int
+    tp: int
+    pp: int
+    order: list[str]
+    sequence_parallel: bool
+    zero_stage: int
+    simulated_replicas: int
+    micro_batch_size: float
+    stage_devices: list[list[str]]
+    tensor_groups: list[list[list[str]]]
+    stage_layers: list[int]
+    stage_layer_names: list[list[str]]
+    theoretical_bubble_fraction: float
+    idle_fraction: float
+    """Mean over devices of idle time / run time (communication counts as busy)."""
+    bubble_fraction: float
+    """Mean over devices of 1 - compute time / run time."""
+    per_device_bubble: dict[str, float]
+    per_device_iteration: dict[str, list[IterationBubble]]
+    activation_memory: dict[str, StageActivations]
+    communication: HybridTraffic
+    per_iteration: dict[str, DeviceTimes]
+
+    def device_bubbles(self) -> Mapping[str, Any]:
+        return self.per_device_bubble or {}
+
+    def stage_activations(self) -> Mapping[str, Any]:
+        return plain(self.activation_memory or {})

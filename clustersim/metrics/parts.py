@@ -1,0 +1,158 @@
+"""Typed pieces of summary.json and the text they are written as.
+
+A :class:`SummaryPart` is a frozen dataclass whose fields are summary keys, in
+the order summary.json shows them.  Two field markers shape the keys:
+
+* :data:`SPLICE` -- the field is itself a part whose keys stand at this place
+  in the parent (``FlopRates`` inside a training summary), not under a key of
+  their own; its fields read through the parent (``part.tflops_per_gpu``);
+* :data:`OPTIONAL` -- the key is left out when the value is ``None`` (a
+  parameter server's ``staleness`` exists only in ``ssp`` mode).
+
+:meth:`SummaryPart.as_dict` gives the keys; :meth:`SummaryPart.from_dict` reads
+them back, nested parts included (by the fields' type hints), so readers use
+attributes instead of ``.get()`` on strings.  :func:`canonical_json` is the
+text of summary.json: keys in the order built, floats rounded to 12
+significant digits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import types
+import typing
+from dataclasses import MISSING, Field, fields
+from functools import cache
+from typing import Any, TypeVar
+
+from ..errors import ClustersimError
+
+SPLICE: dict[str, bool] = {"splice": True}
+"""Field metadata: the part's keys stand in the parent, in this field's place."""
+
+OPTIONAL: dict[str, bool] = {"optional": True}
+"""Field metadata: the key is written only when the value is not None."""
+
+P = TypeVar("P", bound="SummaryPart")
+
+
+class SummaryFormatError(ClustersimError):
+    """A summary (summary.json, or a mapping given as one) lacks a key its part needs."""
+
+
+class SummaryPart:
+    """A typed piece of summary.json (subclasses are frozen dataclasses)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as summary keys, in declaration order; nested parts as dicts,
+        spliced parts in place, optional fields only when set."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if f.metadata.get("splice"):
+                out.update(value.as_dict())
+            elif value is not None or not f.metadata.get("optional"):
+                out[f.name] = plain(value)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        """Fields of spliced parts read through this one (``summary.tflops_per_gpu``)."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        for f in _spliced(type(self)):
+            part = self.__dict__.get(f.name)
+            if part is not None and hasattr(part, name):
+                return getattr(part, name)
+        raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+
+    @classmethod
+    def from_dict(cls: type[P], data: typing.Mapping[str, Any], lenient: bool = False) -> P:
+        """The part held by ``data`` (a summary mapping), nested parts typed as well.
+
+        A missing key takes the field's default; without one it is a
+        :class:`SummaryFormatError`, or ``None`` when ``lenient`` (for partial or
+        older summaries that outputs still draw).  Keys the part does not name are
+        ignored.
+        """
+        hints = _hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            kind = hints[f.name]
+            if f.metadata.get("splice"):
+                values[f.name] = _part_type(kind).from_dict(data, lenient)
+            elif f.name in data:
+                values[f.name] = _typed(kind, data[f.name], lenient)
+            elif f.default is not MISSING or f.default_factory is not MISSING:
+                continue
+            elif lenient:
+                values[f.name] = None
+            else:
+                raise SummaryFormatError(f"summary has no key {f.name!r} ({cls.__name__})")
+        return cls(**values)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every part inside it (in dicts, lists, tuples) turned into a dict."""
+    if isinstance(value, SummaryPart):
+        return value.as_dict()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+@cache
+def _spliced(cls: type) -> tuple[Field[Any], ...]:
+    return tuple(f for f in fields(cls) if f.metadata.get("splice"))  # type: ignore[arg-type]
+
+
+def _part_type(kind: Any) -> type[SummaryPart]:
+    """The part class of a (possibly optional) spliced field's type."""
+    for arg in (kind, *typing.get_args(kind)):
+        if isinstance(arg, type) and issubclass(arg, SummaryPart):
+            return arg
+    raise TypeError(f"not a summary part: {kind!r}")
+
+
+def _typed(kind: Any, value: Any, lenient: bool) -> Any:
+    """``value`` read as type ``kind``: parts, and dicts/lists of parts, become parts."""
+    if value is None:
+        return None
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _typed(inner[0], value, lenient) if len(inner) == 1 else value
+    if isinstance(kind, type) and issubclass(kind, SummaryPart):
+        return kind.from_dict(value, lenient) if isinstance(value, typing.Mapping) else value
+    if origin is dict and len(args) == 2 and isinstance(value, typing.Mapping):
+        return {k: _typed(args[1], v, lenient) for k, v in value.items()}
+    if origin is list and args and isinstance(value, list):
+        return [_typed(args[0], v, lenient) for v in value]
+    return value
+
+
+def _canonical(value: Any) -> Any:
+    """Floats rounded to 12 significant digits, so summaries compare byte for byte."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def canonical_json(summary: typing.Mapping[str, Any] | SummaryPart) -> str:
+    """The text of summary.json: stable key order (as built), rounded floats, newline at end."""
+    data = summary.as_dict() if isinstance(summary, SummaryPart) else dict(summary)
+    return json.dumps(_canonical(data), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,123 @@
+"""summary.json as one typed object: :class:`Summary`.
+
+Its keys, in order: the :class:`RunHeader` (every run), the strategy's part
+(a :class:`~clustersim.metrics.families.StrategySummary` chosen by
+``workload``), ``memory`` (training strategies that model memory),
+``devices``, ``busiest_links`` and ``engine``.  ``Summary.from_dict`` reads a
+summary.json back into the same types, so reports, plan, sweep, golden and
+the CLI read attributes, never strings with ``.get()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .breakdown import DeviceTimes, LinkLoad
+from .families import StrategySummary
+from .parts import OPTIONAL, SPLICE, SummaryPart
+
+
+@dataclass(frozen=True)
+class RunHeader(SummaryPart):
+    """The keys every summary.json starts with."""
+
+    scenario: str
+    seed: int
+    workload: str
+    """The strategy that ran (its registered name)."""
+    clustersim_version: str
+    makespan_s: float
+    """End of the last record, seconds."""
+
+
+@dataclass(frozen=True)
+class EngineCounters(SummaryPart):
+    """summary.json's ``engine`` block: how much work the simulation did."""
+
+    records: int
+    flows_completed: int
+    rate_recomputations: int
+
+
+@dataclass(frozen=True)
+class MemoryRow(SummaryPart):
+    """One device's row of ``memory.per_device`` (bytes)."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_states_bytes: float
+    activations_bytes: float
+    communication_buffers_bytes: float
+    peak_bytes: float
+    """The sum of the parts above."""
+    capacity_bytes: float
+    fits: bool
+
+
+@dataclass(frozen=True)
+class MemoryBlock(SummaryPart):
+    """The ``memory`` block: whether every device fits, and each device's parts."""
+
+    fits: bool
+    """Every device within its capacity."""
+    peak_bytes: float
+    """The largest peak over the devices."""
+    peak_device: str
+    """The first device with that peak."""
+    capacity_bytes: float
+    """The capacity of ``peak_device``."""
+    devices_over_capacity: int
+    per_device: dict[str, MemoryRow]
+
+
+FRAME_KEYS = frozenset(
+    ("scenario", "seed", "workload", "clustersim_version", "makespan_s")
+    + ("memory", "devices", "busiest_links", "engine")
+)
+"""Keys of the summary that are not the strategy's."""
+
+
+@dataclass(frozen=True)
+class Summary(SummaryPart):
+    """A whole summary.json; strategy fields read through (``summary.iteration_time_s``)."""
+
+    header: RunHeader = field(metadata=SPLICE)
+    strategy: StrategySummary = field(metadata=SPLICE)
+    memory: MemoryBlock | None = field(default=None, metadata=OPTIONAL)
+    devices: dict[str, DeviceTimes] = field(default_factory=dict)
+    busiest_links: list[LinkLoad] = field(default_factory=list)
+    engine: EngineCounters | None = field(default=None, metadata=OPTIONAL)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> Summary:
+        """The summary in ``data`` (summary.json's mapping), its strategy part by ``workload``."""
+        header = RunHeader.from_dict(data, lenient)
+        strategy = StrategySummary.kind(data.get("workload")).from_dict(data, lenient)
+        rest = _Frame.from_dict(data, lenient)
+        return cls(header, strategy, rest.memory, rest.devices, rest.busiest_links, rest.engine)
+
+    @classmethod
+    def of(cls, summary: Summary | Mapping[str, Any]) -> Summary:
+        """``summary`` typed: as it is, or read leniently from a mapping (partial or older
+        summaries: missing keys read as None)."""
+        return summary if isinstance(summary, Summary) else cls.from_dict(summary, lenient=True)
+
+    def numbers(self) -> dict[str, float]:
+        """The top-level numeric keys (booleans left out), in summary order."""
+        return {
+            key: value
+            for key, value in self.as_dict().items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+
+
+@dataclass(frozen=True)
+class _Frame(SummaryPart):
+    """The keys after the strategy's (read separately: they have defaults)."""
+
+    memory: MemoryBlock | None = None
+    devices: dict[str, DeviceTimes] = field(default_factory=dict)
+    busiest_links: list[LinkLoad] = field(default_factory=list)
+    engine: EngineCounters | None = None

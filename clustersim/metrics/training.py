@@ -1,0 +1,123 @@
+"""The summary keys training strategies share: iteration times, device shares, FLOP rates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import Record
+from .breakdown import DeviceTimes, device_breakdown
+from .parts import SPLICE, SummaryPart
+
+
+@dataclass(frozen=True)
+class IterationTimes(SummaryPart):
+    """The first keys of every training summary."""
+
+    iteration_time_s: float
+    """Mean of ``iteration_times_s``."""
+    iteration_times_s: list[float]
+    """Per iteration, from the end of the previous one (or time 0) to its end, seconds."""
+    throughput_samples_per_s: float
+
+
+@dataclass(frozen=True)
+class DeviceShares(SummaryPart):
+    """Where the devices' time went: the last keys of most training summaries."""
+
+    per_iteration: dict[str, DeviceTimes]
+    """Per active device: its breakdown over the run divided by the iterations (seconds)."""
+    bubble_fraction: float
+    """Mean over those devices of idle time / run time."""
+
+
+@dataclass(frozen=True)
+class TrainingTimes(SummaryPart):
+    """What :func:`training_summary` measures: iteration times and device shares."""
+
+    times: IterationTimes = field(metadata=SPLICE)
+    shares: DeviceShares = field(metadata=SPLICE)
+
+
+@dataclass(frozen=True)
+class FlopRates(SummaryPart):
+    """The FLOP keys of a training summary (see :func:`flop_rates`)."""
+
+    tflops_per_gpu: float
+    model_tflops_per_gpu: float
+    model_flops_per_iteration: float
+    hardware_flops_per_iteration: float
+
+
+@dataclass(frozen=True)
+class ModelInfo(SummaryPart):
+    """The ``model`` block of a training summary."""
+
+    name: str
+    params: float
+    """Parameter count."""
+
+
+def training_summary(
+    clock: Any,
+    records: Sequence[Record],
+    iterations: int,
+    global_batch: float,
+    devices: Sequence[str],
+) -> TrainingTimes:
+    """The summary keys every training strategy shares, from its ``IterationClock``.
+
+    * ``iteration_times_s`` -- per iteration, from the end of the previous one
+      (or time 0) to the moment its last worker ended it (seconds);
+    * ``iteration_time_s`` -- their mean;
+    * ``throughput_samples_per_s`` -- ``global_batch`` / ``iteration_time_s``;
+    * ``per_iteration`` -- for each of ``devices`` that was active, its
+      compute / communication / exposed communication / idle seconds over the
+      run up to the last iteration's end, divided by the number of iterations
+      (the mean per iteration, as the iteration windows tile the run);
+    * ``bubble_fraction`` -- mean over those devices of idle time / run time.
+
+    ``clock`` is a :class:`clustersim.training.IterationClock`.
+    """
+    times = clock.iteration_times(iterations)
+    done = len(times)
+    mean = sum(times) / done if done else 0.0
+    run_s = sum(times)
+    breakdown = device_breakdown(records, run_s, devices) if done else {}
+    per_iteration = {
+        name: DeviceTimes(**{key: value / done for key, value in row.items()})
+        for name, row in breakdown.items()
+    }
+    idle = [row["idle_s"] / run_s for row in breakdown.values() if run_s > 0]
+    return TrainingTimes(
+        IterationTimes(
+            iteration_time_s=mean,
+            iteration_times_s=list(times),
+            throughput_samples_per_s=global_batch / mean if mean > 0 else 0.0,
+        ),
+        DeviceShares(
+            per_iteration=per_iteration,
+            bubble_fraction=sum(idle) / len(idle) if idle else 0.0,
+        ),
+    )
+
+
+def flop_rates(
+    model_flops: float, hardware_flops: float, iteration_s: float, gpus: int
+) -> FlopRates:
+    """The FLOP keys of a training summary.
+
+    ``model_flops_per_iteration`` (forward + backward over the global batch),
+    ``hardware_flops_per_iteration`` (plus recomputation: what Megatron-LM's
+    96 B s l h^2 (...) formula counts), and per GPU in TFLOP/s over the mean
+    iteration time: ``tflops_per_gpu`` (hardware, Narayanan et al.'s
+    "achieved TFLOP/s per GPU") and ``model_tflops_per_gpu``.
+    """
+    per_gpu = iteration_s * gpus * 1e12
+    return FlopRates(
+        tflops_per_gpu=hardware_flops / per_gpu if per_gpu > 0 else 0.0,
+        model_tflops_per_gpu=model_flops / per_gpu if per_gpu > 0 else 0.0,
+        model_flops_per_iteration=model_flops,
+        hardware_flops_per_iteration=hardware_flops,
+    )
