@@ -35,7 +35,10 @@ layer counts (``pipeline.stage_layers``).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from ...errors import Problem, ScenarioError
@@ -47,6 +50,7 @@ __all__ = [
     "ideal_timeline",
     "make_schedule",
     "registered_schedules",
+    "schedule_modules",
 ]
 
 FORWARD = "fwd"
@@ -68,14 +72,27 @@ class Op:
 
 
 BUILTIN_SCHEDULES = ("naive", "gpipe", "one_f_one_b", "interleaved")
-"""Modules of :mod:`clustersim.parallel.schedules` holding one built-in schedule each."""
+"""Modules of :mod:`clustersim.parallel.schedules` holding one built-in schedule each, in
+the order ``clustersim list schedules`` shows them."""
+
+_NOT_SCHEDULES = ("base",)
+"""Modules of the folder that hold no schedule."""
 
 
-def _load_builtin_schedules() -> None:
-    import importlib
+def schedule_modules() -> list[str]:
+    """Every module of :mod:`clustersim.parallel.schedules` that holds a schedule: the
+    built-ins in :data:`BUILTIN_SCHEDULES` order, then any other module of the folder by
+    name.  So a new schedule is one new file, found without being listed anywhere."""
+    folder = Path(__file__).parent
+    found = {m.name for m in pkgutil.iter_modules([str(folder)])}
+    others = sorted(found.difference(BUILTIN_SCHEDULES, _NOT_SCHEDULES))
+    return [*BUILTIN_SCHEDULES, *others]
 
-    for module in BUILTIN_SCHEDULES:
-        importlib.import_module(f"clustersim.parallel.schedules.{module}")
+
+def _load_schedules() -> None:
+    """The registry's loader: import every schedule module (each class registers itself)."""
+    for module in schedule_modules():
+        importlib.import_module(f"{__package__}.{module}")
 
 
 def _schedule_line(name: str, cls: type[Schedule]) -> str:
@@ -96,7 +113,7 @@ class Schedule(Registered):
         "pipeline schedule",
         describe=_schedule_line,
         unknown="unknown schedule {name!r}",
-        loader=_load_builtin_schedules,
+        loader=_load_schedules,
     )
     name: ClassVar[str]
     description: ClassVar[str] = ""
