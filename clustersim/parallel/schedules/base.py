@@ -43,6 +43,7 @@ from typing import ClassVar
 
 from ...errors import Problem, ScenarioError
 from ...registry import Registered, Registry
+from .. import rules
 
 __all__ = [
     "Op",
@@ -119,6 +120,11 @@ class Schedule(Registered):
     description: ClassVar[str] = ""
     multi_chunk: ClassVar[bool] = False
     """Whether the schedule accepts more than one model chunk per device."""
+    micro_batch_per_stage: ClassVar[bool] = False
+    """Whether a run needs at least one micro-batch per stage (m >= p), as 1F1B's warm-up
+    does: the hybrid strategy then enforces
+    :func:`~clustersim.parallel.rules.micro_batch_per_stage_problem` (the operations
+    themselves are defined for any m)."""
 
     def __init__(self, stages: int, micro_batches: int, chunks: int = 1) -> None:
         problems = self.problems(stages, micro_batches, chunks)
@@ -133,21 +139,12 @@ class Schedule(Registered):
 
     @classmethod
     def problems(cls, stages: int, micro_batches: int, chunks: int) -> list[Problem]:
-        """What forbids this schedule for ``(p, m, v)``; key paths in the scenario."""
-        out: list[Problem] = []
-        if stages < 1:
-            out.append(Problem("parallelism.pp", "needs at least one stage", ">= 1"))
-        if micro_batches < 1:
-            out.append(Problem("pipeline.micro_batches", "needs at least one micro-batch", ">= 1"))
-        if chunks != 1 and not cls.multi_chunk:
-            out.append(
-                Problem(
-                    "pipeline.chunks",
-                    f"schedule {cls.name} runs one model chunk per device, not {chunks}",
-                    "1, or schedule: interleaved",
-                )
-            )
-        return out
+        """What forbids this schedule for ``(p, m, v)``; key paths in the scenario.
+
+        The rules every schedule shares (:func:`~clustersim.parallel.rules.schedule_problems`);
+        a subclass adds its own from :mod:`clustersim.parallel.rules`.
+        """
+        return rules.schedule_problems(cls.name, stages, micro_batches, chunks, cls.multi_chunk)
 
     @property
     def virtual_stages(self) -> int:
