@@ -10,14 +10,18 @@ t_f = 1 ms and its backward t_b = 2 ms.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clustersim import simulate
 from clustersim.errors import ScenarioError
+from clustersim.parallel import schedules
 from clustersim.pipeline import (
     BACKWARD,
+    BUILTIN_SCHEDULES,
     FORWARD,
     Op,
     Schedule,
@@ -25,8 +29,9 @@ from clustersim.pipeline import (
     ideal_timeline,
     make_schedule,
     registered_schedules,
+    schedule_modules,
 )
-from clustersim.scenario import load_scenario, parse_scenario
+from clustersim.scenario import load_scenario, parse_scenario, scenario_json_schema
 
 from .conftest import SCENARIOS
 
@@ -107,18 +112,78 @@ def test_registry_has_the_four_schedules() -> None:
     assert {"naive", "gpipe", "1f1b", "interleaved"} <= set(registered_schedules())
 
 
-def test_a_subclass_with_a_name_registers_itself() -> None:
-    class Reverse(Schedule):
-        name = "test-reverse-gpipe"
+@pytest.fixture
+def new_schedule() -> Iterator[type[Schedule]]:
+    """A schedule defined in the test, as a new file under parallel/schedules/ would define
+    it (a subclass with a name, nothing else), and forgotten after the test."""
+
+    class FirstInFirstOut(Schedule):
+        """All forwards, then the backwards in the same order (GPipe's reversed)."""
+
+        name = "test-fifo"
+        description = "all forwards, then all backwards in forward order"
 
         def operations(self, stage: int) -> list[Op]:
             m = self.micro_batches
             return [Op(FORWARD, j) for j in range(m)] + [Op(BACKWARD, j) for j in range(m)]
 
-    schedule = make_schedule("test-reverse-gpipe", 4, 8)
-    assert isinstance(schedule, Reverse)
+    yield FirstInFirstOut
+    Schedule.registry.remove(FirstInFirstOut.name)
+
+
+def test_a_subclass_with_a_name_registers_itself(new_schedule: type[Schedule]) -> None:
+    schedule = make_schedule("test-fifo", 4, 8)
+    assert isinstance(schedule, new_schedule)
     times = ideal_timeline(schedule, T_F, T_B)
     assert max(end for _, end in times.values()) == pytest.approx(11 * (T_F + T_B))
+
+
+def test_a_new_schedule_runs_from_a_scenario(new_schedule: type[Schedule]) -> None:
+    """A registered schedule is a valid ``pipeline.schedule`` without touching the scenario
+    code: the scenario, the schema and the simulation take it; once it is gone, the name is
+    an error again."""
+    summary = run(doc(4, 8, "test-fifo")).summary
+    assert summary["schedule"] == "test-fifo"
+    # the last stage runs its backwards after the last forward (11 t_f), each stage
+    # before it one backward behind: stage 0 ends at 11 t_f + 11 t_b
+    assert close(summary["iteration_time_s"], 11 * (T_F + T_B), 1e-3)
+    schema = scenario_json_schema()["$defs"]["PipelineSpec"]["properties"]["schedule"]
+    assert schema["enum"] == ["naive", "gpipe", "1f1b", "interleaved", "test-fifo"]
+    Schedule.registry.remove("test-fifo")
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(doc(4, 8, "test-fifo"))
+    assert info.value.problems[0].path == "pipeline.schedule"
+
+
+def test_every_module_of_the_schedules_folder_is_loaded() -> None:
+    """The registry imports each file of parallel/schedules/ (the built-ins first, in their
+    order), so a new schedule needs no list to be added to."""
+    folder = Path(schedules.__file__).parent
+    files = {path.stem for path in folder.glob("*.py")} - {"__init__", "base"}
+    assert set(schedule_modules()) == files
+    assert schedule_modules()[:4] == list(BUILTIN_SCHEDULES)
+    assert list(registered_schedules())[:4] == ["naive", "gpipe", "1f1b", "interleaved"]
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("1f1bb", "unknown schedule '1f1bb'; did you mean '1f1b'?"),
+        ("GPipe", "unknown schedule 'GPipe'; did you mean 'gpipe'?"),
+        ("zzz", "unknown schedule 'zzz'"),
+        (3, "unknown schedule 3"),
+        (None, "unknown schedule nothing (null)"),
+    ],
+)
+def test_an_unknown_schedule_names_the_key_and_the_schedules(value: Any, message: str) -> None:
+    document = doc(4, 8)
+    document["pipeline"]["schedule"] = value
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(document)
+    [problem] = info.value.problems
+    assert problem.path == "pipeline.schedule"
+    assert problem.message == message
+    assert problem.allowed == "naive, gpipe, 1f1b, interleaved"
 
 
 @pytest.mark.parametrize("name", ["naive", "gpipe", "1f1b", "interleaved"])

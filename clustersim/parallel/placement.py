@@ -13,7 +13,9 @@ replicas come last.
 
 Impossible combinations are errors naming the key: dp x tp x pp different
 from the number of workers, a tensor-parallel group spanning nodes without
-``allow_cross_node_tp`` (tensor parallelism needs NVLink bandwidth).
+``allow_cross_node_tp`` (tensor parallelism needs NVLink bandwidth).  The rules
+and their messages live in :mod:`clustersim.parallel.rules`; this module finds
+the groups they judge.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import Problem, ScenarioError
+from ..errors import Problem
 from ..scenario import ParallelismSpec
 from ..topology import Topology
+from . import rules
 
 AXES = ("tp", "pp", "dp")
 
@@ -71,38 +74,22 @@ def place(
     topology: Topology,
     path: str = "parallelism",
 ) -> Placement:
-    """The placement of ``parallelism`` on ``workers``; ScenarioError for impossible ones."""
+    """The placement of ``parallelism`` on ``workers``; ScenarioError for impossible ones
+    (the rules of :mod:`clustersim.parallel.rules`)."""
     n, tp, pp = len(workers), parallelism.tp, parallelism.pp
-    dp = parallelism.dp if parallelism.dp is not None else _default_dp(n, tp, pp, path)
-    if dp * tp * pp != n:
-        raise ScenarioError(
-            Problem(
-                f"{path}.dp",
-                f"dp {dp} x tp {tp} x pp {pp} = {dp * tp * pp}, but there are {n} workers",
-                f"dp x tp x pp = {n} (or select workers with data_parallel.workers)",
-            )
-        )
+    dp = parallelism.dp
+    if dp is None:
+        rules.enforce(rules.grid_split_problem(n, tp, pp, path))
+        dp = n // (tp * pp)
+    rules.enforce(rules.grid_size_problem(n, dp, tp, pp, path))
     placement = Placement(dp, tp, pp, tuple(parallelism.order), tuple(workers))
     if tp > 1 and not parallelism.allow_cross_node_tp:
-        _check_tp_in_node(placement, topology, path)
+        rules.enforce(_node_problem(placement, topology, path))
     return placement
 
 
-def _default_dp(n: int, tp: int, pp: int, path: str) -> int:
-    if n % (tp * pp):
-        key = f"{path}.pp" if tp == 1 else f"{path}.tp" if pp == 1 else path
-        raise ScenarioError(
-            Problem(
-                key,
-                f"tp {tp} x pp {pp} = {tp * pp} does not divide the {n} workers",
-                f"tp x pp dividing {n}",
-            )
-        )
-    return n // (tp * pp)
-
-
-def _check_tp_in_node(placement: Placement, topology: Topology, path: str) -> None:
-    """Every tensor-parallel group on one node (clusters with nodes only)."""
+def _node_problem(placement: Placement, topology: Topology, path: str) -> Problem | None:
+    """The first tensor-parallel group spread over nodes (clusters with nodes only)."""
     devices = topology.devices
     for d in range(placement.dp):
         for s in range(placement.pp):
@@ -111,17 +98,6 @@ def _check_tp_in_node(placement: Placement, topology: Topology, path: str) -> No
             if len(nodes) <= 1:
                 continue
             per_node = sum(1 for x in devices.values() if x.node == nodes[0] and x.kind == "gpu")
-            reason = (
-                f"tp {placement.tp} is larger than a node's {per_node} GPUs"
-                if placement.tp > per_node
-                else f"with order {list(placement.order)} the tensor-parallel group of replica "
-                f"{d} stage {s} spans nodes {', '.join(nodes)}"
-            )
-            raise ScenarioError(
-                Problem(
-                    f"{path}.tp",
-                    f"{reason}; tensor parallelism needs NVLink inside a node",
-                    f"tp <= {per_node} with tp innermost in order, "
-                    "or parallelism.allow_cross_node_tp: true",
-                )
-            )
+            spread = rules.SpreadGroup(placement.order, d, s, nodes)
+            return rules.tensor_group_node_problem(placement.tp, per_node, spread=spread, path=path)
+    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import Problem, ScenarioError
+from .rules import enforce, stage_layers_problem
 
 
 def balanced_split(costs: Sequence[float], parts: int) -> list[int]:
@@ -96,23 +96,6 @@ def _pack_from_end(costs: Sequence[float], limit: float) -> list[int]:
 
 
 def check_stage_layers(stage_layers: Sequence[int], layers: int, stages: int) -> None:
-    """ScenarioError unless ``stage_layers`` has ``stages`` entries summing to ``layers``."""
-    path = "pipeline.stage_layers"
-    if len(stage_layers) != stages:
-        raise ScenarioError(
-            Problem(
-                path,
-                f"lists {len(stage_layers)} stages, the pipeline has {stages} "
-                "(virtual stages: pp x chunks)",
-                f"{stages} layer counts",
-            )
-        )
-    if sum(stage_layers) != layers:
-        raise ScenarioError(
-            Problem(
-                path,
-                f"the counts add up to {sum(stage_layers)} layers, the model has {layers} "
-                "(a layer with repeat: n counts n times)",
-                f"counts adding up to {layers}",
-            )
-        )
+    """ScenarioError unless ``stage_layers`` has ``stages`` entries summing to ``layers``
+    (:func:`~clustersim.parallel.rules.stage_layers_problem`)."""
+    enforce(stage_layers_problem(stage_layers, layers, stages))

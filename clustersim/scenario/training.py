@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, model_validator
+from pydantic import BeforeValidator, Field, Strict, model_validator
 
-from clustersim.errors import Problem
+from clustersim.errors import Problem, hinted
 
 from .fields import Bool, Count, FlopCount, Glob, Int, Invalid, Size, _Spec, _unit
+from .validation import _describe
 
 MAX_CHANNELS = 64
 """Most channels a collective may run in (NCCL's limit)."""
@@ -238,10 +239,41 @@ class ZeroSpec(_Spec):
         return 3 if self.stage == "fsdp" else int(self.stage)
 
 
+def _registered_schedule(value: object) -> object:
+    """``value`` if it names a registered pipeline schedule; else the problem, with a
+    did-you-mean hint and the registered names.
+
+    The schedules register themselves in :mod:`clustersim.parallel.schedules`, a layer
+    above this one, so the registry is imported here, when a scenario is validated, and
+    never when this module is: a new schedule file is all a new name needs.
+    """
+    from clustersim.parallel.schedules import Schedule
+
+    registry = Schedule.registry
+    if isinstance(value, str) and value in registry:
+        return value
+    names = registry.names()
+    message = hinted(f"unknown schedule {_describe(value)}", value, [*names, *registry.aliases()])
+    raise Invalid(Problem("", message, ", ".join(names)))
+
+
+def _schedule_enum(schema: dict[str, Any]) -> None:
+    """``clustersim schema``: the registered schedules as the field's enum."""
+    from clustersim.parallel.schedules import Schedule
+
+    schema["enum"] = Schedule.registry.names()
+
+
+ScheduleName = Annotated[
+    str, BeforeValidator(_registered_schedule), Field(json_schema_extra=_schedule_enum)
+]
+"""The name of a registered pipeline schedule (``clustersim list schedules``)."""
+
+
 class PipelineSpec(_Spec):
     """Pipeline parallelism: schedule, micro-batches, stage split."""
 
-    schedule: Literal["naive", "gpipe", "1f1b", "interleaved"] = "1f1b"
+    schedule: ScheduleName = "1f1b"
     """naive: one micro-batch through all stages; gpipe: all forwards then all backwards;
     1f1b: PipeDream-Flush; interleaved: 1F1B over ``chunks`` model chunks per device."""
     micro_batches: Count = 8

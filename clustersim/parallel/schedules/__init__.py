@@ -3,8 +3,10 @@
 :mod:`.base` holds the :class:`Schedule` base (its registry, the checks of
 ``(p, m, v)``, the theoretical bubble), :func:`make_schedule` and
 :func:`ideal_timeline`; :mod:`.naive`, :mod:`.gpipe`, :mod:`.one_f_one_b` and
-:mod:`.interleaved` the built-in schedules.  A new schedule is a new file with a
-``Schedule`` subclass defining ``name``, listed in ``BUILTIN_SCHEDULES``.
+:mod:`.interleaved` the built-in schedules.  A new schedule is one new file in this
+folder with a ``Schedule`` subclass defining ``name``, and nothing else: the registry
+imports every module of the folder (:func:`schedule_modules`), and a scenario's
+``pipeline.schedule`` accepts every registered name.
 """
 
 from .base import (
@@ -16,6 +18,7 @@ from .base import (
     ideal_timeline,
     make_schedule,
     registered_schedules,
+    schedule_modules,
 )
 
 registered_schedules()  # register the built-ins in BUILTIN_SCHEDULES order
@@ -38,4 +41,5 @@ __all__ = [
     "ideal_timeline",
     "make_schedule",
     "registered_schedules",
+    "schedule_modules",
 ]

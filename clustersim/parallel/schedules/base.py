@@ -35,11 +35,15 @@ layer counts (``pipeline.stage_layers``).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from ...errors import Problem, ScenarioError
 from ...registry import Registered, Registry
+from .. import rules
 
 __all__ = [
     "Op",
@@ -47,6 +51,7 @@ __all__ = [
     "ideal_timeline",
     "make_schedule",
     "registered_schedules",
+    "schedule_modules",
 ]
 
 FORWARD = "fwd"
@@ -68,14 +73,27 @@ class Op:
 
 
 BUILTIN_SCHEDULES = ("naive", "gpipe", "one_f_one_b", "interleaved")
-"""Modules of :mod:`clustersim.parallel.schedules` holding one built-in schedule each."""
+"""Modules of :mod:`clustersim.parallel.schedules` holding one built-in schedule each, in
+the order ``clustersim list schedules`` shows them."""
+
+_NOT_SCHEDULES = ("base",)
+"""Modules of the folder that hold no schedule."""
 
 
-def _load_builtin_schedules() -> None:
-    import importlib
+def schedule_modules() -> list[str]:
+    """Every module of :mod:`clustersim.parallel.schedules` that holds a schedule: the
+    built-ins in :data:`BUILTIN_SCHEDULES` order, then any other module of the folder by
+    name.  So a new schedule is one new file, found without being listed anywhere."""
+    folder = Path(__file__).parent
+    found = {m.name for m in pkgutil.iter_modules([str(folder)])}
+    others = sorted(found.difference(BUILTIN_SCHEDULES, _NOT_SCHEDULES))
+    return [*BUILTIN_SCHEDULES, *others]
 
-    for module in BUILTIN_SCHEDULES:
-        importlib.import_module(f"clustersim.parallel.schedules.{module}")
+
+def _load_schedules() -> None:
+    """The registry's loader: import every schedule module (each class registers itself)."""
+    for module in schedule_modules():
+        importlib.import_module(f"{__package__}.{module}")
 
 
 def _schedule_line(name: str, cls: type[Schedule]) -> str:
@@ -96,12 +114,17 @@ class Schedule(Registered):
         "pipeline schedule",
         describe=_schedule_line,
         unknown="unknown schedule {name!r}",
-        loader=_load_builtin_schedules,
+        loader=_load_schedules,
     )
     name: ClassVar[str]
     description: ClassVar[str] = ""
     multi_chunk: ClassVar[bool] = False
     """Whether the schedule accepts more than one model chunk per device."""
+    micro_batch_per_stage: ClassVar[bool] = False
+    """Whether a run needs at least one micro-batch per stage (m >= p), as 1F1B's warm-up
+    does: the hybrid strategy then enforces
+    :func:`~clustersim.parallel.rules.micro_batch_per_stage_problem` (the operations
+    themselves are defined for any m)."""
 
     def __init__(self, stages: int, micro_batches: int, chunks: int = 1) -> None:
         problems = self.problems(stages, micro_batches, chunks)
@@ -116,21 +139,12 @@ class Schedule(Registered):
 
     @classmethod
     def problems(cls, stages: int, micro_batches: int, chunks: int) -> list[Problem]:
-        """What forbids this schedule for ``(p, m, v)``; key paths in the scenario."""
-        out: list[Problem] = []
-        if stages < 1:
-            out.append(Problem("parallelism.pp", "needs at least one stage", ">= 1"))
-        if micro_batches < 1:
-            out.append(Problem("pipeline.micro_batches", "needs at least one micro-batch", ">= 1"))
-        if chunks != 1 and not cls.multi_chunk:
-            out.append(
-                Problem(
-                    "pipeline.chunks",
-                    f"schedule {cls.name} runs one model chunk per device, not {chunks}",
-                    "1, or schedule: interleaved",
-                )
-            )
-        return out
+        """What forbids this schedule for ``(p, m, v)``; key paths in the scenario.
+
+        The rules every schedule shares (:func:`~clustersim.parallel.rules.schedule_problems`);
+        a subclass adds its own from :mod:`clustersim.parallel.rules`.
+        """
+        return rules.schedule_problems(cls.name, stages, micro_batches, chunks, cls.multi_chunk)
 
     @property
     def virtual_stages(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...errors import Problem
+from .. import rules
 from .base import BACKWARD, FORWARD, Op, Schedule
 
 
@@ -19,19 +20,15 @@ class InterleavedSchedule(Schedule):
     name = "interleaved"
     description = "interleaved 1F1B (Megatron-LM): v model chunks per device"
     multi_chunk = True
+    micro_batch_per_stage = True
 
     @classmethod
     def problems(cls, stages: int, micro_batches: int, chunks: int) -> list[Problem]:
+        """The shared rules, then m a multiple of p (whole groups of p micro-batches)."""
         out = super().problems(stages, micro_batches, chunks)
-        if not out and micro_batches % stages:
-            out.append(
-                Problem(
-                    "pipeline.micro_batches",
-                    f"the interleaved schedule needs micro_batches ({micro_batches}) to be a "
-                    f"multiple of the pipeline stages ({stages})",
-                    f"a multiple of {stages}",
-                )
-            )
+        if not out:
+            problem = rules.micro_batches_multiple_problem(cls.name, stages, micro_batches)
+            out += [problem] if problem is not None else []
         return out
 
     def _op(self, kind: str, k: int) -> Op:

@@ -10,6 +10,7 @@ class OneFOneBSchedule(Schedule):
 
     name = "1f1b"
     description = "1F1B (PipeDream-Flush): warm-up, one forward one backward, cool-down"
+    micro_batch_per_stage = True
 
     def operations(self, stage: int) -> list[Op]:
         m = self.micro_batches

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ...collectives import CollectiveCall, check_call
 from ...errors import Problem, ScenarioError
+from ...parallel import rules
 from ...parallel.placement import place
-from ...parallel.rules import sharded_zero_problem, tensor_parallel_problem
-from ...parallel.schedules import Schedule, make_schedule
+from ...parallel.schedules import Schedule
 from ...parallel.stages import balanced_split, check_stage_layers
 from ...parallel.tensor_parallel import SPLIT_KINDS, CollectiveTimer
 from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
@@ -85,15 +85,11 @@ class HybridLayout(TrainingStrategy):
         return 1
 
     def _check_zero(self, parallelism: ParallelismSpec) -> None:
-        problem = sharded_zero_problem(self.zero, parallelism.tp, parallelism.pp, True)
-        if problem is not None:
-            raise ScenarioError(problem)
+        rules.enforce(rules.sharded_zero_problem(self.zero, parallelism.tp, parallelism.pp, True))
 
     def _check_tensor_parallel(self, parallelism: ParallelismSpec) -> None:
         shape = self.model.transformer
-        problem = tensor_parallel_problem(parallelism.tp, shape.heads if shape else None)
-        if problem is not None:
-            raise ScenarioError(problem)
+        rules.enforce(rules.tensor_parallel_problem(parallelism.tp, shape.heads if shape else None))
 
     def _select_workers(self, spec: DataParallelSpec) -> list[str]:
         """Devices of ``data_parallel.workers``; when not given, every GPU (else every device)."""
@@ -109,17 +105,8 @@ class HybridLayout(TrainingStrategy):
         b = self.train.micro_batch
         if b is None:
             return self.pipe.micro_batches, "pipeline.micro_batches"
-        per_replica = self.train.global_batch / self.dp
-        m = per_replica / b
-        if m != int(m) or m < 1:
-            raise ScenarioError(
-                Problem(
-                    "training.micro_batch",
-                    f"micro-batches of {b} do not divide the {per_replica:g} samples of a "
-                    f"replica (global batch {self.train.global_batch} / dp {self.dp})",
-                    f"a divisor of {per_replica:g}",
-                )
-            )
+        rules.enforce(rules.micro_batch_problem(self.train.global_batch, self.dp, b))
+        m = self.train.global_batch / self.dp / b
         pipe = self.scenario.pipeline
         if pipe is not None and "micro_batches" in pipe.model_fields_set:
             if pipe.micro_batches != int(m):
@@ -134,33 +121,19 @@ class HybridLayout(TrainingStrategy):
         return int(m), "training.micro_batch"
 
     def _make_schedule(self) -> Schedule:
+        """The schedule, after its rule of one micro-batch per stage if it has one."""
         m, key = self._micro_batches()
         name = self.pipe.schedule
-        if name in ("1f1b", "interleaved") and m < self.pp:
-            raise ScenarioError(
-                Problem(
-                    key,
-                    f"{m} micro-batches are fewer than the {self.pp} pipeline stages; "
-                    f"{name} needs at least one micro-batch per stage",
-                    f">= {self.pp} micro-batches (or schedule gpipe / naive)",
-                )
-            )
-        return make_schedule(name, self.pp, m, self.pipe.chunks)
+        kind = Schedule.registry.lookup(name, "pipeline.schedule")
+        if kind.micro_batch_per_stage:
+            rules.enforce(rules.micro_batch_per_stage_problem(name, self.pp, m, key))
+        return kind(self.pp, m, self.pipe.chunks)
 
     def _micro_batch_size(self) -> float:
         """Samples per micro-batch: global batch / dp / m."""
         m = self.schedule.micro_batches
-        size = self.train.global_batch / self.dp / m
-        if size < 1:
-            raise ScenarioError(
-                Problem(
-                    "training.global_batch",
-                    f"global batch {self.train.global_batch} over dp {self.dp} x {m} micro-batches "
-                    f"gives {size:.3g} samples per micro-batch",
-                    f">= {self.dp * m} (one sample per micro-batch at least)",
-                )
-            )
-        return size
+        rules.enforce(rules.micro_batch_size_problem(self.train.global_batch, self.dp, m))
+        return self.train.global_batch / self.dp / m
 
     def _recompute_mode(self) -> str:
         """``training.recompute``, else full when ``pipeline.recompute`` is true, else none."""
@@ -194,36 +167,18 @@ class HybridLayout(TrainingStrategy):
         if self.pipe.stage_layers is not None:
             check_stage_layers(self.pipe.stage_layers, len(layers), parts)
             return list(self.pipe.stage_layers)
-        if self.model.transformer is not None:
+        shape = self.model.transformer
+        blocks = shape.layers if shape is not None else len(layers)
+        split = rules.stage_split_problem(blocks, self.pp, self.schedule.chunks, shape is not None)
+        rules.enforce(split)
+        if shape is not None:
             return self._split_blocks(parts)
-        if len(layers) < parts:
-            raise ScenarioError(
-                Problem(
-                    "parallelism.pp",
-                    f"the model has {len(layers)} layers, fewer than the {parts} (virtual) stages",
-                    f"pp x chunks <= {len(layers)}",
-                )
-            )
         return balanced_split([x.forward_flops + x.backward_flops for x in layers], parts)
 
     def _split_blocks(self, parts: int) -> list[int]:
         """Megatron-LM's split: l / (p v) blocks per virtual stage, the embedding on the first,
         the head on the last."""
         blocks = self.model.transformer.layers
-        if blocks % parts:
-            what = (
-                f"pp {self.pp} x chunks {self.schedule.chunks}"
-                if parts != self.pp
-                else f"pp {self.pp}"
-            )
-            raise ScenarioError(
-                Problem(
-                    "parallelism.pp",
-                    f"the model's {blocks} transformer layers do not divide into {what} = "
-                    f"{parts} stages",
-                    f"pp x chunks dividing {blocks}, or pipeline.stage_layers",
-                )
-            )
         kinds = [x.kind for x in self.model.layers]
         per_block = sum(1 for k in kinds if k in SPLIT_KINDS) // blocks
         counts = [per_block * blocks // parts] * parts

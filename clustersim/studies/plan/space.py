@@ -17,6 +17,10 @@ one and ranks them by throughput (samples per second):
   section is added); stages 2 and 3 only with ``tp = pp = 1``, on the ZeRO
   strategy, one pass per iteration (no micro-batches: one candidate per stage).
 
+These are the rules of :mod:`clustersim.parallel.rules`, the ones placement and
+the hybrid strategy enforce; the search adds its own restrictions: powers of two
+for tp, and at least one micro-batch per stage whatever the schedule.
+
 Every candidate document is checked as :func:`clustersim.api.prepare` checks
 it (its strategy built against the topology); those rejected are skipped and
 counted by reason.  Enumeration simulates nothing and is deterministic.
@@ -43,7 +47,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ClustersimError, Problem, ScenarioError
-from ...parallel.rules import SHARDED_STAGE, sharded_zero_problem, tensor_parallel_problem
+from ...parallel import rules
+from ...parallel.rules import SHARDED_STAGE
 
 if TYPE_CHECKING:
     from ...scenario import Scenario
@@ -326,27 +331,47 @@ def _powers_of_two(limit: int) -> list[int]:
 
 
 def _tp_allowed(space: SearchSpace, tp: int) -> bool:
-    if tp == 1:
-        return True
-    if tp & (tp - 1) or space.devices % tp:
+    """A power of two (the search's own restriction) that the rules allow: tp divides the
+    workers, splits the heads and fits a node."""
+    if tp & (tp - 1):
         return False
-    if tensor_parallel_problem(tp, space.heads) is not None:
-        return False
-    node = space.gpus_per_node
-    return space.allow_cross_node_tp or node is None or tp <= node
+    return _allowed(
+        rules.grid_split_problem(space.devices, tp, 1),
+        rules.tensor_parallel_problem(tp, space.heads),
+        rules.tensor_group_node_problem(tp, space.gpus_per_node, space.allow_cross_node_tp),
+    )
+
+
+def _allowed(*problems: Problem | None) -> bool:
+    """Whether no rule forbids the configuration."""
+    return all(problem is None for problem in problems)
 
 
 def pp_values(space: SearchSpace, tp: int, wanted: Iterable[int] | None = None) -> list[int]:
     """Pipeline stages: divisors of N / tp that divide the blocks (other models: <= layers)."""
     rest = space.devices // tp
     values = wanted if wanted is not None else range(1, rest + 1)
-    return [p for p in sorted(set(values)) if rest % p == 0 and _pp_allowed(space, p)]
+    return [p for p in sorted(set(values)) if _pp_allowed(space, tp, p)]
 
 
-def _pp_allowed(space: SearchSpace, pp: int) -> bool:
-    if space.is_transformer:
-        return space.blocks % pp == 0
-    return pp <= space.blocks
+def _pp_allowed(space: SearchSpace, tp: int, pp: int) -> bool:
+    """tp x pp divides the workers, and the model splits into pp stages (one chunk each)."""
+    return _allowed(
+        rules.grid_split_problem(space.devices, tp, pp),
+        rules.stage_split_problem(space.blocks, pp, 1, space.is_transformer),
+    )
+
+
+def _micro_batches(space: SearchSpace, dp: int, pp: int, micro_batch: int) -> int | None:
+    """m for samples per micro-batch ``micro_batch``, if the rules allow it: whole
+    micro-batches per replica, and at least one per stage.  The search applies 1F1B's rule
+    of one micro-batch per stage to every schedule (fewer leave stages idle)."""
+    batch = space.global_batch
+    if rules.micro_batch_problem(batch, dp, micro_batch) is not None:
+        return None
+    m = batch // (dp * micro_batch)
+    fill = rules.micro_batch_per_stage_problem(DEFAULT_SCHEDULE, pp, m)
+    return m if fill is None else None
 
 
 def enumerate_points(space: SearchSpace, options: PlanOptions) -> list[Point]:
@@ -356,18 +381,18 @@ def enumerate_points(space: SearchSpace, options: PlanOptions) -> list[Point]:
     ascending.  ZeRO stages >= 2 give one point each when tp = pp = 1.
     """
     points: list[Point] = []
-    batch = space.global_batch
     for tp in tp_values(space, options.tp):
         for pp in pp_values(space, tp, options.pp):
             dp = space.devices // (tp * pp)
             for zero in sorted(set(options.zero)):
                 if zero >= SHARDED_STAGE:
-                    if sharded_zero_problem(zero, tp, pp, pipeline_section=False) is None:
+                    if rules.sharded_zero_problem(zero, tp, pp, pipeline_section=False) is None:
                         points.append(Point(dp, tp, pp, None, None, zero))
                     continue
                 for mb in sorted(set(options.micro_batch)):
-                    if batch % (dp * mb) == 0 and batch // (dp * mb) >= pp:
-                        points.append(Point(dp, tp, pp, mb, batch // (dp * mb), zero))
+                    m = _micro_batches(space, dp, pp, mb)
+                    if m is not None:
+                        points.append(Point(dp, tp, pp, mb, m, zero))
     return points
 
 
