@@ -7,6 +7,7 @@ import pytest
 from clustersim.collectives import CollectiveCall, analytical_time, check_call, run_collective
 from clustersim.collectives.bench import flat_cluster, scenario_of
 from clustersim.collectives.direct import Direct
+from clustersim.collectives.ops import OPERATIONS
 from clustersim.collectives.root import ViaRoot
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
@@ -16,17 +17,8 @@ from clustersim.topology import Topology, build_topology
 from .conftest import flat_topology, flow_time, one_node
 
 KB, MB, GB = 1e3, 1e6, 1e9
-OPS = (
-    "allreduce",
-    "reducescatter",
-    "allgather",
-    "alltoall",
-    "barrier",
-    "broadcast",
-    "reduce",
-    "gather",
-    "scatter",
-)
+OPS = tuple(OPERATIONS)
+"""Every collective operation."""
 ALGORITHMS = {"direct": Direct, "root": ViaRoot}
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, check_call
+from clustersim.collectives.ops import OPERATIONS
 from clustersim.collectives.ring import CHAIN_CHUNK_BYTES, Ring, pieces
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
@@ -15,17 +16,8 @@ from clustersim.topology import Topology, build_topology
 from .conftest import flat_topology, flow_time, one_node
 
 KB, MB, GB = 1e3, 1e6, 1e9
-OPS = (
-    "allreduce",
-    "reducescatter",
-    "allgather",
-    "alltoall",
-    "barrier",
-    "broadcast",
-    "reduce",
-    "gather",
-    "scatter",
-)
+OPS = tuple(OPERATIONS)
+"""Every collective operation."""
 FULL = ("allreduce", "reducescatter", "allgather")
 
 

@@ -73,28 +73,26 @@ def test_checker_sees_rates_and_bytes_of_a_contended_run() -> None:
     assert sum(checker.monitor.expected_bytes) > 0
 
 
-def test_over_assigned_rates_break_link_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+def _inflate_rates(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
+    """A broken solver: every rate it assigns is ``factor`` times the max-min fair one."""
     fill = _Solver.fill
 
     def greedy(self, comp_links, comp_flows, *args, **kwargs):  # type: ignore[no-untyped-def]
         fill(self, comp_links, comp_flows, *args, **kwargs)
         for flow in comp_flows:
-            flow._new *= 1.5
+            flow._new *= factor
 
     monkeypatch.setattr(_Solver, "fill", greedy)
+
+
+def test_over_assigned_rates_break_link_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    _inflate_rates(monkeypatch, 1.5)
     with pytest.raises(SimulationError, match=r"link capacity: rack0/node0/gpu0->rack0/node0/pcie"):
         simulate(_contended(), check=True)
 
 
 def test_environment_variable_turns_checking_on_and_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    fill = _Solver.fill
-
-    def greedy(self, comp_links, comp_flows, *args, **kwargs):  # type: ignore[no-untyped-def]
-        fill(self, comp_links, comp_flows, *args, **kwargs)
-        for flow in comp_flows:
-            flow._new *= 2.0
-
-    monkeypatch.setattr(_Solver, "fill", greedy)
+    _inflate_rates(monkeypatch, 2.0)
     monkeypatch.setenv(invariants.CHECK_ENV, "1")
     with pytest.raises(SimulationError, match="invariant violation"):
         simulate(_contended())
