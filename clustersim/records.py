@@ -100,7 +100,9 @@ def _number(value: float) -> str:
     """A float as a cell: integral values without a fraction, others in repr's shortest form
     (an int, e.g. SimPy's start time 0, as itself)."""
     if value.__class__ is not float:
-        return _cell(value)
+        if not isinstance(value, float):
+            return _cell(value)
+        value = float(value)  # a float subclass (numpy.float64): its plain float value
     if value.is_integer() and abs(value) < 1e16:
         return str(int(value))
     return repr(value)

@@ -63,3 +63,14 @@ def test_every_training_strategy_books_its_phases() -> None:
         assert phases["forward"] > 0 and phases["backward"] > 0 and phases["optimizer"] > 0, name
         unset = {r.label.split()[0] for r in records if r.kind == "compute" and not r.phase}
         assert unset <= {"aggregate"}, (name, unset)
+
+
+def test_numpy_floats_write_as_plain_floats() -> None:
+    """A record timed with numpy.float64 (a float subclass) writes the same cells as with
+    floats: integral values without a fraction, others in shortest repr."""
+    import numpy as np
+
+    plain = Record("gpu0", "compute", "fwd", 0.0, 1.5, 0.0, 2e9)
+    numpy = Record("gpu0", "compute", "fwd", np.float64(0.0), np.float64(1.5), 0.0, np.float64(2e9))
+    assert numpy.csv_row() == plain.csv_row()
+    assert plain.csv_row()[3:7] == ["0", "1.5", "0", "2000000000"]
