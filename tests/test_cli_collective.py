@@ -10,16 +10,9 @@ import pytest
 
 from clustersim.cli import main
 from clustersim.collectives import OPERATIONS, applicable_algorithms, registered_algorithms
-from clustersim.collectives.bench import (
-    ROW_KEYS,
-    flat_cluster,
-    load_cluster,
-    parse_sizes,
-    plot_figure,
-    scenario_of,
-    sweep,
-)
+from clustersim.collectives.bench import ROW_KEYS, parse_sizes, plot_figure, sweep
 from clustersim.errors import ScenarioError
+from clustersim.scenario.shorthand import flat_cluster, load_cluster, scenario_of
 from clustersim.topology import build_topology
 
 from .conftest import SCENARIOS
