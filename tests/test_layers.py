@@ -196,14 +196,16 @@ ALIASES = (
     "plan",
     "report",
     "trace",
+    "collectives.bench",
 )
-"""Compatibility modules at the old paths: they sit above everything (nothing inside the
-package may import them)."""
+"""Compatibility modules at the old paths, under the package: they sit above everything
+(nothing inside the package may import them).  ``collectives.bench`` is the collective
+sweep's old public path (README), an alias of ``studies.collective_sweep``."""
 
 
 def _layer(module: str) -> int:
     top = module.split(".")[1] if module.count(".") else ""
-    if top in ALIASES:
+    if top in ALIASES or module.partition(".")[2] in ALIASES:
         return len(LAYERS)
     for i, names in enumerate(LAYERS):
         if top in names:
@@ -211,22 +213,12 @@ def _layer(module: str) -> int:
     return -1  # the package __init__: the public re-exports, above nothing in particular
 
 
-STUDIES_AT_OLD_PATHS = {"clustersim.collectives.bench": _layer("clustersim.studies.x")}
-"""Modules that are studies by what they do but keep their public path: the nccl-tests
-style collective sweep (README: ``clustersim.collectives.bench``) writes its CSV and plot
-through outputs."""
-
-
-def _level(module: str) -> int:
-    return STUDIES_AT_OLD_PATHS.get(module, _layer(module))
-
-
 def test_modules_import_only_their_layer_or_lower_ones() -> None:
     graph = import_graph()
     upward = {
-        name: sorted(t for t in targets if _level(t) > _level(name))
+        name: sorted(t for t in targets if _layer(t) > _layer(name))
         for name, targets in graph.items()
-        if _level(name) >= 0 and any(_level(t) > _level(name) for t in targets)
+        if _layer(name) >= 0 and any(_layer(t) > _layer(name) for t in targets)
     }
     assert upward == {}
 
