@@ -11,7 +11,8 @@ primitives return:
 
 Compute and communication are separate streams: a device can compute while its
 transfers are in flight.  Every compute and transfer becomes a
-:class:`~clustersim.records.Record`.
+:class:`~clustersim.records.Record`; :meth:`Simulation.book` is how the layers above
+(the collectives) book theirs.  Only this module adds to :attr:`Simulation.records`.
 """
 
 from __future__ import annotations
@@ -124,7 +125,9 @@ class Simulation:
         self.network = Network(self.env, topology.links)
         self.stragglers = stragglers or Stragglers(seed=seed)
         self.records: list[Record] = []
-        """Every compute and transfer, appended as it is booked or finishes."""
+        """Every compute, transfer and collective, appended as it is booked or finishes.
+        Read it; add to it only through :meth:`book` (tests/test_layers.py checks)."""
+        self._append = self.records.append
         self._streams: dict[str, ComputeStream] = {}
         self._flow_seq = 0
         self._barriers: dict[str, Barrier] = {}
@@ -158,6 +161,54 @@ class Simulation:
     def event(self) -> simpy.Event:
         """A new untriggered event (a strategy triggers it with ``succeed()``)."""
         return self.env.event()
+
+    # -- records -------------------------------------------------------------
+
+    def book(
+        self,
+        resource: str,
+        kind: str,
+        label: str,
+        start_s: float,
+        end_s: float,
+        bytes: float = 0.0,
+        flops: float = 0.0,
+        src: str = "",
+        dst: str = "",
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+        op: str = "",
+        phase: str = "",
+    ) -> None:
+        """Book one :class:`~clustersim.records.Record` (its fields, in order) in :attr:`records`.
+
+        The one way work that is neither :meth:`compute` nor :meth:`transfer` (a collective
+        held or played by the collective library, a send of a schedule) enters the
+        records.  ``phase`` is one of :data:`~clustersim.records.PHASES`, or "";
+        communication books ``communication``.
+        """
+        self._append(
+            _new_record(
+                Record,
+                (
+                    resource,
+                    kind,
+                    label,
+                    start_s,
+                    end_s,
+                    bytes,
+                    flops,
+                    src,
+                    dst,
+                    iteration,
+                    microbatch,
+                    stage,
+                    op,
+                    phase,
+                ),
+            )
+        )
 
     # -- compute -------------------------------------------------------------
 
@@ -205,7 +256,7 @@ class Simulation:
         start = now if now > free else free
         end = start + duration
         stream.free_at_s = end
-        self.records.append(
+        self._append(  # book(), inlined: this is the hottest record of a training run
             _new_record(
                 Record,
                 (
@@ -281,30 +332,28 @@ class Simulation:
         stage: int,
         op: str,
     ) -> Callable[[], None]:
-        """A function that appends the ``transfer`` record of a transfer started now, ending
+        """A function that books the ``transfer`` record of a transfer started now, ending
         when it is called."""
         start = self.env._now
-        records = self.records
+        book = self.book
         env = self.env
 
         def record() -> None:
-            records.append(
-                Record(
-                    src,
-                    "transfer",
-                    label,
-                    start,
-                    env._now,
-                    size_bytes,
-                    0.0,
-                    src,
-                    dst,
-                    iteration,
-                    microbatch,
-                    stage,
-                    op,
-                    "communication",
-                )
+            book(
+                src,
+                "transfer",
+                label,
+                start,
+                env._now,
+                size_bytes,
+                0.0,
+                src,
+                dst,
+                iteration,
+                microbatch,
+                stage,
+                op,
+                "communication",
             )
 
         return record

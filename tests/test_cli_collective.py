@@ -10,16 +10,10 @@ import pytest
 
 from clustersim.cli import main
 from clustersim.collectives import OPERATIONS, applicable_algorithms, registered_algorithms
-from clustersim.collectives.bench import (
-    ROW_KEYS,
-    flat_cluster,
-    load_cluster,
-    parse_sizes,
-    plot_figure,
-    scenario_of,
-    sweep,
-)
 from clustersim.errors import ScenarioError
+from clustersim.scenario.shorthand import flat_cluster, load_cluster, scenario_of
+from clustersim.studies import collective_sweep
+from clustersim.studies.collective_sweep import ROW_KEYS, parse_sizes, plot_figure, sweep
 from clustersim.topology import build_topology
 
 from .conftest import SCENARIOS
@@ -163,7 +157,7 @@ def test_algorithm_all_lists_several_algorithms(capsys) -> None:
 
 
 def test_sweep_function_returns_rows() -> None:
-    """bench.sweep is callable from Python and returns the same rows as the CLI."""
+    """collective_sweep.sweep is callable from Python and returns the same rows as the CLI."""
     scenario = scenario_of(flat_cluster("ring", 8, "54GB/s"))
     seen = []
     rows = sweep(
@@ -385,3 +379,25 @@ def test_unknown_protocol_is_bad_input(capsys) -> None:
     """--protocol LL256: exit 2, the flag named with the protocols allowed."""
     err = fail(capsys, "--op", "allreduce", "--devices", "4", "--protocol", "LL256")
     assert "--protocol" in err and "LL128" in err
+
+
+BENCH_NAMES = (
+    "FLAT_KINDS GB MAX_POINTS MODELS PLACEHOLDER_WORKLOAD ROW_KEYS SCENARIO_KEYS TOPOLOGIES "
+    "TWO_TIER_DEFAULTS flat_cluster group_devices load_cluster parse_sizes plot_figure "
+    "resolve_algorithms rows_csv run_point save_figure scenario_of sweep two_tier_cluster"
+).split()
+"""The public names ``clustersim.collectives.bench`` defined before the sweep became a study."""
+
+
+def test_old_path_is_the_collective_sweep_with_its_public_names() -> None:
+    """``clustersim.collectives.bench`` (README's path) is the study module itself, with
+    every public name it had; the cluster helpers are those of scenario.shorthand."""
+    from clustersim.collectives import bench
+    from clustersim.collectives.bench import sweep as old_sweep
+    from clustersim.collectives.bench import two_tier_cluster
+    from clustersim.scenario import shorthand
+
+    assert bench is collective_sweep and old_sweep is sweep
+    assert two_tier_cluster is shorthand.two_tier_cluster
+    assert sorted(collective_sweep.__all__) == sorted(BENCH_NAMES)
+    assert all(hasattr(bench, name) for name in BENCH_NAMES)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, check_call, run_collective
-from clustersim.collectives.bench import flat_cluster, scenario_of
 from clustersim.collectives.direct import Direct
 from clustersim.collectives.ops import OPERATIONS
 from clustersim.collectives.root import ViaRoot
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
+from clustersim.scenario.shorthand import flat_cluster, scenario_of
 from clustersim.topology import Topology, build_topology
 
 from .conftest import flat_topology, flow_time, one_node

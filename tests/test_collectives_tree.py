@@ -10,7 +10,6 @@ import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, run_collective
 from clustersim.collectives.algorithm import algorithm
-from clustersim.collectives.bench import two_tier_cluster
 from clustersim.collectives.schedule import Schedule, execute
 from clustersim.collectives.tree import (
     TREE_CHUNK_BYTES,
@@ -24,6 +23,7 @@ from clustersim.collectives.tree import (
 )
 from clustersim.engine import Simulation
 from clustersim.scenario import parse_scenario
+from clustersim.scenario.shorthand import two_tier_cluster
 from clustersim.topology import Topology, build_topology
 
 from .conftest import flat_topology

@@ -7,6 +7,7 @@ import pytest
 from clustersim import parse_scenario, simulate
 from clustersim.engine import Simulation
 from clustersim.errors import SimulationError
+from clustersim.records import Record
 from clustersim.topology import build_topology
 
 from .conftest import compute, one_node, transfer
@@ -294,3 +295,37 @@ def test_transfer_then_records_like_transfer_and_calls_back_at_arrival(size: flo
     assert ends["then"] == ends["event"] == pytest.approx(size / 10e9, abs=1e-15)
     with pytest.raises(SimulationError, match="negative size"):
         switch_sim().transfer_then("gpu0", "gpu1", -1.0, lambda: None)
+
+
+def test_book_adds_one_record_with_its_fields_and_phase() -> None:
+    """book() appends exactly the Record its fields make (defaults where left out), after
+    the compute booked before it; the collectives' rows go through it."""
+    sim = switch_sim()
+    sim.compute("gpu0", seconds=1e-3, label="fwd", phase="forward")
+    sim.book(
+        "gpu1",
+        "collective",
+        "allreduce/ring",
+        0.5,
+        2.0,
+        0.0,
+        0.0,
+        "gpu1",
+        "gpu1",
+        4,
+        phase="communication",
+    )
+    assert sim.records[1:] == [
+        Record(
+            "gpu1",
+            "collective",
+            "allreduce/ring",
+            0.5,
+            2.0,
+            src="gpu1",
+            dst="gpu1",
+            iteration=4,
+            phase="communication",
+        )
+    ]
+    assert type(sim.records[1]) is Record and sim.records[0].phase == "forward"

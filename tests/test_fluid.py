@@ -13,9 +13,9 @@ import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, run_collective
 from clustersim.collectives.algorithm import check_call
-from clustersim.collectives.bench import flat_cluster, scenario_of, two_tier_cluster
 from clustersim.collectives.fluid import EXPOSED_LATENCY, schedule_flows
 from clustersim.engine import Simulation
+from clustersim.scenario.shorthand import flat_cluster, scenario_of, two_tier_cluster
 from clustersim.topology import Topology, build_topology
 
 

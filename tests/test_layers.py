@@ -196,14 +196,16 @@ ALIASES = (
     "plan",
     "report",
     "trace",
+    "collectives.bench",
 )
-"""Compatibility modules at the old paths: they sit above everything (nothing inside the
-package may import them)."""
+"""Compatibility modules at the old paths, under the package: they sit above everything
+(nothing inside the package may import them).  ``collectives.bench`` is the collective
+sweep's old public path (README), an alias of ``studies.collective_sweep``."""
 
 
 def _layer(module: str) -> int:
     top = module.split(".")[1] if module.count(".") else ""
-    if top in ALIASES:
+    if top in ALIASES or module.partition(".")[2] in ALIASES:
         return len(LAYERS)
     for i, names in enumerate(LAYERS):
         if top in names:
@@ -211,22 +213,12 @@ def _layer(module: str) -> int:
     return -1  # the package __init__: the public re-exports, above nothing in particular
 
 
-STUDIES_AT_OLD_PATHS = {"clustersim.collectives.bench": _layer("clustersim.studies.x")}
-"""Modules that are studies by what they do but keep their public path: the nccl-tests
-style collective sweep (README: ``clustersim.collectives.bench``) writes its CSV and plot
-through outputs."""
-
-
-def _level(module: str) -> int:
-    return STUDIES_AT_OLD_PATHS.get(module, _layer(module))
-
-
 def test_modules_import_only_their_layer_or_lower_ones() -> None:
     graph = import_graph()
     upward = {
-        name: sorted(t for t in targets if _level(t) > _level(name))
+        name: sorted(t for t in targets if _layer(t) > _layer(name))
         for name, targets in graph.items()
-        if _level(name) >= 0 and any(_level(t) > _level(name) for t in targets)
+        if _layer(name) >= 0 and any(_layer(t) > _layer(name) for t in targets)
     }
     assert upward == {}
 
@@ -244,3 +236,123 @@ def test_every_module_stays_under_600_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) >= MAX_LINES
     }
     assert long == {}
+
+
+RECORD_SINK = "clustersim.engine"
+"""The module that owns :attr:`Simulation.records`; every other module books through
+:meth:`Simulation.book` and only reads the list."""
+LIST_MUTATORS = frozenset(
+    {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"}
+)
+
+
+def _is_records(node: ast.AST, aliases: set[str]) -> bool:
+    """``node`` is ``something.records`` or a name bound to one."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "records"
+    return isinstance(node, ast.Name) and node.id in aliases
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    if isinstance(node, ast.Delete):
+        return node.targets
+    return []
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``scope`` outside the functions defined in it (those are yielded, not
+    entered)."""
+    for child in ast.iter_child_nodes(scope):
+        yield child
+        if not isinstance(child, _FUNCTIONS):
+            yield from _own_nodes(child)
+
+
+def _mutations(scope: ast.AST, inherited: frozenset[str]) -> Iterator[int]:
+    """Lines of ``scope`` (and the functions in it) that change a ``.records`` list;
+    ``inherited``: names of enclosing scopes bound to one."""
+    nodes = list(_own_nodes(scope))
+    bound = {t.id for n in nodes for t in _targets(n) if isinstance(t, ast.Name)}
+    if isinstance(scope, _FUNCTIONS):
+        bound.update(a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg))
+    aliases = (inherited - bound) | {
+        target.id
+        for node in nodes
+        if isinstance(node, ast.Assign) and _is_records(node.value, set())
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    for node in nodes:
+        if isinstance(node, _FUNCTIONS):
+            yield from _mutations(node, frozenset(aliases))
+        elif isinstance(node, ast.Attribute) and node.attr in LIST_MUTATORS:
+            if _is_records(node.value, aliases):
+                yield node.lineno
+        for target in _targets(node):
+            changed = target.value if isinstance(target, ast.Subscript) else target
+            if isinstance(changed, ast.Attribute) and changed.attr == "records":
+                yield node.lineno
+            elif isinstance(node, ast.AugAssign) or isinstance(target, ast.Subscript):
+                if _is_records(changed, aliases):
+                    yield node.lineno
+
+
+def records_mutations(source: str) -> list[int]:
+    """Lines of ``source`` that change a ``.records`` list: a mutating method of
+    ``x.records`` (called or taken), ``x.records = / += ...``, ``x.records[...] = ...``,
+    ``del x.records[...]``, or any of these on a name bound to ``x.records`` (in the same
+    function or one it is defined in)."""
+    return sorted(set(_mutations(ast.parse(source), frozenset())))
+
+
+def test_records_mutation_finder_finds_the_ways_to_add_a_record() -> None:
+    """Appending, extending, ``+=``, item assignment, a taken ``append`` and an alias are
+    found; reading the records, rebinding a local and a list of one's own are not."""
+    found = records_mutations(
+        "sim.records.append(r)\n"
+        "self.sim.records.extend(rs)\n"
+        "sim.records += rs\n"
+        "sim.records[0] = r\n"
+        "add = sim.records.append\n"
+        "def f(sim):\n"
+        "    records = sim.records\n"
+        "    records.append(r)\n"
+        "    records += rs\n"
+        "sim.records = []\n"
+        "def h(sim):\n"
+        "    records = sim.records\n"
+        "    def later():\n"
+        "        records.extend(rs)\n"
+        "    del records[0]\n"
+    )
+    assert found == [1, 2, 3, 4, 5, 8, 9, 10, 14, 15]
+    clean = (
+        "records = sim.records\n"
+        "n = len(sim.records)\n"
+        "def g(sim):\n"
+        "    records = []\n"
+        "    records.append(r)\n"
+        "    records = sorted(sim.records)\n"
+        "    return [r for r in sim.records]\n"
+        "def k(records):\n"
+        "    records.append(r)\n"
+    )
+    assert records_mutations(clean) == []
+
+
+def test_only_the_engine_adds_to_the_records() -> None:
+    """No module but the engine appends to, extends or replaces a simulation's ``records``:
+    the collectives and everything else book through ``Simulation.book``."""
+    found = {
+        name: lines
+        for name, (path, _) in modules().items()
+        if name != RECORD_SINK and (lines := records_mutations(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}

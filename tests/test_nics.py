@@ -10,9 +10,9 @@ import pytest
 
 import clustersim
 from clustersim.collectives import CollectiveCall, analytical_time
-from clustersim.collectives.bench import scenario_of
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
+from clustersim.scenario.shorthand import scenario_of
 from clustersim.topology import Topology, build_topology
 
 from .conftest import flow_time

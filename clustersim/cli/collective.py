@@ -1,9 +1,9 @@
 """``clustersim collective``: time one collective over a range of sizes, nccl-tests style.
 
 The cluster comes from ``--cluster FILE`` or from the topology flags, built by
-:func:`clustersim.collectives.bench.flat_cluster` or
-:func:`~clustersim.collectives.bench.two_tier_cluster` (whose defaults the flags
-show and use); the sweep itself is :func:`clustersim.collectives.bench.sweep`.
+:func:`clustersim.scenario.shorthand.flat_cluster` or
+:func:`~clustersim.scenario.shorthand.two_tier_cluster` (whose defaults the flags
+show and use); the sweep itself is :func:`clustersim.studies.collective_sweep.sweep`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..collectives import bench
 from ..errors import Problem, ScenarioError
+from ..scenario import shorthand
+from ..studies import collective_sweep
 from ..units import (
     UnitError,
     format_bandwidth,
@@ -129,7 +130,7 @@ class CollectiveCommand(Command):
         where.add_argument("--devices", type=int, metavar="N", help="devices of a flat topology")
         where.add_argument(
             "--topology",
-            choices=list(bench.TOPOLOGIES),
+            choices=list(shorthand.TOPOLOGIES),
             help=f"cluster shape (default: {_DEFAULT_TOPOLOGY})",
         )
         where.add_argument(
@@ -151,12 +152,12 @@ class CollectiveCommand(Command):
         from ..units import parse_size
 
         op = canonical_op(args.op, "--op")
-        sizes = bench.parse_sizes(args.bytes)
+        sizes = collective_sweep.parse_sizes(args.bytes)
         chunk = _flag_quantity(parse_size, args.chunk, "--chunk") if args.chunk else None
         scenario, where = _bench_scenario(args)
         progress = Progress(wanted(args.quiet), "collective", "point", _PROGRESS_MIN_POINTS)
         try:
-            rows = bench.sweep(
+            rows = collective_sweep.sweep(
                 scenario,
                 op,
                 sizes,
@@ -186,7 +187,7 @@ class CollectiveCommand(Command):
 
 def _default(flag: str) -> Any:
     """The value a topology flag takes when not given: ``two_tier_cluster``'s default."""
-    return bench.TWO_TIER_DEFAULTS[_KEYWORDS[flag]]
+    return shorthand.TWO_TIER_DEFAULTS[_KEYWORDS[flag]]
 
 
 def _shown(flag: str) -> str:
@@ -212,7 +213,7 @@ def _bench_scenario(args: argparse.Namespace) -> tuple[Any, str]:
         given = [f for f, v in {**flat_flags, **tier_flags}.items() if v is not None]
         if given:
             raise ScenarioError(Problem("--cluster", f"cannot be combined with {', '.join(given)}"))
-        scenario = bench.load_cluster(args.cluster)
+        scenario = shorthand.load_cluster(args.cluster)
         return scenario, f"{Path(args.cluster).name} ({scenario.cluster.kind})"
     kind = args.topology or _DEFAULT_TOPOLOGY
     if kind != "two_tier":
@@ -222,7 +223,7 @@ def _bench_scenario(args: argparse.Namespace) -> tuple[Any, str]:
                 Problem(given[0], f"only applies to --topology two_tier, not {kind}")
             )
     cluster = _flag_cluster(args, kind)
-    return bench.scenario_of(cluster, "collective", "command line"), _flag_phrase(cluster)
+    return shorthand.scenario_of(cluster, "collective", "command line"), _flag_phrase(cluster)
 
 
 def _dest(flag: str) -> str:
@@ -246,7 +247,7 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
             )
         if args.devices < 1:
             raise ScenarioError(Problem("--devices", f"must be at least 1, got {args.devices}"))
-        return bench.flat_cluster(kind, args.devices, bandwidth, latency)
+        return shorthand.flat_cluster(kind, args.devices, bandwidth, latency)
     counts = {
         f: _flag_count(value(f), f) for f in ("--racks", "--nodes-per-rack", "--gpus-per-node")
     }
@@ -264,7 +265,7 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
                 "leave --devices out, or change --racks / --nodes-per-rack / --gpus-per-node",
             )
         )
-    return bench.two_tier_cluster(
+    return shorthand.two_tier_cluster(
         racks=counts["--racks"],
         nodes_per_rack=counts["--nodes-per-rack"],
         gpus_per_node=counts["--gpus-per-node"],
@@ -342,8 +343,8 @@ def _write_bench_files(
     from ..outputs.atomic import write_atomic
 
     if args.csv:
-        path = write_atomic(Path(args.csv), bench.rows_csv(rows))
+        path = write_atomic(Path(args.csv), collective_sweep.rows_csv(rows))
         print(f"wrote {path}", file=note, flush=True)
     if args.plot:
-        path = bench.save_figure(bench.plot_figure(rows, title), args.plot)
+        path = collective_sweep.save_figure(collective_sweep.plot_figure(rows, title), args.plot)
         print(f"wrote {path}", file=note, flush=True)

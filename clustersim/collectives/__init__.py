@@ -23,7 +23,6 @@ import simpy
 
 from ..errors import Problem, ScenarioError
 from ..network.models import Launch, network_model
-from ..records import Record
 from .algorithm import (
     Algorithm,
     CollectiveCall,
@@ -223,22 +222,22 @@ def hold_group(
     """Hold ``devices`` in a collective priced at ``seconds`` (no flows): one ``collective``
     record per device from now, and the event that fires when it ends."""
     start = sim.now
+    end = start + seconds
+    book = sim.book
     for device in devices:
-        sim.records.append(
-            Record(
-                device,
-                "collective",
-                label,
-                start,
-                start + seconds,
-                nbytes,
-                0.0,
-                device,
-                device,
-                iteration,
-                microbatch,
-                stage,
-                phase="communication",
-            )
+        book(
+            device,
+            "collective",
+            label,
+            start,
+            end,
+            nbytes,
+            0.0,
+            device,
+            device,
+            iteration,
+            microbatch,
+            stage,
+            phase="communication",
         )
     return sim.timeout(seconds)

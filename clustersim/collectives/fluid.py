@@ -43,8 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from ..records import Record
-
 if TYPE_CHECKING:
     from ..engine import Simulation
     from ..topology import Link, Topology
@@ -203,20 +201,18 @@ def _play(
         )
         yield sim.network.transfer(route, units)
     end = sim.now
-    records = sim.records
+    book = sim.book
     for device in call.devices:
-        records.append(
-            Record(
-                device,
-                "collective",
-                label,
-                start,
-                end,
-                0.0,
-                0.0,
-                device,
-                device,
-                iteration,
-                phase="communication",
-            )
+        book(
+            device,
+            "collective",
+            label,
+            start,
+            end,
+            0.0,
+            0.0,
+            device,
+            device,
+            iteration,
+            phase="communication",
         )

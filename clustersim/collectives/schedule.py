@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import simpy
 
-from ..records import Record
-
 if TYPE_CHECKING:
     from ..engine import Simulation
 
@@ -430,23 +428,21 @@ class _Execution:
     def _record_transfer(self, i: int, start_s: float) -> None:
         s = self.s
         src, dst = self._ends(i)
-        self.sim.records.append(
-            Record(
-                self.devices[s.src[i]],
-                "transfer",
-                self.label,
-                start_s,
-                self.env._now,
-                s.nbytes[i],
-                0.0,
-                src,
-                dst,
-                self.iteration,
-                -1,
-                -1,
-                f"step{s.step[i]}" if s.step[i] >= 0 else "",
-                "communication",
-            )
+        self.sim.book(
+            self.devices[s.src[i]],
+            "transfer",
+            self.label,
+            start_s,
+            self.env._now,
+            s.nbytes[i],
+            0.0,
+            src,
+            dst,
+            self.iteration,
+            -1,
+            -1,
+            f"step{s.step[i]}" if s.step[i] >= 0 else "",
+            "communication",
         )
 
     def _ends(self, i: int) -> tuple[str, str]:
@@ -479,24 +475,22 @@ class _Execution:
             self.finish()
 
     def finish(self) -> None:
-        records = self.sim.records
+        book = self.sim.book
         for rank, device in enumerate(self.devices):
             if self.last[rank] == float("-inf"):
                 continue  # a rank with nothing to send or receive
-            records.append(
-                Record(
-                    device,
-                    "collective",
-                    self.label,
-                    self.first[rank],
-                    self.last[rank],
-                    0.0,
-                    0.0,
-                    device,
-                    device,
-                    self.iteration,
-                    phase="communication",
-                )
+            book(
+                device,
+                "collective",
+                self.label,
+                self.first[rank],
+                self.last[rank],
+                0.0,
+                0.0,
+                device,
+                device,
+                self.iteration,
+                phase="communication",
             )
         self.done.succeed(self.env.now)
 

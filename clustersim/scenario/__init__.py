@@ -21,11 +21,14 @@ The package, one module per concept; each imports only the modules listed above 
 * :mod:`.validation` -- :func:`validate_model` and the wording of its problems;
 * :mod:`.document` -- :class:`Scenario` and :func:`parse_scenario`;
 * :mod:`.loader` -- :func:`load_scenario`: the file, its YAML, its limits;
-* :mod:`.schema` -- :func:`scenario_json_schema`.
+* :mod:`.schema` -- :func:`scenario_json_schema`;
+* :mod:`.shorthand` -- cluster sections from a few parameters (``flat_cluster``,
+  ``two_tier_cluster``), a minimal scenario around one, a file holding either
+  (imported as ``clustersim.scenario.shorthand``; nothing of it is re-exported here).
 
 This module only re-exports: every public name of the former ``scenario.py``
 (with :class:`~clustersim.errors.ScenarioError` and the two YAML helpers the
-sweep and the collective bench use) stays importable from ``clustersim.scenario``;
+compare sweep uses) stays importable from ``clustersim.scenario``;
 ``__all__`` is unchanged.
 """
 

@@ -1,4 +1,5 @@
-"""Studies: many scenario runs at once (compare sweeps, plan candidates, golden files).
+"""Studies: many scenario runs at once (compare sweeps, plan candidates, golden files, the
+nccl-tests style collective sweep).
 
 :func:`run_all` is the one process pool every study uses.
 """
