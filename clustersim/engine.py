@@ -18,7 +18,7 @@ transfers are in flight.  Every compute and transfer becomes a
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -209,6 +209,37 @@ class Simulation:
                 ),
             )
         )
+
+    def book_collective(
+        self,
+        devices: Sequence[str],
+        label: str,
+        start_s: float,
+        end_s: float,
+        nbytes: float = 0.0,
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+    ) -> None:
+        """Book one ``collective`` record per device of a collective priced as a whole (from
+        ``start_s`` to ``end_s``, ``nbytes`` per device), phase ``communication``."""
+        book = self.book
+        for device in devices:
+            book(
+                device,
+                "collective",
+                label,
+                start_s,
+                end_s,
+                nbytes,
+                0.0,
+                device,
+                device,
+                iteration,
+                microbatch,
+                stage,
+                phase="communication",
+            )
 
     # -- compute -------------------------------------------------------------
 

@@ -222,22 +222,7 @@ def hold_group(
     """Hold ``devices`` in a collective priced at ``seconds`` (no flows): one ``collective``
     record per device from now, and the event that fires when it ends."""
     start = sim.now
-    end = start + seconds
-    book = sim.book
-    for device in devices:
-        book(
-            device,
-            "collective",
-            label,
-            start,
-            end,
-            nbytes,
-            0.0,
-            device,
-            device,
-            iteration,
-            microbatch,
-            stage,
-            phase="communication",
-        )
+    sim.book_collective(
+        devices, label, start, start + seconds, nbytes, iteration, microbatch, stage
+    )
     return sim.timeout(seconds)

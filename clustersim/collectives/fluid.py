@@ -200,19 +200,4 @@ def _play(
             units / ((1.0 - EXPOSED_LATENCY) * phase.fixed_s + phase.bandwidth_s),
         )
         yield sim.network.transfer(route, units)
-    end = sim.now
-    book = sim.book
-    for device in call.devices:
-        book(
-            device,
-            "collective",
-            label,
-            start,
-            end,
-            0.0,
-            0.0,
-            device,
-            device,
-            iteration,
-            phase="communication",
-        )
+    sim.book_collective(call.devices, label, start, sim.now, iteration=iteration)
