@@ -78,7 +78,10 @@ def check_output_folder(
     if os.path.isdir(target):
         if whole:
             _check_replaceable(target, flag, path)
-        _check_writable(target.parent if whole else target, flag, path)
+        if whole:
+            _check_writable(target.parent, flag, path, _BESIDE)
+        else:
+            _check_writable(target, flag, path)
         if whole and not os.access(target, os.W_OK | os.X_OK):
             raise _refused(flag, path, "is not writable (its old files could not be removed)")
         return target
@@ -203,13 +206,20 @@ def _check_makeable(folder: Path, flag: str, path: str | os.PathLike[str]) -> No
     _check_writable(ancestor, flag, path)
 
 
-def _check_writable(folder: Path, flag: str, path: str | os.PathLike[str]) -> None:
-    """Make and remove a folder in ``folder``: the real test of writing there."""
+_BESIDE = "the output folder is replaced as a whole, through a temporary folder beside it"
+
+
+def _check_writable(folder: Path, flag: str, path: str | os.PathLike[str], why: str = "") -> None:
+    """Make and remove a folder in ``folder``: the real test of writing there.  ``why``:
+    the reason ``folder`` (the parent of ``path``) must be writable, when it is not ``path``."""
     probe = folder / f".clustersim-probe-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         os.mkdir(probe)
         os.rmdir(probe)
     except OSError as exc:
+        if why:
+            message = f"cannot be replaced: '{folder}' is not writable ({exc.strerror}), and {why}"
+            raise _refused(flag, path, message, "a folder inside a writable one") from None
         where = "" if Path(os.path.realpath(path)) == folder else f" (in '{folder}')"
         message = f"is not writable{where}: {exc.strerror}"
         raise _refused(flag, path, message, "a folder this user can write in") from None
