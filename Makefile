@@ -36,6 +36,7 @@ bench: $(STAMP)
 PS_VS_RING_KEY := cluster.rack_uplink.oversubscription
 
 ps-vs-ring: $(STAMP)
+	rm -f reports/ps_vs_ring/README.md reports/ps_vs_ring/ps_vs_ring.png  # compare replaces only its own outputs
 	$(VENV)/bin/clustersim compare scenarios/ps_vs_ring/*.yaml --set $(PS_VS_RING_KEY)=1,2,4,8,16 -o reports/ps_vs_ring
 	cp reports/ps_vs_ring/compare.png reports/ps_vs_ring/ps_vs_ring.png
 	$(PY) -c 'from clustersim.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring", "$(PS_VS_RING_KEY)"))'

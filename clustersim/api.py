@@ -109,12 +109,14 @@ class Result:
         """The text of summary.json."""
         return canonical_json(self.summary)
 
-    def write(self, out_dir: str | os.PathLike[str]) -> list[Path]:
-        """Write summary.json, timeline.csv, links.csv and trace.json into ``out_dir``, and
-        gantt.png and gantt.svg for a training workload; return their paths
-        (:func:`clustersim.outputs.run_folder.write_run_folder`)."""
+    def write(self, out_dir: str | os.PathLike[str], flag: str = "output folder") -> list[Path]:
+        """Replace the folder ``out_dir`` by one holding summary.json, timeline.csv, links.csv
+        and trace.json, and gantt.png and gantt.svg for a training workload; return their
+        paths (:func:`clustersim.outputs.run_folder.write_run_folder`: the folder is
+        replaced as a unit, and one holding other files than clustersim's is refused;
+        ``flag`` names ``out_dir`` in that error)."""
         return write_run_folder(
-            out_dir, self.summary, self.records, self.links, nodes_of(self.topology)
+            out_dir, self.summary, self.records, self.links, nodes_of(self.topology), flag
         )
 
 

@@ -63,6 +63,21 @@ class SimulationError(ClustersimError):
     """The simulation itself cannot go on (deadlock, misuse of the engine API)."""
 
 
+class WriteError(ClustersimError, OSError):
+    """An output could not be written although it was checked before the work began (the
+    disk filled up, a folder was removed or made read-only meanwhile).
+
+    Also an :class:`OSError` (``errno``, ``strerror``, ``filename``), so code that catches
+    those still does.  The CLI prints it in one line and exits with code 1.
+    """
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
 def join_path(*parts: str | int) -> str:
     """Join key-path parts: ``join_path('a', 'b', 3, 'c') == 'a.b[3].c'``."""
     out = ""

@@ -847,8 +847,8 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_directory_instead_of_file(tmp_path: Path) -> None:
-    """A directory is not a scenario."""
-    with pytest.raises(ScenarioError, match="cannot read the file"):
+    """A directory is not a scenario: refused before it is opened, saying what it is."""
+    with pytest.raises(ScenarioError, match="is a folder, not a scenario file"):
         load_scenario(tmp_path)
 
 

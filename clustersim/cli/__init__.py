@@ -4,7 +4,10 @@ Each subcommand is a :class:`~clustersim.cli.base.Command` subclass in its own
 module (``cli/run.py``, ``cli/plan.py``, ...) that registers itself by
 defining ``name``; ``main`` builds the parser from the registry.  Bad input
 (any :class:`~clustersim.errors.ClustersimError`) prints one clear message per
-problem and exits with code 2, never a traceback.
+problem and exits with code 2, never a traceback.  Output paths are checked
+before the work (code 2 too); an output that cannot be written after the work
+(:class:`~clustersim.errors.WriteError`: disk full, ...) or any other
+:class:`OSError` exits with code 1 and one line; Ctrl-C with code 130.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ..errors import ClustersimError, SimulationError
+from ..errors import ClustersimError, SimulationError, WriteError
 from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, build_parser
 
 # Importing a command's module registers the command.
@@ -50,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args._command().run(args)
+    except WriteError as exc:
+        print(f"clustersim: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except SimulationError as exc:
         print(f"clustersim: simulation error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -64,3 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"clustersim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED

@@ -120,8 +120,14 @@ class CollectiveCommand(Command):
         self._add_cluster_arguments(parser)
         output = parser.add_argument_group("output")
         output.add_argument("--json", action="store_true", help="print the rows as JSON")
-        output.add_argument("--csv", metavar="FILE", help="also write the rows as CSV")
-        output.add_argument("--plot", metavar="FILE.png", help="also plot busbw against size")
+        output.add_argument(
+            "--csv", metavar="FILE", help="also write the rows as CSV (checked before simulating)"
+        )
+        output.add_argument(
+            "--plot",
+            metavar="FILE.png",
+            help="also plot busbw against size (checked before simulating)",
+        )
 
     @staticmethod
     def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +157,7 @@ class CollectiveCommand(Command):
         from ..collectives import canonical_op
         from ..units import parse_size
 
+        _check_bench_files(args)
         op = canonical_op(args.op, "--op")
         sizes = collective_sweep.parse_sizes(args.bytes)
         chunk = _flag_quantity(parse_size, args.chunk, "--chunk") if args.chunk else None
@@ -336,15 +343,31 @@ def _print_bench_table(rows: list[dict[str, Any]], title: str) -> None:
         out("# ran: " + ", ".join(f"{format_size(r['bytes'])} {r['chosen']}" for r in chosen))
 
 
+def _check_bench_files(args: argparse.Namespace) -> None:
+    """--csv and --plot name files that can be written (checked before simulating)."""
+    from ..outputs.paths import check_output_file
+
+    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path is not None:
+            check_output_file(path, flag)
+
+
 def _write_bench_files(
     args: argparse.Namespace, rows: list[dict[str, Any]], title: str, note: Any
 ) -> None:
-    """Write --csv and --plot (each through a temporary file, then renamed)."""
+    """Write --csv and --plot (folders made; each through a temporary file, then renamed)."""
+    from ..errors import WriteError
     from ..outputs.atomic import write_atomic
 
-    if args.csv:
+    for path in (args.csv, args.plot):
+        if path is not None:
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WriteError(path, exc) from exc
+    if args.csv is not None:
         path = write_atomic(Path(args.csv), collective_sweep.rows_csv(rows))
         print(f"wrote {path}", file=note, flush=True)
-    if args.plot:
+    if args.plot is not None:
         path = collective_sweep.save_figure(collective_sweep.plot_figure(rows, title), args.plot)
         print(f"wrote {path}", file=note, flush=True)

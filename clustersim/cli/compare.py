@@ -16,7 +16,8 @@ class CompareCommand(Command):
     description = (
         "Simulate every SCENARIO for every value of the --set key paths (several --set make a "
         "grid), in parallel on local cores, and write DIR/compare.csv, DIR/compare.md and "
-        "DIR/compare.png (the metric against the first swept key, one line per scenario). "
+        "DIR/compare.png (the metric against the first swept key, one line per scenario); DIR "
+        "is checked before simulating and replaced as a unit. "
         "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
         "scenarios without iterations show makespan_s, and the table says so)."
     )
@@ -45,11 +46,20 @@ class CompareCommand(Command):
             metavar="N",
             help="simulations run at once (default: number of cores)",
         )
-        parser.add_argument("-o", "--output", metavar="DIR", required=True, help="output folder")
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="DIR",
+            required=True,
+            help="output folder, replaced as a whole; refused if it holds files clustersim "
+            "does not write",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..outputs.paths import check_output_folder
         from ..studies import sweep
 
+        check_output_folder(args.output, "-o")
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         settings = [sweep.parse_set(text) for text in args.settings]
@@ -61,7 +71,7 @@ class CompareCommand(Command):
             progress.close()
         rows = sweep.table_rows(jobs, results, args.metric)
         keys = [s.key for s in settings]
-        written = sweep.write_outputs(rows, args.output, keys, args.metric)
+        written = sweep.write_outputs(rows, args.output, keys, args.metric, flag="-o")
         out(f"{len(jobs)} simulation(s) of {len(args.scenarios)} scenario(s)")
         out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK

@@ -20,7 +20,8 @@ class PlanCommand(Command):
         "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
         "parallel on local cores and print them ranked by throughput, with peak memory per "
         "device and whether it fits; then the best configuration that fits. -o DIR writes "
-        "DIR/plan.csv, DIR/plan.md and DIR/plan.png. Exit 2 on bad input or when no "
+        "DIR/plan.csv, DIR/plan.md and DIR/plan.png (DIR checked before simulating, replaced "
+        "as a unit). Exit 2 on bad input or when no "
         "configuration is valid, 1 when every simulation failed."
     )
 
@@ -93,7 +94,13 @@ class PlanCommand(Command):
         out.add_argument(
             "--fit-only", action="store_true", help="leave out configurations that do not fit"
         )
-        out.add_argument("-o", "--output", metavar="DIR", help="write plan.csv, plan.md, plan.png")
+        out.add_argument(
+            "-o",
+            "--output",
+            metavar="DIR",
+            help="write plan.csv, plan.md, plan.png into DIR, replaced as a whole; refused if "
+            "it holds files clustersim does not write",
+        )
         out.add_argument(
             "--progress",
             action=argparse.BooleanOptionalAction,
@@ -102,8 +109,11 @@ class PlanCommand(Command):
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..outputs.paths import check_output_folder
         from ..studies import plan
 
+        if args.output is not None:
+            check_output_folder(args.output, "-o")
         for flag, value in (("-j", args.jobs), ("--top", args.top), ("--verify", args.verify)):
             plan.check_count(value, flag)
         options = _plan_options(args)
@@ -128,13 +138,13 @@ class PlanCommand(Command):
         verdict = plan.verdict(ranked, options, plan.recompute_of(found.doc))
         out(verdict)
         verified = self._verify(args, ranked, options) if args.verify else []
-        if args.output:
+        if args.output is not None:
             title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
             network = f"network {options.network}: {plan.NETWORK_NOTES[options.network]}"
             notes = [verdict, "", network]
             if verified:
                 notes += ["", "```", *plan.verification_lines(verified, options.network), "```"]
-            written = plan.write_outputs(ranked, args.output, title, notes, verified)
+            written = plan.write_outputs(ranked, args.output, title, notes, verified, flag="-o")
             out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK if any(o.ok for o in ranked) else EXIT_FAILED
 

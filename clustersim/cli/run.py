@@ -20,14 +20,20 @@ class RunCommand(Command):
     help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
     description = (
         "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv and "
-        "DIR/trace.json, plus DIR/gantt.png and DIR/gantt.svg for training scenarios (each "
-        "written to a temporary name first, then moved into place). Prints a short summary."
+        "DIR/trace.json, plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
+        "checked before simulating and replaced as a unit: the files are written into a "
+        "temporary folder beside it, which then takes its place, so DIR holds the old "
+        "complete set or the new one, never a mix. Prints a short summary."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
         parser.add_argument(
-            "-o", "--output", metavar="DIR", help="output folder (default: reports/<scenario name>)"
+            "-o",
+            "--output",
+            metavar="DIR",
+            help="output folder, replaced as a whole; refused if it holds files clustersim "
+            "does not write (default: reports/<scenario name>)",
         )
         parser.add_argument("--seed", type=int, help="override the scenario's seed")
         parser.add_argument(
@@ -49,9 +55,13 @@ class RunCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
+        from ..outputs.paths import check_output_folder
         from ..scenario import load_scenario
 
         scenario = load_scenario(args.scenario)
+        given = args.output is not None
+        out_dir = Path(args.output) if given else Path("reports") / _safe_name(scenario.name)
+        check_output_folder(args.output if given else out_dir, "-o" if given else "output folder")
         if args.seed is not None:
             scenario = scenario.model_copy(update={"seed": args.seed})
         progress = SimulationProgress(wanted(args.quiet))
@@ -67,8 +77,7 @@ class RunCommand(Command):
             progress.close()
         wall = time.monotonic() - started
         _warn_memory(result.typed_summary)
-        out_dir = Path(args.output) if args.output else Path("reports") / _safe_name(scenario.name)
-        written = result.write(out_dir)
+        written = result.write(out_dir, "-o" if given else "output folder")
         if args.quiet:
             out(str(out_dir))
         else:

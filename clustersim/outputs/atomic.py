@@ -1,7 +1,9 @@
 """Files written atomically: to a temporary name in the target's folder, then moved into place.
 
 A reader never sees a half-written file, and a failed write leaves the old
-file (or none) and no temporary name behind.
+file (or none) and no temporary name behind.  An :class:`OSError` while writing
+(disk full, folder gone) is a :class:`~clustersim.errors.WriteError` naming the
+file.  Whole folders are replaced as a unit by :mod:`.folder`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from ..errors import WriteError
+from .paths import name_max
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -29,16 +34,33 @@ def atomic_file(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     """A file to write ``path`` through: a temporary name in the same folder, renamed into
     place when the block ends without an error (and removed if it fails)."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise WriteError(target, exc) from exc
     try:
         text = "b" not in mode
         with os.fdopen(fd, mode, **({"encoding": "utf-8", "newline": ""} if text else {})) as fh:
             yield fh
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, target)
+    except WriteError:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteError(target, exc) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _prefix(target: Path) -> str:
+    """``.NAME.``, the start of the temporary name; shorter when NAME leaves no room."""
+    prefix = f".{target.name}."
+    if len(os.fsencode(prefix)) + 16 > name_max(target.parent):
+        return ".clustersim."
+    return prefix
 
 
 def write_atomic(path: Path, text: str) -> Path:

@@ -25,6 +25,7 @@ from ..metrics import DeviceTimes, Summary
 from ..records import Record
 from .atomic import write_atomic
 from .gantt import GanttData, as_fraction, gantt_figure, save_gantt
+from .paths import check_output_folder
 from .plots import links_figure, memory_figure
 from .run_folder import read_run_folder
 
@@ -143,14 +144,18 @@ def report_html(
     )
 
 
-def write_report(run_dir: str | os.PathLike[str]) -> list[Path]:
+def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> list[Path]:
     """Redraw ``gantt.png``/``gantt.svg`` and write ``report.html`` from a finished run folder.
 
     Reads ``summary.json``, ``timeline.csv`` and ``links.csv``; a missing
-    folder or file, or one that cannot be read, is a ScenarioError naming it.
+    folder or file, or one that cannot be read, is a ScenarioError naming it,
+    and so is a folder that cannot be written (at key path ``flag``), checked
+    before drawing.  Each file is replaced on its own, atomically: the folder
+    keeps the run's other files.
     """
     out = Path(run_dir)
     run = read_run_folder(out)
+    check_output_folder(out, flag, whole=False)
     written: list[Path] = []
     gantt = None
     if run.records:

@@ -8,8 +8,12 @@
 * ``trace.json`` -- the records as Chrome trace events (:mod:`.trace`);
 * ``gantt.png`` and ``gantt.svg`` -- for a training run (:mod:`.gantt`).
 
-Each file is written atomically (:mod:`.atomic`).  ``clustersim report DIR``
-reads the first three back (:func:`read_run_folder`) and redraws the rest.
+The folder is replaced as a unit (:func:`.folder.replace_folder`): every file
+is written into a temporary sibling folder, which then takes the old folder's
+place, so the folder holds either the old complete set or the new one.  A
+folder holding anything but clustersim's outputs is refused, not replaced.
+``clustersim report DIR`` reads the first three back (:func:`read_run_folder`)
+and redraws the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from ..metrics import canonical_json
 from ..records import Record
 from .atomic import write_atomic
+from .folder import replace_folder
 from .links import links_csv, read_links
 from .tables import file_problem
 from .timeline import read_timeline, timeline_csv
@@ -68,18 +73,22 @@ def write_run_folder(
     records: Sequence[Record],
     links: Sequence[Mapping[str, Any]],
     nodes: Mapping[str, str | None] | None = None,
+    flag: str = "output folder",
 ) -> list[Path]:
-    """Write :data:`TEXT_FILES` into ``out_dir`` (made if missing), and the Gantt chart
-    (:data:`.gantt.GANTT_FILES`) for a training run; return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """Replace the folder ``out_dir`` (made if missing) by one holding :data:`TEXT_FILES`,
+    and the Gantt chart (:data:`.gantt.GANTT_FILES`) for a training run; return their
+    paths.  Problems with ``out_dir`` name it at key path ``flag``."""
     texts = run_texts(summary, records, links, nodes)
-    written = [write_atomic(out / name, text) for name, text in texts.items()]
-    if is_training(summary, records):
-        from .gantt import write_gantt  # matplotlib only when there is a chart to draw
 
-        written += write_gantt(out, records, summary)
-    return written
+    def fill(folder: Path) -> list[str]:
+        names = [write_atomic(folder / name, text).name for name, text in texts.items()]
+        if is_training(summary, records):
+            from .gantt import write_gantt  # matplotlib only when there is a chart to draw
+
+            names += [path.name for path in write_gantt(folder, records, summary)]
+        return names
+
+    return replace_folder(out_dir, fill, flag)
 
 
 def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -102,6 +111,10 @@ def read_run_folder(run_dir: str | os.PathLike[str]) -> RunFolder:
     out = Path(run_dir)
     if not out.is_dir():
         raise file_problem(out, "no such run folder")
+    for name in TEXT_FILES[:3]:
+        path = out / name
+        if os.path.exists(path) and not path.is_file():  # a pipe would block the reader
+            raise file_problem(path, "is not a regular file")
     return RunFolder(
         summary=read_summary(out / "summary.json"),
         records=read_timeline(out / "timeline.csv"),

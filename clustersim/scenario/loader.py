@@ -6,6 +6,8 @@ no recursive aliases, no alias bombs, no nesting deeper than :data:`MAX_YAML_DEP
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -168,23 +170,65 @@ def _load_yaml(text: str, source: str) -> object:
 
 
 def _read_text(path: str | Path, source: str) -> str:
-    """The file's text; errors name the file."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ScenarioError(Problem("", "file not found"), source) from None
-    except OSError as exc:
-        raise ScenarioError(Problem("", f"cannot read the file: {exc.strerror}"), source) from None
+    """The file's text; errors name the file.
+
+    Only a regular file is read: a folder, a named pipe (``/dev/stdin`` in a
+    pipeline), a device or a socket is refused before it is opened for reading,
+    so nothing blocks; a file larger than :data:`MAX_FILE_BYTES` is refused
+    before it is read.
+    """
+    data = _read_bytes(path, source)
     if len(data) > MAX_FILE_BYTES:
-        message = f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB"
-        raise ScenarioError(Problem("", message, f"at most {MAX_FILE_BYTES:,} bytes"), source)
+        raise _too_large(source)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ScenarioError(
             Problem("", f"not UTF-8 text (bad byte at offset {exc.start})"), source
         ) from None
+
+
+def _read_bytes(path: str | Path, source: str) -> bytes:
+    """At most :data:`MAX_FILE_BYTES` + 1 bytes of the regular file at ``path``."""
+    try:
+        _check_regular(os.stat(path), source)
+        # O_NONBLOCK: should the name be swapped for a pipe meanwhile, opening it does not wait
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb") as fh:
+            _check_regular(os.fstat(fd), source)
+            return fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ScenarioError(Problem("", "file not found"), source) from None
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot read the file: {exc.strerror}"), source) from None
+    except ValueError:  # a NUL byte in the name
+        raise ScenarioError(Problem("", "not a file name (it holds a NUL byte)"), source) from None
+
+
+def _check_regular(status: os.stat_result, source: str) -> None:
+    """Refuse anything but a regular file of at most :data:`MAX_FILE_BYTES`."""
+    if stat.S_ISDIR(status.st_mode):
+        raise ScenarioError(Problem("", "is a folder, not a scenario file", _A_FILE), source)
+    if not stat.S_ISREG(status.st_mode):
+        kind = (
+            "a named pipe"
+            if stat.S_ISFIFO(status.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(status.st_mode)
+            else "a device"
+        )
+        message = f"is {kind}, not a regular file (scenarios are read from files only)"
+        raise ScenarioError(Problem("", message, _A_FILE), source)
+    if status.st_size > MAX_FILE_BYTES:
+        raise _too_large(source)
+
+
+_A_FILE = "a regular YAML file"
+
+
+def _too_large(source: str) -> ScenarioError:
+    message = f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB"
+    return ScenarioError(Problem("", message, f"at most {MAX_FILE_BYTES:,} bytes"), source)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
 from ..metrics import HybridSummary, Summary
 from ..outputs.atomic import write_atomic
+from ..outputs.paths import check_output_file, check_output_folder
 from ..version import __version__
 from .runner import run_all, worker_count
 
@@ -181,6 +182,8 @@ def _relative_name(scenario: str | os.PathLike[str], root: str | os.PathLike[str
 def load_golden(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a golden file; a ScenarioError naming the file and key if it is bad."""
     source = str(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ClustersimError(f"{source}: not a regular file, so not a golden file")
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -267,13 +270,20 @@ def record(
     rtol: float | None = None,
     jobs: int | None = None,
     root: str | os.PathLike[str] | None = None,
+    flag: str = "--dir",
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
 
     An existing golden's ``rtol`` and ``tolerances`` are kept (``rtol`` given replaces it).
+    ``golden_dir`` and the files' names are checked before anything runs (errors at key
+    path ``flag``); each file is then replaced on its own, atomically (the folder holds the
+    goldens of other scenarios too, so it is not replaced as a unit).
     """
     _check_rtol(rtol)
+    check_output_folder(golden_dir, flag, whole=False)
     targets = _unique_targets(scenarios, golden_dir, root)
+    for target in targets:
+        check_output_file(target, flag)
     previous = [_previous(target) for target in targets]
     measured = measure_all(scenarios, jobs)
     return [

@@ -32,6 +32,7 @@ import yaml
 
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError, join_path
 from ..outputs.atomic import save_figure, write_atomic
+from ..outputs.folder import replace_folder
 from ..outputs.tables import cell as table_cell
 from ..outputs.tables import csv_text, markdown_escape, markdown_table
 from .runner import run_all
@@ -450,18 +451,22 @@ def write_outputs(
     keys: Sequence[str],
     metric: str,
     title: str = "",
+    flag: str = "output folder",
 ) -> list[Path]:
-    """Write compare.csv, compare.md and compare.png into ``out_dir`` (each atomically)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """Replace the folder ``out_dir`` by one holding compare.csv, compare.md and compare.png
+    (:func:`clustersim.outputs.folder.replace_folder`: as a unit, and only a folder of
+    clustersim's outputs; ``flag`` names ``out_dir`` in errors)."""
     title = title or f"{metric} against {keys[0] if keys else 'scenario'}"
-    return [
-        write_atomic(out / "compare.csv", rows_csv(rows)),
-        write_atomic(out / "compare.md", rows_markdown(rows, title)),
-        save_figure(
-            plot_figure(rows, keys, metric, title), out / "compare.png", "png", reproducible=False
-        ),
-    ]
+
+    def fill(out: Path) -> list[str]:
+        figure = plot_figure(rows, keys, metric, title)
+        return [
+            write_atomic(out / "compare.csv", rows_csv(rows)).name,
+            write_atomic(out / "compare.md", rows_markdown(rows, title)).name,
+            save_figure(figure, out / "compare.png", "png", reproducible=False).name,
+        ]
+
+    return replace_folder(out_dir, fill, flag)
 
 
 # --------------------------------------------------------------------------- reading

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...outputs import tables
 from ...outputs.atomic import save_figure, write_atomic
+from ...outputs.folder import replace_folder
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -308,13 +309,20 @@ def write_outputs(
     title: str,
     notes: Sequence[str],
     verified: Sequence[Verification] = (),
+    flag: str = "output folder",
 ) -> list[Path]:
-    """Write plan.csv, plan.md and plan.png into ``out_dir`` (each atomically); every outcome,
-    and the flow-level times of the ``verified`` ones."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    return [
-        write_atomic(out / "plan.csv", csv_text(ranked, verified)),
-        write_atomic(out / "plan.md", markdown_text(ranked, title, notes)),
-        save_figure(plot_figure(ranked, title), out / "plan.png", "png", reproducible=False),
-    ]
+    """Replace the folder ``out_dir`` by one holding plan.csv, plan.md and plan.png: every
+    outcome, and the flow-level times of the ``verified`` ones
+    (:func:`clustersim.outputs.folder.replace_folder`: as a unit, and only a folder of
+    clustersim's outputs; ``flag`` names ``out_dir`` in errors)."""
+
+    def fill(out: Path) -> list[str]:
+        return [
+            write_atomic(out / "plan.csv", csv_text(ranked, verified)).name,
+            write_atomic(out / "plan.md", markdown_text(ranked, title, notes)).name,
+            save_figure(
+                plot_figure(ranked, title), out / "plan.png", "png", reproducible=False
+            ).name,
+        ]
+
+    return replace_folder(out_dir, fill, flag)
