@@ -29,7 +29,9 @@ class RunCommand(Command):
         parser.add_argument(
             "-o", "--output", metavar="DIR", help="output folder (default: reports/<scenario name>)"
         )
-        parser.add_argument("--seed", type=int, help="override the scenario's seed")
+        parser.add_argument(
+            "--seed", type=int, help="override the scenario's seed (0 .. 4294967295, 2**32 - 1)"
+        )
         parser.add_argument(
             "-q", "--quiet", action="store_true", help="print only the output folder"
         )
@@ -49,11 +51,11 @@ class RunCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
-        from ..scenario import load_scenario
+        from ..scenario import load_scenario, with_seed
 
         scenario = load_scenario(args.scenario)
         if args.seed is not None:
-            scenario = scenario.model_copy(update={"seed": args.seed})
+            scenario = with_seed(scenario, args.seed, "--seed")
         progress = SimulationProgress(wanted(args.quiet))
         started = time.monotonic()
         try:

@@ -53,8 +53,10 @@ from .cluster import (  # noqa: F401
 from .document import (  # noqa: F401
     Scenario,
     parse_scenario,
+    with_seed,
 )
 from .fields import (  # noqa: F401
+    MAX_SEED,
     TAG_ERROR,
     Bandwidth,
     Bool,
@@ -66,6 +68,8 @@ from .fields import (  # noqa: F401
     GpuIndex,
     Int,
     Invalid,
+    PositiveSize,
+    Seed,
     Size,
     TimeSpan,
 )
@@ -148,6 +152,7 @@ __all__ = [
     "UplinkSpec",
     "load_scenario",
     "parse_scenario",
+    "with_seed",
     "scenario_json_schema",
     "validate_model",
 ]
