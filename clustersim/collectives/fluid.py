@@ -191,7 +191,8 @@ def _play(
     for phase in phases:
         if not phase.flows or phase.bandwidth_s <= 0.0:
             if phase.fixed_s + max(phase.bandwidth_s, 0.0) > 0.0:
-                yield sim.timeout(phase.fixed_s + max(phase.bandwidth_s, 0.0))
+                wait = phase.fixed_s + max(phase.bandwidth_s, 0.0)
+                yield sim.timeout(wait, f"a phase of collective '{label}'")
             continue
         order = sorted(phase.flows)
         units = phase.bandwidth_s * phase.rate_alone_Bps(links)
