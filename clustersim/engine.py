@@ -127,6 +127,12 @@ def _compute_overflow(
     )
 
 
+def _size_problem(src: str, dst: str, size_bytes: float, label: str) -> str:
+    """The message of a transfer whose size is negative, NaN or infinite."""
+    what = "overflowed" if size_bytes == _INF else "is negative" if size_bytes < 0 else "is NaN"
+    return f"transfer '{label}' {src} -> {dst}: its size {what} ({size_bytes!r} B)"
+
+
 class Simulation:
     """One run of a scenario: clock, devices, network and the record sink."""
 
@@ -278,8 +284,8 @@ class Simulation:
         ``record=False`` leaves the transfer out of the records (collectives
         with millions of sends record one row per rank instead).
         """
-        if size_bytes < 0:
-            raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
+        if not 0.0 <= size_bytes < _INF:
+            raise SimulationError(_size_problem(src, dst, size_bytes, label))
         routes = self.topology.routes(src, dst)
         if len(routes) == 1:
             done = self.network.transfer(routes[0], size_bytes)
@@ -352,8 +358,8 @@ class Simulation:
         """:meth:`transfer` for callers that only need a callback: ``then()`` is called at
         the instant the last byte arrives, after the transfer's record is appended.  No
         SimPy event per transfer (what strategies sending many tensors at once use)."""
-        if size_bytes < 0:
-            raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
+        if not 0.0 <= size_bytes < _INF:
+            raise SimulationError(_size_problem(src, dst, size_bytes, label))
         record = self._transfer_recorder(
             src, dst, size_bytes, label, iteration, microbatch, stage, op
         )

@@ -37,12 +37,14 @@ first one's ECMP routes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from ..errors import SimulationError
 from ..records import Record
 
 if TYPE_CHECKING:
@@ -196,6 +198,11 @@ def _play(
             continue
         order = sorted(phase.flows)
         units = phase.bandwidth_s * phase.rate_alone_Bps(links)
+        if not units < math.inf:
+            raise SimulationError(
+                f"collective '{label}' ({call.op} of {call.size_bytes:g} B) overflowed: a "
+                f"phase would take {phase.bandwidth_s!r} s; the inputs are too large or small"
+            )
         route = FluidRoute(
             [links[i] for i in order],
             [phase.flows[i] for i in order],
