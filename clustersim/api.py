@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .devices import stragglers_of
 from .engine import Simulation
 from .errors import SimulationError, join_path
 from .metrics import (
@@ -79,7 +80,7 @@ def prepare(
             raise
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
     if scenario.stragglers:
-        Simulation.from_scenario(scenario, topology)  # straggler globs resolve (file named)
+        stragglers_of(scenario, topology)  # every glob matches (errors name the file)
     return Prepared(scenario, topology, strategy)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -205,3 +206,12 @@ class Stragglers:
                     "a slowdown must be finite and above 0"
                 )
         return factor
+
+
+def stragglers_of(scenario: Any, topology: Topology) -> Stragglers:
+    """The stragglers of ``scenario`` resolved against ``topology``; a glob that matches
+    nothing is a ScenarioError naming the scenario's file and the key path."""
+    try:
+        return Stragglers.from_specs(scenario.stragglers, topology, scenario.seed)
+    except ScenarioError as exc:
+        raise exc.with_source(exc.source or scenario.source) from None

@@ -25,8 +25,8 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from .devices import ComputeStream, Stragglers, work_seconds
-from .errors import ScenarioError, SimulationError
+from .devices import ComputeStream, Stragglers, stragglers_of, work_seconds
+from .errors import SimulationError
 from .network import Network
 from .network.flow import raise_if_overflowed
 from .records import Record
@@ -159,11 +159,7 @@ class Simulation:
         """A simulation of ``scenario``'s cluster, stragglers and seed (a straggler whose
         glob matches nothing is a ScenarioError naming the scenario's file and key path)."""
         topology = topology or build_topology(scenario.cluster)
-        try:
-            stragglers = Stragglers.from_specs(scenario.stragglers, topology, scenario.seed)
-        except ScenarioError as exc:
-            raise exc.with_source(exc.source or scenario.source) from None
-        return cls(topology, seed=scenario.seed, stragglers=stragglers)
+        return cls(topology, seed=scenario.seed, stragglers=stragglers_of(scenario, topology))
 
     # -- time ----------------------------------------------------------------
 
