@@ -184,7 +184,7 @@ class Stragglers:
             if not cached < math.inf:
                 raise SimulationError(
                     f"straggler slowdown of {device.name} in iteration {iteration} "
-                    f"overflowed ({cached!r}): fixed {base!r} times drawn"
+                    f"overflowed ({cached!r}: the fixed slowdown {base:g} times the drawn ones)"
                 )
             self._cache[key] = cached
         return cached
