@@ -12,6 +12,7 @@ result.write("reports/d1")          # summary.json, timeline.csv, links.csv
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .devices import stragglers_of
 from .engine import Simulation
+from .errors import SimulationError, join_path
 from .metrics import (
     DeviceTimes,
     EngineCounters,
@@ -76,6 +79,8 @@ def prepare(
                 raise exc.with_source(scenario.source) from None
             raise
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
+    if scenario.stragglers:
+        stragglers_of(scenario, topology)  # every glob matches (errors name the file)
     return Prepared(scenario, topology, strategy)
 
 
@@ -190,7 +195,24 @@ def _result(prepared: Prepared, sim: Simulation, memory: MemoryBlock | None = No
         [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],
         EngineCounters(len(records), sim.network.flows_completed, sim.network.recomputations),
     )
+    _check_finite(summary.as_dict())
     return Result(scenario, topology, records, links, summary)
+
+
+def _check_finite(value: Any, path: str = "") -> None:
+    """A SimulationError naming the summary key whose number overflowed (inf or NaN)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SimulationError(
+                f"summary value {path} overflowed ({value!r}): the inputs are too large or small "
+                "for the result to be a number"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, join_path(path, str(key)))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_finite(item, join_path(path, index))
 
 
 def json_schema() -> dict[str, Any]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from .errors import Problem, ScenarioError, join_path
+from .errors import Problem, ScenarioError, SimulationError, join_path
 from .scenario import LinkStraggler, RandomStraggler, RandomStragglerSpec
 from .topology import Device, Topology
 
@@ -137,7 +138,16 @@ class Stragglers:
                 out._add_links(spec, topology, path)
             else:
                 for dev in topology.select(spec.devices, join_path(path, "devices")):
-                    out.fixed[dev.name] = out.fixed.get(dev.name, 1.0) * spec.slowdown
+                    factor = out.fixed.get(dev.name, 1.0) * spec.slowdown
+                    if not 0.0 < factor < math.inf:
+                        raise ScenarioError(
+                            Problem(
+                                join_path(path, "slowdown"),
+                                f"the slowdowns of {dev.name} multiply to {factor!r}",
+                                "stragglers whose product stays finite and above 0",
+                            )
+                        )
+                    out.fixed[dev.name] = factor
         return out
 
     def _add_random(
@@ -163,7 +173,7 @@ class Stragglers:
             )
 
     def factor(self, device: Device, iteration: int) -> float:
-        """Slowdown factor (>= 0, 1 = nominal) of ``device`` in ``iteration``."""
+        """Slowdown factor (finite and above 0, 1 = nominal) of ``device`` in ``iteration``."""
         base = self.fixed.get(device.name, 1.0)
         if not self.random:
             return base
@@ -171,6 +181,11 @@ class Stragglers:
         cached = self._cache.get(key)
         if cached is None:
             cached = base * self._random_factor(device, iteration)
+            if not cached < math.inf:
+                raise SimulationError(
+                    f"straggler slowdown of {device.name} in iteration {iteration} "
+                    f"overflowed ({cached!r}: the fixed slowdown {base:g} times the drawn ones)"
+                )
             self._cache[key] = cached
         return cached
 
@@ -183,5 +198,20 @@ class Stragglers:
             if entry.fraction < 1.0 and rng.random() >= entry.fraction:
                 continue
             drawn = SLOWDOWN_DISTRIBUTIONS[entry.dist](rng, entry.params)
-            factor *= drawn if math.isfinite(drawn) and drawn > 0 else 1.0
+            factor *= drawn
+            if not 0.0 < factor < math.inf:
+                raise SimulationError(
+                    f"straggler slowdown of {device.name} in iteration {iteration} "
+                    f"(stragglers[{entry.index}], {entry.dist}) overflowed ({factor!r}); "
+                    "a slowdown must be finite and above 0"
+                )
         return factor
+
+
+def stragglers_of(scenario: Any, topology: Topology) -> Stragglers:
+    """The stragglers of ``scenario`` resolved against ``topology``; a glob that matches
+    nothing is a ScenarioError naming the scenario's file and the key path."""
+    try:
+        return Stragglers.from_specs(scenario.stragglers, topology, scenario.seed)
+    except ScenarioError as exc:
+        raise exc.with_source(exc.source or scenario.source) from None

@@ -18,6 +18,7 @@ transfers are in flight.  Every compute and transfer becomes a
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -25,13 +26,15 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from .devices import ComputeStream, Stragglers, work_seconds
+from .devices import ComputeStream, Stragglers, stragglers_of, work_seconds
 from .errors import SimulationError
 from .network import Network
+from .network.flow import raise_if_overflowed
 from .records import Record
 from .topology import Device, Topology, build_topology
 
 _new_record = tuple.__new__
+_INF = math.inf
 
 
 @contextmanager
@@ -113,6 +116,24 @@ class _SplitSend:
             self.notify(flow)
 
 
+def _compute_overflow(
+    device: str, label: str, iteration: int, duration: float, flops: float | None
+) -> str:
+    """The message of a compute whose end time is not finite."""
+    work = f"{flops:g} FLOPs" if flops is not None else "its work"
+    when = f" in iteration {iteration}" if iteration >= 0 else ""
+    return (
+        f"compute '{label}' on {device}{when} overflowed: it would take {duration!r} s "
+        f"({work}, times the device's slowdown); the inputs are too large or too small"
+    )
+
+
+def _size_problem(src: str, dst: str, size_bytes: float, label: str) -> str:
+    """The message of a transfer whose size is negative, NaN or infinite."""
+    what = "overflowed" if size_bytes == _INF else "is negative" if size_bytes < 0 else "is NaN"
+    return f"transfer '{label}' {src} -> {dst}: its size {what} ({size_bytes!r} B)"
+
+
 class Simulation:
     """One run of a scenario: clock, devices, network and the record sink."""
 
@@ -138,10 +159,10 @@ class Simulation:
 
     @classmethod
     def from_scenario(cls, scenario: Any, topology: Topology | None = None) -> Simulation:
-        """A simulation of ``scenario``'s cluster, stragglers and seed."""
+        """A simulation of ``scenario``'s cluster, stragglers and seed (a straggler whose
+        glob matches nothing is a ScenarioError naming the scenario's file and key path)."""
         topology = topology or build_topology(scenario.cluster)
-        stragglers = Stragglers.from_specs(scenario.stragglers, topology, scenario.seed)
-        return cls(topology, seed=scenario.seed, stragglers=stragglers)
+        return cls(topology, seed=scenario.seed, stragglers=stragglers_of(scenario, topology))
 
     # -- time ----------------------------------------------------------------
 
@@ -154,8 +175,14 @@ class Simulation:
         """Start a strategy process."""
         return self.env.process(generator)
 
-    def timeout(self, delay_s: float) -> simpy.Event:
-        """An event ``delay_s`` seconds from now."""
+    def timeout(self, delay_s: float, what: str = "a wait") -> simpy.Event:
+        """An event ``delay_s`` seconds from now; a SimulationError naming ``what`` (the
+        quantity the delay stands for) unless it is finite and >= 0."""
+        if not 0.0 <= delay_s < _INF or not self.env._now + delay_s < _INF:
+            raise SimulationError(
+                f"{what} of {delay_s!r} s at t = {self.env._now:.9g} s is not a finite time >= 0"
+                " (an input too large or too small made it overflow)"
+            )
         return self.env.timeout(delay_s)
 
     def event(self) -> simpy.Event:
@@ -286,6 +313,8 @@ class Simulation:
         free = stream.free_at_s
         start = now if now > free else free
         end = start + duration
+        if not end < _INF:  # also NaN: overflow is an error here, not a time
+            raise SimulationError(_compute_overflow(device, label, iteration, duration, flops))
         stream.free_at_s = end
         self._append(  # book(), inlined: this is the hottest record of a training run
             _new_record(
@@ -333,8 +362,8 @@ class Simulation:
         ``record=False`` leaves the transfer out of the records (collectives
         with millions of sends record one row per rank instead).
         """
-        if size_bytes < 0:
-            raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
+        if not 0.0 <= size_bytes < _INF:
+            raise SimulationError(_size_problem(src, dst, size_bytes, label))
         routes = self.topology.routes(src, dst)
         if len(routes) == 1:
             done = self.network.transfer(routes[0], size_bytes)
@@ -405,8 +434,8 @@ class Simulation:
         """:meth:`transfer` for callers that only need a callback: ``then()`` is called at
         the instant the last byte arrives, after the transfer's record is appended.  No
         SimPy event per transfer (what strategies sending many tensors at once use)."""
-        if size_bytes < 0:
-            raise SimulationError(f"transfer {src} -> {dst}: negative size {size_bytes}")
+        if not 0.0 <= size_bytes < _INF:
+            raise SimulationError(_size_problem(src, dst, size_bytes, label))
         record = self._transfer_recorder(
             src, dst, size_bytes, label, iteration, microbatch, stage, op
         )
@@ -499,6 +528,9 @@ class Simulation:
                 self.env.run(until=until)
             else:
                 self._run_with_progress(until, progress)
+        if not self.env.now < _INF:
+            raise SimulationError(f"the simulated time overflowed ({self.env.now!r} s)")
+        raise_if_overflowed(self.network)
         return self.env.now
 
     def _run_with_progress(self, until: float | None, progress: Callable[[float], None]) -> None:

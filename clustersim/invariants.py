@@ -112,7 +112,9 @@ class Watch:
                     "parties arrived, the others never did"
                 )
         lines += [
-            f"{_flow_text(f)} never finishes" for f in _stuck_flows(sim) if id(f) not in awaited
+            f"{_flow_text(f, sim)} never finishes"
+            for f in _stuck_flows(sim)
+            if id(f) not in awaited
         ]
         if not alive:
             lines += _unfinished_ops(strategy)
@@ -173,7 +175,7 @@ def _what(event: Any, sim: Simulation, depth: int = 0) -> str:
                 f"barrier '{barrier.name}' ({barrier.waiting} of {barrier.parties} parties arrived)"
             )
     if hasattr(event, "route") and hasattr(event, "size_bytes"):
-        return _flow_text(event)
+        return _flow_text(event, sim)
     if isinstance(event, Process):
         return _who(event, sim)
     if isinstance(event, Condition) and depth < 2:
@@ -188,7 +190,7 @@ def _what(event: Any, sim: Simulation, depth: int = 0) -> str:
     return type(event).__name__
 
 
-def _flow_text(flow: Any) -> str:
+def _flow_text(flow: Any, sim: Simulation) -> str:
     links = getattr(flow.route, "links", ())
     ends = f"{links[0].src} -> {links[-1].dst}" if links else "a local copy"
     now = flow.env.now
@@ -197,7 +199,8 @@ def _flow_text(flow: Any) -> str:
         f"{format_size(flow.size_bytes)} left"
     )
     if flow.arrival_s == flow.arrival_s and flow.rate_Bps <= 0.0:
-        dead = [link.name for link in links if link.bandwidth_Bps <= 0.0]
+        capacity = sim.network.bandwidth_Bps  # now: a link may have gone down in the run
+        dead = [link.name for link in links if capacity(link.index) <= 0.0]
         net_zero = ", ".join(dead) or "a link"
         text += f", rate 0 B/s: {net_zero} has bandwidth 0"
     return text + ")"

@@ -36,6 +36,7 @@ __all__ = [
     "parse_flops",
     "parse_size",
     "parse_time",
+    "require_positive",
     "unit_pattern",
 ]
 
@@ -262,6 +263,19 @@ def _parse(value: object, key: str) -> float:
     if math.isinf(result):
         raise UnitError(f"{value!r} is too large; expected {q.such_as()}", q.allowed)
     return result
+
+
+def require_positive(result: float, value: object, key: str) -> float:
+    """``result`` (``value`` read as quantity ``key``) if it is above 0, else a UnitError.
+
+    For quantities where zero means nothing usable: a link of 0 B/s never delivers a
+    byte and a device of 0 FLOP/s never finishes its work.
+    """
+    if result > 0:
+        return result
+    q = QUANTITIES[key]
+    message = f"must be greater than 0, got {_show(value)}; expected {q.such_as()}"
+    raise UnitError(message, q.allowed)
 
 
 def parse_size(value: object) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 
 import pytest
@@ -321,6 +322,40 @@ def test_bad_input_exits_2_with_one_clear_message(capsys, argv: list[str], messa
     err = fail(capsys, *argv)
     assert message in err
     assert err.startswith("clustersim: error")
+
+
+ONE_RANK = "the group has 1 device (gpu0); a collective needs at least 2"
+
+
+@pytest.mark.parametrize("op", list(OPERATIONS))
+def test_one_rank_group_is_refused_for_every_operation(capsys, op: str) -> None:
+    """A group of one rank is refused, for every operation, by the command and by the
+    ``collective`` workload alike (``--op alltoall --devices 1`` used to exit 0 with times
+    of 0 and undefined bandwidths)."""
+    from clustersim.api import prepare
+    from clustersim.scenario import parse_scenario
+
+    for argv, flag in (
+        (["--op", op, "--devices", "1", "--bytes", "1MB"], "--devices"),
+        (["--op", op, "--devices", "4", "--group", "gpu0", "--bytes", "1MB"], "--group"),
+    ):
+        assert f"{flag}: {ONE_RANK}" in fail(capsys, *argv)
+    doc = {
+        "name": "one",
+        "cluster": flat_cluster("switch", 4, "10GB/s"),
+        "workload": {"collective": op, "bytes": "1MB", "group": "gpu0"},
+    }
+    with pytest.raises(ScenarioError, match=re.escape(f"workload.group: {ONE_RANK}")):
+        prepare(parse_scenario(doc))
+
+
+@pytest.mark.parametrize("op", ["allreduce", "broadcast", "allgather"])
+def test_root_must_be_a_rank_for_every_operation(capsys, op: str) -> None:
+    """``--root`` is 0 .. ranks - 1 for every operation (the root algorithm centres
+    non-rooted ones on it: ``--op allreduce --root 99`` used to end in a traceback)."""
+    for root in ("4", "99", "-1"):
+        err = fail(capsys, "--op", op, "--devices", "4", "--bytes", "1MB", "--root", root)
+        assert f"--root: root {root} is not a rank of the group of 4 (allowed: 0 .. 3)" in err
 
 
 def test_algorithm_not_applicable(capsys) -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from clustersim.api import prepare, simulate
+from clustersim.api import prepare
 from clustersim.cli import main
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError, SimulationError
@@ -47,13 +47,22 @@ def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:
 # -- deadlocks ----------------------------------------------------------------
 
 
+def _run_with_link_down(doc: dict[str, Any], link: int) -> None:
+    """Simulate ``doc`` with link ``link`` down (0 B/s) from the start, as a link failure
+    does (a scenario refuses a bandwidth of 0; the network takes one)."""
+    prepared = prepare(parse_scenario(doc))
+    sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
+    watch = Watch(sim)
+    sim.network.set_bandwidth(link, 0.0)
+    prepared.strategy.start(sim)
+    sim.run()
+    watch.raise_if_deadlocked(prepared.strategy)
+
+
 def test_transfer_over_a_dead_link_is_a_deadlock_naming_the_link() -> None:
-    doc = _islands(
-        [transfer("t", "a", "b", "1MB"), compute("u", "b", after=["t"], seconds="1ms")],
-        bandwidth="0",
-    )
+    doc = _islands([transfer("t", "a", "b", "1MB"), compute("u", "b", after=["t"], seconds="1ms")])
     with pytest.raises(SimulationError) as info:
-        simulate(parse_scenario(doc))
+        _run_with_link_down(doc, 0)
     text = str(info.value)
     assert text.startswith("deadlock: nothing left to simulate at t = 0 s but:")
     assert "op 't' on a, b waits for transfer a -> b (1 MB of 1 MB left" in text
@@ -61,11 +70,25 @@ def test_transfer_over_a_dead_link_is_a_deadlock_naming_the_link() -> None:
     assert "op 'u' on b waits for all of: op 't'" in text
 
 
-def test_deadlock_through_the_cli_exits_2(tmp_path: Path, capsys) -> None:
+def test_deadlock_through_the_cli_exits_2(tmp_path: Path, stuck_strategy: str, capsys) -> None:
+    doc = {
+        "name": "stuck",
+        "cluster": {"kind": "switch", "devices": 2, "link": {"bandwidth": "10GB/s"}},
+        "workload": {stuck_strategy: 2},
+    }
+    path = _write(tmp_path, doc)
+    assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "simulation error: deadlock" in err and "gpu0 (_ranks.<locals>.rank)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_link_of_0_bytes_per_second_is_refused_at_load(tmp_path: Path, capsys) -> None:
+    """A dead link is not written as bandwidth 0 (it would only deadlock): refused, exit 2."""
     path = _write(tmp_path, _islands([transfer("t", "a", "b", "1MB")], bandwidth="0"))
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
     err = capsys.readouterr().err
-    assert "simulation error: deadlock" in err and "op 't' on a, b" in err
+    assert f"{path}: cluster.links[0].bandwidth: must be greater than 0, got '0'" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -218,4 +241,4 @@ def test_collective_over_one_device_is_a_load_error() -> None:
         "workload": {"collective": "allreduce", "bytes": "1MB", "group": "gpu0"},
     }
     text = _load_error(doc)
-    assert "workload.group: matches only 1 device (gpu0); a collective needs at least 2" in text
+    assert "workload.group: the group has 1 device (gpu0); a collective needs at least 2" in text

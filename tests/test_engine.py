@@ -293,8 +293,12 @@ def test_transfer_then_records_like_transfer_and_calls_back_at_arrival(size: flo
         runs[kind] = [r for r in sim.records if r.kind == "transfer"]
     assert runs["then"] == runs["event"]
     assert ends["then"] == ends["event"] == pytest.approx(size / 10e9, abs=1e-15)
-    with pytest.raises(SimulationError, match="negative size"):
+    with pytest.raises(SimulationError, match="its size is negative"):
         switch_sim().transfer_then("gpu0", "gpu1", -1.0, lambda: None)
+    with pytest.raises(SimulationError, match=r"gpu0 -> gpu1: its size overflowed \(inf B\)"):
+        switch_sim().transfer("gpu0", "gpu1", float("inf"))
+    with pytest.raises(SimulationError, match="its size is NaN"):
+        switch_sim().transfer("gpu0", "gpu1", float("nan"))
 
 
 def test_book_adds_one_record_with_its_fields_and_phase() -> None:

@@ -396,9 +396,10 @@ def test_bad_bandwidths_are_rejected(
     _rejected(_write(tmp_path, text), capsys, "cluster.link.bandwidth", expected)
 
 
-def test_zero_bandwidth_ends_in_a_clear_deadlock_error(
+def test_zero_bandwidth_is_refused_at_its_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A link of 0 B/s would never deliver a byte: refused when the scenario is read."""
     doc = _base()
     doc["cluster"]["link"]["bandwidth"] = 0
     path = _write(tmp_path, doc)
@@ -406,7 +407,7 @@ def test_zero_bandwidth_ends_in_a_clear_deadlock_error(
     code = main(["run", str(path), "-o", str(tmp_path / "out"), "-q"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert "bandwidth 0" in err
+    assert "cluster.link.bandwidth: must be greater than 0, got 0" in err
 
 
 @pytest.mark.parametrize(

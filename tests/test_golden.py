@@ -177,6 +177,37 @@ def test_bad_input_exits_2(
     assert code == 2 and "cluster" in err
 
 
+@pytest.mark.parametrize(
+    "edit, named",
+    [
+        (lambda doc: doc["metrics"].update(makespan_s=float("nan")), "metrics.makespan_s"),
+        (lambda doc: doc["metrics"].update(makespan_s=float("inf")), "metrics.makespan_s"),
+        (lambda doc: doc.update(rtol=float("inf")), "rtol"),
+        (lambda doc: doc.update(rtol=float("nan")), "rtol"),
+        (lambda doc: doc.update(tolerances={"devices.*": float("inf")}), "tolerances.devices.*"),
+        (lambda doc: doc.update(tolerances={"*": -0.5}), "tolerances.*"),
+    ],
+)
+def test_non_finite_golden_numbers_are_refused(
+    edit, named: str, tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A golden file holding NaN or Infinity (Python's json reads both) as a metric or a
+    tolerance is bad input naming the file and the key: a NaN metric used to pass every
+    check and an infinite rtol to accept anything."""
+    doc = _record(tmp_path, scenario, capsys)
+    edit(doc)
+    target = _golden_file(tmp_path, scenario)
+    target.write_text(json.dumps(doc))  # NaN / Infinity literals
+    code, _, err = _run(["golden", "check", str(scenario), "--dir", str(target.parent)], capsys)
+    assert code == 2 and f"{target}: {named}: expected a finite number" in err
+
+
+def test_a_nan_measurement_never_passes() -> None:
+    """A metric measured as NaN compares false with everything: it is a change, not ok."""
+    rows = golden.compare_metrics({"t": 1.0}, {"t": float("nan")}, rtol=10.0)
+    assert [r.status for r in rows] == ["changed"]
+
+
 def test_check_without_scenarios_uses_golden_files(
     tmp_path: Path, scenario: Path, capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:

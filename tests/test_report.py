@@ -232,6 +232,68 @@ def test_report_is_the_same_from_a_finished_folder(tmp_path) -> None:
     assert [x.kind for x in a.boxes] == [x.kind for x in b.boxes]
 
 
+ODD_NAMES = ("a,b", 'say "hi"', "line\nbreak")
+"""Device names holding a comma, quotes and a line break (a custom cluster allows them)."""
+
+
+def test_csv_files_quote_names_with_commas_quotes_and_line_breaks(tmp_path, capsys) -> None:
+    """links.csv and timeline.csv go through the csv module: odd link and device names are
+    quoted and read back whole, by Python's csv, by read_links / read_timeline (pandas) and by
+    `clustersim report`."""
+    import csv
+
+    from clustersim.outputs.links import read_links
+    from clustersim.scenario import parse_scenario
+
+    a, b, c = ODD_NAMES
+    doc = {
+        "name": "odd-names",
+        "cluster": {
+            "kind": "custom",
+            "devices": [{"name": a}, {"name": b}, {"name": c}],
+            "switches": ["sw"],
+            "links": [{"src": n, "dst": "sw", "bandwidth": "10GB/s"} for n in ODD_NAMES],
+        },
+        "workload": {
+            "program": [
+                {"id": "t1", "transfer": {"src": a, "dst": b, "bytes": "1MB"}},
+                {"id": "t2", "transfer": {"src": c, "dst": a, "bytes": "2MB"}},
+            ]
+        },
+    }
+    result = simulate(parse_scenario(doc))
+    result.write(tmp_path)
+    with open(tmp_path / "links.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    names = {f"{a}->sw", f"sw->{b}", f"{c}->sw", f"sw->{a}"}
+    assert {row["link"] for row in rows} == names
+    assert {row["link"] for row in read_links(tmp_path / "links.csv")} == names
+    back = read_timeline(tmp_path / "timeline.csv")
+    assert {(r.src, r.dst) for r in back} == {(a, b), (c, a)}
+    assert main(["report", str(tmp_path)]) == 0, capsys.readouterr().err
+
+
+def test_csv_of_ordinary_names_is_unquoted() -> None:
+    """Names without a comma, quote or line break are written as they are (the files of every
+    shipped scenario are byte-for-byte what they were)."""
+    from clustersim.outputs.links import links_csv
+
+    row = {
+        "link": "rack0/node0/gpu0->rack0/node0/pcie",
+        "bandwidth_Bps": 3.2e10,
+        "bytes": 1.5e6,
+        "busy_s": 0.001,
+        "busy_fraction": 0.5,
+        "utilisation": 0.25,
+        "peak_flows": 2,
+    }
+    assert links_csv([row]) == (
+        "link,bandwidth_Bps,bytes,busy_s,busy_fraction,utilisation,peak_flows\n"
+        "rack0/node0/gpu0->rack0/node0/pcie,32000000000.0,1500000.0,0.001,0.5,0.25,2\n"
+    )
+    assert links_csv([{**row, "link": 'x,"y"->z'}]).splitlines()[1].startswith('"x,""y""->z",')
+
+
 @pytest.mark.parametrize(
     "breakage, named",
     [

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import Problem, ScenarioError
 from ..scenario import shorthand
+from ..scenario.cluster import MAX_RATIO, MIN_RATIO
 from ..studies import collective_sweep
 from ..units import (
     UnitError,
@@ -25,18 +26,23 @@ from ..units import (
     format_time,
     parse_bandwidth,
     parse_time,
+    require_positive,
 )
 from .base import EXIT_OK, Command, out
 from .progress import QUIET_HELP, Progress, wanted
 
 _DEFAULT_TOPOLOGY = "switch"
 _TWO_TIER_FLAGS = {
-    "--racks": ("racks", "N", "racks"),
-    "--nodes-per-rack": ("nodes_per_rack", "N", "nodes in each rack"),
-    "--gpus-per-node": ("gpus_per_node", "N", "GPUs in each node"),
-    "--oversubscription": ("oversubscription", "RATIO", "rack uplink oversubscription ratio"),
-    "--pcie": ("pcie", "BANDWIDTH", "each device's PCIe link"),
-    "--nvlink": ("nvlink", "BANDWIDTH", "NVSwitch bandwidth per GPU, or none"),
+    "--racks": ("racks", "N", "racks, at least 1"),
+    "--nodes-per-rack": ("nodes_per_rack", "N", "nodes in each rack, at least 1"),
+    "--gpus-per-node": ("gpus_per_node", "N", "GPUs in each node, at least 1"),
+    "--oversubscription": (
+        "oversubscription",
+        "RATIO",
+        "rack uplink oversubscription ratio, 1e-06 .. 1e+06",
+    ),
+    "--pcie": ("pcie", "BANDWIDTH", "each device's PCIe link, above 0"),
+    "--nvlink": ("nvlink", "BANDWIDTH", "NVSwitch bandwidth per GPU, above 0, or none"),
 }
 """Flags only two_tier takes: flag -> (keyword of ``two_tier_cluster``, metavar, help)."""
 _KEYWORDS = {
@@ -75,14 +81,21 @@ class CollectiveCommand(Command):
             "--bytes",
             default="1MB:1GB:x4",
             metavar="SIZE|MIN:MAX:xF|MIN:MAX:+STEP",
-            help="size (nccl-tests meaning) or range multiplied by F or stepped by STEP "
-            "(default: 1MB:1GB:x4)",
+            help="size, 0 or more (nccl-tests meaning), or range multiplied by F > 1 or "
+            "stepped by STEP > 0, at most 1000 sizes (default: 1MB:1GB:x4)",
         )
         what.add_argument(
             "--group", metavar="GLOB", help="devices in the group (default: every GPU)"
         )
-        what.add_argument("--root", type=int, default=0, help="root rank of rooted operations (0)")
-        what.add_argument("--chunk", metavar="SIZE", help="pipelining chunk (algorithm default)")
+        what.add_argument(
+            "--root",
+            type=int,
+            default=0,
+            help="root rank, 0 .. ranks - 1, of rooted operations and the root algorithm (0)",
+        )
+        what.add_argument(
+            "--chunk", metavar="SIZE", help="pipelining chunk, above 0 (algorithm default)"
+        )
         what.add_argument(
             "--bidirectional", action="store_true", help="rings run both ways, half each way"
         )
@@ -103,7 +116,8 @@ class CollectiveCommand(Command):
             type=int,
             default=1,
             metavar="N",
-            help="run each collective as N equal slices at once, NCCL's channels (default: 1)",
+            help="run each collective as N equal slices at once, NCCL's channels, 1 .. 64 "
+            "(default: 1)",
         )
         what.add_argument(
             "--protocol",
@@ -115,7 +129,7 @@ class CollectiveCommand(Command):
             "--iterations",
             type=int,
             default=1,
-            help="back-to-back runs per point; time is their mean (default: 1)",
+            help="back-to-back runs per point, at least 1; time is their mean (default: 1)",
         )
         self._add_cluster_arguments(parser)
         output = parser.add_argument_group("output")
@@ -133,7 +147,9 @@ class CollectiveCommand(Command):
     def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         where = parser.add_argument_group("cluster")
         where.add_argument("--cluster", metavar="FILE", help="scenario or cluster-section YAML")
-        where.add_argument("--devices", type=int, metavar="N", help="devices of a flat topology")
+        where.add_argument(
+            "--devices", type=int, metavar="N", help="devices of a flat topology, at least 2"
+        )
         where.add_argument(
             "--topology",
             choices=list(shorthand.TOPOLOGIES),
@@ -141,12 +157,13 @@ class CollectiveCommand(Command):
         )
         where.add_argument(
             "--bandwidth",
-            help=f"each link (two_tier: each NIC), each direction (default: {_shown('--bandwidth')})",
+            help="each link (two_tier: each NIC), each direction, above 0 "
+            f"(default: {_shown('--bandwidth')})",
         )
         where.add_argument(
             "--latency",
             metavar="TIME",
-            help=f"each link (two_tier: each NIC) (default: {_shown('--latency')})",
+            help=f"each link (two_tier: each NIC), 0 or more (default: {_shown('--latency')})",
         )
         for flag, (_, metavar, text) in _TWO_TIER_FLAGS.items():
             where.add_argument(
@@ -179,6 +196,11 @@ class CollectiveCommand(Command):
                 progress=progress,
                 channels=args.channels,
                 protocol=args.protocol,
+                group_flag="--group"
+                if args.group
+                else "--cluster"
+                if args.cluster
+                else "--devices",
             )
         finally:
             progress.close()
@@ -203,10 +225,16 @@ def _shown(flag: str) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _flag_quantity(parse: Callable[[Any], float], value: Any, flag: str) -> float:
-    """``value`` read by the units parser ``parse``; a ScenarioError naming ``flag`` if bad."""
+def _flag_quantity(
+    parse: Callable[[Any], float], value: Any, flag: str, positive: str = ""
+) -> float:
+    """``value`` read by the units parser ``parse``; a ScenarioError naming ``flag`` if bad.
+
+    ``positive``: the quantity's key (``bandwidth``) when zero is refused too, as in a
+    scenario."""
     try:
-        return parse(value)
+        result = parse(value)
+        return require_positive(result, value, positive) if positive else result
     except UnitError as exc:
         raise ScenarioError(Problem(flag, exc.message, exc.allowed)) from None
 
@@ -245,7 +273,7 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
         return given if given is not None else _default(flag)
 
     bandwidth, latency = value("--bandwidth"), value("--latency")
-    _flag_quantity(parse_bandwidth, bandwidth, "--bandwidth")
+    _flag_quantity(parse_bandwidth, bandwidth, "--bandwidth", "bandwidth")
     _flag_quantity(parse_time, latency, "--latency")
     if kind != "two_tier":
         if args.devices is None:
@@ -262,7 +290,7 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     nvlink = value("--nvlink")
     for flag, text in (("--pcie", value("--pcie")), ("--nvlink", nvlink)):
         if not (flag == "--nvlink" and text.lower() == "none"):
-            _flag_quantity(parse_bandwidth, text, flag)
+            _flag_quantity(parse_bandwidth, text, flag, "bandwidth")
     total = counts["--racks"] * counts["--nodes-per-rack"] * counts["--gpus-per-node"]
     if args.devices is not None and args.devices != total:
         raise ScenarioError(
@@ -299,9 +327,13 @@ def _flag_ratio(text: str | float) -> float:
         ratio = float(text)
     except ValueError:
         ratio = float("nan")
-    if not ratio > 0 or ratio == float("inf"):
+    if not MIN_RATIO <= ratio <= MAX_RATIO:
         raise ScenarioError(
-            Problem("--oversubscription", f"expected a number > 0, got {text!r}", "e.g. 1, 2, 4")
+            Problem(
+                "--oversubscription",
+                f"expected a number from {MIN_RATIO:g} to {MAX_RATIO:g}, got {text!r}",
+                "e.g. 1, 2, 4",
+            )
         )
     return ratio
 

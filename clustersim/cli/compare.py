@@ -44,7 +44,7 @@ class CompareCommand(Command):
             "--jobs",
             type=int,
             metavar="N",
-            help="simulations run at once (default: number of cores)",
+            help="simulations run at once, at least 1 (default: number of cores)",
         )
         parser.add_argument(
             "-o",

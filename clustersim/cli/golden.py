@@ -44,16 +44,22 @@ class GoldenCommand(Command):
                 help="folder of golden files (default: tests/golden)",
             )
             p.add_argument(
-                "-j", "--jobs", type=int, metavar="N", help="simulations at once (default: cores)"
+                "-j",
+                "--jobs",
+                type=int,
+                metavar="N",
+                help="simulations at once, at least 1 (default: cores)",
             )
         record.add_argument(
-            "--rtol", type=float, help="default relative tolerance written into the files (0.01)"
+            "--rtol",
+            type=float,
+            help="default relative tolerance written into the files, a finite number >= 0 (0.01)",
         )
         check.add_argument(
             "--rtol",
             type=float,
-            help="relative tolerance of metrics the file names no tolerance for "
-            "(default: the file's rtol, 0.01)",
+            help="relative tolerance of metrics the file names no tolerance for, a finite "
+            "number >= 0 (default: the file's rtol, 0.01)",
         )
         check.add_argument(
             "-v", "--verbose", action="store_true", help="show every metric, per device too"

@@ -37,7 +37,7 @@ class PlanCommand(Command):
             "--devices",
             type=int,
             metavar="N",
-            help="GPUs to plan for; resizes the cluster (default: the scenario's)",
+            help="GPUs to plan for, at least 1; resizes the cluster (default: the scenario's)",
         )
         search.add_argument(
             "--tp",
@@ -71,7 +71,7 @@ class PlanCommand(Command):
             type=int,
             default=1,
             metavar="K",
-            help="iterations per candidate (default: 1)",
+            help="iterations per candidate, at least 1 (default: 1)",
         )
         run.add_argument(
             "--all-replicas",
@@ -80,17 +80,23 @@ class PlanCommand(Command):
             "data-parallel collectives priced analytically, unless there are stragglers)",
         )
         run.add_argument(
-            "-j", "--jobs", type=int, metavar="J", help="simulations at once (default: cores)"
+            "-j",
+            "--jobs",
+            type=int,
+            metavar="J",
+            help="simulations at once, at least 1 (default: cores)",
         )
         run.add_argument(
             "--verify",
             type=int,
             metavar="K",
-            help="simulate the best K again with the flow-level model, every replica, and "
-            "show both iteration times and both rankings side by side",
+            help="simulate the best K (at least 1) again with the flow-level model, every "
+            "replica, and show both iteration times and both rankings side by side",
         )
         out = parser.add_argument_group("output")
-        out.add_argument("--top", type=int, metavar="K", help="print only the first K rows")
+        out.add_argument(
+            "--top", type=int, metavar="K", help="print only the first K rows (K at least 1)"
+        )
         out.add_argument(
             "--fit-only", action="store_true", help="leave out configurations that do not fit"
         )

@@ -35,7 +35,9 @@ class RunCommand(Command):
             help="output folder, replaced as a whole; refused if it holds files clustersim "
             "does not write (default: reports/<scenario name>)",
         )
-        parser.add_argument("--seed", type=int, help="override the scenario's seed")
+        parser.add_argument(
+            "--seed", type=int, help="override the scenario's seed (0 .. 4294967295, 2**32 - 1)"
+        )
         parser.add_argument(
             "-q", "--quiet", action="store_true", help="print only the output folder"
         )
@@ -56,14 +58,14 @@ class RunCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
         from ..outputs.paths import check_output_folder
-        from ..scenario import load_scenario
+        from ..scenario import load_scenario, with_seed
 
         scenario = load_scenario(args.scenario)
         given = args.output is not None
         out_dir = Path(args.output) if given else Path("reports") / _safe_name(scenario.name)
         check_output_folder(args.output if given else out_dir, "-o" if given else "output folder")
         if args.seed is not None:
-            scenario = scenario.model_copy(update={"seed": args.seed})
+            scenario = with_seed(scenario, args.seed, "--seed")
         progress = SimulationProgress(wanted(args.quiet))
         started = time.monotonic()
         try:

@@ -35,7 +35,7 @@ from .algorithm import (
 from .auto import resolve
 from .communicator import communicator
 from .hierarchical import node_groups
-from .ops import OPERATIONS, bandwidths, canonical_op
+from .ops import OPERATIONS, bandwidths, canonical_op, root_problem, timed_group_problem
 from .protocol import PROTOCOLS, family, priced_cost, protocol_view
 from .schedule import Schedule, execute
 
@@ -57,7 +57,9 @@ __all__ = [
     "execute",
     "hold_group",
     "registered_algorithms",
+    "root_problem",
     "run_collective",
+    "timed_group_problem",
     "what_ran",
 ]
 
@@ -225,4 +227,4 @@ def hold_group(
     sim.book_collective(
         devices, label, start, start + seconds, nbytes, iteration, microbatch, stage
     )
-    return sim.timeout(seconds)
+    return sim.timeout(seconds, f"the priced time of collective '{label}'")

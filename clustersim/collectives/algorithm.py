@@ -179,7 +179,7 @@ def check_call(call: CollectiveCall, topology: Topology, path: str = "") -> Algo
         raise ScenarioError(Problem(path, "a collective needs at least one device"))
     if len(set(call.devices)) != call.n:
         raise ScenarioError(Problem(path, "a device appears twice in the group"))
-    if OPERATIONS[call.op].rooted and not 0 <= call.root < call.n:
+    if not 0 <= call.root < call.n:  # non-rooted ops too: the root algorithm uses it
         raise ScenarioError(
             Problem(path, f"root {call.root} is not a rank of the group", f"0 .. {call.n - 1}")
         )

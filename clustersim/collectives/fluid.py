@@ -37,11 +37,14 @@ first one's ECMP routes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import simpy
+
+from ..errors import SimulationError
 
 if TYPE_CHECKING:
     from ..engine import Simulation
@@ -189,10 +192,16 @@ def _play(
     for phase in phases:
         if not phase.flows or phase.bandwidth_s <= 0.0:
             if phase.fixed_s + max(phase.bandwidth_s, 0.0) > 0.0:
-                yield sim.timeout(phase.fixed_s + max(phase.bandwidth_s, 0.0))
+                wait = phase.fixed_s + max(phase.bandwidth_s, 0.0)
+                yield sim.timeout(wait, f"a phase of collective '{label}'")
             continue
         order = sorted(phase.flows)
         units = phase.bandwidth_s * phase.rate_alone_Bps(links)
+        if not units < math.inf:
+            raise SimulationError(
+                f"collective '{label}' ({call.op} of {call.size_bytes:g} B) overflowed: a "
+                f"phase would take {phase.bandwidth_s!r} s; the inputs are too large or small"
+            )
         route = FluidRoute(
             [links[i] for i in order],
             [phase.flows[i] for i in order],

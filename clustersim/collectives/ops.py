@@ -22,7 +22,7 @@ so that it can be compared with the link bandwidth whatever n is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import Problem, ScenarioError, hinted
@@ -101,3 +101,36 @@ def bandwidths(op: str, n: int, size_bytes: float, time_s: float) -> tuple[float
         return 0.0, 0.0
     algbw = size_bytes / time_s
     return algbw, algbw * OPERATIONS[op].bus_factor(n)
+
+
+MIN_TIMED_RANKS = 2
+"""Fewest ranks of a collective that is timed on its own (the ``collective`` workload and
+``clustersim collective``)."""
+
+
+def timed_group_problem(devices: Sequence[str], path: str, fix: str) -> Problem | None:
+    """Why a collective over ``devices`` cannot be timed on its own, or None.
+
+    With one rank nothing moves: every operation takes 0 s and its bandwidths (size /
+    time) are undefined, so the ``collective`` workload and ``clustersim collective``
+    refuse it, the same for every operation.  (Inside a training run a one-rank group
+    -- tp = 1, dp = 1 -- is a defined no-op of 0 s.)  ``fix`` says what to change.
+    """
+    if len(devices) >= MIN_TIMED_RANKS:
+        return None
+    names = ", ".join(devices) or "none"
+    message = (
+        f"the group has {len(devices)} device ({names}); a collective needs at least "
+        f"{MIN_TIMED_RANKS} (with one nothing moves and its bandwidth is undefined)"
+    )
+    return Problem(path, message, fix)
+
+
+def root_problem(root: int, ranks: int, path: str) -> Problem | None:
+    """Why ``root`` is not a rank of a group of ``ranks`` (0 .. ranks - 1), or None.
+
+    Checked for every operation: the ``root`` algorithm centres non-rooted ones on it too.
+    """
+    if 0 <= root < ranks:
+        return None
+    return Problem(path, f"root {root} is not a rank of the group of {ranks}", f"0 .. {ranks - 1}")

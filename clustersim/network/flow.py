@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import simpy
 from simpy.events import PENDING, Event
 
+from ..errors import SimulationError
+
 _INF = math.inf
 _NAN = math.nan
 
@@ -182,3 +184,32 @@ class Callback(Event):
         self._value = None
         self._ok = True
         env.schedule(self, priority, delay)  # type: ignore[arg-type]
+
+
+def overflow_message(bucket: Sequence[tuple[int, int, Flow]]) -> str | None:
+    """The message of a transfer whose next event is due at t = inf (``bucket`` holds the
+    timer entries due then), or None when every entry is stale."""
+    for _, version, flow in bucket:
+        if version < 0 or version == flow._version:
+            break
+    else:
+        return None
+    phase = "its latency" if version < 0 else f"{flow.rate_Bps!r} B/s"
+    links = getattr(flow.route, "links", ())
+    over = f" over {links[0].name}" if len(links) == 1 else f" over {len(links)} links"
+    return (
+        f"a transfer of {flow.size_bytes!r} bytes{over if links else ''} overflowed: at "
+        f"{phase} it would end at t = inf s; the inputs are too large or too small"
+    )
+
+
+def raise_if_overflowed(network: Any) -> None:
+    """SimulationError if a transfer of ``network`` (a flow-level Network) is due at t = inf.
+
+    Called once at the end of a run: a transfer whose end overflowed is never armed (no
+    wake-up is scheduled at infinity), so the run ends with it still in flight.
+    """
+    for t, bucket in network._buckets.items():
+        message = None if t < _INF else overflow_message(bucket)
+        if message is not None:
+            raise SimulationError(message)

@@ -49,7 +49,7 @@ import simpy
 from simpy.events import NORMAL, Event
 
 from ..errors import SimulationError
-from .flow import Callback, Flow, LinkLike, LinkStats, RouteLike
+from .flow import Callback, Flow, LinkLike, LinkStats, RouteLike, overflow_message
 from .routes import check_bandwidth, route_info
 from .solver import _Solver
 from .weighted import leave_weighted, recompute_weighted
@@ -161,9 +161,7 @@ class Network:
         """
         size = float(size_bytes)
         if not 0.0 <= size < _INF:
-            raise SimulationError(
-                f"transfer size must be finite and >= 0 bytes, got {size_bytes!r}"
-            )
+            raise SimulationError(f"transfer size must be finite and >= 0 B, got {size_bytes!r}")
         info = self._routes.get(id(route))
         if info is None or info[0] is not route:
             info = self._route_info(route)
@@ -264,6 +262,8 @@ class Network:
                 heappop(times)
                 self._stale -= len(buckets.pop(t))
                 continue
+            if not t < _INF:
+                raise SimulationError(overflow_message(buckets[t]) or f"t = {t}")
             if t < self._wake_at:
                 self._wake_at = t
                 delay = t - self.env.now

@@ -13,10 +13,13 @@ _INF = math.inf
 
 
 def check_bandwidth(value: float, name: str) -> float:
-    """``value`` as a link capacity in bytes/s; SimulationError unless it is >= 0."""
+    """``value`` as a link capacity in bytes/s; SimulationError unless it is finite and
+    >= 0 (0: the link is down)."""
     bw = float(value)
-    if not bw >= 0.0:
-        raise SimulationError(f"link {name!r}: bandwidth must be >= 0 B/s, got {value!r}")
+    if not 0.0 <= bw < _INF:
+        raise SimulationError(
+            f"link {name!r}: bandwidth must be finite and >= 0 B/s, got {value!r}"
+        )
     return bw
 
 

@@ -28,8 +28,9 @@ LINK_COLUMNS = (
 
 
 def links_csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The text of ``links.csv``: floats by ``repr``, cells joined by commas as they are."""
-    return csv_text(LINK_COLUMNS, ([cell(r[c]) for c in LINK_COLUMNS] for r in rows), quote=False)
+    """The text of ``links.csv``: floats by ``repr``; a link name holding a comma, a quote
+    or a line break is quoted (:func:`~clustersim.outputs.tables.csv_text`)."""
+    return csv_text(LINK_COLUMNS, ([cell(r[c]) for c in LINK_COLUMNS] for r in rows))
 
 
 def read_links(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

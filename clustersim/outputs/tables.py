@@ -31,16 +31,10 @@ def cell(value: Any, whole_below: float = 0.0) -> str:
     return str(value)
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]], quote: bool = True) -> str:
-    """A header line and one line per row, ``\\n`` line ends.
-
-    ``quote``: through :mod:`csv` (a cell holding a comma, quote or line break
-    is quoted); otherwise the cells joined by commas as they are, as
-    ``links.csv`` and the collective benchmark's CSV have always been written.
-    """
-    if not quote:
-        lines = [",".join(header)] + [",".join(map(str, row)) for row in rows]
-        return "\n".join(lines) + "\n"
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A header line and one line per row, ``\\n`` line ends, through :mod:`csv`: a cell
+    holding a comma, a quote or a line break is quoted (its quotes doubled), any other
+    cell is written as it is."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)

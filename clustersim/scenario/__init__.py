@@ -56,8 +56,10 @@ from .cluster import (  # noqa: F401
 from .document import (  # noqa: F401
     Scenario,
     parse_scenario,
+    with_seed,
 )
 from .fields import (  # noqa: F401
+    MAX_SEED,
     TAG_ERROR,
     Bandwidth,
     Bool,
@@ -69,6 +71,8 @@ from .fields import (  # noqa: F401
     GpuIndex,
     Int,
     Invalid,
+    PositiveSize,
+    Seed,
     Size,
     TimeSpan,
 )
@@ -151,6 +155,7 @@ __all__ = [
     "UplinkSpec",
     "load_scenario",
     "parse_scenario",
+    "with_seed",
     "scenario_json_schema",
     "validate_model",
 ]

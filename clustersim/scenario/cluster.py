@@ -40,6 +40,12 @@ CPU_DEFAULTS: dict[str, Any] = {
 """What a CPU has when the scenario does not say (YAML keys and spellings)."""
 
 
+MIN_RATIO = 1e-6
+"""Smallest oversubscription ratio."""
+MAX_RATIO = 1e6
+"""Largest oversubscription ratio."""
+
+
 class DeviceSpec(_Spec):
     """A compute device.  The defaults are those of a GPU (an A100); see :data:`CPU_DEFAULTS`."""
 
@@ -51,6 +57,13 @@ class DeviceSpec(_Spec):
     """Memory capacity, bytes."""
     memory_bandwidth_Bps: Bandwidth = _unit("2TB/s", "memory_bandwidth")
     """Memory bandwidth, bytes per second."""
+
+    @model_validator(mode="after")
+    def _usable_rate(self) -> DeviceSpec:
+        if not self.flops_per_s * self.efficiency > 0:
+            message = f"flops x efficiency is {self.flops_per_s * self.efficiency!r} FLOP/s"
+            raise Invalid(Problem("efficiency", message, "a product above 0"))
+        return self
 
 
 def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:
@@ -154,8 +167,8 @@ def _pair_problems(pairs: Sequence[tuple[int, int]], gpus: int) -> list[Problem]
 class UplinkSpec(_Spec):
     """Each top-of-rack switch's link to each spine: a ratio or a bandwidth, not both."""
 
-    oversubscription: Float | None = Field(None, gt=0)
-    """Uplink bandwidth = nodes_per_rack x NIC bandwidth / oversubscription."""
+    oversubscription: Float | None = Field(None, ge=MIN_RATIO, le=MAX_RATIO)
+    """Uplink bandwidth = nodes_per_rack x NIC bandwidth / oversubscription (1e-6 .. 1e6)."""
     bandwidth_Bps: Bandwidth | None = Field(None, alias="bandwidth")
     """Uplink bandwidth, bytes per second."""
     latency_s: TimeSpan = _unit("0", "latency")

@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from clustersim.errors import Problem, ScenarioError
 
 from .cluster import ClusterSpec
-from .fields import Int, Invalid, _Spec
+from .fields import MAX_SEED, Invalid, Seed, _Spec
 from .stragglers import StragglerSpec
 from .training import (
     DataParallelSpec,
@@ -28,8 +28,8 @@ class Scenario(_Spec):
 
     name: Annotated[str, Field(min_length=1)]
     """Name of the scenario."""
-    seed: Int = Field(0, ge=0)
-    """Seed of every random choice; same seed, same result."""
+    seed: Seed = 0
+    """Seed of every random choice, 0 .. 2**32 - 1; same seed, same result."""
     description: str = ""
     """What the scenario shows."""
     cluster: ClusterSpec
@@ -87,6 +87,18 @@ class Scenario(_Spec):
     def source(self) -> str:
         """The file the scenario came from ("" if none)."""
         return self._source
+
+
+def with_seed(scenario: Scenario, seed: int, path: str = "--seed") -> Scenario:
+    """``scenario`` with its seed replaced by ``seed``; a ScenarioError at ``path`` (the flag
+    or key that gave it) unless ``seed`` is a whole number from 0 to :data:`MAX_SEED`."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ScenarioError(
+            Problem(path, f"seed {_describe(seed)} is out of range", f"0 .. {MAX_SEED}")
+        )
+    copy = scenario.model_copy(update={"seed": seed})
+    copy._source = scenario.source
+    return copy
 
 
 def parse_scenario(doc: object, source: str = "") -> Scenario:

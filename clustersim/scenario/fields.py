@@ -1,7 +1,9 @@
 """Field types shared by every scenario section, and the base of every section model.
 
 Quantities written with a unit (:data:`Size`, :data:`Bandwidth`, :data:`TimeSpan`,
-:data:`FlopRate`, :data:`FlopCount`) are parsed to SI by :mod:`clustersim.units`;
+:data:`FlopRate`, :data:`FlopCount`) are parsed to SI by :mod:`clustersim.units`,
+which refuses negative, NaN and infinite values; a bandwidth and a FLOP rate must
+also be above 0 (zero would never deliver a byte or finish a computation);
 numbers are strict (``true`` and ``"2"`` are refused); :func:`_tagged` makes the
 discriminators of tagged unions, whose errors
 :func:`~clustersim.scenario.validation.validate_model` words itself.
@@ -27,28 +29,49 @@ from clustersim import units
 from clustersim.errors import Problem
 
 
-def _quantity(parse: Callable[[object], float], key: str) -> Any:
-    """A float field written with a unit in YAML, parsed to SI by ``parse``."""
+def _quantity(parse: Callable[[object], float], key: str, positive: bool = False) -> Any:
+    """A float field written with a unit in YAML, parsed to SI by ``parse``.
+
+    Negative, NaN and infinite values are refused by the parser; ``positive`` also
+    refuses zero (for quantities where zero means nothing usable).
+    """
     q = units.QUANTITIES[key]
-    number = {"type": "number", "minimum": 0} if q.bare_numbers else {"enum": [0, "0"]}
+    if q.bare_numbers:
+        number: dict[str, Any] = {"type": "number", "minimum": 0}
+        if positive:
+            number = {"type": "number", "exclusiveMinimum": 0}
+        choices = [{"type": "string", "pattern": units.unit_pattern(key)}, number]
+    elif positive:
+        choices = [{"type": "string", "pattern": units.unit_pattern(key)}]
+    else:
+        choices = [{"type": "string", "pattern": units.unit_pattern(key)}, {"enum": [0, "0"]}]
+    above = " above 0" if positive else ""
     schema = {
-        "anyOf": [{"type": "string", "pattern": units.unit_pattern(key)}, number],
-        "description": f"{q.name[2:]} with a unit ({q.allowed})",
+        "anyOf": choices,
+        "description": f"{q.name[2:]}{above} with a unit ({q.allowed})",
         "examples": list(q.examples),
     }
+    if positive:
+        read = parse
+
+        def parse(value: object) -> float:
+            return units.require_positive(read(value), value, key)
+
     return Annotated[float, BeforeValidator(parse), WithJsonSchema(schema)]
 
 
 Size = _quantity(units.parse_size, "size")
-"""Bytes, written ``160MB``, ``1GiB``, ``8Gb``."""
-Bandwidth = _quantity(units.parse_bandwidth, "bandwidth")
-"""Bytes per second, written ``100Gb/s``, ``12.5GB/s``."""
+"""Bytes (0 or more), written ``160MB``, ``1GiB``, ``8Gb``."""
+PositiveSize = _quantity(units.parse_size, "size", positive=True)
+"""Bytes, more than 0 (a pipelining chunk)."""
+Bandwidth = _quantity(units.parse_bandwidth, "bandwidth", positive=True)
+"""Bytes per second, more than 0, written ``100Gb/s``, ``12.5GB/s``."""
 TimeSpan = _quantity(units.parse_time, "time")
-"""Seconds, written ``1us``, ``1.5ms``, ``2s``."""
-FlopRate = _quantity(units.parse_flop_rate, "flop_rate")
-"""FLOP/s, written ``312TFLOPS``."""
+"""Seconds (0 or more), written ``1us``, ``1.5ms``, ``2s``."""
+FlopRate = _quantity(units.parse_flop_rate, "flop_rate", positive=True)
+"""FLOP/s, more than 0, written ``312TFLOPS``."""
 FlopCount = _quantity(units.parse_flops, "flops")
-"""FLOPs, written ``1.2TFLOP`` or as a plain number."""
+"""FLOPs (0 or more), written ``1.2TFLOP`` or as a plain number."""
 
 Int = Annotated[int, Strict()]
 """A whole number (``true`` and ``2.0`` are refused)."""
@@ -58,6 +81,10 @@ Float = Annotated[float, Strict(), AllowInfNan(False)]
 """A finite number (whole numbers accepted; ``true`` and ``"2"`` refused)."""
 Bool = Annotated[bool, Strict()]
 """``true`` or ``false``."""
+MAX_SEED = 2**32 - 1
+"""Largest seed (seeds run from 0 to 2**32 - 1, the range every NumPy generator takes)."""
+Seed = Annotated[int, Strict(), Field(ge=0, le=MAX_SEED)]
+"""A random seed, 0 .. 2**32 - 1."""
 GpuIndex = Annotated[int, Strict(), Field(ge=0)]
 """Index of a GPU inside its node, from 0."""
 Glob = Annotated[str, Field(min_length=1)]

@@ -1,6 +1,14 @@
 """The ``stragglers:`` section: slow devices (fixed or random slowdowns) and degraded links.
 
 A straggler has one of three forms, told apart by its keys (:data:`StragglerSpec`).
+
+Every factor is bounded so that the times it multiplies stay finite: a fixed
+slowdown, the bounds of a uniform one and a link's bandwidth factor lie in
+[:data:`MIN_FACTOR`, :data:`MAX_FACTOR`]; a lognormal's ``sigma`` is at most
+:data:`MAX_SIGMA` and its ``mu`` within +-:data:`MAX_MU`; an exponential's ``scale``
+is at most :data:`MAX_SCALE`.  (NumPy's normal draws stay within +-14 and its
+exponential ones below 45, so every drawn factor is finite and above 0: a lognormal
+one between about 3e-20 and 3e19; the engine still checks each draw.)
 """
 
 from __future__ import annotations
@@ -14,16 +22,32 @@ from clustersim.errors import Problem
 
 from .fields import TAG_ERROR, Float, Glob, Invalid, TimeSpan, _Spec, _tagged, _unit
 
+MIN_FACTOR = 1e-6
+"""Smallest slowdown or bandwidth factor (a device a million times faster)."""
+MAX_FACTOR = 1e6
+"""Largest slowdown or bandwidth factor (a device a million times slower)."""
+MAX_SIGMA = 3.0
+"""Largest ``sigma`` of a lognormal slowdown (exp(3 sigma) is already 8103)."""
+MAX_MU = 3.0
+"""Largest ``|mu|`` of a lognormal slowdown (median factor from exp(-3) to exp(3))."""
+MAX_SCALE = 1e3
+"""Largest ``scale`` of an exponential slowdown (mean factor 1 + scale)."""
+
+
+def _factor(default: Any = ...) -> Any:
+    """A slowdown or bandwidth factor field, from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`."""
+    return Field(default, ge=MIN_FACTOR, le=MAX_FACTOR)
+
 
 class LognormalSlowdown(_Spec):
     """Slowdown factor exp(N(mu, sigma))."""
 
     dist: Literal["lognormal"]
     """The distribution."""
-    sigma: Float = Field(ge=0)
-    """Standard deviation of the underlying normal."""
-    mu: Float = 0.0
-    """Mean of the underlying normal."""
+    sigma: Float = Field(ge=0, le=MAX_SIGMA)
+    """Standard deviation of the underlying normal, 0 .. 3."""
+    mu: Float = Field(0.0, ge=-MAX_MU, le=MAX_MU)
+    """Mean of the underlying normal, -3 .. 3 (0: median factor 1)."""
 
 
 class ExponentialSlowdown(_Spec):
@@ -31,8 +55,8 @@ class ExponentialSlowdown(_Spec):
 
     dist: Literal["exponential"]
     """The distribution."""
-    scale: Float = Field(gt=0)
-    """Mean of the exponential."""
+    scale: Float = Field(gt=0, le=MAX_SCALE)
+    """Mean of the exponential added to 1, above 0 and at most 1000."""
 
 
 class UniformSlowdown(_Spec):
@@ -40,10 +64,10 @@ class UniformSlowdown(_Spec):
 
     dist: Literal["uniform"]
     """The distribution."""
-    low: Float = Field(gt=0)
-    """Smallest factor."""
-    high: Float = Field(gt=0)
-    """Largest factor (at least ``low``)."""
+    low: Float = _factor()
+    """Smallest factor, 1e-6 .. 1e6."""
+    high: Float = _factor()
+    """Largest factor (at least ``low``), 1e-6 .. 1e6."""
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformSlowdown:
@@ -71,8 +95,8 @@ class FixedStraggler(_Spec):
 
     devices: Glob
     """Which devices (pattern over device names)."""
-    slowdown: Float = Field(gt=0)
-    """Compute time multiplier (2 = twice as slow)."""
+    slowdown: Float = _factor()
+    """Compute time multiplier (2 = twice as slow), 1e-6 .. 1e6."""
 
 
 class RandomStragglerSpec(_Spec):
@@ -98,8 +122,8 @@ class LinkStraggler(_Spec):
 
     links: Glob
     """Which links (pattern over link names ``src->dst``)."""
-    bandwidth_factor: Float = Field(gt=0)
-    """Bandwidth multiplier during the window (0.5 = half speed)."""
+    bandwidth_factor: Float = _factor()
+    """Bandwidth multiplier during the window (0.5 = half speed), 1e-6 .. 1e6."""
     start_s: TimeSpan = _unit("0", "start")
     """Window start, seconds of simulated time."""
     end_s: TimeSpan = Field(math.inf, alias="end")

@@ -64,7 +64,57 @@ def _error_problems(model_cls: type[BaseModel], error: Any) -> list[Problem]:
         parent_path = join_path(*parts[:-1])
         return [Problem(parent_path, f"must have exactly {_tuple_length(parent)} items")]
     message, allowed = _message(error, annotation)
+    if loc and (kind in _RANGE_ERRORS or kind in _NUMBER_ERRORS):
+        allowed = _range_text(parent, loc[-1], whole=kind in _RANGE_ERRORS) or allowed
     return [Problem(path, message, allowed)]
+
+
+_RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+_NUMBER_ERRORS = (
+    "int_type",
+    "int_parsing",
+    "int_from_float",
+    "float_type",
+    "float_parsing",
+    "finite_number",
+)
+_BOUND_WORDS = {"gt": "above {}", "ge": "at least {}", "lt": "below {}", "le": "at most {}"}
+
+
+def _range_text(parent: Any, item: str | int, whole: bool = False) -> str:
+    """The range a number at ``parent``'s part ``item`` must lie in, in words
+    (``at least 1e-06 and at most 1e+06``), from the bounds of its field type; "" when it
+    has none, or only one and ``whole`` (a range error's message says that one)."""
+    if isinstance(parent, type) and issubclass(parent, BaseModel):
+        field = next((f for n, f in parent.model_fields.items() if item in (n, f.alias)), None)
+        metadata = list(field.metadata) if field is not None else []
+    else:
+        metadata = _annotated_metadata(_child(parent, item))
+    bounds = {}
+    for entry in metadata:
+        for key in _BOUND_WORDS:
+            value = getattr(entry, key, None)
+            if value is not None and not isinstance(entry, type):
+                bounds[key] = value
+    if len(bounds) < (2 if whole else 1):
+        return ""
+    words = [_BOUND_WORDS[k].format(_number_text(v)) for k, v in bounds.items()]
+    return " and ".join(words)
+
+
+def _annotated_metadata(annotation: Any) -> list[Any]:
+    """The metadata of an ``Annotated`` type, a pydantic ``Field``'s own metadata spread out."""
+    found: list[Any] = []
+    while typing.get_origin(annotation) is Annotated:
+        annotation, *extra = typing.get_args(annotation)
+        for entry in extra:
+            found.extend(getattr(entry, "metadata", None) or [entry])
+    return found
+
+
+def _number_text(value: object) -> str:
+    """A bound as written in a message: ``1e-06``, ``0.5``, ``4294967295``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _unknown_key_problem(path: str, key: object, model: Any) -> Problem:

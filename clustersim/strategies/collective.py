@@ -32,22 +32,23 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..collectives import (
-    OPERATIONS,
     CollectiveCall,
     Schedule,
     bandwidths,
     canonical_op,
     check_call,
     execute,
+    root_problem,
     run_collective,
+    timed_group_problem,
     what_ran,
 )
 from ..collectives import label_of as _label_of
 from ..engine import Simulation
-from ..errors import Problem, ScenarioError
+from ..errors import ScenarioError
 from ..metrics import CollectiveSummary
 from ..network.models import network_model
-from ..scenario import Bool, Count, Glob, Int, Size
+from ..scenario import Bool, Count, Glob, Int, PositiveSize, Size
 from ..units import format_size
 from .base import Strategy
 
@@ -63,8 +64,10 @@ class CollectiveWorkload(BaseModel):
     group: Glob | None = Field(
         None, description="glob over device names (default: every GPU, or every device if none)"
     )
-    root: Int = Field(0, ge=0, description="root rank of rooted operations")
-    chunk_bytes: Size | None = Field(
+    root: Int = Field(
+        0, ge=0, description="root rank, 0 .. ranks - 1 (rooted ops and the root algorithm)"
+    )
+    chunk_bytes: PositiveSize | None = Field(
         None, alias="chunk", description="pipelining chunk (default: the algorithm's)"
     )
     bidirectional: Bool = Field(False, description="run rings both ways, half the data each way")
@@ -95,23 +98,12 @@ class Collective(Strategy):
         else:
             devices = self.topology.select(cfg.group, "workload.group")
         names = tuple(d.name for d in devices)
-        if len(names) < 2:
-            raise ScenarioError(
-                Problem(
-                    "workload.group",
-                    f"matches only {len(names)} device ({', '.join(names)}); a collective "
-                    "needs at least 2 (with one nothing moves and its bandwidth is undefined)",
-                    "a glob matching 2 or more devices",
-                )
-            )
-        if OPERATIONS[op].rooted and cfg.root >= len(names):
-            raise ScenarioError(
-                Problem(
-                    "workload.root",
-                    f"root {cfg.root} is not a rank of the group of {len(names)} devices",
-                    f"0 .. {len(names) - 1}",
-                )
-            )
+        for problem in (
+            timed_group_problem(names, "workload.group", "a glob matching 2 or more devices"),
+            root_problem(cfg.root, len(names), "workload.root"),
+        ):
+            if problem is not None:
+                raise ScenarioError(problem)
         self.call = CollectiveCall(
             op,
             names,

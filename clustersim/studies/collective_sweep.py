@@ -28,14 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..collectives import (
-    OPERATIONS,
     CollectiveCall,
     applicable_algorithms,
     bandwidths,
     canonical_op,
     check_call,
     registered_algorithms,
+    root_problem,
     run_collective,
+    timed_group_problem,
     what_ran,
 )
 from ..collectives.protocol import check_protocol
@@ -245,6 +246,7 @@ def sweep(
     topology: Topology | None = None,
     channels: int = 1,
     protocol: str | None = None,
+    group_flag: str = "",
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -255,7 +257,8 @@ def sweep(
     ``channels`` runs each collective as that many slices at once; ``protocol`` prices
     NCCL's protocol (``LL``, ``LL128``, ``Simple``, ``auto``).  ``chosen`` is what ran:
     ``algorithm/protocol``, ``auto`` resolved.  Everything is checked before the first
-    point runs.
+    point runs: a group of fewer than 2 ranks is refused (with one nothing moves), at
+    ``group_flag`` (default ``--group`` or ``--devices``), and ``root`` must be a rank.
     """
     from ..topology import build_topology
 
@@ -263,7 +266,7 @@ def sweep(
     if model not in MODELS:
         raise ScenarioError(Problem("--model", f"unknown model {model!r}", ", ".join(MODELS)))
     if iterations < 1:
-        raise ScenarioError(Problem("--iterations", "must be at least 1"))
+        raise ScenarioError(Problem("--iterations", f"must be at least 1, got {iterations}"))
     from ..scenario import MAX_CHANNELS
 
     if not 1 <= channels <= MAX_CHANNELS:
@@ -276,6 +279,7 @@ def sweep(
         except ScenarioError as exc:
             raise exc.with_source(scenario.source) from None
     devices = group_devices(topology, group)
+    _check_options(devices, root, chunk_bytes, group_flag or ("--group" if group else "--devices"))
     names = resolve_algorithms(op, devices, topology, algorithms)
     calls = [
         [
@@ -294,7 +298,6 @@ def sweep(
         ]
         for size in sizes
     ]
-    _check_options(op, len(devices), root, chunk_bytes)
     total = len(sizes) * len(names)
     rows = []
     for row_calls in calls:
@@ -305,13 +308,22 @@ def sweep(
     return rows
 
 
-def _check_options(op: str, n: int, root: int, chunk_bytes: float | None) -> None:
-    if OPERATIONS[op].rooted and not 0 <= root < n:
-        raise ScenarioError(
-            Problem("--root", f"root {root} is not a rank of the group", f"0 .. {n - 1}")
-        )
+def _check_options(
+    devices: tuple[str, ...], root: int, chunk_bytes: float | None, group_flag: str
+) -> None:
+    """The group (2 ranks or more, as the ``collective`` workload), the root (a rank of the
+    group, for every operation) and the chunk (above 0)."""
+    fix = "2 or more devices: --devices N, --group GLOB or --cluster FILE"
+    for problem in (
+        timed_group_problem(devices, group_flag, fix),
+        root_problem(root, len(devices), "--root"),
+    ):
+        if problem is not None:
+            raise ScenarioError(problem)
     if chunk_bytes is not None and chunk_bytes <= 0:
-        raise ScenarioError(Problem("--chunk", "the chunk size must be larger than 0"))
+        raise ScenarioError(
+            Problem("--chunk", f"the chunk size must be larger than 0, got {chunk_bytes:g} B")
+        )
 
 
 def run_point(
@@ -354,9 +366,9 @@ def run_point(
 
 def rows_csv(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as CSV text with the :data:`ROW_KEYS` columns (whole floats below 1e18
-    without ``.0``, cells joined by commas as they are)."""
+    without ``.0``; a cell holding a comma or a quote quoted, through :mod:`csv`)."""
     cells = ([cell(row[key], 1e18) for key in ROW_KEYS] for row in rows)
-    return csv_text(ROW_KEYS, cells, quote=False)
+    return csv_text(ROW_KEYS, cells)
 
 
 def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -199,7 +200,15 @@ def load_golden(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite JSON number (``NaN`` and ``Infinity``, which Python's json reads, are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _tolerance_problem(path: str, value: Any) -> Problem | None:
+    """Why ``value`` is no relative tolerance (a finite number >= 0), or None."""
+    if _is_number(value) and value >= 0:
+        return None
+    return Problem(path, f"expected a finite number >= 0, got {value!r}", "e.g. 0.01 (1%)")
 
 
 def _golden_problems(doc: Any) -> list[Problem]:
@@ -211,23 +220,17 @@ def _golden_problems(doc: Any) -> list[Problem]:
         problems.append(Problem("metrics", "missing or not an object of metric -> number"))
     else:
         problems += [
-            Problem(f"metrics.{k}", f"expected a number, got {v!r}")
+            Problem(f"metrics.{k}", f"expected a finite number, got {v!r}")
             for k, v in metrics.items()
             if not _is_number(v)
         ]
-    rtol = doc.get("rtol", DEFAULT_RTOL)
-    if not _is_number(rtol) or rtol < 0:
-        problems.append(Problem("rtol", f"expected a number >= 0, got {rtol!r}"))
+    problems.append(_tolerance_problem("rtol", doc.get("rtol", DEFAULT_RTOL)))
     tolerances = doc.get("tolerances", {})
     if not isinstance(tolerances, dict):
         problems.append(Problem("tolerances", "expected an object of metric glob -> rtol"))
     else:
-        problems += [
-            Problem(f"tolerances.{k}", f"expected a number >= 0, got {v!r}")
-            for k, v in tolerances.items()
-            if not _is_number(v) or v < 0
-        ]
-    return problems
+        problems += [_tolerance_problem(f"tolerances.{k}", v) for k, v in tolerances.items()]
+    return [p for p in problems if p is not None]
 
 
 def golden_document(
@@ -260,8 +263,9 @@ def write_golden(path: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
 
 
 def _check_rtol(rtol: float | None, flag: str = "--rtol") -> None:
-    if rtol is not None and not (rtol >= 0 and rtol != float("inf")):
-        raise ScenarioError(Problem(flag, f"expected a number >= 0, got {rtol!r}"))
+    problem = None if rtol is None else _tolerance_problem(flag, rtol)
+    if problem is not None:
+        raise ScenarioError(problem)
 
 
 def record(
@@ -378,6 +382,8 @@ def compare_metrics(
             rows.append(Row(metric, None, new, None, tol, "new"))
         elif new is None:
             rows.append(Row(metric, old, None, None, tol, "missing"))
+        elif not math.isfinite(new):  # NaN compares false with everything: never "ok"
+            rows.append(Row(metric, old, new, None, tol, "changed"))
         else:
             change = (new - old) / abs(old) if old != 0 else None
             moved = abs(new - old) > ABS_TOL and (change is None or abs(change) > tol)

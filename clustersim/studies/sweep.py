@@ -226,7 +226,7 @@ def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
 def build_jobs(files: Sequence[str | os.PathLike[str]], settings: Sequence[Setting]) -> list[Job]:
     """One job per file and grid point, each document re-validated against its topology.
 
-    Errors name the file and the key path (ScenarioError).
+    Errors name the file, the --set values of the point and the key path (ScenarioError).
     """
     from ..api import prepare
     from ..scenario import parse_scenario
@@ -243,11 +243,30 @@ def build_jobs(files: Sequence[str | os.PathLike[str]], settings: Sequence[Setti
                     changed = set_path(changed, setting.path, point[setting.key])
                 except ScenarioError as exc:
                     raise exc.with_source(source) from None
-            prepare(parse_scenario(changed, source=source))
+            try:
+                prepare(parse_scenario(changed, source=source))
+            except ScenarioError as exc:
+                if not point:
+                    raise
+                raise exc.with_source(_set_source(source, point)) from None
             model = changed.get("model")
             preset = model.get("preset") if isinstance(model, dict) else None
             jobs.append(Job(len(jobs), source, label, point, changed, str(preset or "")))
     return jobs
+
+
+def _set_source(source: str, point: dict[str, Any]) -> str:
+    """``source`` naming the ``--set`` values that made its document: the file of an error
+    found after setting them (``a.yaml with --set seed=-1``)."""
+    values = " ".join(f"--set {key}={_set_text(value)}" for key, value in point.items())
+    return f"{source} with {values}"
+
+
+def _set_text(value: Any) -> str:
+    """A swept value as it was written on the command line (YAML scalars)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _labels(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -8,8 +8,10 @@ module that registers its builder and is listed in :data:`BUILTIN_FABRICS`.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
+from clustersim.errors import Problem, ScenarioError
 from clustersim.registry import Registry
 
 from .graph import Device, Link, Topology
@@ -89,7 +91,14 @@ class _Builder:
         return name
 
     def link(self, src: str, dst: str, bandwidth_Bps: float, latency_s: float) -> Link:
-        """Append the directed link ``src->dst`` (bytes/s, seconds)."""
+        """Append the directed link ``src->dst`` (bytes/s, seconds); a ScenarioError if a
+        bandwidth or latency computed from the spec (an uplink's) is not finite, or 0 B/s."""
+        if not (0.0 < bandwidth_Bps < math.inf and 0.0 <= latency_s < math.inf):
+            message = (
+                f"link {src}->{dst} would have {bandwidth_Bps!r} B/s and {latency_s!r} s: "
+                "the numbers it is computed from overflow"
+            )
+            raise ScenarioError(Problem("cluster", message, "a finite bandwidth above 0"))
         link = _new_object(Link)
         _set_index(link, len(self.links))
         _set_name(link, f"{src}->{dst}")

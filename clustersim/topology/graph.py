@@ -183,7 +183,7 @@ class Topology:
         ``rack0/*/gpu*`` and ``*/cpu`` work.  Raises ScenarioError at ``path``
         when nothing matches.
         """
-        match = _compile_glob(glob)
+        match = _compile_glob(glob, path)
         found = [d for d in self._device_list if match(d.name)]
         if not found:
             example = self._device_list[0].name if self._device_list else "gpu0"
@@ -204,7 +204,7 @@ class Topology:
         Same semantics as :meth:`select`; raises ScenarioError at ``path`` when
         nothing matches.
         """
-        match = _compile_glob(glob)
+        match = _compile_glob(glob, path)
         found = [link for link in self.links if match(link.name)]
         if not found:
             example = self.links[0].name if self.links else "a->b"
@@ -265,8 +265,13 @@ class Topology:
         }
 
 
-def _compile_glob(glob: str) -> Any:
-    return re.compile(fnmatch.translate(glob), re.DOTALL).match
+def _compile_glob(glob: str, path: str) -> Any:
+    """The matcher of ``glob``; a ScenarioError at ``path`` if it cannot be compiled."""
+    try:
+        return re.compile(fnmatch.translate(glob), re.DOTALL).match
+    except (re.error, RecursionError, OverflowError) as exc:
+        message = f"cannot read the pattern {glob[:60]!r}: {exc}"
+        raise ScenarioError(Problem(path, message, "shell-style globs: * ? [seq] [!seq]")) from None
 
 
 def _is_plain(glob: str) -> bool:
