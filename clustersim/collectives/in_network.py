@@ -380,6 +380,15 @@ class InNetwork(Algorithm):
             previous = current
         return schedule
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """c pieces through every segment, plus one meeting send per piece at the top."""
+        if call.n < 2:
+            return 0.0
+        tree = self.tree(call, topology)
+        segs = tree.segments
+        meet = any(not s.up and s.feeders == tree.into_top for s in segs)
+        return float(len(segs) + meet) * pieces(call.size_bytes, self._chunk(call))
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the formula of the module docstring."""
         if call.n < 2:

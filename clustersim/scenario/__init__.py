@@ -51,6 +51,7 @@ from .cluster import (  # noqa: F401
     UplinkSpec,
 )
 from .document import (  # noqa: F401
+    EngineSpec,
     Scenario,
     parse_scenario,
 )
