@@ -23,7 +23,9 @@ limit (:class:`clustersim.engine.Simulation`), checked once per batch of SimPy s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import Problem, ScenarioError
 
@@ -87,15 +89,17 @@ class WorkEstimate:
 
     __rmul__ = __mul__
 
-    def describe(self) -> str:
-        """``1.2 M events (0.9 M transfers, 0.3 M records, about 112 MB of output)``."""
+    def describe(self, output: bool = False) -> str:
+        """``1.2 M events (0.9 M transfers, 0.3 M records)``; with ``output``, also
+        ``about 112 MB of output`` (what ``clustersim run`` writes for the records)."""
         parts = [
             f"{format_count(self.transfers)} transfers",
             f"{format_count(self.records)} records",
         ]
         if self.priced_sends:
             parts.append(f"{format_count(self.priced_sends)} sends priced")
-        parts.append(f"about {_format_bytes(self.output_bytes)} of output")
+        if output:
+            parts.append(f"about {_format_bytes(self.output_bytes)} of output")
         return f"{format_count(self.events)} events ({', '.join(parts)})"
 
 
@@ -137,12 +141,34 @@ def how_to_raise(limit: int) -> str:
 class WorkLimitError(ScenarioError):
     """A run would take more work than its limit allows (refused before it runs)."""
 
+    def __init__(
+        self,
+        problems: Sequence[Problem] | Problem,
+        source: str = "",
+        estimate: WorkEstimate | None = None,
+        limit: int = 0,
+    ) -> None:
+        super().__init__(problems, source)
+        self.estimate = estimate
+        """The work estimated."""
+        self.limit = limit
+        """The limit it is over, events."""
 
-def enforce(estimate: WorkEstimate | None, limit: int, source: str = "", what: str = "") -> None:
-    """Raise :class:`WorkLimitError` when ``estimate`` is over ``limit`` events.
+    def with_source(self, source: str) -> WorkLimitError:
+        return WorkLimitError(self.problems, source, self.estimate, self.limit)
 
-    ``what`` names the run in the message (``"allreduce of 1 PB"``); None (a strategy
-    that cannot estimate) passes: the engine's hard stop still holds.
+
+def enforce(
+    estimate: WorkEstimate | None,
+    limit: int,
+    source: str = "",
+    what: str = "",
+    path: str = LIMIT_KEY,
+) -> None:
+    """Raise :class:`WorkLimitError` at ``path`` when ``estimate`` is over ``limit`` events.
+
+    ``what`` names the run in the message (``"allreduce of 1 PB by ring"``); None (a
+    strategy that cannot estimate) passes: the engine's hard stop still holds.
     """
     if estimate is None or estimate.events <= limit:
         return
@@ -150,7 +176,29 @@ def enforce(estimate: WorkEstimate | None, limit: int, source: str = "", what: s
     message = (
         f"{subject}estimated work {estimate.describe()} is over the limit of {limit_text(limit)}"
     )
-    raise WorkLimitError(Problem(LIMIT_KEY, message, how_to_raise(limit)), source)
+    raise WorkLimitError(Problem(path, message, how_to_raise(limit)), source, estimate, limit)
+
+
+def with_limit(doc: dict[str, Any], max_events: int | None) -> dict[str, Any]:
+    """A scenario document with ``engine.max_events`` set to ``max_events`` (``doc`` itself
+    if None): how the studies pass ``--max-events`` on to the runs they start."""
+    if max_events is None:
+        return doc
+    engine = doc.get("engine")
+    return {
+        **doc,
+        "engine": {**(engine if isinstance(engine, dict) else {}), "max_events": max_events},
+    }
+
+
+def over_limit_reason(errors: Sequence[WorkLimitError]) -> str:
+    """One line for several runs refused for their work (the largest estimate): what
+    ``clustersim plan`` says of the candidates it leaves out."""
+    largest = max((e.estimate.events for e in errors if e.estimate is not None), default=0.0)
+    return (
+        f"estimated work over the limit of {limit_text(errors[0].limit)} (up to "
+        f"{format_count(largest)} events); {LIMIT_FLAG} N raises it"
+    )
 
 
 def hard_stop_message(counted: int, limit: int) -> str:

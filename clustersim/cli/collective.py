@@ -25,7 +25,7 @@ from ..units import (
     parse_bandwidth,
     parse_time,
 )
-from .base import EXIT_OK, Command, out
+from .base import EXIT_OK, Command, add_max_events_argument, out
 from .progress import QUIET_HELP, Progress, wanted
 
 _DEFAULT_TOPOLOGY = "switch"
@@ -116,6 +116,7 @@ class CollectiveCommand(Command):
             default=1,
             help="back-to-back runs per point; time is their mean (default: 1)",
         )
+        add_max_events_argument(what)
         self._add_cluster_arguments(parser)
         output = parser.add_argument_group("output")
         output.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -171,6 +172,7 @@ class CollectiveCommand(Command):
                 progress=progress,
                 channels=args.channels,
                 protocol=args.protocol,
+                max_events=args.max_events,
             )
         finally:
             progress.close()

@@ -324,6 +324,7 @@ def sweep(
     topology: Topology | None = None,
     channels: int = 1,
     protocol: str | None = None,
+    max_events: int | None = None,
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -334,7 +335,9 @@ def sweep(
     ``channels`` runs each collective as that many slices at once; ``protocol`` prices
     NCCL's protocol (``LL``, ``LL128``, ``Simple``, ``auto``).  ``chosen`` is what ran:
     ``algorithm/protocol``, ``auto`` resolved.  Everything is checked before the first
-    point runs.
+    point runs, the work of every point too: a point estimated over ``max_events`` events
+    (default: the scenario's ``engine.max_events``) is refused before any runs
+    (:class:`clustersim.budget.WorkLimitError`).
     """
     from ..topology import build_topology
 
@@ -374,6 +377,10 @@ def sweep(
         for size in sizes
     ]
     _check_options(op, len(devices), root, chunk_bytes)
+    limit = max_events or getattr(getattr(scenario, "engine", None), "max_events", None)
+    for row_calls in calls:
+        for call in row_calls:
+            check_point_work(call, topology, model, iterations, channels, limit)
     total = len(sizes) * len(names)
     rows = []
     for row_calls in calls:
@@ -391,6 +398,28 @@ def _check_options(op: str, n: int, root: int, chunk_bytes: float | None) -> Non
         )
     if chunk_bytes is not None and chunk_bytes <= 0:
         raise ScenarioError(Problem("--chunk", "the chunk size must be larger than 0"))
+
+
+def check_point_work(
+    call: CollectiveCall,
+    topology: Topology,
+    model: str,
+    iterations: int,
+    channels: int = 1,
+    limit: int | None = None,
+) -> None:
+    """Refuse (:class:`~clustersim.budget.WorkLimitError`) a point whose estimated work,
+    ``call`` run ``iterations`` times as :func:`run_point` runs it, is over ``limit``
+    events (default :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`)."""
+    from ..budget import DEFAULT_MAX_EVENTS, LIMIT_FLAG, enforce
+    from ..units import format_size
+    from .work import call_work
+
+    once = call_work(call, topology, model=model, channels=channels, record_transfers=False)
+    what = f"{call.op} of {format_size(call.size_bytes)} by {call.algorithm}"
+    if iterations > 1:
+        what += f", {iterations:,} iterations"
+    enforce(once * iterations, limit or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
 
 
 def run_point(
