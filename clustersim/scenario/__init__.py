@@ -72,6 +72,7 @@ from .fields import (  # noqa: F401
 )
 from .loader import (  # noqa: F401
     MAX_FILE_BYTES,
+    MAX_LIST_ITEMS,
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
     _load_yaml,
@@ -97,6 +98,7 @@ from .stragglers import (  # noqa: F401
 )
 from .training import (  # noqa: F401
     MAX_CHANNELS,
+    MAX_LAYERS,
     AllreduceSyncSpec,
     DataParallelSpec,
     LayerSpec,
