@@ -32,13 +32,17 @@ from .errors import Problem, ScenarioError
 DEFAULT_MAX_EVENTS = 20_000_000
 """Events a run may take unless told otherwise (``engine.max_events``, ``--max-events``).
 
-Measured on the 2-core machine this was written on (bare SimPy: 0.4 M timeouts/s):
-the shipped scenarios run at 0.04-0.26 M events/s (median 0.08 M; ring all-reduce
-over 1,024 GPUs, bench/bench_allreduce.py: 0.11 M transfers/s), so 20 M events are
-about 2-8 minutes of simulation.  Memory: a transfer is freed when it ends, a record
-stays (about 250 bytes: table1_76.1b, 0.38 M records, peaks at 174 MB), so even a run
-that is all records stays near 5 GB.  The largest shipped scenario takes 0.53 M
-events (megatron/table1_76.1b), bench_allreduce 2.1 M: the default leaves them ten
+Measured on the 2-core machine this was written on, shared with other jobs (bare SimPy
+0.2-0.9 M timeouts/s, bench/bench_engine.py): the shipped scenarios of 10^4 events and
+more run at a median of about 55,000 events/s, from 0.17 M/s (ring all-reduces: sends
+without SimPy events, bench/bench_allreduce.py 0.1 M transfers/s) down to 3,300/s
+(parameter servers sharded on every worker: thousands of flows share each link and
+every rate recomputation walks them).  So 20 M events are 2-6 minutes of simulation for
+most runs; the contended parameter-server ones can take an hour, which only a weight
+per flow in flight would foresee.  Memory: a transfer is freed when it ends, a record
+stays (about 250 bytes: megatron/table1_76.1b's 0.38 M records peak at 174 MB), so a
+run that is all records stays near 5 GB.  The largest shipped scenario takes 0.53 M
+events (megatron/table1_76.1b) and bench_allreduce 2.1 M: the default leaves them ten
 times room and refuses what would run for hours."""
 
 HARD_STOP_FACTOR = 4
