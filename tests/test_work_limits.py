@@ -405,12 +405,14 @@ CLUSTERS = [
 
 @pytest.mark.parametrize("cluster", CLUSTERS, ids=lambda c: c["kind"])
 def test_every_algorithm_counts_its_sends_without_building_them(cluster) -> None:
-    """``Algorithm.sends`` equals the length of the schedule for every algorithm,
+    """``Algorithm.sends`` equals the length of the schedule for every built-in algorithm,
     operation, size, chunk, root and direction."""
     topology = build_topology(scenario_of(cluster).cluster)
     devices = tuple(d.name for d in topology.devices.values() if d.kind == "gpu")
     wrong = []
     for name, cls in registered_algorithms().items():
+        if not cls.__module__.startswith("clustersim."):
+            continue  # a plugin registered by another test counts with the default
         algo = cls()
         for op in OPERATIONS:
             root = 1 if OPERATIONS[op].rooted else 0
