@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .budget import WorkEstimate
 from .devices import stragglers_of
 from .engine import Simulation
 from .errors import SimulationError, join_path
@@ -58,17 +59,28 @@ class Prepared:
     topology: Topology
     strategy: Strategy
 
+    @property
+    def work(self) -> WorkEstimate | None:
+        """The run's estimated work (None if its strategy cannot say); within the limit."""
+        return self.strategy.enforce_work_limit()
+
 
 def prepare(
-    scenario: Scenario | str | os.PathLike[str], topology: Topology | None = None
+    scenario: Scenario | str | os.PathLike[str],
+    topology: Topology | None = None,
+    *,
+    max_events: int | None = None,
 ) -> Prepared:
     """Load (if a path), build the topology and validate the workload against it.
 
     ``topology``: the scenario's cluster already built (callers checking many
     variants of one cluster, like ``clustersim plan``, build it once).
+    ``max_events`` overrides the scenario's ``engine.max_events``: a run whose estimated
+    work is over the limit is refused here (:class:`clustersim.budget.WorkLimitError`).
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
+    scenario = scenario.with_max_events(max_events)
     if topology is None:
         try:
             topology = build_topology(scenario.cluster)
@@ -131,8 +143,13 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     check: bool = False,
     strict_memory: bool = False,
+    max_events: int | None = None,
 ) -> Result:
     """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
+
+    Its work is estimated first and refused over the limit, ``max_events`` or else the
+    scenario's ``engine.max_events`` (:class:`clustersim.budget.WorkLimitError`, before
+    anything runs; see :mod:`clustersim.budget`).
 
     Training strategies that model memory put a ``memory`` block in the
     summary (per device: weights, gradients, optimizer states, activations,
@@ -146,7 +163,7 @@ def simulate(
     """
     from .invariants import Checker, Watch, checking_requested
 
-    prepared = prepare(scenario)
+    prepared = prepare(scenario, max_events=max_events)
     memory = memory_block(prepared)
     if strict_memory and memory is not None and not memory.fits:
         from .errors import Problem, ScenarioError

@@ -21,11 +21,14 @@ import gc
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import repeat
 from typing import Any
 
 import simpy
-from simpy.events import Timeout
+from simpy.core import EmptySchedule, StopSimulation
+from simpy.events import URGENT, Timeout
 
+from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, hard_stop_message
 from .devices import ComputeStream, Stragglers, stragglers_of, work_seconds
 from .errors import SimulationError
 from .network import Network
@@ -35,6 +38,11 @@ from .topology import Device, Topology, build_topology
 
 _new_record = tuple.__new__
 _INF = math.inf
+
+STEPS_PER_CHECK = 8192
+"""SimPy steps :meth:`Simulation.run` takes between two looks at the work counted so far
+(records + transfers started) and two progress reports: the guard costs one comparison
+per batch, nothing per event."""
 
 
 @contextmanager
@@ -138,7 +146,12 @@ class Simulation:
     """One run of a scenario: clock, devices, network and the record sink."""
 
     def __init__(
-        self, topology: Topology, *, seed: int = 0, stragglers: Stragglers | None = None
+        self,
+        topology: Topology,
+        *,
+        seed: int = 0,
+        stragglers: Stragglers | None = None,
+        max_events: int = DEFAULT_MAX_EVENTS,
     ) -> None:
         self.env = simpy.Environment(initial_time=0.0)
         self.topology = topology
@@ -155,14 +168,25 @@ class Simulation:
         self.communicators: dict[Any, Any] = {}
         """Process group -> its communicator (:mod:`clustersim.collectives.communicator`)."""
         self._slowed = bool(self.stragglers.fixed or self.stragglers.random)
+        self.max_events = max_events
+        """The run's work limit in events (:mod:`clustersim.budget`); :meth:`run` stops a run
+        whose records + transfers pass :data:`~clustersim.budget.HARD_STOP_FACTOR` times it."""
         self._schedule_link_degradations()
 
     @classmethod
     def from_scenario(cls, scenario: Any, topology: Topology | None = None) -> Simulation:
-        """A simulation of ``scenario``'s cluster, stragglers and seed (a straggler whose
-        glob matches nothing is a ScenarioError naming the scenario's file and key path)."""
+        """A simulation of ``scenario``'s cluster, stragglers, seed and work limit (a
+        straggler whose glob matches nothing is a ScenarioError naming the scenario's file
+        and key path)."""
         topology = topology or build_topology(scenario.cluster)
-        return cls(topology, seed=scenario.seed, stragglers=stragglers_of(scenario, topology))
+        engine = getattr(scenario, "engine", None)
+        limit = getattr(engine, "max_events", DEFAULT_MAX_EVENTS)
+        return cls(
+            topology,
+            seed=scenario.seed,
+            stragglers=stragglers_of(scenario, topology),
+            max_events=limit,
+        )
 
     # -- time ----------------------------------------------------------------
 
@@ -518,28 +542,53 @@ class Simulation:
     ) -> float:
         """Run until no event is left (or ``until`` seconds); return the end time in seconds.
 
+        Events at ``until`` itself are left for a later call, as SimPy's
+        ``Environment.run(until)`` leaves them.  ``progress(now_s)`` is called every
+        :data:`STEPS_PER_CHECK` steps and at the end.
+
         The cyclic garbage collector is paused for the run (see
         :func:`gc_paused`): a run allocates flows, events and records by the
         million and hardly any cycles, and the collector's passes over the
         live objects cost up to half of a large run's time.
-        """
-        with gc_paused():
-            if progress is None:
-                self.env.run(until=until)
-            else:
-                self._run_with_progress(until, progress)
-        if not self.env.now < _INF:
-            raise SimulationError(f"the simulated time overflowed ({self.env.now!r} s)")
-        raise_if_overflowed(self.network)
-        return self.env.now
 
-    def _run_with_progress(self, until: float | None, progress: Callable[[float], None]) -> None:
+        A run whose records + transfers started pass ``HARD_STOP_FACTOR x max_events``
+        stops with a :class:`SimulationError` (its work was estimated below the limit
+        before it started, wrongly): looked at once per batch of steps.
+        """
         env = self.env
-        step = env.step
-        count = 0
-        while env.peek() != float("inf") and (until is None or env.peek() <= until):
-            step()
-            count += 1
-            if count % 65536 == 0:
-                progress(env.now)
-        progress(env.now)
+        if until is not None:
+            at = float(until)
+            if at <= env.now:
+                raise ValueError(f"until ({at}) must be greater than the current time")
+            stop = simpy.Event(env)
+            stop._ok = True
+            stop._value = None
+            env.schedule(stop, URGENT, at - env.now)
+            stop.callbacks.append(StopSimulation.callback)  # type: ignore[union-attr]
+        with gc_paused():
+            try:
+                self._steps(progress)
+            except (StopSimulation, EmptySchedule):
+                pass
+        if not env.now < _INF:
+            raise SimulationError(f"the simulated time overflowed ({env.now!r} s)")
+        raise_if_overflowed(self.network)
+        if progress is not None:
+            progress(env.now)
+        return env.now
+
+    def _steps(self, progress: Callable[[float], None] | None) -> None:
+        """Step the environment in batches until it raises EmptySchedule or StopSimulation,
+        checking the work counted after each batch."""
+        step = self.env.step
+        records = self.records
+        network = self.network
+        stop_at = HARD_STOP_FACTOR * self.max_events
+        while True:
+            for _ in repeat(None, STEPS_PER_CHECK):
+                step()
+            counted = len(records) + network.flows_started
+            if counted > stop_at:
+                raise SimulationError(hard_stop_message(counted, self.max_events))
+            if progress is not None:
+                progress(self.env.now)

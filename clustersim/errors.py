@@ -48,12 +48,12 @@ class ScenarioError(ClustersimError):
         return "\n".join(p.render(self.source) for p in self.problems)
 
     def with_source(self, source: str) -> ScenarioError:
-        """The same problems, attributed to the file ``source``."""
-        return ScenarioError(self.problems, source)
+        """The same problems (and kind of error), attributed to the file ``source``."""
+        return type(self)(self.problems, source)
 
     def prefixed(self, prefix: str) -> ScenarioError:
         """The same problems with ``prefix`` put in front of each key path."""
-        return ScenarioError(
+        return type(self)(
             [Problem(join_path(prefix, p.path), p.message, p.allowed) for p in self.problems],
             self.source,
         )

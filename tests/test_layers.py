@@ -165,7 +165,7 @@ def test_output_modules_stay_under_600_lines() -> None:
 
 
 LAYERS = (
-    ("errors", "units", "version", "registry"),
+    ("errors", "units", "version", "registry", "budget"),
     ("scenario",),
     ("topology",),
     ("network",),

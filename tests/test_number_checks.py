@@ -249,6 +249,7 @@ KEYS: list[Key] = [
         channels=("data_parallel", "allreduce", "channels"),
     ),
     Key("NetworkSpec", "channels", "flat", ("network", "channels")),
+    Key("EngineSpec", "max_events", "flat", ("engine", "max_events")),
     Key("FixedStraggler", "slowdown", "flat", (*_STRAGGLERS, 0, "slowdown")),
     Key("RandomStragglerSpec", "fraction", "flat", (*_STRAGGLERS, 1, "random", "fraction")),
     Key(
@@ -445,7 +446,7 @@ def _write(tmp_path: Path, doc: dict[str, Any], key: Key | None = None, text: st
     if key is not None:
         node: Any = doc
         for part in key.path[:-1]:
-            node = node[part]
+            node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
         node[key.path[-1]] = "__VALUE__"
     body, count = re.subn(r"'?__VALUE__'?", text, yaml.safe_dump(doc, sort_keys=False))
     assert count == (key is not None)

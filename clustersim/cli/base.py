@@ -45,6 +45,34 @@ class Command(Registered):
         raise NotImplementedError
 
 
+def event_count(text: str) -> int:
+    """``--max-events`` as a number: a whole number >= 1, written ``200000000``,
+    ``200_000_000`` or ``2e8``."""
+    try:
+        value = float(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = float("nan")
+    if not (value >= 1 and value.is_integer() and value < 1e18):
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of events >= 1 (e.g. 200000000 or 2e8), got {text!r}"
+        )
+    return int(value)
+
+
+def add_max_events_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--max-events N`` flag of the commands that simulate."""
+    from ..budget import DEFAULT_MAX_EVENTS
+
+    parser.add_argument(
+        "--max-events",
+        type=event_count,
+        metavar="N",
+        help="work limit of each simulation in events (transfers + timeline records): a run "
+        "estimated above it is refused (exit 2) before it starts; overrides the scenario's "
+        f"engine.max_events (default {DEFAULT_MAX_EVENTS:,})",
+    )
+
+
 def out(text: str = "") -> None:
     """Print a line of the command's output on stdout, at once."""
     print(text, flush=True)

@@ -28,7 +28,7 @@ from ..units import (
     parse_time,
     require_positive,
 )
-from .base import EXIT_OK, Command, out
+from .base import EXIT_OK, Command, add_max_events_argument, out
 from .progress import QUIET_HELP, Progress, wanted
 
 _DEFAULT_TOPOLOGY = "switch"
@@ -131,6 +131,7 @@ class CollectiveCommand(Command):
             default=1,
             help="back-to-back runs per point, at least 1; time is their mean (default: 1)",
         )
+        add_max_events_argument(what)
         self._add_cluster_arguments(parser)
         output = parser.add_argument_group("output")
         output.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -201,6 +202,7 @@ class CollectiveCommand(Command):
                 else "--cluster"
                 if args.cluster
                 else "--devices",
+                max_events=args.max_events,
             )
         finally:
             progress.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import Problem, ScenarioError
-from .base import EXIT_OK, Command, out
+from .base import EXIT_OK, Command, add_max_events_argument, out
 from .progress import QUIET_HELP, Progress, wanted
 
 
@@ -54,6 +54,7 @@ class CompareCommand(Command):
             help="output folder, replaced as a whole; refused if it holds files clustersim "
             "does not write",
         )
+        add_max_events_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder
@@ -63,7 +64,7 @@ class CompareCommand(Command):
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         settings = [sweep.parse_set(text) for text in args.settings]
-        jobs = sweep.build_jobs(args.scenarios, settings)
+        jobs = sweep.build_jobs(args.scenarios, settings, args.max_events)
         progress = Progress(wanted(args.quiet), "compare")
         try:
             results = sweep.run_jobs(jobs, args.jobs, progress=progress)

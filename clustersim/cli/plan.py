@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import EXIT_FAILED, EXIT_OK, Command, out
+from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
 from .progress import QUIET_HELP, Progress, wanted
 
 
@@ -86,6 +86,7 @@ class PlanCommand(Command):
             metavar="J",
             help="simulations at once, at least 1 (default: cores)",
         )
+        add_max_events_argument(run)
         run.add_argument(
             "--verify",
             type=int,
@@ -129,7 +130,8 @@ class PlanCommand(Command):
         if not found.candidates:
             raise ClustersimError(
                 f"{args.scenario}: no valid configuration to simulate (see the reasons above); "
-                "try other --devices, --tp, --pp, --micro-batch or --zero values"
+                "try other --devices, --tp, --pp, --micro-batch or --zero values (or a higher "
+                "--max-events, if they were over the work limit)"
             )
         out(f"simulating {len(found.candidates)} configuration(s)")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
@@ -186,6 +188,7 @@ def _plan_options(args: argparse.Namespace) -> Any:
         network=args.network,
         iterations=args.iterations,
         all_replicas=args.all_replicas,
+        max_events=args.max_events,
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..metrics import CollectiveSummary, Summary, TrainingSummary
 from ..units import format_bandwidth, format_size, format_time
-from .base import EXIT_OK, Command, out
+from .base import EXIT_OK, Command, add_max_events_argument, out
 from .progress import SimulationProgress, wanted
 
 
@@ -54,6 +54,7 @@ class RunCommand(Command):
             "device exceeds the device's capacity; without it such a run is simulated, "
             "marked in summary.json (memory.fits: false) and warned about",
         )
+        add_max_events_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
@@ -74,6 +75,7 @@ class RunCommand(Command):
                 progress=progress if progress.enabled else None,
                 check=args.check,
                 strict_memory=args.strict_memory,
+                max_events=args.max_events,
             )
         finally:
             progress.close()

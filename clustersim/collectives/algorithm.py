@@ -120,6 +120,24 @@ class Algorithm(Registered):
         """Seconds ``call`` takes by this algorithm's alpha-beta formula (analytical mode)."""
         raise NotImplementedError
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """How many sends :meth:`schedule` gives ``call``, counted without building it: the
+        work estimate of :mod:`clustersim.budget` (its pieces included, so a 1-byte chunk
+        or a petabyte shows).  The built-in algorithms count exactly; this default, for
+        algorithms that do not say, is one send from every rank to every other."""
+        return float(call.n * (call.n - 1))
+
+    def priced_sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """Sends of the schedule the analytical model builds to price ``call``: all of
+        them when the algorithm relies on the default :meth:`link_flows` (which measures
+        the schedule), none when it gives its own :meth:`link_flows` or :meth:`fluid_phases`."""
+        kind = type(self)
+        if kind.link_flows is not Algorithm.link_flows or (
+            kind.fluid_phases is not Algorithm.fluid_phases
+        ):
+            return 0.0
+        return self.sends(call, topology) if call.n > 1 else 0.0
+
     def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
         """Link index -> sends of ``call`` crossing it at once (congestion-aware analytical
         mode).  By default measured on the schedule (:func:`fluid.schedule_flows`)."""

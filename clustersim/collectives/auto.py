@@ -135,6 +135,16 @@ class Auto(Algorithm):
         algo, chosen = self._chosen(call, topology)
         return algo.schedule(chosen, topology)
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The chosen algorithm's sends."""
+        algo, chosen = self._chosen(call, topology)
+        return algo.sends(chosen, topology)
+
+    def priced_sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """What pricing the chosen algorithm builds."""
+        algo, chosen = self._chosen(call, topology)
+        return algo.priced_sends(chosen, topology)
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """The chosen algorithm's cost (with the chosen protocol)."""
         algo, chosen = self._chosen(call, topology)

@@ -131,6 +131,16 @@ class Direct(Algorithm):
         """The one-shot sends of ``call``."""
         return play_phases(call.n, self._phases(call))
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The phases' sends, counted: n - 1 for the rooted operations, n (n - 1) per
+        all-pairs phase (two for all-reduce)."""
+        n = call.n
+        if n < 2:
+            return 0.0
+        if OPERATIONS[call.op].rooted:
+            return float(n - 1)
+        return float((2 if call.op == "allreduce" else 1) * n * (n - 1))
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds: per phase, max latency + busiest link's bytes / bandwidth (+ reductions)."""
         return phases_cost(call, topology, self._phases(call))
@@ -163,6 +173,10 @@ class Pairwise(Algorithm):
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
         """The n - 1 steps of sends."""
         return play_phases(call.n, self._phases(call))
+
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """n - 1 steps of n sends."""
+        return float(call.n * (call.n - 1))
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds: the steps' :func:`phase_time` one after another."""

@@ -231,6 +231,23 @@ def reduce_plan(n: int, size: float) -> Plan:
     return plan
 
 
+def plan_sends(algorithm: str, op: str, n: int) -> int:
+    """Sends of the plan of ``op`` over ``n`` ranks, counted without building it: lg(m)
+    steps of m sends (two sets for Rabenseifner's all-reduce) plus the 2r fold sends
+    (m the largest power of two <= n, r = n - m); the dissemination barrier n ceil(lg n);
+    binomial broadcast and reduce n - 1."""
+    if n < 2:
+        return 0
+    m = largest_power_of_two(n)
+    lg, fold = m.bit_length() - 1, 2 * (n - m)
+    if op == "barrier":
+        return n * ceil_log2(n)
+    if op in ("broadcast", "reduce"):
+        return n - 1
+    rounds = 2 if op == "allreduce" and algorithm == "halving_doubling" else 1
+    return rounds * lg * m + fold
+
+
 def plan_schedule(plan: Plan, n: int, ranks: list[int]) -> Schedule:
     """The sends of ``plan``; position q is played by rank ``ranks[q]``.
 
@@ -292,6 +309,10 @@ class _StepAlgorithm(Algorithm):
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
         """The sends of ``call`` (flow-level mode)."""
         return plan_schedule(self.plan(call), call.n, self.ranks(call))
+
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The plan's sends, counted (:func:`plan_sends`)."""
+        return float(plan_sends(self.name, call.op, call.n))
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta evaluation of the steps (see the module docstring)."""

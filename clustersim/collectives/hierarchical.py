@@ -239,6 +239,34 @@ class Hierarchical(Algorithm):
             step += deepest
         return s
 
+    def _sub_calls(self, call: CollectiveCall, topology: Topology) -> list[CollectiveCall]:
+        """Every sub-call the phases run (each node's, each rail's)."""
+        groups = node_groups(call, topology)
+        if call.n <= 1 or groups is None:
+            return []
+        return [
+            self._sub_call(call, op, ranks, size, level)
+            for op, instances, size, level in self._phases(call, groups)
+            if len(instances[0]) > 1
+            for ranks in instances
+        ]
+
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The sub-calls' sends."""
+        algorithms = registered_algorithms()
+        return sum(
+            algorithms[sub.algorithm]().sends(sub, topology)
+            for sub in self._sub_calls(call, topology)
+        )
+
+    def priced_sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """What pricing the sub-calls builds (their :meth:`link_flows`)."""
+        algorithms = registered_algorithms()
+        return sum(
+            algorithms[sub.algorithm]().priced_sends(sub, topology)
+            for sub in self._sub_calls(call, topology)
+        )
+
     def fluid_phases(self, call: CollectiveCall, topology: Topology) -> list[FluidPhase]:
         """One fluid phase per level phase: fixed and bandwidth parts as :meth:`cost` prices
         them (the slowest instance), flows of all its instances (every node, every rail)

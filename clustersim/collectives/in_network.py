@@ -135,17 +135,41 @@ class AggregationTree:
         piece = size_bytes / c
         segs = self.segments
         t = [piece / s.bandwidth_Bps if piece > 0 else 0.0 for s in segs]
+        # The down segments leaving the top all have the up segments into it as feeders
+        # (one shared tuple, into_top): their maxima are taken once for the group, not
+        # once per segment -- linear in the ranks instead of quadratic.
+        shared = self.into_top
+        top_first = 0.0
         first = [0.0] * len(segs)
         fed: list[list[int]] = [[] for _ in segs]
+        group: list[int] = []  # down segments fed by into_top
         for e, s in enumerate(segs):
+            if s.feeders is shared and shared:
+                if not group:
+                    top_first = max(first[f] for f in shared)
+                group.append(e)
+                first[e] = s.latency_s + t[e] + top_first
+                continue
             first[e] = s.latency_s + t[e] + max((first[f] for f in s.feeders), default=0.0)
             for f in s.feeders:
                 fed[f].append(e)
+        feeds_group = set(shared) if group else set()
         rest = [0.0] * len(segs)
         piled = [0.0] * len(segs)
+        group_max: tuple[float, float] | None = None
         for e in reversed(range(len(segs))):
-            rest[e] = max((t[g] + rest[g] for g in fed[e]), default=0.0)
-            piled[e] = max([(c - 1) * t[e] + rest[e]] + [t[g] + piled[g] for g in fed[e]])
+            rests = [t[g] + rest[g] for g in fed[e]]
+            piles = [t[g] + piled[g] for g in fed[e]]
+            if e in feeds_group:  # the group's members, all after e, are done
+                if group_max is None:
+                    group_max = (
+                        max(t[g] + rest[g] for g in group),
+                        max(t[g] + piled[g] for g in group),
+                    )
+                rests.append(group_max[0])
+                piles.append(group_max[1])
+            rest[e] = max(rests, default=0.0)
+            piled[e] = max([(c - 1) * t[e] + rest[e], *piles])
         return max(f + h for f, h in zip(first, piled, strict=True))
 
 
@@ -379,6 +403,15 @@ class InNetwork(Algorithm):
                 )
             previous = current
         return schedule
+
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """c pieces through every segment, plus one meeting send per piece at the top."""
+        if call.n < 2:
+            return 0.0
+        tree = self.tree(call, topology)
+        segs = tree.segments
+        meet = any(not s.up and s.feeders == tree.into_top for s in segs)
+        return float(len(segs) + meet) * pieces(call.size_bytes, self._chunk(call))
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the formula of the module docstring."""

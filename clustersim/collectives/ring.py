@@ -146,6 +146,27 @@ def _plan(call: CollectiveCall, n: int, root_pos: int, share: float) -> _Plan:
     return _Plan(steps, pieces(largest, chunk), hops)
 
 
+def _send_count(call: CollectiveCall, n: int, share: float) -> float:
+    """Sends of :func:`_plan` on one ring of ``n`` carrying ``share`` of the data, counted:
+    the positions that send in all steps, times the pieces of the largest message."""
+    op, size = call.op, call.size_bytes * share
+    block = size / n
+    if op == "allreduce":
+        positions, largest = 2 * (n - 1) * n, block
+    elif op in ("reducescatter", "allgather", "barrier"):
+        positions, largest = (n - 1) * n, 0.0 if op == "barrier" else block
+    elif op == "alltoall":
+        positions, largest = (n - 1) * n, (n - 1) * block
+    elif op in CHAIN_OPS:
+        positions, largest = n - 1, size
+    else:  # gather, scatter
+        positions, largest = n * (n - 1) // 2, block
+    chunk = call.chunk_bytes
+    if chunk is None and op in CHAIN_OPS:
+        chunk = CHAIN_CHUNK_BYTES
+    return float(positions) * pieces(largest, chunk)
+
+
 def _orders(call: CollectiveCall) -> list[tuple[list[int], float]]:
     """The rings to run: (rank order, share of the data)."""
     forward = list(range(call.n))
@@ -291,6 +312,12 @@ class Ring(Algorithm):
         for order, share in orders:
             _play(schedule, order, _plan(call, call.n, order.index(call.root), share))
         return schedule
+
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The schedule's sends, counted: every ring's positions x pieces."""
+        if call.n < 2:
+            return 0.0
+        return sum(_send_count(call, call.n, share) for _order, share in _orders(call))
 
     def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
         """Link index -> hops in use crossing it (both rings counted), from the hops' routes."""

@@ -81,6 +81,13 @@ class ViaRoot(Algorithm):
         """The in-sends to the root, then its out-sends."""
         return play_phases(call.n, self._phases(call))
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """n - 1 sends per phase (in, out or both)."""
+        if call.n < 2:
+            return 0.0
+        into, out, _reduces = _IN_OUT[call.op]
+        return float((call.n - 1) * ((into is not None) + (out is not None)))
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds: in phase + root's reductions + out phase (alpha-beta per phase)."""
         return phases_cost(call, topology, self._phases(call))

@@ -50,6 +50,12 @@ class ScatterAllgather(Algorithm):
         schedule.embed(ring, ranks, after=schedule.rank_ends(), step_offset=1)
         return schedule
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The scatter's n - 1 sends and the ring all-gather's."""
+        if call.n < 2:
+            return 0.0
+        return (call.n - 1) + Ring().sends(self._allgather(call), topology)
+
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds: the scatter phase, then the ring all-gather's cost."""
         if call.n < 2:

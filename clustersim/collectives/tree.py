@@ -352,6 +352,13 @@ class _TreeAlgorithm(Algorithm):
                 for k in range(pieces):
                     out.send(tree_id, tree.root, 0, size, at_root[k], False, k)
 
+    def sends(self, call: CollectiveCall, topology: Topology) -> float:
+        """The schedule's sends, counted: every stream carries every piece."""
+        if call.n < 2:
+            return 0.0
+        _trees, pieces, _size = self.pieces(call, topology)
+        return float(len(self.streams(call, topology))) * pieces
+
     def streams(self, call: CollectiveCall, topology: Topology) -> list[tuple[int, str, int, int]]:
         """Every stream of ``call`` as (tree, phase, sender, receiver) positions: each tree's
         edges in the directions the operation uses, phase ``up`` (reduce) or ``down``

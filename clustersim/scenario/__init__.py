@@ -54,6 +54,7 @@ from .cluster import (  # noqa: F401
     UplinkSpec,
 )
 from .document import (  # noqa: F401
+    EngineSpec,
     Scenario,
     parse_scenario,
     with_seed,
@@ -78,6 +79,7 @@ from .fields import (  # noqa: F401
 )
 from .loader import (  # noqa: F401
     MAX_FILE_BYTES,
+    MAX_LIST_ITEMS,
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
     _load_yaml,
@@ -103,6 +105,7 @@ from .stragglers import (  # noqa: F401
 )
 from .training import (  # noqa: F401
     MAX_CHANNELS,
+    MAX_LAYERS,
     AllreduceSyncSpec,
     DataParallelSpec,
     LayerSpec,

@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from clustersim.budget import DEFAULT_MAX_EVENTS
 from clustersim.errors import Problem, ScenarioError
 
 from .cluster import ClusterSpec
-from .fields import MAX_SEED, Invalid, Seed, _Spec
+from .fields import MAX_SEED, Count, Invalid, Seed, _Spec
 from .stragglers import StragglerSpec
 from .training import (
     DataParallelSpec,
@@ -21,6 +22,14 @@ from .training import (
     ZeroSpec,
 )
 from .validation import _describe, validate_model
+
+
+class EngineSpec(_Spec):
+    """How much work a run may take (:mod:`clustersim.budget`)."""
+
+    max_events: Count = DEFAULT_MAX_EVENTS
+    """Most events (transfers + timeline records) the run may take: a run estimated above it
+    is refused before it starts, with the estimate (``--max-events N`` overrides it)."""
 
 
 class Scenario(_Spec):
@@ -53,6 +62,8 @@ class Scenario(_Spec):
     workload: dict[str, Any] | None = Field(None, min_length=1)
     """What runs, for scenarios that are not training: checked by the workload plugin named
     by its key (program, collective)."""
+    engine: EngineSpec = EngineSpec()
+    """Limits of the run (how many events it may take)."""
 
     @model_validator(mode="after")
     def _workload_or_training(self) -> Scenario:
@@ -87,6 +98,15 @@ class Scenario(_Spec):
     def source(self) -> str:
         """The file the scenario came from ("" if none)."""
         return self._source
+
+    def with_max_events(self, max_events: int | None) -> Scenario:
+        """This scenario with ``engine.max_events`` set to ``max_events`` (itself if None):
+        what ``--max-events N`` does."""
+        if max_events is None or max_events == self.engine.max_events:
+            return self
+        changed = self.model_copy(update={"engine": EngineSpec(max_events=max_events)})
+        changed._source = self._source
+        return changed
 
 
 def with_seed(scenario: Scenario, seed: int, path: str = "--seed") -> Scenario:

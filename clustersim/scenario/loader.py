@@ -1,7 +1,10 @@
 """Reading a scenario file: size limits, safe YAML, then :func:`parse_scenario`.
 
-The YAML is checked before it is built into Python objects: no duplicate keys,
-no recursive aliases, no alias bombs, no nesting deeper than :data:`MAX_YAML_DEPTH`.
+The YAML is checked before it is built into Python objects: no more than
+:data:`MAX_YAML_NODES` values and no list longer than :data:`MAX_LIST_ITEMS` (counted
+on the parser's events, before the slow part, with the key path where the limit is
+crossed), no duplicate keys, no recursive aliases, no alias bombs, no nesting deeper
+than :data:`MAX_YAML_DEPTH`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ MAX_YAML_DEPTH = 100
 """Deepest nesting of lists and mappings accepted."""
 MAX_FILE_BYTES = 16 * 1024 * 1024
 """Largest scenario file accepted, bytes (16 MiB)."""
+MAX_LIST_ITEMS = 262_144
+"""Longest list accepted anywhere in a scenario: as many items as a cluster may have
+devices (:data:`clustersim.scenario.MAX_DEVICES`)."""
+
+_EventParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""What reads the events of :func:`_count_values`: libyaml's parser where PyYAML has it
+(a 15 MiB list in under a second), else PyYAML's own."""
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -140,8 +150,88 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
     return Problem("", f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}")
 
 
+class _Open:
+    """A list or mapping the parser is inside, and how far it has got."""
+
+    __slots__ = ("part", "mapping", "items", "key")
+
+    def __init__(self, part: str | int, mapping: bool) -> None:
+        self.part = part
+        """Its key, or its index in the list holding it."""
+        self.mapping = mapping
+        self.items = 0
+        """List items, or mapping keys and values, seen so far."""
+        self.key = ""
+        """The mapping's current key."""
+
+    def inner(self) -> str | int:
+        """The key or index of the value inside it the parser is at."""
+        return self.key if self.mapping else self.items - 1
+
+
+def _where(stack: list[_Open], inside: bool = True) -> str:
+    """Key path of the parser's position (``inside`` the innermost collection, or at it)."""
+    parts: list[str | int] = [o.part for o in stack[1:]]
+    if inside and stack:
+        parts.append(stack[-1].inner())
+    return join_path(*parts)
+
+
+def _count_values(text: str) -> None:
+    """Refuse a document with more than :data:`MAX_YAML_NODES` values, or a list with
+    more than :data:`MAX_LIST_ITEMS` items, from the parser's events alone: fast, in
+    constant memory, before the document is composed (minutes for a 15 MiB list).
+
+    Aliases count once here (:class:`_NodeCheck` expands them later).  YAML errors are
+    left to the full load, which words them.
+    """
+    parser = _EventParser(text)
+    stack: list[_Open] = []
+    count = 0
+    node, start, end = yaml.NodeEvent, yaml.CollectionStartEvent, yaml.CollectionEndEvent
+    try:
+        while True:
+            event = parser.get_event()
+            if event is None or isinstance(event, yaml.StreamEndEvent):
+                return
+            if isinstance(event, end):
+                stack.pop()
+                continue
+            if not isinstance(event, node):
+                continue
+            count += 1
+            top = stack[-1] if stack else None
+            if top is not None:
+                if top.mapping and not top.items % 2:
+                    top.key = str(getattr(event, "value", "?"))
+                top.items += 1
+                if not top.mapping and top.items > MAX_LIST_ITEMS:
+                    message = f"a list of more than {MAX_LIST_ITEMS:,} items"
+                    allowed = f"at most {MAX_LIST_ITEMS:,} items in a list"
+                    raise ScenarioError(Problem(_where(stack, False), message, allowed))
+            if count > MAX_YAML_NODES:
+                message = (
+                    f"the document has more than {MAX_YAML_NODES:,} values (keys, scalars, "
+                    "lists and mappings); the limit is crossed here"
+                )
+                allowed = f"at most {MAX_YAML_NODES:,} values"
+                raise ScenarioError(Problem(_where(stack), message, allowed))
+            if isinstance(event, start):
+                part = top.inner() if top is not None else ""
+                stack.append(_Open(part, isinstance(event, yaml.MappingStartEvent)))
+    except yaml.YAMLError:
+        return
+    finally:
+        parser.dispose()
+
+
 def _load_yaml(text: str, source: str) -> object:
-    """The document in ``text``: safe YAML, no duplicate keys, no alias bombs."""
+    """The document in ``text``: safe YAML, not too many values, no duplicate keys, no
+    alias bombs."""
+    try:
+        _count_values(text)
+    except ScenarioError as exc:
+        raise exc.with_source(source) from None
     try:
         loader = _Loader(text)
     except yaml.YAMLError as exc:
@@ -154,6 +244,7 @@ def _load_yaml(text: str, source: str) -> object:
         check = _NodeCheck(loader)
         if check.size(node) > MAX_YAML_NODES:
             message = f"the document expands to more than {MAX_YAML_NODES:,} values through aliases"
+            # (without aliases it has fewer: _count_values refused larger documents)
             raise ScenarioError(Problem("", message), source)
         if check.duplicates:
             raise ScenarioError(check.duplicates, source)

@@ -18,6 +18,10 @@ from .validation import _describe
 
 MAX_CHANNELS = 64
 """Most channels a collective may run in (NCCL's limit)."""
+MAX_LAYERS = 10_000
+"""Most layers a model may have once built (``repeat`` copies each count, a transformer
+block two: attention and MLP), checked before any is built: every layer is a record per
+worker and pass, and stage splits and gathers walk them."""
 
 
 class LayerSpec(_Spec):
@@ -111,6 +115,20 @@ class ModelSpec(_Spec):
             )
         if self.layers is not None and not self.layers:
             raise Invalid(Problem("layers", "needs at least one layer"))
+        return self._not_too_many_layers()
+
+    def _not_too_many_layers(self) -> ModelSpec:
+        """At most :data:`MAX_LAYERS` layers, counted before they are built."""
+        allowed = f"at most {MAX_LAYERS:,} layers (a transformer block counts two)"
+        if self.transformer is not None and 2 * self.transformer.layers + 2 > MAX_LAYERS:
+            message = f"{self.transformer.layers:,} blocks make {2 * self.transformer.layers + 2:,} layers"
+            raise Invalid(Problem("transformer.layers", message, allowed))
+        total = 0
+        for i, layer in enumerate(self.layers or ()):
+            total += layer.repeat
+            if total > MAX_LAYERS:
+                message = f"the layers up to this one make {total:,} layers (repeat included)"
+                raise Invalid(Problem(f"layers[{i}].repeat", message, allowed))
         return self
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from ..budget import DEFAULT_MAX_EVENTS, WorkEstimate, enforce
 from ..errors import ClustersimError, Problem, ScenarioError
 from ..registry import Registered, Registry
 
@@ -70,6 +71,7 @@ class Strategy(Registered):
             strategy.check()
         except ScenarioError as exc:
             raise exc.with_source(scenario.source) from None
+        strategy.enforce_work_limit()
         return strategy
 
     @classmethod
@@ -79,6 +81,29 @@ class Strategy(Registered):
 
     def check(self) -> None:
         """Check the workload against the topology (devices exist, ...); raise ScenarioError."""
+
+    def estimate_work(self) -> WorkEstimate | None:
+        """The run's work (transfers, records), estimated from the checked configuration
+        without running it and within a small factor (:mod:`clustersim.budget`); None if
+        this strategy cannot say (then only the engine's hard stop limits it)."""
+        return None
+
+    @property
+    def max_events(self) -> int:
+        """The run's work limit: the scenario's ``engine.max_events``."""
+        engine = getattr(self.scenario, "engine", None)
+        return getattr(engine, "max_events", DEFAULT_MAX_EVENTS)
+
+    def enforce_work_limit(self) -> WorkEstimate | None:
+        """The estimate (:meth:`estimate_work`, made once); a
+        :class:`~clustersim.budget.WorkLimitError` if it is over :attr:`max_events`.
+
+        ``from_scenario`` calls it after :meth:`check`; a strategy whose check would
+        allocate in proportion to its counts calls it in :meth:`check`, before that."""
+        if not hasattr(self, "_work"):
+            self._work = self.estimate_work()
+        enforce(self._work, self.max_events, getattr(self.scenario, "source", ""))
+        return self._work
 
     def start(self, sim: Simulation) -> None:
         """Spawn the workload's processes on ``sim``."""
@@ -122,6 +147,7 @@ class TrainingStrategy(Strategy):
             strategy.check()
         except ScenarioError as exc:
             raise exc.with_source(scenario.source) from None
+        strategy.enforce_work_limit()
         return strategy
 
     @property

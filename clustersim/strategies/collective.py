@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..budget import WorkEstimate
 from ..collectives import (
     CollectiveCall,
     Schedule,
@@ -44,6 +45,7 @@ from ..collectives import (
     what_ran,
 )
 from ..collectives import label_of as _label_of
+from ..collectives.work import call_work
 from ..engine import Simulation
 from ..errors import ScenarioError
 from ..metrics import CollectiveSummary
@@ -125,6 +127,16 @@ class Collective(Strategy):
             f"{call.op} of {format_size(call.size_bytes)} over {call.n} devices "
             f"({call.algorithm}{times})"
         )
+
+    def estimate_work(self) -> WorkEstimate:
+        """The call's work (:func:`~clustersim.collectives.work.call_work`) x iterations,
+        and the schedule the summary measures (built once, in either model)."""
+        channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
+        runs = call_work(self.call, self.topology, model=self.model, channels=channels)
+        work = runs * self.config.iterations
+        if self.model != "flow":
+            work += WorkEstimate(priced_sends=self.algorithm.sends(self.call, self.topology))
+        return work
 
     @property
     def model(self) -> str:

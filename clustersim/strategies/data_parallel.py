@@ -45,7 +45,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from ..budget import WorkEstimate
 from ..collectives import CollectiveCall, check_call
+from ..collectives.work import calls_work
 from ..engine import Simulation
 from ..errors import SimulationError
 from ..metrics import (
@@ -119,6 +121,11 @@ class DataParallel(TrainingStrategy):
             f"all-reduced by {self.sync.algorithm}, {mode}"
         )
 
+    def estimate_work(self) -> WorkEstimate:
+        """Per iteration: every worker's forward, backward and optimizer records, and each
+        bucket's all-reduce (:func:`~clustersim.collectives.work.call_work`)."""
+        return iteration_work(self, self.calls) * self.train.iterations
+
     # -- memory --------------------------------------------------------------
 
     def memory_plan(self) -> dict[str, memory.DeviceMemory]:
@@ -177,6 +184,17 @@ class DataParallel(TrainingStrategy):
             ),
             shares=measured.shares,
         )
+
+
+def iteration_work(strategy: Any, calls: list[CollectiveCall]) -> WorkEstimate:
+    """One iteration of a data-parallel ``strategy`` (``workers``, ``model``, ``topology``,
+    ``network_model``, ``channels``): a record per layer and pass and an optimizer record
+    per worker, and ``calls`` run once."""
+    computes = len(strategy.workers) * (2 * len(strategy.model.layers) + 1)
+    model, channels = strategy.network_model, strategy.channels
+    return WorkEstimate(records=computes) + calls_work(
+        calls, strategy.topology, model=model, channels=channels
+    )
 
 
 def workers_memory(

@@ -95,6 +95,7 @@ from typing import Any
 
 import simpy
 
+from ..budget import WorkEstimate
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import (
@@ -195,6 +196,23 @@ class ParameterServer(TrainingStrategy):
             Key(i, name, layer, params, params * per_value, self.servers[owner[i]])
             for i, (name, layer, params) in enumerate(blocks)
         ]
+
+    def estimate_work(self) -> WorkEstimate:
+        """Per worker and iteration a record per layer and pass (geo: and its local step);
+        per round of pushes (every iteration; geo: every ``geo_period``-th and the last)
+        each key's push and pull (a transfer and a record each, unless the worker serves
+        the key itself) and the server's aggregation or update; sync and backup: one
+        update per key and round besides."""
+        n, iterations = len(self.workers), self.train.iterations
+        geo = self.ps.mode == "geo"
+        computes = n * (2 * len(self.model.layers) + geo) * iterations
+        rounds = math.ceil(iterations / self.ps.geo_period) if geo else iterations
+        workers = set(self.workers)
+        remote = sum(n - (key.server in workers) for key in self.keys)
+        transfers = 2 * remote * rounds
+        updates = len(self.keys) * rounds if self.ps.mode in ("sync", "backup") else 0
+        server = n * len(self.keys) * rounds + updates
+        return WorkEstimate(transfers, computes + transfers + server)
 
     def describe(self) -> str:
         return (

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..budget import WorkEstimate
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, hinted, join_path
 from ..metrics import OperationTimes, ProgramSummary
@@ -151,6 +152,11 @@ class Program(Strategy):
                 ) from None
         else:
             self.topology.device(op.compute.device, join_path(base, "compute.device"))
+
+    def estimate_work(self) -> WorkEstimate:
+        """A record per operation, a transfer per transfer operation."""
+        ops = self.config.program
+        return WorkEstimate(sum(op.transfer is not None for op in ops), len(ops))
 
     def describe(self) -> str:
         n = len(self.config.program)

@@ -76,6 +76,7 @@ from typing import Any
 
 import simpy
 
+from ..budget import WorkEstimate
 from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
@@ -94,7 +95,7 @@ from ..units import format_size
 from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSync
-from .data_parallel import DataParallel, workers_memory
+from .data_parallel import DataParallel, iteration_work, workers_memory
 
 """Layer kinds whose forward full recomputation re-runs in backward."""
 
@@ -124,11 +125,14 @@ def stage3_steps(model: training.Model) -> list[Step]:
         has_params = model.layers[i].params > 0
         gathers.append(count if has_params else None)
         count += has_params
-    steps = []
-    for k, (phase, i) in enumerate(order):
-        later = (g for g in gathers[k + 1 :] if g is not None)
-        steps.append(Step(phase, i, gathers[k], next(later, None)))
-    return steps
+    # The next gather after each step, found walking back once (not a scan per step).
+    following: list[int | None] = [None] * len(order)
+    upcoming: int | None = None
+    for k in reversed(range(len(order))):
+        following[k] = upcoming
+        if gathers[k] is not None:
+            upcoming = gathers[k]
+    return [Step(phase, i, gathers[k], following[k]) for k, (phase, i) in enumerate(order)]
 
 
 class Zero(TrainingStrategy):
@@ -225,6 +229,12 @@ class Zero(TrainingStrategy):
             f"{len(self.buckets)} bucket(s) of <= {format_size(self.sync.bucket)} "
             f"reduce-scattered by {self.sync.algorithm}, {mode}; parameters all-gathered {gathers}"
         )
+
+    def estimate_work(self) -> WorkEstimate:
+        """Per iteration: the workers' computes, each bucket's reduce-scatter and every
+        all-gather (per bucket, or per layer and pass in stage 3)."""
+        calls = self.calls + [call for _label, call in self.gathers]
+        return iteration_work(self, calls) * self.train.iterations
 
     # -- memory --------------------------------------------------------------
 

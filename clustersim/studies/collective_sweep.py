@@ -247,6 +247,7 @@ def sweep(
     channels: int = 1,
     protocol: str | None = None,
     group_flag: str = "",
+    max_events: int | None = None,
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -259,6 +260,9 @@ def sweep(
     ``algorithm/protocol``, ``auto`` resolved.  Everything is checked before the first
     point runs: a group of fewer than 2 ranks is refused (with one nothing moves), at
     ``group_flag`` (default ``--group`` or ``--devices``), and ``root`` must be a rank.
+    The work of every point is checked too: a point estimated over ``max_events`` events
+    (default: the scenario's ``engine.max_events``) is refused before any runs
+    (:class:`clustersim.budget.WorkLimitError`).
     """
     from ..topology import build_topology
 
@@ -298,6 +302,10 @@ def sweep(
         ]
         for size in sizes
     ]
+    limit = max_events or getattr(getattr(scenario, "engine", None), "max_events", None)
+    for row_calls in calls:
+        for call in row_calls:
+            check_point_work(call, topology, model, iterations, channels, limit)
     total = len(sizes) * len(names)
     rows = []
     for row_calls in calls:
@@ -324,6 +332,28 @@ def _check_options(
         raise ScenarioError(
             Problem("--chunk", f"the chunk size must be larger than 0, got {chunk_bytes:g} B")
         )
+
+
+def check_point_work(
+    call: CollectiveCall,
+    topology: Topology,
+    model: str,
+    iterations: int,
+    channels: int = 1,
+    limit: int | None = None,
+) -> None:
+    """Refuse (:class:`~clustersim.budget.WorkLimitError`) a point whose estimated work,
+    ``call`` run ``iterations`` times as :func:`run_point` runs it, is over ``limit``
+    events (default :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`)."""
+    from ..budget import DEFAULT_MAX_EVENTS, LIMIT_FLAG, enforce
+    from ..collectives.work import call_work
+    from ..units import format_size
+
+    once = call_work(call, topology, model=model, channels=channels, record_transfers=False)
+    what = f"{call.op} of {format_size(call.size_bytes)} by {call.algorithm}"
+    if iterations > 1:
+        what += f", {iterations:,} iterations"
+    enforce(once * iterations, limit or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
 
 
 def run_point(

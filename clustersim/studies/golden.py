@@ -111,11 +111,13 @@ def scenario_sha256(path: str | os.PathLike[str]) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def measure(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Simulate the scenario at ``path``; its name, seed, file hash and metrics."""
+def measure(path: str | os.PathLike[str], max_events: int | None = None) -> dict[str, Any]:
+    """Simulate the scenario at ``path``; its name, seed, file hash and metrics.
+
+    ``max_events`` overrides the scenario's work limit (``engine.max_events``)."""
     from ..api import simulate
 
-    summary = simulate(path).typed_summary
+    summary = simulate(path, max_events=max_events).typed_summary
     return {
         "scenario": summary.header.scenario,
         "seed": summary.header.seed,
@@ -124,25 +126,34 @@ def measure(path: str | os.PathLike[str]) -> dict[str, Any]:
     }
 
 
-def _measure_safely(path: str) -> dict[str, Any]:
+def _measure_safely(path: str, max_events: int | None = None) -> dict[str, Any]:
     """:func:`measure` for a worker process: errors come back as text (they pickle badly)."""
     try:
-        return measure(path)
+        return measure(path, max_events)
     except ClustersimError as exc:
         return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
 
 
 def measure_all(
-    paths: Sequence[str | os.PathLike[str]], jobs: int | None = None
+    paths: Sequence[str | os.PathLike[str]],
+    jobs: int | None = None,
+    max_events: int | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores)."""
+    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores).
+
+    Every scenario is checked first, its estimated work against its limit (``max_events``,
+    else its ``engine.max_events``) included: bad input raises before anything runs."""
+    from ..api import prepare
+
     names = [str(p) for p in paths]
     for name in names:
         if not Path(name).is_file():
             raise ClustersimError(f"{name}: no such scenario file")
+    for name in names:
+        prepare(name, max_events=max_events)
     if worker_count(jobs, len(names)) == 1:
-        return [measure(name) for name in names]  # errors raised as they are
-    results = run_all(_measure_safely, [(name,) for name in names], jobs)
+        return [measure(name, max_events) for name in names]  # errors raised as they are
+    results = run_all(_measure_safely, [(name, max_events) for name in names], jobs)
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError
@@ -275,6 +286,7 @@ def record(
     jobs: int | None = None,
     root: str | os.PathLike[str] | None = None,
     flag: str = "--dir",
+    max_events: int | None = None,
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
 
@@ -289,7 +301,7 @@ def record(
     for target in targets:
         check_output_file(target, flag)
     previous = [_previous(target) for target in targets]
-    measured = measure_all(scenarios, jobs)
+    measured = measure_all(scenarios, jobs, max_events)
     return [
         write_golden(target, golden_document(s, m, old, rtol, root))
         for s, m, old, target in zip(scenarios, measured, previous, targets)
@@ -418,6 +430,7 @@ def check(
     rtol: float | None = None,
     jobs: int | None = None,
     root: str | os.PathLike[str] | None = None,
+    max_events: int | None = None,
 ) -> list[GoldenReport]:
     """Re-run every scenario and compare it with its golden file in ``golden_dir``.
 
@@ -427,7 +440,7 @@ def check(
     _check_rtol(rtol)
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
-    measured = measure_all(scenarios, jobs)
+    measured = measure_all(scenarios, jobs, max_events)
     return [
         compare(doc, m, rtol, str(s), str(target))
         for s, m, doc, target in zip(scenarios, measured, docs, targets)

@@ -223,12 +223,19 @@ def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def build_jobs(files: Sequence[str | os.PathLike[str]], settings: Sequence[Setting]) -> list[Job]:
-    """One job per file and grid point, each document re-validated against its topology.
+def build_jobs(
+    files: Sequence[str | os.PathLike[str]],
+    settings: Sequence[Setting],
+    max_events: int | None = None,
+) -> list[Job]:
+    """One job per file and grid point, each document re-validated against its topology
+    and its estimated work against its limit: ``max_events`` (written into every document
+    as ``engine.max_events``), else the document's own.
 
     Errors name the file, the --set values of the point and the key path (ScenarioError).
     """
     from ..api import prepare
+    from ..budget import with_limit
     from ..scenario import parse_scenario
 
     grid = expand_grid(settings)
@@ -243,6 +250,7 @@ def build_jobs(files: Sequence[str | os.PathLike[str]], settings: Sequence[Setti
                     changed = set_path(changed, setting.path, point[setting.key])
                 except ScenarioError as exc:
                     raise exc.with_source(source) from None
+            changed = with_limit(changed, max_events)
             try:
                 prepare(parse_scenario(changed, source=source))
             except ScenarioError as exc:

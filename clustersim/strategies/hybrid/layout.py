@@ -57,7 +57,6 @@ class HybridLayout(TrainingStrategy):
             training.BYTES_PER_VALUE[self.train.precision],
         )
         self.plans = plan_stages(self.model, self.stage_layers, self.options)
-        self.ops = [self.schedule.operations(s) for s in range(self.pp)]
         self.sync = spec.allreduce
         self.calls = self._dp_calls() if self.dp > 1 else {}
         for calls in self.calls.values():
@@ -67,6 +66,8 @@ class HybridLayout(TrainingStrategy):
         self._tp_costs: dict[tuple[int, int, int, int], tuple[float, float]] = {}
         """(replica, stage, first layer, passes) -> (seconds, bytes) of a tensor-parallel hold."""
         self.simulated = self._simulated_replicas(parallelism)
+        self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
+        self.ops = [self.schedule.operations(s) for s in range(self.pp)]
         self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
 
     def _simulated_replicas(self, parallelism: ParallelismSpec) -> int:

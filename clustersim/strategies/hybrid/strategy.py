@@ -73,7 +73,9 @@ from typing import Any
 
 import simpy
 
+from ...budget import WorkEstimate
 from ...collectives import CollectiveCall, hold_group, run_collective
+from ...collectives.work import calls_work
 from ...engine import Simulation
 from ...errors import SimulationError
 from ...metrics import (
@@ -109,6 +111,25 @@ class Pipeline(HybridLayout):
         "(Megatron-LM) x data parallel (all-reduce or ZeRO-1)"
     )
     config_model = DataParallelSpec
+
+    # -- work ----------------------------------------------------------------
+
+    def estimate_work(self) -> WorkEstimate:
+        """Per iteration and simulated replica: a forward and a backward of every
+        micro-batch on every virtual stage, each a record per tensor rank (and a
+        tensor-parallel hold per tensor rank where the stage has split layers); an
+        activation and a gradient across every stage boundary, a transfer and a record per
+        tensor rank; an optimizer record per worker; and the data-parallel collectives."""
+        s = self.schedule
+        m, tp = s.micro_batches, self.tp
+        split = sum(1 for plan in self.plans if plan.split_layers) if tp > 1 else 0
+        computes = 2 * m * (s.virtual_stages + split) * tp + self.pp * tp
+        transfers = 2 * m * (s.virtual_stages - 1) * tp if self.pp > 1 else 0
+        replica = WorkEstimate(transfers, computes + transfers) * self.simulated
+        calls = [call for calls in self.calls.values() for call in calls]
+        sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
+        per_iteration = replica + sync * (2 if self.zero >= 1 else 1)
+        return per_iteration * self.train.iterations
 
     # -- memory --------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...budget import WorkLimitError, over_limit_reason, with_limit
 from ...errors import ClustersimError, Problem, ScenarioError
 from ...parallel import rules
 from ...parallel.rules import SHARDED_STAGE
@@ -97,6 +98,8 @@ class PlanOptions:
     all_replicas: bool = False
     """Simulate every data-parallel replica (default: replica 0 stands for all -- identical
     replicas, data-parallel collectives priced analytically -- unless there are stragglers)."""
+    max_events: int | None = None
+    """Work limit of each candidate's run (``engine.max_events``; None: the scenario's)."""
 
 
 def parse_counts(
@@ -446,8 +449,9 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
     the model.  Stages 0 and 1 get a ``pipeline`` section (the scenario's
     schedule and options, default 1f1b, without ``micro_batches`` and
     ``stage_layers``); stages 2 and 3 none, and no ``training.micro_batch``.
+    ``max_events`` becomes ``engine.max_events``.
     """
-    out = copy.deepcopy(doc)
+    out = with_limit(copy.deepcopy(doc), options.max_events)
     out.pop("workload", None)
     parallelism = dict(out.get("parallelism") or {})
     parallelism.update(dp=point.dp, tp=point.tp, pp=point.pp)
@@ -519,15 +523,21 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
     points = enumerate_points(space, options)
     candidates: list[Candidate] = []
     skipped: dict[str, int] = {}
+    over: list[WorkLimitError] = []
     for point in points:
         changed = candidate_document(doc, point, options)
         try:
             prepare_on(parse_scenario(changed, source), topology)
+        except WorkLimitError as exc:
+            over.append(exc)
+            continue
         except ClustersimError as exc:
             reason = shorten(_reason(exc))
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
         candidates.append(Candidate(len(candidates), point, changed, source))
+    if over:
+        skipped[over_limit_reason(over)] = len(over)
     notes = unused_values(space, options, points)
     if not points and not notes:
         notes.append(

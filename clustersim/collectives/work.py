@@ -1,0 +1,72 @@
+"""What a collective costs the engine, counted before it runs (:mod:`clustersim.budget`).
+
+:func:`call_work` gives the transfers and records of one call as
+:func:`clustersim.collectives.run_collective` plays it:
+
+* flow-level model: every send of the algorithm's schedule is a transfer
+  (:meth:`Algorithm.sends`, counted without building the schedule); the records are one
+  ``collective`` row per rank, plus a ``transfer`` row per send when the schedule is
+  small enough to record them (:data:`~clustersim.collectives.schedule.RECORD_TRANSFERS_UP_TO`,
+  or as ``record_transfers`` says), plus about one reduction per two sends with
+  ``reduce_cost``;
+* analytical model: about one weighted flow per call (hierarchical: one per level
+  phase) and a row per rank, plus the sends of any schedule built to price the call
+  (:meth:`Algorithm.priced_sends`).
+
+Each of ``channels`` slices counts as a call of its own (they run at once).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..budget import NOTHING, WorkEstimate
+from .algorithm import CollectiveCall, algorithm
+from .auto import resolve
+from .schedule import RECORD_TRANSFERS_UP_TO
+
+if TYPE_CHECKING:
+    from ..topology import Topology
+
+FLUID_FLOWS_PER_CALL = {"hierarchical": 3.0}
+"""Weighted flows of one call in the analytical model, where more than one (its phases)."""
+
+
+def call_work(
+    call: CollectiveCall,
+    topology: Topology,
+    *,
+    model: str = "flow",
+    channels: int = 1,
+    record_transfers: bool | None = None,
+) -> WorkEstimate:
+    """The transfers and records of ``call`` run once in network ``model`` on ``channels``
+    channels (see the module docstring)."""
+    if call.n < 2:
+        return WorkEstimate(records=float(call.n))
+    from . import channel_call
+
+    part = resolve(channel_call(call, topology, 0, channels), topology)
+    algo = algorithm(part.algorithm)
+    if model == "analytical":
+        flows = FLUID_FLOWS_PER_CALL.get(part.algorithm, 1.0)
+        one = WorkEstimate(flows, float(call.n), algo.priced_sends(part, topology))
+    else:
+        sends = algo.sends(part, topology)
+        if record_transfers is None:
+            record_transfers = sends <= RECORD_TRANSFERS_UP_TO
+        records = call.n + (sends if record_transfers else 0.0)
+        if call.reduce_cost:
+            records += sends / 2
+        one = WorkEstimate(sends, records)
+    return one * channels if channels > 1 else one
+
+
+def calls_work(
+    calls: list[CollectiveCall], topology: Topology, *, model: str = "flow", channels: int = 1
+) -> WorkEstimate:
+    """The work of every call of ``calls``, each once."""
+    total = NOTHING
+    for call in calls:
+        total += call_work(call, topology, model=model, channels=channels)
+    return total

@@ -1,0 +1,458 @@
+"""Work limits (clustersim.budget): absurd but finite counts are refused before they run.
+
+Every refusal is exit code 2 with the estimate, the limit and the flag that raises it,
+and happens before anything is simulated or allocated in proportion to the counts: the
+fixtures below make simulating, building a collective schedule, a pipeline's operation
+lists, a model's layers or composing a YAML document fail, so a test that passes shows
+the refusal came first (no timed assertions).  The estimates themselves are held
+against what the engine counts (summary.json's ``engine`` block).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clustersim.api import prepare, simulate
+from clustersim.budget import (
+    DEFAULT_MAX_EVENTS,
+    HARD_STOP_FACTOR,
+    WorkEstimate,
+    WorkLimitError,
+    enforce,
+    format_count,
+)
+from clustersim.cli import main
+from clustersim.collectives import OPERATIONS, CollectiveCall, registered_algorithms
+from clustersim.collectives.bench import flat_cluster, scenario_of, two_tier_cluster
+from clustersim.engine import Simulation
+from clustersim.errors import SimulationError
+from clustersim.scenario import parse_scenario
+from clustersim.topology import build_topology
+
+from .conftest import SCENARIOS
+
+BILLION = 1_000_000_000
+ESTIMATE_RANGE = (0.8, 1.25)
+"""Estimated / counted transfers and records: the estimates are exact on most shipped
+scenarios; backup parameter servers (pushes after a round closed) and in-network
+all-reduce (ranks with nothing to send get no row) are up to 7% over."""
+
+
+# ----------------------------------------------------------------------------- guards
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Simulating, building a collective schedule or a pipeline's operations fail the
+    test: a refusal must come before any of them."""
+    from clustersim.collectives.schedule import Schedule
+    from clustersim.parallel.schedules import registered_schedules
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("work started before the refusal")
+
+    monkeypatch.setattr(Simulation, "run", forbidden)
+    monkeypatch.setattr(Schedule, "__init__", forbidden)
+    for cls in registered_schedules().values():
+        monkeypatch.setattr(cls, "operations", forbidden)
+
+
+@pytest.fixture
+def nothing_composed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Composing a YAML document (slow, memory in proportion to its size) fails the test."""
+    from clustersim.scenario import loader
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the document was composed before the refusal")
+
+    monkeypatch.setattr(loader._Loader, "compose_node", forbidden)
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str], *words: str) -> str:
+    """Run the command line; assert exit 2 and a message with the estimate, the limit and
+    the flag (and ``words``); return the message."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "estimated work" in err
+    assert f"limit of {DEFAULT_MAX_EVENTS:,} events" in err
+    assert "--max-events N" in err and "engine.max_events" in err
+    for word in words:
+        assert word in err
+    return err
+
+
+def write(tmp_path: Path, doc: dict[str, Any], name: str = "s.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+SWITCH = {"kind": "switch", "devices": 8, "link": {"bandwidth": "10GB/s"}}
+LAYERS = [{"name": f"l{i}", "params": 1e6, "flops": 1e9, "activations": "1MB"} for i in range(4)]
+
+
+def training(**sections: Any) -> dict[str, Any]:
+    doc = {
+        "name": "t",
+        "cluster": SWITCH,
+        "model": {"layers": LAYERS},
+        "training": {"global_batch": 64, "iterations": 2},
+    }
+    doc.update(sections)
+    return doc
+
+
+def collective(**workload: Any) -> dict[str, Any]:
+    return {
+        "name": "c",
+        "cluster": SWITCH,
+        "workload": {"collective": "allreduce", "bytes": "1MB", **workload},
+    }
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def test_a_billion_training_iterations_are_refused(tmp_path, capsys, nothing_runs) -> None:
+    """``training.iterations: 1000000000`` is refused by ``run`` and by ``validate``."""
+    doc = training()
+    doc["training"]["iterations"] = BILLION
+    path = write(tmp_path, doc)
+    refused(["run", path, "-o", str(tmp_path / "out")], capsys, "G events")
+    refused(["validate", path], capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_billion_micro_batches_are_refused(tmp_path, capsys, nothing_runs) -> None:
+    """A pipeline of 10^9 micro-batches is refused before its operation lists exist."""
+    doc = training(parallelism={"pp": 4}, pipeline={"schedule": "gpipe", "micro_batches": BILLION})
+    doc["training"]["global_batch"] = 4 * BILLION
+    refused(["run", write(tmp_path, doc), "-o", str(tmp_path / "o")], capsys)
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_a_one_byte_chunk_and_a_petabyte_are_refused(tmp_path, capsys, nothing_runs, model) -> None:
+    """A 1-byte ring chunk of 160 MB and a 1 PB tree all-reduce: refused before their
+    schedules are built (in the analytical model the summary would build it)."""
+    one_byte = collective(bytes="160MB", chunk="1B", algorithm="ring")
+    petabyte = collective(bytes="1PB", algorithm="tree")
+    for doc in (one_byte, petabyte):
+        doc["network"] = {"model": model}
+        refused(["run", write(tmp_path, doc), "-o", str(tmp_path / "o")], capsys)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--op", "broadcast", "--bytes", "1PB", "--algorithm", "ring"],
+        ["--op", "allreduce", "--bytes", "1e30B"],
+        ["--op", "allreduce", "--bytes", "160MB", "--chunk", "1B", "--algorithm", "ring"],
+        ["--op", "allreduce", "--bytes", "1MB", "--iterations", str(BILLION)],
+    ],
+    ids=["1PB-broadcast", "1e30B-every-algorithm", "1B-chunk", "billion-iterations"],
+)
+def test_collective_command_refuses_before_the_first_point(capsys, nothing_runs, flags) -> None:
+    """``clustersim collective`` checks every point's work before it runs any."""
+    argv = ["collective", "--devices", "8", "--bandwidth", "10GB/s", *flags]
+    err = assert_refused_flag(argv, capsys)
+    assert "--max-events" in err
+
+
+def assert_refused_flag(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "estimated work" in err and f"limit of {DEFAULT_MAX_EVENTS:,} events" in err
+    assert "--max-events N" in err
+    return err
+
+
+def test_plan_and_compare_refuse_a_billion_iterations(tmp_path, capsys, nothing_runs) -> None:
+    """``plan --iterations 10^9`` leaves out every candidate (estimate, limit and flag in
+    its reason) and exits 2; ``compare`` with ``training.iterations`` set to 10^9 exits 2."""
+    path = str(SCENARIOS / "pipeline" / "1f1b_m8.yaml")
+    assert main(["plan", path, "--iterations", str(BILLION), "-j", "1", "--pp", "2,4"]) == 2
+    captured = capsys.readouterr()
+    assert "estimated work over the limit of 20,000,000 events (up to" in captured.out
+    assert "--max-events N raises it" in captured.out
+    assert "--max-events" in captured.err
+    argv = ["compare", path, "--set", f"training.iterations={BILLION}", "-o", str(tmp_path)]
+    refused([*argv, "-j", "1"], capsys)
+
+
+def test_a_billion_layers_are_refused_before_they_are_built(tmp_path, capsys, monkeypatch):
+    """``repeat: 1000000000`` (and a transformer of a million blocks) is refused at its
+    key path by ``validate``, before a layer is built."""
+    from clustersim.model import presets
+
+    monkeypatch.setattr(presets, "layers_from_specs", None)  # calling it would fail
+    doc = training()
+    doc["model"]["layers"] = [*LAYERS, {"name": "x", "params": 1, "flops": 1, "repeat": BILLION}]
+    assert main(["validate", write(tmp_path, doc)]) == 2
+    err = capsys.readouterr().err
+    assert "model.layers[4].repeat" in err and "at most 10,000 layers" in err
+    shape = {"layers": 1_000_000, "hidden": 64, "heads": 4, "seq": 8, "vocab": 100}
+    doc["model"] = {"transformer": shape}
+    assert main(["validate", write(tmp_path, doc)]) == 2
+    assert "model.transformer.layers" in capsys.readouterr().err
+
+
+def test_a_15_mib_list_is_refused_before_it_is_composed(tmp_path, capsys, nothing_composed):
+    """A scenario whose list has millions of items: refused at the list's key path from
+    the parser's events, before the document is composed."""
+    items = ", ".join(["a"] * (5 * 2**20 // 3 * 3))
+    text = (
+        "name: big\ncluster: {kind: switch, devices: 2, link: {bandwidth: 10GB/s}}\n"
+        "workload:\n  program:\n    - {id: a, compute: {device: gpu0, seconds: 1ms}, "
+        f"after: [{items}]}}\n"
+    )
+    path = tmp_path / "list.yaml"
+    path.write_text(text)
+    assert path.stat().st_size > 14 * 2**20
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "workload.program[0].after: a list of more than 262,144 items" in err
+
+
+def test_a_200000_device_custom_topology_is_refused_by_its_size(tmp_path, capsys, nothing_composed):
+    """200,000 devices and links: more values than a scenario may have, said as such (no
+    aliases are involved) at the key path where the count crosses the limit."""
+    lines = ["name: big", "cluster:", "  kind: custom", "  switches: [sw]", "  devices:"]
+    lines += [f"    - {{name: d{i}}}" for i in range(200_000)]
+    lines += ["  links:"]
+    lines += [f"    - {{src: d{i}, dst: sw, bandwidth: 10GB/s}}" for i in range(200_000)]
+    lines += ["workload: {collective: allreduce, bytes: 1MB}"]
+    path = tmp_path / "custom.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "the document has more than 1,000,000 values" in err
+    assert "cluster.links[" in err and "alias" not in err
+
+
+def test_golden_checks_every_scenario_before_running_any(capsys, nothing_runs) -> None:
+    """``golden check --max-events`` below a scenario's work refuses before simulating."""
+    path = str(SCENARIOS / "pipeline" / "1f1b_m8.yaml")
+    assert main(["golden", "check", path, "--max-events", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "over the limit of 100 events" in err and "--max-events N" in err
+
+
+# ----------------------------------------------------------------------------- raising
+
+
+def test_max_events_raises_the_limit(tmp_path, capsys) -> None:
+    """A run just over a small limit is refused; ``--max-events`` (or ``engine.max_events``
+    in the scenario) above its estimate lets it run."""
+    path = str(SCENARIOS / "validation" / "d1_one_gpu_aggregates.yaml")
+    work = prepare(path).work
+    assert work is not None and work.events == 13  # 6 transfers, 7 records
+    out = str(tmp_path / "out")
+    assert main(["run", path, "-o", out, "-q", "--max-events", "12"]) == 2
+    assert "estimated work 13 events" in capsys.readouterr().err
+    assert main(["run", path, "-o", out, "-q", "--max-events", "13"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["engine"]["records"] + summary["engine"]["flows_completed"] == 13
+    doc = yaml.safe_load(Path(path).read_text())
+    doc["engine"] = {"max_events": 12}
+    assert main(["validate", write(tmp_path, doc)]) == 2
+    assert "over the limit of 12 events" in capsys.readouterr().err
+    assert main(["validate", write(tmp_path, doc), "--max-events", "1e3"]) == 0
+    printed = capsys.readouterr().out
+    assert "estimated work: 13 events (6 transfers, 7 records" in printed
+    assert "limit 1,000 events" in printed
+
+
+def test_max_events_flag_takes_whole_numbers_only(capsys) -> None:
+    """``--max-events`` refuses 0, fractions and words (argparse's exit 2)."""
+    for bad in ("0", "1.5", "many"):
+        with pytest.raises(SystemExit) as info:
+            main(["validate", "x.yaml", "--max-events", bad])
+        assert info.value.code == 2
+        assert "whole number of events" in capsys.readouterr().err
+
+
+def test_collective_command_runs_what_max_events_allows(capsys) -> None:
+    """A 160 MB ring all-reduce on 4 devices in 1 MB pieces is 2 x 3 steps x 4 ranks x 40
+    pieces = 960 sends and 4 rows: refused at 963 events, run at 964."""
+    argv = ["collective", "--devices", "4", "--bandwidth", "10GB/s", "--op", "allreduce"]
+    argv += ["--bytes", "160MB", "--chunk", "1MB", "--algorithm", "ring", "--json"]
+    assert main([*argv, "--max-events", "963"]) == 2
+    assert "estimated work 964 events (960 transfers, 4 records)" in capsys.readouterr().err
+    assert main([*argv, "--max-events", "964"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["time_s"] > 0
+
+
+# ----------------------------------------------------------------------------- the engine
+
+
+def test_engine_stops_a_run_past_its_hard_limit() -> None:
+    """A run whose estimate was wrong stops at HARD_STOP_FACTOR x max_events with a clear
+    error, looked at once per batch of steps."""
+    topology = build_topology(scenario_of(flat_cluster("switch", 2, "10GB/s")).cluster)
+    sim = Simulation(topology, max_events=1000)
+
+    def forever() -> Any:
+        while True:
+            yield sim.compute("gpu0", seconds=1e-3)
+
+    sim.process(forever())
+    with pytest.raises(SimulationError, match="4 times its limit of 1,000 events"):
+        sim.run()
+    assert HARD_STOP_FACTOR * 1000 < len(sim.records) < HARD_STOP_FACTOR * 1000 + 2 * 8192
+
+
+def test_engine_runs_until_a_time_as_simpy_does() -> None:
+    """``run(until)`` stops before the events at ``until`` and can go on from there."""
+    topology = build_topology(scenario_of(flat_cluster("switch", 2, "10GB/s")).cluster)
+    sim = Simulation(topology)
+    ends = []
+
+    def ticks() -> Any:
+        for _ in range(3):
+            yield sim.timeout(1.0)
+            ends.append(sim.now)
+
+    sim.process(ticks())
+    assert sim.run(until=2.0) == 2.0 and ends == [1.0]
+    assert sim.run() == 3.0 and ends == [1.0, 2.0, 3.0]
+
+
+def test_enforce_names_the_estimate_the_limit_and_both_ways_to_raise_it() -> None:
+    """The refusal's one problem sits at engine.max_events."""
+    with pytest.raises(WorkLimitError) as info:
+        enforce(WorkEstimate(2e9, 5e8), 1000, "s.yaml", "a run")
+    text = str(info.value)
+    assert text.startswith("s.yaml: engine.max_events: a run: estimated work 2.5 G events")
+    assert "(2 G transfers, 500 M records)" in text
+    assert "--max-events N" in text and "engine.max_events: N" in text
+    assert info.value.with_source("t.yaml").estimate == WorkEstimate(2e9, 5e8)
+    enforce(None, 1)  # a strategy that cannot estimate passes
+    assert [format_count(x) for x in (950, 12_000, 3.5e5, 1.25e9, 2e16)] == [
+        "950",
+        "12,000",
+        "0.35 M",
+        "1.25 G",
+        "2e+16",
+    ]
+
+
+# ----------------------------------------------------------------------------- estimates
+
+
+def _variant(path: str, change: dict[str, Any]) -> dict[str, Any]:
+    doc = yaml.safe_load((SCENARIOS / path).read_text())
+    for key, value in change.items():
+        section, _, field = key.partition(".")
+        if field:
+            doc[section] = {**(doc.get(section) or {}), field: value}
+        else:
+            doc[section] = value
+    return doc
+
+
+ESTIMATED = [
+    ("collectives/ring_allreduce_r1.yaml", {}),
+    ("collectives/ring_allreduce_r1.yaml", {"workload.bytes": "1KB"}),
+    ("collectives/ring_allreduce_r1.yaml", {"workload.bytes": "64MB", "workload.chunk": "4MB"}),
+    ("collectives/ring_allreduce_r1.yaml", {"workload.algorithm": "double_tree"}),
+    ("collectives/ring_allreduce_r1.yaml", {"workload.algorithm": "auto"}),
+    ("collectives/ring_allreduce_r1.yaml", {"workload.reduce_cost": True}),
+    ("collectives/ring_allreduce_r1.yaml", {"network.model": "analytical"}),
+    ("collectives/oversubscribed_ring.yaml", {"network.channels": 4}),
+    ("collectives/oversubscribed_hierarchical.yaml", {}),
+    ("clusters/sharp_dgx_4nodes.yaml", {}),
+    ("clusters/dgx-a100-4nodes.yaml", {}),
+    ("data_parallel/overlap.yaml", {}),
+    ("data_parallel/overlap.yaml", {"network.model": "analytical"}),
+    ("data_parallel/straggler.yaml", {"training.iterations": 5}),
+    ("pipeline/1f1b_m8.yaml", {}),
+    ("pipeline/interleaved_m32.yaml", {}),
+    ("megatron/gpt3_175b_1024.yaml", {}),
+    ("parameter_server/sync_straggler.yaml", {}),
+    ("parameter_server/backup_straggler.yaml", {}),
+    ("zero/gpt3_1.3b_stage3_prefetch.yaml", {}),
+    ("ps_vs_ring/resnet50_hierarchical.yaml", {}),
+    ("validation/d3_sharded_aggregation.yaml", {}),
+]
+
+
+@pytest.mark.parametrize(
+    "path, change", ESTIMATED, ids=[f"{p}-{'-'.join(map(str, c.values()))}" for p, c in ESTIMATED]
+)
+def test_estimate_is_within_its_factor_of_what_the_run_counts(path, change) -> None:
+    """Estimated transfers and records against the engine's counters after the run."""
+    scenario = parse_scenario(_variant(path, change), str(SCENARIOS / path))
+    work = prepare(scenario).work
+    assert work is not None
+    engine = simulate(scenario).typed_summary.engine
+    low, high = ESTIMATE_RANGE
+    assert low <= work.transfers / max(engine.flows_completed, 1) <= high
+    assert low <= work.records / engine.records <= high
+
+
+CLUSTERS = [
+    flat_cluster("switch", 7, "10GB/s"),
+    flat_cluster("ring", 6, "10GB/s"),
+    two_tier_cluster(racks=2, nodes_per_rack=2, gpus_per_node=4),
+]
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS, ids=lambda c: c["kind"])
+def test_every_algorithm_counts_its_sends_without_building_them(cluster) -> None:
+    """``Algorithm.sends`` equals the length of the schedule for every built-in algorithm,
+    operation, size, chunk, root and direction."""
+    topology = build_topology(scenario_of(cluster).cluster)
+    devices = tuple(d.name for d in topology.devices.values() if d.kind == "gpu")
+    wrong = []
+    for name, cls in registered_algorithms().items():
+        if not cls.__module__.startswith("clustersim."):
+            continue  # a plugin registered by another test counts with the default
+        algo = cls()
+        for op in OPERATIONS:
+            root = 1 if OPERATIONS[op].rooted else 0
+            for size, chunk in ((0.0, None), (64e6, None), (10e6, 1e6), (1e6, 3e5)):
+                for both in (False, True):
+                    call = CollectiveCall(op, devices, size, name, root, chunk, both)
+                    if algo.unsupported(call, topology) is None:
+                        built = len(algo.schedule(call, topology))
+                        if algo.sends(call, topology) != built:
+                            wrong.append((name, op, size, chunk, both, built))
+    assert wrong == []
+
+
+def test_a_petabyte_is_counted_not_built() -> None:
+    """The count of a 1 PB tree all-reduce's sends is instant: about 1.3e10 on 8 ranks."""
+    topology = build_topology(scenario_of(flat_cluster("switch", 8, "10GB/s")).cluster)
+    devices = tuple(topology.devices)
+    sends = registered_algorithms()["tree"]().sends(
+        CollectiveCall("allreduce", devices, 1e15, "tree"), topology
+    )
+    assert sends == 14 * 953_674_317  # 2 (n - 1) streams x ceil(1e15 / 1 MiB) pieces
+
+
+def test_default_limit_runs_every_shipped_scenario() -> None:
+    """Every shipped scenario's estimate is well inside the default limit (ten times)."""
+    over = {}
+    for path in sorted(SCENARIOS.glob("*/*.yaml")):
+        work = prepare(path).work
+        assert work is not None, path
+        if work.events * 10 > DEFAULT_MAX_EVENTS:
+            over[path.name] = work.events
+    assert over == {}
+
+
+def test_studies_pass_the_limit_on_in_each_document() -> None:
+    """``with_limit`` writes engine.max_events into a copy of a document."""
+    from clustersim.budget import with_limit
+
+    doc = {"name": "x", "engine": {"max_events": 5}}
+    original = copy.deepcopy(doc)
+    assert with_limit(doc, None) is doc
+    assert with_limit(doc, 7)["engine"] == {"max_events": 7}
+    assert doc == original
