@@ -1485,6 +1485,7 @@ def names_the_input(stderr: str, invocation: Invocation) -> bool:
         w.split("=", 1)[1] for w in invocation.argv if "=" in w
     ]
     named = [w if len(w) > 1 else f"{w}:" for w in words if w.strip() and w != "--"]
+    named += ["''"] if "" in words else []
     return any(w in stderr for w in named) or bool(_FILE_OR_FLAG.search(stderr))
 
 

@@ -135,3 +135,29 @@ def test_a_valid_document_of_every_strategy_runs_through_the_cli(
     tally = fuzzing.sample(workspace, 1, fuzzing.document_runs(fuzzing.DOCUMENTS[label]))
     _assert_clean(tally)
     assert tally.exit_codes == {"0": tally.runs}, tally.report()
+
+
+# --------------------------------------------------------------------------- fixed findings
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", ""], "'': <top level>: no file named (an empty path)"),
+        (["golden", "record", "", "--dir", "g"], "'': <top level>: no file named (an empty path)"),
+        (["golden", "record", ".", "--dir", "g"], ".: <top level>: is a folder, not a scenario"),
+        (["golden", "check", ".", "--dir", "g"], ".: <top level>: is a folder, not a scenario"),
+        (["validate", "fifo"], "fifo: <top level>: the file is empty"),
+    ],
+)
+def test_paths_that_name_no_scenario_file_get_one_clear_message(
+    argv: list[str], message: str, workspace: fuzzing.Workspace
+) -> None:
+    """Found by the fuzzer: an empty path ("<top level>: file not found", naming nothing),
+    a folder given to golden (ValueError from pathlib) and a FIFO nobody writes to (a
+    hang) are refused with exit code 2 and a message naming the path."""
+    outcome = workspace.run(fuzzing.Invocation(tuple(argv)))
+    assert outcome.exit_code == 2, outcome.stderr
+    assert fuzzing.TRACEBACK not in outcome.stderr
+    assert message in outcome.stderr
+    assert not fuzzing.findings_of(fuzzing.Invocation(tuple(argv)), outcome)

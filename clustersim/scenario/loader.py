@@ -184,7 +184,11 @@ def _read_bytes(path: str | Path, limit: int) -> bytes:
 
 
 def _read_text(path: str | Path, source: str) -> str:
-    """The file's text; errors name the file."""
+    """The file's text; errors name the file (an empty path as ``''``)."""
+    if not str(path):
+        raise ScenarioError(
+            Problem("", "no file named (an empty path)", "a scenario YAML file"), "''"
+        )
     try:
         data = _read_bytes(path, MAX_FILE_BYTES + 1)
     except FileNotFoundError:
