@@ -617,7 +617,7 @@ def broken_documents(draw: st.DrawFn) -> tuple[Doc, str]:
     key = next((part for part in reversed(path) if isinstance(part, str)), "")
     bad = [v for v in ALWAYS_BAD if v is not None or key not in NULLABLE]
     bad += BAD_QUANTITIES if path[-1] in UNIT_KEYS else []
-    at(doc, path[:-1])[path[-1]] = draw(st.sampled_from(bad))
+    at(doc, path[:-1])[path[-1]] = copy.deepcopy(draw(st.sampled_from(bad)))
     return doc, key_path(path)
 
 
@@ -687,7 +687,9 @@ def _mutate(doc: Doc, draw: st.DrawFn) -> None:
         paths = [p for p in mappings(doc) if p]
         if paths:
             path = draw(st.sampled_from(paths))
-            at(doc, path[:-1])[path[-1]] = draw(st.sampled_from(WRONG_TYPES + [5, "x" * 10]))
+            at(doc, path[:-1])[path[-1]] = copy.deepcopy(
+                draw(st.sampled_from(WRONG_TYPES + [5, "x" * 10]))
+            )
         return
     paths = leaves(doc)
     if not paths or paths == [()]:
@@ -701,7 +703,8 @@ def _mutate(doc: Doc, draw: st.DrawFn) -> None:
         pools += [HUGE_COUNTS, HUGE_COUNTS]
     if isinstance(old, str):
         pools += [ODD_QUANTITIES, ODD_NAMES] if any(c.isdigit() for c in old) else [ODD_NAMES]
-    at(doc, path[:-1])[path[-1]] = draw(st.sampled_from(draw(st.sampled_from(pools))))
+    bad = draw(st.sampled_from(draw(st.sampled_from(pools))))
+    at(doc, path[:-1])[path[-1]] = copy.deepcopy(bad)  # later mutations must not change a pool
 
 
 def document_text(doc: Any) -> str:
@@ -843,6 +846,42 @@ def _draw_once() -> None:
         fig.savefig(io.BytesIO(), format=fmt)
 
 
+def _nan_times(folder: Path) -> None:
+    lines = (folder / "timeline.csv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    cells = [line.split(",") for line in lines[1:]]
+    for row in cells:
+        row[header.index("start_s")] = row[header.index("end_s")] = "nan"
+    _write(folder / "timeline.csv", "\n".join([lines[0], *map(",".join, cells)]) + "\n")
+
+
+def _odd_summary(folder: Path) -> None:
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summary.update(devices=3, makespan_s="soon", busiest_links={"x": 1})
+    _write(folder / "summary.json", json.dumps(summary))
+
+
+def _folder_for(name: str) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).mkdir()
+
+    return damage
+
+
+BROKEN_RUNS: dict[str, Callable[[Path], None]] = {
+    "runs/bad_json": lambda d: _write(d / "summary.json", "{"),
+    "runs/bad_csv": lambda d: _write(d / "timeline.csv", "a,b\n1\n"),
+    "runs/no_links": lambda d: (d / "links.csv").unlink(),
+    "runs/nan_times": _nan_times,
+    "runs/odd_summary": _odd_summary,
+    "runs/gantt_is_a_folder": _folder_for("gantt.png"),
+    "runs/report_is_a_folder": _folder_for("report.html"),
+}
+"""Run folders broken in one way each: bad JSON, a CSV without its columns, a missing
+file, NaN times, values of the wrong type, an output name taken by a folder."""
+
+
 class Workspace:
     """A folder of fixture files, built once, copied afresh for every run.
 
@@ -874,9 +913,14 @@ class Workspace:
             outcome = run_cli(argv, t, self.limit_s)
             if outcome.exit_code != 0:
                 raise RuntimeError(f"workspace: {argv} failed:\n{outcome.stderr}")
-        shutil.copytree(t / RUN_DIR, t / "runs/broken")
-        _write(t / "runs/broken/summary.json", "{")
-        _write(t / "runs/broken/timeline.csv", "a,b\n1\n")
+        self._break_run_folders()
+
+    def _break_run_folders(self) -> None:
+        """Copies of the finished run folder, each broken in one way (:data:`BROKEN_RUNS`)."""
+        t = self.template
+        for name, damage in BROKEN_RUNS.items():
+            shutil.copytree(t / RUN_DIR, t / name)
+            damage(t / name)
 
     def fresh(self, files: dict[str, str | bytes]) -> Path:
         """A new copy of the template with ``files`` added and a FIFO; its path."""
@@ -1010,7 +1054,7 @@ RATIOS = ["1", "2", "4.5", "0", "-1", "nan", "inf", "x", "1e308"]
 
 VALUES: dict[str, list[str]] = {
     "scenario": SCENARIO_PATHS,
-    "run_dir": [RUN_DIR, "runs/broken", "empty_dir", "missing", "file.txt", FIFO, "devnull", ""],
+    "run_dir": [RUN_DIR, *BROKEN_RUNS, "empty_dir", "missing", "file.txt", FIFO, "devnull", ""],
     "golden_dir": [GOLDEN_DIR, "golden_bad", "empty_dir", "missing", "file.txt", "out/new", ""],
     "out_dir": OUT_DIRS,
     "out_file": OUT_FILES,
