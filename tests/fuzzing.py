@@ -1077,6 +1077,34 @@ VALUES: dict[str, list[str]] = {
 }
 """Values to try per domain, valid and invalid."""
 
+VALID: dict[str, list[str]] = {
+    "scenario": [name for name in FIXTURE_DOCUMENTS if name.startswith("ok/")],
+    "run_dir": [RUN_DIR],
+    "golden_dir": [GOLDEN_DIR, "out/new"],
+    "out_dir": ["out", "out/a/b", "empty_dir"],
+    "out_file": ["out.csv", "out.png", "out.svg"],
+    "int": ["1", "2", "3"],
+    "float": ["0.01", "0.5"],
+    "count": ["1", "2"],
+    "ratio": ["1", "2", "4.5"],
+    "bandwidth": ["100Gb/s", "10GB/s"],
+    "time": ["1us", "2.5ms", "0"],
+    "size": ["1MB", "4KiB"],
+    "sizes": ["1MB", "1MB:4MB:x2", "1KB:1MB:+256KB"],
+    "list": ["1", "1,2", "2,4"],
+    "zero": ["0", "1", "0,1"],
+    "set": SETTINGS[:4],
+    "metric": METRICS[:3],
+    "op": ["allreduce", "alltoall", "broadcast", "gather"],
+    "algorithm": ["all", "ring", "direct", "auto"],
+    "glob": ["*", "gpu[01]", "*/gpu*"],
+    "protocol": ["LL", "Simple", "auto"],
+}
+"""Good values per domain: most flags get one, so that a command line gets past its first
+check and the one or two bad values in it reach deeper code."""
+USUAL = {"devices"}
+"""Optional flags (by dest) given most of the time: a command needs them more often than not."""
+
 DOMAINS: dict[str, str] = {
     "scenario": "scenario",
     "scenarios": "scenario",
@@ -1202,12 +1230,13 @@ def _value(draw: st.DrawFn, flag: Flag, files: dict[str, str], documents: Docume
         name = f"gen{len(files)}.yaml"
         files[name] = document_text(draw(documents))
         return name
+    good = draw(st.integers(0, 3)) > 0  # three values in four are good ones
     if flag.domain == "choice":
-        return draw(st.sampled_from([*flag.choices, "bogus", ""]))
+        return draw(st.sampled_from([*flag.choices] + ([] if good else ["bogus", ""])))
     if flag.domain == "text":
         pools = [v for values in VALUES.values() for v in values]
         return draw(st.sampled_from(pools))
-    return draw(st.sampled_from(VALUES[flag.domain]))
+    return draw(st.sampled_from(VALID[flag.domain] if good else VALUES[flag.domain]))
 
 
 @st.composite
@@ -1245,7 +1274,7 @@ def command_lines(draw: st.DrawFn, documents: DocumentSource | None = None) -> I
     for flag in table[words]:
         if flag.dest in ("help", "version"):
             continue
-        wanted = 19 if flag.required or not flag.options else 2
+        wanted = 19 if flag.required or not flag.options else 15 if flag.dest in USUAL else 3
         for _ in range(draw(st.integers(1, 3)) if flag.repeatable else 1):
             if draw(st.integers(0, 19)) < wanted:
                 groups.append(draw(_tokens(flag, files, documents)))

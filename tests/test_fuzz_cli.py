@@ -76,6 +76,9 @@ def test_every_flag_has_a_value_domain() -> None:
         if flag.takes_value and flag.domain == "text"
     ]
     assert not untyped
+    assert set(fuzzing.VALID) == set(fuzzing.VALUES)
+    for domain, good in fuzzing.VALID.items():
+        assert set(good) <= set(fuzzing.VALUES[domain]), domain
 
 
 def test_a_run_that_never_ends_is_killed_and_counted_as_a_hang(
