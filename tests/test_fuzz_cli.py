@@ -30,7 +30,7 @@ KNOWN: dict[str, str] = {
     r"traceback: (FileExists|IsADirectory|NotADirectory)Error in clustersim/(outputs|studies)/": (
         OUTPUT_PATHS
     ),
-    r"hang: [a-z ]+ in clustersim/(engine\.py:run|model/)": WORK_SIZES,
+    r"hang: [a-z ]+ in clustersim/(engine\.py:run|model/|studies/runner\.py:run_all)": (WORK_SIZES),
     r"traceback: ValueError in clustersim/outputs/gantt\.py:draw_gantt": CSV_CHECKS,
 }
 """Finding classes (regular expressions matching the start of
@@ -120,6 +120,21 @@ def test_a_traceback_is_a_finding_with_its_place(
     assert [f.cls for f in found] == [
         "traceback: ZeroDivisionError in clustersim/cli/__init__.py:main"
     ]
+
+
+def test_known_classes_name_what_the_fuzzer_reports() -> None:
+    """Each KNOWN pattern matches the class of a reproducer found on this branch."""
+    classes = [
+        "traceback: FileExistsError in clustersim/outputs/run_folder.py:write_run_folder",
+        "traceback: IsADirectoryError in clustersim/outputs/atomic.py:atomic_file",
+        "traceback: FileExistsError in clustersim/studies/sweep.py:write_outputs",
+        "hang: run in clustersim/engine.py:run (simulating) (still running after 20 s)",
+        "hang: validate in clustersim/model/presets.py:<listcomp> (still running after 20 s)",
+        "hang: compare in clustersim/studies/runner.py:run_all (still running after 20 s)",
+        "traceback: ValueError in clustersim/outputs/gantt.py:draw_gantt",
+    ]
+    assert all(_known(cls) for cls in classes)
+    assert _known("traceback: AttributeError in clustersim/outputs/html.py:_device_rows") is None
 
 
 # --------------------------------------------------------------------------- the samples
