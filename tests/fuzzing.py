@@ -1517,7 +1517,7 @@ def findings_of(invocation: Invocation, outcome: Outcome, limit_s: float = HANG_
     if outcome.exit_code not in EXIT_CODES:
         return [Finding("exit code", f"exit code {outcome.exit_code}: {command}", last)]
     if outcome.exit_code == EXIT_BAD_INPUT and not names_the_input(outcome.stderr, invocation):
-        return [Finding("message", f"message: {command} exits 2 naming no file or flag", last)]
+        return [Finding("message", f"message: {command} exits 2: {_shape(last)}", last)]
     return []
 
 
@@ -1536,6 +1536,12 @@ def hang_place(stderr: str) -> str:
     if SIMULATING in frames:
         return f"{SIMULATING} (simulating)"
     return frames[0] if frames else "outside clustersim"  # the most recent call comes first
+
+
+def _shape(line: str) -> str:
+    """A message line with its numbers and quoted parts blanked, to class messages by."""
+    line = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", line)
+    return re.sub(r"\d+(\.\d+)?", "N", line)[:100]
 
 
 def _last_line(text: str) -> str:

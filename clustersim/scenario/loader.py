@@ -6,7 +6,6 @@ no recursive aliases, no alias bombs, no nesting deeper than :data:`MAX_YAML_DEP
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -168,29 +167,11 @@ def _load_yaml(text: str, source: str) -> object:
         loader.dispose()
 
 
-def _read_bytes(path: str | Path, limit: int) -> bytes:
-    """At most ``limit`` bytes of the file at ``path``.
-
-    Opened without waiting for a writer: a named pipe (FIFO) nobody writes to reads
-    as empty instead of blocking forever; one a writer holds open (``<(command)``) is
-    read as usual.
-    """
-    nonblocking = getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, os.O_RDONLY | nonblocking)
-    with os.fdopen(fd, "rb") as fh:
-        if nonblocking:
-            os.set_blocking(fd, True)  # reads wait for a writer that has the pipe open
-        return fh.read(limit)
-
-
 def _read_text(path: str | Path, source: str) -> str:
-    """The file's text; errors name the file (an empty path as ``''``)."""
-    if not str(path):
-        raise ScenarioError(
-            Problem("", "no file named (an empty path)", "a scenario YAML file"), "''"
-        )
+    """The file's text; errors name the file."""
     try:
-        data = _read_bytes(path, MAX_FILE_BYTES + 1)
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ScenarioError(Problem("", "file not found"), source) from None
     except OSError as exc:
