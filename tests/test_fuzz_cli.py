@@ -24,16 +24,15 @@ LIMIT_S = fuzzing.HANG_S
 
 OUTPUT_PATHS = "output paths taken by a file, a folder or a device: the output-paths change"
 WORK_SIZES = "absurd work sizes validated or simulated for ever: the work-size limits change"
-CSV_CHECKS = "NaN times in a run folder's timeline.csv: the numeric-range and CSV checks change"
+ROOT_RANGE = "a root outside the group of an unrooted op: the numeric-range change checks it"
 FIFO_INPUT = "a FIFO scenario file blocks the loader: the output-paths change refuses non-files"
 EMPTY_PATH_MESSAGE = "an empty scenario path is 'file not found' naming nothing: the paths change"
 
 KNOWN: dict[str, str] = {
-    r"traceback: (FileExists|IsADirectory|NotADirectory)Error in clustersim/(outputs|studies)/": (
-        OUTPUT_PATHS
-    ),
+    r"traceback: (FileExists|FileNotFound|IsADirectory|NotADirectory)Error "
+    r"in clustersim/(outputs|studies)/": OUTPUT_PATHS,
     r"hang: [a-z ]+ in clustersim/(engine\.py:run|model/|studies/runner\.py:run_all)": (WORK_SIZES),
-    r"traceback: ValueError in clustersim/outputs/gantt\.py:draw_gantt": CSV_CHECKS,
+    r"traceback: ValueError in clustersim/collectives/ring\.py:": ROOT_RANGE,
     r"hang: [a-z ]+ in clustersim/scenario/loader\.py:_read_text": FIFO_INPUT,
     r"message: [a-z ]+ exits 2: clustersim: error: <top level>: file not found": EMPTY_PATH_MESSAGE,
 }
@@ -135,12 +134,14 @@ def test_known_classes_name_what_the_fuzzer_reports() -> None:
         "hang: run in clustersim/engine.py:run (simulating) (still running after 20 s)",
         "hang: validate in clustersim/model/presets.py:<listcomp> (still running after 20 s)",
         "hang: compare in clustersim/studies/runner.py:run_all (still running after 20 s)",
-        "traceback: ValueError in clustersim/outputs/gantt.py:draw_gantt",
+        "traceback: FileNotFoundError in clustersim/outputs/atomic.py:atomic_file",
+        "traceback: ValueError in clustersim/collectives/ring.py:schedule",
         "hang: validate in clustersim/scenario/loader.py:_read_text (still running after 20 s)",
         "message: run exits 2: clustersim: error: <top level>: file not found",
     ]
     assert all(_known(cls) for cls in classes)
     assert _known("traceback: AttributeError in clustersim/outputs/html.py:_device_rows") is None
+    assert _known("traceback: ValueError in clustersim/outputs/gantt.py:draw_gantt") is None
 
 
 # --------------------------------------------------------------------------- the samples
@@ -200,3 +201,36 @@ def test_paths_that_name_no_scenario_file_get_one_clear_message(
     assert fuzzing.TRACEBACK not in outcome.stderr
     assert message in outcome.stderr
     assert not fuzzing.findings_of(fuzzing.Invocation(tuple(argv)), outcome)
+
+
+@pytest.mark.parametrize(
+    "run_dir, message",
+    [
+        ("runs/odd_summary", "summary.json: summary key 'devices': expected a mapping, got int"),
+        ("runs/nan_times", "timeline.csv: a row cannot be read: start_s is nan, not a finite time"),
+    ],
+)
+def test_report_of_a_garbled_run_folder_names_the_file(
+    run_dir: str, message: str, workspace: fuzzing.Workspace
+) -> None:
+    """Found by the fuzzer: summary.json values of the wrong shape (AttributeError in the
+    report's device table) and NaN times in timeline.csv (matplotlib's ValueError drawing
+    the Gantt chart) are exit 2 naming the file, like other unreadable run folders."""
+    invocation = fuzzing.Invocation(("report", run_dir))
+    outcome = workspace.run(invocation)
+    assert outcome.exit_code == 2, outcome.stderr
+    assert f"{run_dir}/{message}" in outcome.stderr
+    assert not fuzzing.findings_of(invocation, outcome)
+
+
+def test_summary_sections_of_the_wrong_shape_are_format_errors() -> None:
+    """What report's check of summary.json rests on: a section that must be a mapping or
+    a list and is not is a SummaryFormatError naming its key; null reads as empty."""
+    from clustersim.metrics import Summary, SummaryFormatError
+
+    base = {"scenario": "s", "seed": 0, "workload": "program", "makespan_s": 1.0}
+    with pytest.raises(SummaryFormatError, match="'busiest_links': expected a list, got dict"):
+        Summary.from_dict({**base, "busiest_links": {"x": 1}}, lenient=True)
+    with pytest.raises(SummaryFormatError, match=r"'devices.gpu0': expected a mapping, got int"):
+        Summary.from_dict({**base, "devices": {"gpu0": 5}}, lenient=True)
+    assert Summary.from_dict({**base, "devices": None}, lenient=True).devices == {}
