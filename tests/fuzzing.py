@@ -1051,6 +1051,8 @@ ALGORITHMS = ["all", "ring", "direct", "tree", "hierarchical", "auto", "bogus", 
 GLOBS = ["*", "gpu[01]", "gpu0", "nomatch*", "[", "", "*/gpu*"]
 PROTOCOLS = ["LL", "LL128", "Simple", "auto", "ll", "bogus", ""]
 RATIOS = ["1", "2", "4.5", "0", "-1", "nan", "inf", "x", "1e308"]
+EVENTS = ["200000000", "2e8", "1_000", "1", "10", "0", "-1", "1.5", "nan", "inf", "1e18", "x", ""]
+"""Event counts (``--max-events``): plain, with exponent or underscores, tiny, bad, huge."""
 
 VALUES: dict[str, list[str]] = {
     "scenario": SCENARIO_PATHS,
@@ -1074,6 +1076,7 @@ VALUES: dict[str, list[str]] = {
     "algorithm": ALGORITHMS,
     "glob": GLOBS,
     "protocol": PROTOCOLS,
+    "events": EVENTS,
 }
 """Values to try per domain, valid and invalid."""
 
@@ -1099,6 +1102,7 @@ VALID: dict[str, list[str]] = {
     "algorithm": ["all", "ring", "direct", "auto"],
     "glob": ["*", "gpu[01]", "*/gpu*"],
     "protocol": ["LL", "Simple", "auto"],
+    "events": ["200000000", "2e8", "10"],
 }
 """Good values per domain: most flags get one, so that a command line gets past its first
 check and the one or two bad values in it reach deeper code."""
@@ -1136,6 +1140,7 @@ DOMAINS: dict[str, str] = {
     "algorithm": "algorithm",
     "group": "glob",
     "protocol": "protocol",
+    "max_events": "events",
 }
 """The value domain of each flag's ``dest`` (int flags need none: their type says it)."""
 
