@@ -1622,7 +1622,8 @@ class Tally:
             f"other       {sum(self.kinds.values()) - self.tracebacks - self.hangs} "
             "(exit codes outside 0-2, exit 2 naming no file or flag)",
             f"wall        {self.wall_s:.1f} s in runs, "
-            f"{1000 * self.wall_s / max(1, self.runs):.0f} ms per run, slowest {self.slowest_s:.1f} s",
+            f"{1000 * self.wall_s / max(1, self.runs):.0f} ms per run, "
+            f"slowest {self.slowest_s:.1f} s",
         ]
         for cls, count in self.findings.most_common():
             invocation, finding = self.examples[cls]
