@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   ?= scenarios/pipeline/1f1b_m8.yaml
 
-.PHONY: demo test lint bench install clean ps-vs-ring
+.PHONY: demo test lint bench fuzz install clean ps-vs-ring
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ bench: $(STAMP)
 	$(PY) bench/bench_outputs.py
 	$(PY) bench/bench_analytical.py
 	$(PY) bench/bench_contended_ring.py
+
+FUZZ_EXAMPLES ?= 10000
+
+fuzz: $(STAMP)
+	CLUSTERSIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) bench/fuzz.py
 
 PS_VS_RING_KEY := cluster.rack_uplink.oversubscription
 

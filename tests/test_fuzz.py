@@ -1,11 +1,13 @@
-"""Fuzzed scenario documents: valid ones run and keep the invariants, broken ones get a
-clean error (exit code 2, the file and a key path, never a traceback), and hostile files
-(huge clusters, deep nesting, alias bombs, huge files, bad bytes) are refused quickly."""
+"""Fuzzed scenario documents: valid ones of every strategy run and keep the invariants,
+broken ones get a clean error (exit code 2, the file and a key path, never a traceback),
+and hostile files (huge clusters, deep nesting, alias bombs, huge files, bad bytes) are
+refused quickly.  The generators are :mod:`tests.fuzzing`'s; ``test_fuzz_cli.py`` runs
+the same documents, mutated too, through the command line."""
 
 from __future__ import annotations
 
-import copy
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -19,156 +21,24 @@ from clustersim import scenario as scenario_module
 from clustersim.api import simulate
 from clustersim.cli import main
 from clustersim.scenario import parse_scenario
+from clustersim.strategies import strategy_for_scenario
+
+from . import fuzzing
 
 FUZZ = settings(
     max_examples=60,
     deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-"""Few examples, no per-example deadline: the whole file stays well under 30 s."""
+"""Few examples, the same ones every run, no per-example deadline: the whole file stays
+well under 30 s."""
+PER_STRATEGY = settings(FUZZ, max_examples=6)
+"""Examples per strategy label of :data:`fuzzing.DOCUMENTS`."""
 
 QUICK_S = 5.0
 """Wall seconds within which a hostile input must be refused."""
-
-# --------------------------------------------------------------------------- documents
-
-
-def _bandwidth() -> st.SearchStrategy[str]:
-    return st.builds(lambda v, u: f"{v}{u}", st.integers(1, 400), st.sampled_from(["GB/s", "Gb/s"]))
-
-
-def _latency() -> st.SearchStrategy[Any]:
-    return st.one_of(st.just(0), st.builds(lambda v: f"{v}us", st.integers(0, 20)))
-
-
-@st.composite
-def flat_clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
-    """A switch, ring or fully connected cluster of 2-8 GPUs, and its device names."""
-    n = draw(st.integers(2, 8))
-    kind = draw(st.sampled_from(["switch", "ring", "fully_connected"]))
-    cluster = {
-        "kind": kind,
-        "devices": n,
-        "link": {"bandwidth": draw(_bandwidth()), "latency": draw(_latency())},
-    }
-    return cluster, [f"gpu{i}" for i in range(n)]
-
-
-@st.composite
-def two_tier_clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
-    """Racks of nodes of 1-2 GPUs (2 to 8 GPUs in all), and the GPU names."""
-    racks, nodes, gpus = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    gpus = 2 if racks * nodes == 1 else gpus  # at least 2 GPUs in all
-    node: dict[str, Any] = {
-        "gpus": gpus,
-        "pcie": {"bandwidth": draw(_bandwidth())},
-        "nic": {"bandwidth": draw(_bandwidth()), "latency": draw(_latency())},
-    }
-    if gpus > 1 and draw(st.booleans()):
-        node["nvlink"] = {"bandwidth": draw(_bandwidth())}
-    cluster = {
-        "racks": racks,
-        "nodes_per_rack": nodes,
-        "node": node,
-        "rack_uplink": {"oversubscription": draw(st.sampled_from([1, 2, 4.5]))},
-    }
-    names = [
-        f"rack{r}/node{n}/gpu{g}" for r in range(racks) for n in range(nodes) for g in range(gpus)
-    ]
-    return cluster, names
-
-
-clusters = st.one_of(flat_clusters(), two_tier_clusters())
-
-
-@st.composite
-def programs(draw: st.DrawFn, devices: list[str]) -> list[dict[str, Any]]:
-    """1-5 transfers and computes with random sizes, each after some earlier ones."""
-    ops: list[dict[str, Any]] = []
-    for i in range(draw(st.integers(1, 5))):
-        if draw(st.booleans()):
-            src, dst = draw(st.permutations(devices))[:2]
-            size = f"{draw(st.integers(0, 500))}{draw(st.sampled_from(['kB', 'MB', 'KiB']))}"
-            op: dict[str, Any] = {"transfer": {"src": src, "dst": dst, "bytes": size}}
-        else:
-            amount = draw(
-                st.sampled_from(
-                    [
-                        {"flops": f"{draw(st.integers(0, 900))}GFLOP"},
-                        {"seconds": f"{draw(st.integers(0, 900))}us"},
-                        {"bytes": f"{draw(st.integers(0, 900))}MB"},
-                    ]
-                )
-            )
-            op = {"compute": {"device": draw(st.sampled_from(devices)), **amount}}
-        after = (
-            draw(st.lists(st.sampled_from([f"op{j}" for j in range(i)]), unique=True)) if i else []
-        )
-        ops.append({"id": f"op{i}", **op, **({"after": after} if after else {})})
-    return ops
-
-
-@st.composite
-def collectives(draw: st.DrawFn) -> dict[str, Any]:
-    """One collective over every GPU."""
-    op = draw(st.sampled_from(["allreduce", "allgather", "reducescatter", "broadcast"]))
-    algorithm = draw(st.sampled_from(["ring", "direct", "root"]))
-    return {
-        "collective": op,
-        "algorithm": algorithm,
-        "bytes": f"{draw(st.integers(1, 64))}MB",
-        "iterations": draw(st.integers(1, 2)),
-    }
-
-
-@st.composite
-def workload_documents(draw: st.DrawFn) -> dict[str, Any]:
-    """A valid scenario with a program or a collective workload."""
-    cluster, devices = draw(clusters)
-    if draw(st.booleans()):
-        workload: dict[str, Any] = {"program": draw(programs(devices))}
-    else:
-        workload = draw(collectives())
-    return {
-        "name": "fuzz",
-        "seed": draw(st.integers(0, 9)),
-        "cluster": cluster,
-        "workload": workload,
-    }
-
-
-@st.composite
-def training_documents(draw: st.DrawFn) -> dict[str, Any]:
-    """A tiny data-parallel training run of explicit layers on a flat cluster."""
-    cluster, devices = draw(flat_clusters())
-    layers = [
-        {
-            "name": f"l{i}",
-            "params": f"{draw(st.integers(1, 50))}e5",
-            "flops": f"{draw(st.integers(1, 50))}e8",
-            "repeat": draw(st.integers(1, 3)),
-        }
-        for i in range(draw(st.integers(1, 3)))
-    ]
-    return {
-        "name": "fuzz-training",
-        "cluster": cluster,
-        "model": {"layers": layers},
-        "training": {
-            "global_batch": len(devices) * draw(st.integers(1, 8)),
-            "iterations": draw(st.integers(1, 2)),
-            "precision": draw(st.sampled_from(["fp32", "fp16"])),
-        },
-        "data_parallel": {
-            "allreduce": {
-                "bucket": f"{draw(st.integers(1, 20))}MB",
-                "overlap": draw(st.booleans()),
-            }
-        },
-    }
-
-
-valid_documents = st.one_of(workload_documents(), training_documents())
 
 
 def _check_finite_non_negative(value: Any, where: str = "summary") -> None:
@@ -184,10 +54,17 @@ def _check_finite_non_negative(value: Any, where: str = "summary") -> None:
         assert value >= 0, where
 
 
-@FUZZ
-@given(doc=valid_documents)
-def test_valid_documents_run_and_keep_the_invariants(doc: dict[str, Any]) -> None:
-    result = simulate(parse_scenario(doc), check=True)
+@pytest.mark.parametrize("label", list(fuzzing.DOCUMENTS))
+@PER_STRATEGY
+@given(data=st.data())
+def test_valid_documents_of_every_strategy_run_and_keep_the_invariants(
+    label: str, data: st.DataObject
+) -> None:
+    """Each strategy, parameter-server mode and pipeline schedule: generated documents are
+    run by that strategy, to a finite makespan, with every invariant checked."""
+    scenario = parse_scenario(data.draw(fuzzing.DOCUMENTS[label]))
+    assert strategy_for_scenario(scenario).name == fuzzing.STRATEGY_OF[label]
+    result = simulate(scenario, check=True)
     assert math.isfinite(result.makespan_s) and result.makespan_s >= 0
     for record in result.records:
         assert 0 <= record.start_s <= record.end_s <= result.makespan_s
@@ -195,92 +72,20 @@ def test_valid_documents_run_and_keep_the_invariants(doc: dict[str, Any]) -> Non
     _check_finite_non_negative(result.summary["makespan_s"], "makespan_s")
 
 
+def test_documents_cover_every_strategy_and_schedule() -> None:
+    """The generators reach every registered strategy, every parameter-server mode and
+    every registered pipeline schedule."""
+    from clustersim.parallel.schedules import Schedule
+    from clustersim.scenario.training import ParameterServerSpec
+    from clustersim.strategies import registered_strategies
+
+    assert set(fuzzing.STRATEGY_OF.values()) == set(registered_strategies())
+    modes = ParameterServerSpec.model_fields["mode"].annotation.__args__
+    assert {f"parameter_server/{m}" for m in modes} <= set(fuzzing.DOCUMENTS)
+    assert {f"pipeline/{s}" for s in Schedule.registry.names()} <= set(fuzzing.DOCUMENTS)
+
+
 # --------------------------------------------------------------------------- broken documents
-
-
-def _leaves(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Paths (keys and indices) of every scalar in ``doc``."""
-    if isinstance(doc, dict):
-        return [p for k, v in doc.items() for p in _leaves(v, (*path, k))]
-    if isinstance(doc, list):
-        return [p for i, v in enumerate(doc) for p in _leaves(v, (*path, i))]
-    return [path]
-
-
-def _mappings(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Paths of every mapping in ``doc`` (the document itself included)."""
-    found = [path] if isinstance(doc, dict) else []
-    items = (
-        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else []
-    )
-    return found + [p for k, v in items for p in _mappings(v, (*path, k))]
-
-
-def _key_path(path: tuple[Any, ...]) -> str:
-    """``('cluster', 'link', 'bandwidth')`` as the CLI writes it: ``cluster.link.bandwidth``."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
-def _at(doc: Any, path: tuple[Any, ...]) -> Any:
-    for part in path:
-        doc = doc[part]
-    return doc
-
-
-UNIT_KEYS = {"bandwidth", "latency", "bytes", "seconds", "memory", "bucket"}
-"""Keys whose values are quantities with units."""
-
-REQUIRED = [
-    ("name",),
-    ("cluster",),
-    ("cluster", "link"),
-    ("cluster", "node"),
-    ("cluster", "node", "pcie"),
-    ("cluster", "node", "nic"),
-    ("cluster", "link", "bandwidth"),
-    ("cluster", "node", "nic", "bandwidth"),
-    ("workload", "bytes"),
-    ("training", "global_batch"),
-]
-"""Keys that a valid document cannot do without (those present in it are dropped)."""
-
-ALWAYS_BAD = [float("nan"), -1, -2.5, ["x"], {"bogus": 1}, None]
-"""Values that no scalar of a scenario accepts."""
-BAD_QUANTITIES = ["1e308GB/s", "1e400B", "", "12 parsecs", 1e308, "-3MB", "nanGB/s"]
-"""Values that no quantity accepts (a size given a bandwidth, a bandwidth a size ...)."""
-
-
-@st.composite
-def broken_documents(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
-    """A valid document with one thing broken, and the key path the error must name."""
-    doc = copy.deepcopy(draw(valid_documents))
-    mutation = draw(st.sampled_from(["drop", "unknown", "value"]))
-    if mutation == "drop":
-        present = [p for p in REQUIRED if _has(doc, p)]
-        path = draw(st.sampled_from(present))
-        del _at(doc, path[:-1])[path[-1]]
-        return doc, _key_path(path)
-    if mutation == "unknown":
-        parent = draw(st.sampled_from(_mappings(doc)))
-        _at(doc, parent)["zz_unknown"] = 1
-        return doc, _key_path((*parent, "zz_unknown"))
-    leaves = [p for p in _leaves(doc) if p[-1] not in ("name", "seed") or len(p) > 1]
-    path = draw(st.sampled_from(leaves))
-    is_quantity = isinstance(path[-1], str) and path[-1] in UNIT_KEYS
-    bad = draw(st.sampled_from(ALWAYS_BAD + (BAD_QUANTITIES if is_quantity else [])))
-    _at(doc, path[:-1])[path[-1]] = bad
-    return doc, _key_path(path)
-
-
-def _has(doc: Any, path: tuple[Any, ...]) -> bool:
-    for part in path:
-        if not isinstance(doc, dict) or part not in doc:
-            return False
-        doc = doc[part]
-    return True
 
 
 def _validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -291,13 +96,13 @@ def _validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 
 
 @FUZZ
-@given(case=broken_documents())
+@given(case=fuzzing.broken_documents())
 def test_broken_documents_get_a_clean_error_with_a_key_path(
     case: tuple[dict[str, Any], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc, key_path = case
     path = tmp_path / "broken.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    path.write_text(fuzzing.document_text(doc), encoding="utf-8")
     code, err = _validate(path, capsys)
     assert code == 2, err
     assert "Traceback" not in err
@@ -532,6 +337,19 @@ def test_a_20_mb_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
         fh.write("name: big\n")
         fh.write(("# " + "x" * 1022 + "\n") * (20 * 1024))
     _rejected(path, capsys, "larger than 16 MiB")
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="a FIFO without a writer blocks the loader here; the output-paths change refuses "
+    "every scenario path that is not a regular file, before opening it (main, 6f1909e)",
+)
+def test_a_fifo_nobody_writes_to_is_refused_quickly(tmp_path: Path) -> None:
+    """A named pipe nobody writes to gets a clean exit 2 naming it, never a hang."""
+    os.mkfifo(tmp_path / "fifo")
+    outcome = fuzzing.run_cli(["validate", "fifo"], tmp_path, limit_s=QUICK_S)
+    assert outcome.exit_code == 2, outcome.stderr
+    assert "fifo: " in outcome.stderr and fuzzing.TRACEBACK not in outcome.stderr
 
 
 def test_duplicate_keys_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,7 +38,8 @@ P = TypeVar("P", bound="SummaryPart")
 
 
 class SummaryFormatError(ClustersimError):
-    """A summary (summary.json, or a mapping given as one) lacks a key its part needs."""
+    """A summary (summary.json, or a mapping given as one) lacks a key its part needs, or
+    holds a value of the wrong shape (a number where a mapping or a list belongs)."""
 
 
 class SummaryPart:
@@ -82,7 +83,9 @@ class SummaryPart:
             if f.metadata.get("splice"):
                 values[f.name] = _part_type(kind).from_dict(data, lenient)
             elif f.name in data:
-                values[f.name] = _typed(kind, data[f.name], lenient)
+                value = _typed(kind, data[f.name], lenient, f.name)
+                if value is not None or f.default_factory is MISSING:
+                    values[f.name] = value  # null for a dict or list: the empty default
             elif f.default is not MISSING or f.default_factory is not MISSING:
                 continue
             elif lenient:
@@ -121,22 +124,38 @@ def _part_type(kind: Any) -> type[SummaryPart]:
     raise TypeError(f"not a summary part: {kind!r}")
 
 
-def _typed(kind: Any, value: Any, lenient: bool) -> Any:
-    """``value`` read as type ``kind``: parts, and dicts/lists of parts, become parts."""
+def _typed(kind: Any, value: Any, lenient: bool, key: str = "") -> Any:
+    """``value`` read as type ``kind``: parts, and dicts/lists of parts, become parts.
+
+    A value of the wrong shape (not a mapping where a part or a dict belongs, not a list
+    where a list does) is a :class:`SummaryFormatError` naming ``key``.
+    """
     if value is None:
         return None
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _typed(inner[0], value, lenient) if len(inner) == 1 else value
+        return _typed(inner[0], value, lenient, key) if len(inner) == 1 else value
     if isinstance(kind, type) and issubclass(kind, SummaryPart):
-        return kind.from_dict(value, lenient) if isinstance(value, typing.Mapping) else value
-    if origin is dict and len(args) == 2 and isinstance(value, typing.Mapping):
-        return {k: _typed(args[1], v, lenient) for k, v in value.items()}
-    if origin is list and args and isinstance(value, list):
-        return [_typed(args[0], v, lenient) for v in value]
+        return kind.from_dict(_shaped(value, typing.Mapping, key), lenient)
+    if origin is dict and len(args) == 2:
+        items = _shaped(value, typing.Mapping, key).items()
+        return {k: _typed(args[1], v, lenient, f"{key}.{k}") for k, v in items}
+    if origin is list and args:
+        return [
+            _typed(args[0], v, lenient, f"{key}[{i}]")
+            for i, v in enumerate(_shaped(value, list, key))
+        ]
     return value
+
+
+def _shaped(value: Any, shape: type, key: str) -> Any:
+    """``value`` if it is a ``shape`` (a mapping or a list); else a SummaryFormatError."""
+    if isinstance(value, shape):
+        return value
+    want = "a list" if shape is list else "a mapping"
+    raise SummaryFormatError(f"summary key {key!r}: expected {want}, got {type(value).__name__}")
 
 
 def _canonical(value: Any) -> Any:

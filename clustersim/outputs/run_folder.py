@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..metrics import canonical_json
+from ..metrics import Summary, SummaryFormatError, canonical_json
 from ..records import Record
 from .atomic import write_atomic
 from .folder import replace_folder
@@ -102,6 +102,10 @@ def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise file_problem(path, f"cannot be read as JSON: {exc}") from None
     if not isinstance(data, dict):
         raise file_problem(path, "expected a JSON object")
+    try:
+        Summary.from_dict(data, lenient=True)  # the shapes the report reads it by
+    except SummaryFormatError as exc:
+        raise file_problem(path, str(exc)) from None
     return data
 
 

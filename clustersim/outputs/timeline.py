@@ -33,6 +33,14 @@ def read_timeline(path: str | os.PathLike[str]) -> list[Record]:
         raise file_problem(Path(path), f"a row cannot be read: {exc}") from None
 
 
+def _time(values: dict[str, Any], key: str) -> float:
+    """The time in column ``key``: a finite number of seconds (a chart cannot place NaN)."""
+    seconds = float(values[key])
+    if not math.isfinite(seconds):
+        raise ValueError(f"{key} is {values[key]!r}, not a finite time")
+    return seconds
+
+
 def _record(row: Any) -> Record:
     values = row._asdict()
     text = {k: "" if _blank(values[k]) else str(values[k]) for k in ("resource", "kind", "label")}
@@ -45,8 +53,8 @@ def _record(row: Any) -> Record:
         resource=text["resource"],
         kind=text["kind"],
         label=text["label"],
-        start_s=float(values["start_s"]),
-        end_s=float(values["end_s"]),
+        start_s=_time(values, "start_s"),
+        end_s=_time(values, "end_s"),
         bytes=number["bytes"],
         flops=number["flops"],
         src=text["src"],

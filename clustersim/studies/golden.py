@@ -179,6 +179,10 @@ def golden_path(
         relative = path.relative_to(base)
     except ValueError:
         relative = Path(path.name)
+    if not relative.name:  # "", the current folder or "/": no file to name the golden after
+        given = str(scenario)
+        what = "is a folder, not a scenario file" if given else "no file named (an empty path)"
+        raise ScenarioError(Problem("", what, "a scenario YAML file"), given or "''")
     stem = "__".join(relative.with_suffix("").parts)
     return Path(golden_dir) / f"{stem}.json"
 
