@@ -344,11 +344,6 @@ def test_a_20_mb_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
     _rejected(path, capsys, "larger than 16 MiB")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a FIFO without a writer blocks the loader here; the output-paths change refuses "
-    "every scenario path that is not a regular file, before opening it (main, 6f1909e)",
-)
 def test_a_fifo_nobody_writes_to_is_refused_quickly(tmp_path: Path) -> None:
     """A named pipe nobody writes to gets a clean exit 2 naming it, never a hang."""
     os.mkfifo(tmp_path / "fifo")

@@ -266,8 +266,12 @@ def _read_text(path: str | Path, source: str) -> str:
     Only a regular file is read: a folder, a named pipe (``/dev/stdin`` in a
     pipeline), a device or a socket is refused before it is opened for reading,
     so nothing blocks; a file larger than :data:`MAX_FILE_BYTES` is refused
-    before it is read.
+    before it is read.  An empty path is named as ``''``.
     """
+    if not str(path):
+        raise ScenarioError(
+            Problem("", "no file named (an empty path)", "a scenario YAML file"), "''"
+        )
     data = _read_bytes(path, source)
     if len(data) > MAX_FILE_BYTES:
         raise _too_large(source)
