@@ -79,10 +79,12 @@ def test_documents_cover_every_strategy_and_schedule() -> None:
     from clustersim.scenario.training import ParameterServerSpec
     from clustersim.strategies import registered_strategies
 
-    built_in = {
-        n for n, c in registered_strategies().items() if c.__module__.startswith("clustersim.")
+    builtin = {
+        name
+        for name, cls in registered_strategies().items()
+        if cls.__module__.startswith("clustersim.")  # not the plugins other tests register
     }
-    assert set(fuzzing.STRATEGY_OF.values()) == built_in  # not the plugins other tests register
+    assert set(fuzzing.STRATEGY_OF.values()) == builtin
     modes = ParameterServerSpec.model_fields["mode"].annotation.__args__
     assert {f"parameter_server/{m}" for m in modes} <= set(fuzzing.DOCUMENTS)
     assert {f"pipeline/{s}" for s in Schedule.registry.names()} <= set(fuzzing.DOCUMENTS)
