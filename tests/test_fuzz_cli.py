@@ -24,6 +24,7 @@ LIMIT_S = fuzzing.HANG_S
 
 OUTPUT_PATHS = "output paths taken by a file, a folder or a device: the output-paths change"
 WORK_SIZES = "absurd work sizes validated or simulated for ever: the work-size limits change"
+STRAGGLER_FILE = "a straggler glob matching nothing names no file: the numeric-range change"
 ROOT_RANGE = "a root outside the group of an unrooted op: the numeric-range change checks it"
 FIFO_INPUT = "a FIFO scenario file blocks the loader: the output-paths change refuses non-files"
 EMPTY_PATH_MESSAGE = "an empty scenario path is 'file not found' naming nothing: the paths change"
@@ -33,6 +34,7 @@ KNOWN: dict[str, str] = {
     r"in clustersim/(outputs|studies)/": OUTPUT_PATHS,
     r"hang: [a-z ]+ in clustersim/(engine\.py:run|model/|studies/runner\.py:run_all)": (WORK_SIZES),
     r"traceback: ValueError in clustersim/collectives/ring\.py:": ROOT_RANGE,
+    r"message: [a-z ]+ exits 2: clustersim: error: stragglers\[N\]": STRAGGLER_FILE,
     r"hang: [a-z ]+ in clustersim/scenario/loader\.py:_read_text": FIFO_INPUT,
     r"message: [a-z ]+ exits 2: clustersim: error: <top level>: file not found": EMPTY_PATH_MESSAGE,
 }
@@ -138,6 +140,7 @@ def test_known_classes_name_what_the_fuzzer_reports() -> None:
         "traceback: ValueError in clustersim/collectives/ring.py:schedule",
         "hang: validate in clustersim/scenario/loader.py:_read_text (still running after 20 s)",
         "message: run exits 2: clustersim: error: <top level>: file not found",
+        "message: run exits 2: clustersim: error: stragglers[N].devices: no device matches '...'",
     ]
     assert all(_known(cls) for cls in classes)
     assert _known("traceback: AttributeError in clustersim/outputs/html.py:_device_rows") is None
