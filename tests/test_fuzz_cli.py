@@ -9,7 +9,6 @@ small and derandomised (the same examples every run); ``make fuzz`` runs thousan
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -22,42 +21,15 @@ from . import fuzzing
 LIMIT_S = fuzzing.HANG_S
 """Wall seconds a run may take before it counts as a hang."""
 
-OUTPUT_PATHS = "output paths taken by a file, a folder or a device: the output-paths change"
-WORK_SIZES = "absurd work sizes validated or simulated for ever: the work-size limits change"
-STRAGGLER_FILE = "a straggler glob matching nothing names no file: the numeric-range change"
-ROOT_RANGE = "a root outside the group of an unrooted op: the numeric-range change checks it"
-FIFO_INPUT = "a FIFO scenario file blocks the loader: the output-paths change refuses non-files"
-EMPTY_PATH_MESSAGE = "an empty scenario path is 'file not found' naming nothing: the paths change"
-
-KNOWN: dict[str, str] = {
-    r"traceback: (FileExists|FileNotFound|IsADirectory|NotADirectory)Error "
-    r"in clustersim/(outputs|studies)/": OUTPUT_PATHS,
-    r"hang: [a-z ]+ in clustersim/(engine\.py:run|model/|studies/runner\.py:run_all)": (WORK_SIZES),
-    r"traceback: ValueError in clustersim/collectives/ring\.py:": ROOT_RANGE,
-    r"message: [a-z ]+ exits 2: clustersim: error: stragglers\[N\]": STRAGGLER_FILE,
-    r"hang: [a-z ]+ in clustersim/scenario/loader\.py:_read_text": FIFO_INPUT,
-    r"message: [a-z ]+ exits 2: clustersim: error: <top level>: file not found": EMPTY_PATH_MESSAGE,
-}
-"""Finding classes (regular expressions matching the start of
-:attr:`fuzzing.Finding.cls`) that another change is fixing: a sample whose only findings
-are of these classes is an expected failure (xfail, not strict), named in the reason."""
-
-
-def _known(cls: str) -> str | None:
-    return next((reason for pattern, reason in KNOWN.items() if re.match(pattern, cls)), None)
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> fuzzing.Workspace:
     return fuzzing.Workspace(tmp_path_factory.mktemp("fuzz-cli"), LIMIT_S)
 
 
 def _assert_clean(tally: fuzzing.Tally) -> None:
-    """No findings; findings of :data:`KNOWN` classes only: an expected failure."""
-    unknown = [cls for cls in tally.findings if _known(cls) is None]
-    assert not unknown, tally.report()
-    if tally.findings:
-        pytest.xfail("; ".join(sorted({str(_known(cls)) for cls in tally.findings})))
+    """No findings at all: every class the fuzzer once found is fixed, so a finding is a
+    regression (or a new class) and fails with the tally's report."""
+    assert not tally.findings, tally.report()
 
 
 # --------------------------------------------------------------------------- the generator
@@ -125,26 +97,6 @@ def test_a_traceback_is_a_finding_with_its_place(
     assert [f.cls for f in found] == [
         "traceback: ZeroDivisionError in clustersim/cli/__init__.py:main"
     ]
-
-
-def test_known_classes_name_what_the_fuzzer_reports() -> None:
-    """Each KNOWN pattern matches the class of a reproducer found on this branch."""
-    classes = [
-        "traceback: FileExistsError in clustersim/outputs/run_folder.py:write_run_folder",
-        "traceback: IsADirectoryError in clustersim/outputs/atomic.py:atomic_file",
-        "traceback: FileExistsError in clustersim/studies/sweep.py:write_outputs",
-        "hang: run in clustersim/engine.py:run (simulating) (still running after 20 s)",
-        "hang: validate in clustersim/model/presets.py:<listcomp> (still running after 20 s)",
-        "hang: compare in clustersim/studies/runner.py:run_all (still running after 20 s)",
-        "traceback: FileNotFoundError in clustersim/outputs/atomic.py:atomic_file",
-        "traceback: ValueError in clustersim/collectives/ring.py:schedule",
-        "hang: validate in clustersim/scenario/loader.py:_read_text (still running after 20 s)",
-        "message: run exits 2: clustersim: error: <top level>: file not found",
-        "message: run exits 2: clustersim: error: stragglers[N].devices: no device matches '...'",
-    ]
-    assert all(_known(cls) for cls in classes)
-    assert _known("traceback: AttributeError in clustersim/outputs/html.py:_device_rows") is None
-    assert _known("traceback: ValueError in clustersim/outputs/gantt.py:draw_gantt") is None
 
 
 # --------------------------------------------------------------------------- the samples
