@@ -1,7 +1,7 @@
-"""``python -m clustersim`` runs the command line."""
+"""``python -m clustersim`` runs the command line (:func:`clustersim.console.main`)."""
 
 import sys
 
-from .cli import main
+from .console import main
 
 sys.exit(main())

@@ -484,3 +484,98 @@ def test_concurrent_runs_end_with_one_whole_set(tmp_path: Path) -> None:
     ]
     assert [proc.wait(timeout=120) for proc in runs] == [0, 0]
     assert _files(out) in expected and _siblings(out) == []
+
+
+def test_sigterm_mid_write_keeps_old_outputs(old_run: tuple[Path, dict[str, bytes]]) -> None:
+    """SIGTERM (``kill``, ``timeout``, a batch scheduler) while writing: exit 143 with one
+    line, the old outputs byte for byte, no temporary folder."""
+    out, before = old_run
+    proc = _subprocess(["run", SLOW_WRITE, "-o", out, "-q"], stderr=subprocess.PIPE)
+    _when_writing(proc, out)
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (143, "clustersim: terminated\n")
+    assert _files(out) == before and _siblings(out) == []
+
+
+SIGNAL_DURING_IMPORT = """
+import builtins, os, signal, sys
+from clustersim import console
+real_import = builtins.__import__
+def interrupting(name, *args, **kwargs):
+    if name == "numpy":
+        os.kill(os.getpid(), signal.{signal})
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = interrupting
+sys.exit(console.main(["validate", sys.argv[1]]))
+"""
+"""A console entry whose import of the command line is interrupted by a signal: it sends
+itself the signal as the command line's modules start importing numpy."""
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "line"),
+    [("SIGINT", 130, "clustersim: interrupted\n"), ("SIGTERM", 143, "clustersim: terminated\n")],
+)
+def test_signal_while_importing_is_one_line(name: str, code: int, line: str) -> None:
+    """Ctrl-C or SIGTERM in the half second the command line takes to import: one line and
+    the signal's exit code, not a traceback from the middle of an import."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    program = SIGNAL_DURING_IMPORT.format(signal=name)
+    proc = subprocess.run(
+        [sys.executable, "-c", program, str(D1)], env=env, text=True, capture_output=True
+    )
+    assert (proc.returncode, proc.stderr) == (code, line)
+
+
+def test_console_entry_imports_nothing_heavy() -> None:
+    """``clustersim.console`` (the console script) loads without numpy, SimPy or the
+    command line, so its signal handling is in place before the slow imports."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    probe = (
+        "import sys, clustersim.console; "
+        "print(sorted(m for m in ('numpy', 'simpy', 'clustersim.cli', 'clustersim.api') "
+        "if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, text=True, capture_output=True)
+    assert proc.stdout == "[]\n", proc.stderr
+
+
+def _when_children(proc: subprocess.Popen[str], count: int, timeout_s: float = 60) -> None:
+    """Wait until ``proc`` has ``count`` child processes (its sweep's workers, read from
+    Linux's /proc) and they have had half a second to start simulating."""
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    if not children.exists():
+        pytest.skip("needs Linux's /proc/PID/task/PID/children")
+    deadline = time.monotonic() + timeout_s
+    while len(children.read_text().split()) < count:
+        assert proc.poll() is None, "the sweep ended before its workers started"
+        assert time.monotonic() < deadline, "the sweep never started its workers"
+        time.sleep(0.01)
+    time.sleep(0.5)
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "line"),
+    [
+        (signal.SIGINT, 130, "clustersim: interrupted\n"),
+        (signal.SIGTERM, 143, "clustersim: terminated\n"),
+    ],
+)
+def test_signal_to_a_sweep_and_its_workers_is_one_line(
+    tmp_path: Path, sig: int, code: int, line: str
+) -> None:
+    """Ctrl-C at a terminal signals the whole process group: compare's main process and its
+    two worker processes.  One line, the signal's exit code, no worker traceback, no
+    output folder."""
+    out = tmp_path / "cmp"
+    seeds = ",".join(map(str, range(16)))
+    argv = ["compare", SLOW_WRITE, "--set", f"seed={seeds}", "-j", "2", "-o", out, "-q"]
+    proc = _subprocess(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    _when_children(proc, 2)
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (code, line)
+    assert not out.exists() and _siblings(out) == []
