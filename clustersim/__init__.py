@@ -36,7 +36,19 @@ _PUBLIC: dict[str, str] = {
 }
 """Each public name and the module that defines it."""
 
-__all__ = sorted([*_PUBLIC, "__version__"])
+__all__ = [
+    "ClustersimError",
+    "Prepared",
+    "Result",
+    "Scenario",
+    "ScenarioError",
+    "SimulationError",
+    "__version__",
+    "load_scenario",
+    "parse_scenario",
+    "prepare",
+    "simulate",
+]
 
 
 def __getattr__(name: str) -> Any:

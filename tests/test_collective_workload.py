@@ -210,3 +210,23 @@ def test_shipped_numbers() -> None:
     expected = 2 * 7 / 8 * 64e6 / 300e9 + 2 * 3 / 4 * 8e6 / (25e9 / 8)
     assert dgx["time_s"] == pytest.approx(expected, rel=1e-9)
     assert dgx["time_s"] == pytest.approx(4.21e-3, rel=1e-3)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "double_tree", "hierarchical", "auto"])
+def test_analytical_bytes_sent_scale_to_any_size(algorithm: str) -> None:
+    """The analytical model prices a call without playing it, so a petabyte all-reduce
+    runs at once; its bytes sent per device are measured on a smaller copy when the
+    pipeline of pieces would be too large to build, and scale exactly with the size: the
+    ratio to the size is the flow model's at 1 MB, for sizes from 1 MB to 1e24 B (the
+    pipelined trees cut 1 PB into millions of pieces).  Ring: 2 (n - 1) / n."""
+    small = two_tier(algorithm=algorithm, bytes="1MB")
+    flow_ratio = simulate(small).summary["bytes_sent_per_device"] / MB
+    if algorithm == "ring":
+        assert flow_ratio == pytest.approx(2 * 15 / 16, rel=1e-12)
+    for size in (1e6, 1e9, 1e15, 1e24):
+        doc = {
+            **two_tier(algorithm=algorithm, bytes=f"{size:g}B"),
+            "network": {"model": "analytical"},
+        }
+        s = simulate(doc).summary
+        assert s["bytes_sent_per_device"] / size == pytest.approx(flow_ratio, rel=1e-9), size

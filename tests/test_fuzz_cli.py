@@ -21,6 +21,7 @@ from . import fuzzing
 LIMIT_S = fuzzing.HANG_S
 """Wall seconds a run may take before it counts as a hang."""
 
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> fuzzing.Workspace:
     return fuzzing.Workspace(tmp_path_factory.mktemp("fuzz-cli"), LIMIT_S)

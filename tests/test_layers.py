@@ -13,6 +13,8 @@ import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
+
 import clustersim
 
 PACKAGE = Path(clustersim.__file__).parent
@@ -127,10 +129,12 @@ def test_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
 
 
 def test_relative_imports_resolve_to_modules() -> None:
-    """The graph sees the public package -> api -> records and outputs, and a lazy import
-    only when asked."""
+    """The graph sees api -> records and outputs, and a lazy import only when asked; the
+    package itself imports only its version (its public names load on first use, so the
+    console entry stays light)."""
     graph = import_graph()
-    assert "clustersim.api" in graph["clustersim"]
+    assert graph["clustersim"] == {"clustersim.version"}
+    assert graph["clustersim.console"] == set()
     assert "clustersim.records" in graph["clustersim.api"]
     assert "clustersim.outputs.run_folder" in graph["clustersim.api"]
     assert "clustersim.invariants" not in graph["clustersim.api"]
@@ -175,7 +179,7 @@ LAYERS = (
     ("outputs",),
     ("api",),
     ("studies",),
-    ("cli", "pytest_plugin"),
+    ("cli", "console", "pytest_plugin"),
 )
 """The package's layers, lowest first (docs/ARCHITECTURE.md): a module imports, at module
 level, only modules of its own layer or of a lower one.  Plugin loaders (a registry
@@ -356,3 +360,18 @@ def test_only_the_engine_adds_to_the_records() -> None:
         if name != RECORD_SINK and (lines := records_mutations(path.read_text(encoding="utf-8")))
     }
     assert found == {}
+
+
+def test_the_package_exports_what_it_loads_on_first_use() -> None:
+    """``clustersim.__all__`` (written out for linters) names exactly the lazily loaded
+    public names and the version, and each resolves to its defining module's object."""
+    import importlib
+
+    import clustersim
+
+    assert sorted(clustersim.__all__) == sorted([*clustersim._PUBLIC, "__version__"])
+    for name, module in clustersim._PUBLIC.items():
+        defining = importlib.import_module(module, "clustersim")
+        assert getattr(clustersim, name) is getattr(defining, name)
+    with pytest.raises(AttributeError):
+        clustersim.no_such_name  # noqa: B018

@@ -30,6 +30,7 @@ from clustersim.budget import (
 from clustersim.cli import main
 from clustersim.collectives import OPERATIONS, CollectiveCall, registered_algorithms
 from clustersim.collectives.bench import flat_cluster, scenario_of, two_tier_cluster
+from clustersim.collectives.schedule import Schedule
 from clustersim.engine import Simulation
 from clustersim.errors import SimulationError
 from clustersim.scenario import parse_scenario
@@ -136,15 +137,49 @@ def test_a_billion_micro_batches_are_refused(tmp_path, capsys, nothing_runs) -> 
     refused(["run", write(tmp_path, doc), "-o", str(tmp_path / "o")], capsys)
 
 
-@pytest.mark.parametrize("model", ["flow", "analytical"])
-def test_a_one_byte_chunk_and_a_petabyte_are_refused(tmp_path, capsys, nothing_runs, model) -> None:
-    """A 1-byte ring chunk of 160 MB and a 1 PB tree all-reduce: refused before their
-    schedules are built (in the analytical model the summary would build it)."""
+def test_a_one_byte_chunk_and_a_petabyte_are_refused(tmp_path, capsys, nothing_runs) -> None:
+    """A 1-byte ring chunk of 160 MB and a 1 PB tree all-reduce in the flow model: refused
+    before their schedules are built."""
     one_byte = collective(bytes="160MB", chunk="1B", algorithm="ring")
     petabyte = collective(bytes="1PB", algorithm="tree")
     for doc in (one_byte, petabyte):
-        doc["network"] = {"model": model}
         refused(["run", write(tmp_path, doc), "-o", str(tmp_path / "o")], capsys)
+
+
+def test_the_analytical_model_prices_a_petabyte_at_once(tmp_path, capsys) -> None:
+    """The same two calls in the analytical model run: priced by formula, their bytes sent
+    measured on a smaller copy of the schedule (never more than MEASURED_SENDS_UP_TO sends
+    built).  A 1 PB tree all-reduce over 8 ranks at 10 GB/s: each rank sends and receives
+    about 2 x 1 PB, so at least 2e5 s."""
+    from clustersim.collectives.algorithm import MEASURED_SENDS_UP_TO
+
+    built: list[int] = []
+
+    def counting(cls: type) -> Any:
+        real = cls.schedule
+
+        def schedule(self: Any, call: Any, topology: Any) -> Schedule:
+            out = real(self, call, topology)
+            built.append(len(out.src))
+            return out
+
+        return schedule
+
+    one_byte = collective(bytes="160MB", chunk="1B", algorithm="ring")
+    petabyte = collective(bytes="1PB", algorithm="tree")
+    for doc in (one_byte, petabyte):
+        doc["network"] = {"model": "analytical"}
+        out = tmp_path / f"o{len(built)}"
+        with pytest.MonkeyPatch.context() as patch:
+            for name in ("ring", "tree"):
+                cls = registered_algorithms()[name]
+                patch.setattr(cls, "schedule", counting(cls))
+            assert main(["run", write(tmp_path, doc), "-o", str(out), "-q"]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["bytes_sent_per_device"] >= 2 * 7 / 8 * summary["bytes"] * (1 - 1e-9)
+    assert summary["time_s"] >= 2e15 / 10e9
+    assert built and max(built) <= MEASURED_SENDS_UP_TO
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,10 @@ from .schedule import Schedule
 if TYPE_CHECKING:
     from .fluid import FluidPhase
 
+MEASURED_SENDS_UP_TO = 250_000
+"""Sends of the largest schedule built only to measure a call's bytes
+(:meth:`Algorithm.measured_call`); larger calls are measured on a smaller copy."""
+
 
 def _load_builtin_algorithms() -> None:
     from . import load_algorithms
@@ -126,6 +130,32 @@ class Algorithm(Registered):
         or a petabyte shows).  The built-in algorithms count exactly; this default, for
         algorithms that do not say, is one send from every rank to every other."""
         return float(call.n * (call.n - 1))
+
+    def measured_call(self, call: CollectiveCall, topology: Topology) -> CollectiveCall:
+        """``call``, or a copy of it whose schedule is small enough to build and measure:
+        the size halved until :meth:`sends` is at most :data:`MEASURED_SENDS_UP_TO` (or
+        stops falling, when the sends do not depend on the size).  The bytes a schedule
+        sends grow linearly with the size while its pieces grow too, so measuring the copy
+        and scaling by ``call.size_bytes / copy.size_bytes`` gives ``call``'s bytes without
+        building a petabyte's pipeline."""
+        sends = self.sends(call, topology)
+        measured = call
+        while sends > MEASURED_SENDS_UP_TO and measured.size_bytes > 0:
+            smaller = replace(measured, size_bytes=measured.size_bytes / 2)
+            fewer = self.sends(smaller, topology)
+            if fewer >= sends:
+                break
+            measured, sends = smaller, fewer
+        return measured
+
+    def most_bytes_sent(self, call: CollectiveCall, topology: Topology) -> float:
+        """Bytes the busiest sender of ``call`` sends in all (its schedule's most), measured
+        on :meth:`measured_call` and scaled to ``call``'s size."""
+        measured = self.measured_call(call, topology)
+        sent = max(self.schedule(measured, topology).bytes_sent(), default=0.0)
+        if measured is call:
+            return sent
+        return sent * (call.size_bytes / measured.size_bytes)
 
     def priced_sends(self, call: CollectiveCall, topology: Topology) -> float:
         """Sends of the schedule the analytical model builds to price ``call``: all of

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..budget import WorkEstimate
 from ..collectives import (
+    Algorithm,
     CollectiveCall,
     Schedule,
     bandwidths,
@@ -45,6 +46,8 @@ from ..collectives import (
     what_ran,
 )
 from ..collectives import label_of as _label_of
+from ..collectives.algorithm import algorithm
+from ..collectives.auto import resolve
 from ..collectives.work import call_work
 from ..engine import Simulation
 from ..errors import ScenarioError
@@ -135,8 +138,25 @@ class Collective(Strategy):
         runs = call_work(self.call, self.topology, model=self.model, channels=channels)
         work = runs * self.config.iterations
         if self.model != "flow":
-            work += WorkEstimate(priced_sends=self.algorithm.sends(self.call, self.topology))
+            algo, part = self._resolved()
+            measured = algo.measured_call(part, self.topology)
+            work += WorkEstimate(priced_sends=algo.sends(measured, self.topology))
         return work
+
+    def _resolved(self) -> tuple[Algorithm, CollectiveCall]:
+        """The algorithm that runs the call and the call it runs (``auto`` resolved)."""
+        part = resolve(self.call, self.topology)
+        return algorithm(part.algorithm), part
+
+    def _most_bytes_sent(self) -> float:
+        """Bytes the busiest rank sends per iteration, measured on the call's schedule;
+        in the analytical model a call too large to build is measured on a smaller copy
+        and scaled (:meth:`Algorithm.most_bytes_sent`)."""
+        if self.model != "flow":
+            algo, part = self._resolved()
+            if algo.measured_call(part, self.topology) is not part:
+                return algo.most_bytes_sent(part, self.topology)
+        return max(self.schedule().bytes_sent(), default=0.0)
 
     @property
     def model(self) -> str:
@@ -192,7 +212,6 @@ class Collective(Strategy):
             )
         mean = sum(self.times) / len(self.times)
         algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
-        sent = self.schedule().bytes_sent()
         channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
         return CollectiveSummary(
             op=call.op,
@@ -207,5 +226,5 @@ class Collective(Strategy):
             times_s=list(self.times),
             algbw_GBps=algbw / 1e9,
             busbw_GBps=busbw / 1e9,
-            bytes_sent_per_device=max(sent, default=0.0),
+            bytes_sent_per_device=self._most_bytes_sent(),
         )
