@@ -28,7 +28,7 @@ import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import URGENT, Timeout
 
-from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, hard_stop_message
+from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, counted_work, hard_stop_message
 from .devices import ComputeStream, Stragglers, stragglers_of, work_seconds
 from .errors import SimulationError
 from .network import Network
@@ -41,8 +41,8 @@ _INF = math.inf
 
 STEPS_PER_CHECK = 8192
 """SimPy steps :meth:`Simulation.run` takes between two looks at the work counted so far
-(records + transfers started) and two progress reports: the guard costs one comparison
-per batch, nothing per event."""
+(records, transfers started, flow re-ratings) and two progress reports: the guard costs
+one comparison per batch, nothing per event."""
 
 
 @contextmanager
@@ -170,7 +170,8 @@ class Simulation:
         self._slowed = bool(self.stragglers.fixed or self.stragglers.random)
         self.max_events = max_events
         """The run's work limit in events (:mod:`clustersim.budget`); :meth:`run` stops a run
-        whose records + transfers pass :data:`~clustersim.budget.HARD_STOP_FACTOR` times it."""
+        whose counted work (records, transfers, flow re-ratings) passes
+        :data:`~clustersim.budget.HARD_STOP_FACTOR` times it."""
         self._schedule_link_degradations()
 
     @classmethod
@@ -551,9 +552,10 @@ class Simulation:
         million and hardly any cycles, and the collector's passes over the
         live objects cost up to half of a large run's time.
 
-        A run whose records + transfers started pass ``HARD_STOP_FACTOR x max_events``
-        stops with a :class:`SimulationError` (its work was estimated below the limit
-        before it started, wrongly): looked at once per batch of steps.
+        A run whose counted work (records, transfers started, flow re-ratings) passes
+        ``HARD_STOP_FACTOR x max_events`` stops with a :class:`SimulationError` (its work
+        was estimated below the limit before it started, wrongly, or it spends its time
+        re-rating thousands of flows that share links): looked at once per batch of steps.
         """
         env = self.env
         if until is not None:
@@ -587,8 +589,8 @@ class Simulation:
         while True:
             for _ in repeat(None, STEPS_PER_CHECK):
                 step()
-            counted = len(records) + network.flows_started
-            if counted > stop_at:
-                raise SimulationError(hard_stop_message(counted, self.max_events))
+            done = (len(records), network.flows_started, network.flows_rerated)
+            if counted_work(*done) > stop_at:
+                raise SimulationError(hard_stop_message(*done, self.max_events))
             if progress is not None:
                 progress(self.env.now)

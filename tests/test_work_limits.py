@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -491,3 +492,24 @@ def test_studies_pass_the_limit_on_in_each_document() -> None:
     assert with_limit(doc, None) is doc
     assert with_limit(doc, 7)["engine"] == {"max_events": 7}
     assert doc == original
+
+
+def test_contention_counts_as_work_at_the_hard_stop(capsys) -> None:
+    """A run whose time goes to re-rating flows (a parameter server with periodic pushes
+    of every key: about 500 re-ratings per transfer) is stopped by its counted work, the
+    re-ratings at RERATINGS_PER_EVENT to the event, though its records and transfers
+    alone stay under the hard stop; the message says why."""
+    from clustersim.budget import RERATINGS_PER_EVENT
+
+    path = SCENARIOS / "parameter_server" / "geo.yaml"
+    estimate = prepare(path).strategy.estimate_work().events  # 22,920 events
+    limit = int(estimate * 1.1)
+    assert main(["run", str(path), "-o", "unused", "--max-events", str(limit), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{HARD_STOP_FACTOR} times its limit of {limit:,} events" in err
+    assert "flow re-ratings counted as" in err and "share links" in err
+    numbers = re.search(r"\(([\d.,]+) records, ([\d.,]+) transfers, ([\d.]+) M flow", err)
+    assert numbers is not None, err
+    records, transfers = (float(x.replace(",", "")) for x in numbers.groups()[:2])
+    assert records + transfers < HARD_STOP_FACTOR * limit
+    assert float(numbers.group(3)) * 1e6 / RERATINGS_PER_EVENT > HARD_STOP_FACTOR * limit / 2
