@@ -27,6 +27,7 @@ from .errors import SimulationError, join_path
 from .metrics import (
     DeviceTimes,
     EngineCounters,
+    JobsSummary,
     LinkLoad,
     MemoryBlock,
     RunHeader,
@@ -133,8 +134,15 @@ class Result:
         replaced as a unit, and one holding other files than clustersim's is refused;
         ``flag`` names ``out_dir`` in that error)."""
         return write_run_folder(
-            out_dir, self.summary, self.records, self.links, nodes_of(self.topology), flag
+            out_dir, self.summary, self.records, self.links, self.processes(), flag
         )
+
+    def processes(self) -> dict[str, str | None]:
+        """Device -> its process in trace.json: its node, or ``job NAME`` in a multi-job run."""
+        part = self.typed_summary.strategy
+        if isinstance(part, JobsSummary):
+            return {device: f"job {name}" for device, name in part.job_of_device().items()}
+        return nodes_of(self.topology)
 
 
 def simulate(

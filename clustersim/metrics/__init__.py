@@ -3,6 +3,7 @@
 * :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
 * :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
 * :mod:`.families` -- each strategy family's part of the summary, registered by workload;
+* :mod:`.jobs` -- the part of a multi-job run: each job's part and its slowdown;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
 * :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
   :func:`canonical_json`, the text of summary.json.
@@ -34,6 +35,7 @@ from .families import (
     ZeroSettings,
     ZeroSummary,
 )
+from .jobs import JobsSummary, JobSummary
 from .parts import OPTIONAL, SPLICE, SummaryFormatError, SummaryPart, canonical_json
 from .summary import EngineCounters, MemoryBlock, MemoryRow, RunHeader, Summary
 from .training import (
@@ -47,6 +49,8 @@ from .training import (
 )
 
 __all__ = [
+    "JobSummary",
+    "JobsSummary",
     "COMMUNICATION_KINDS",
     "OPTIONAL",
     "SPLICE",

@@ -63,8 +63,9 @@ def run_texts(
 
 
 def is_training(summary: Mapping[str, Any], records: Sequence[Record]) -> bool:
-    """Whether a run gets a Gantt chart: a training summary (``iteration_times_s``) with records."""
-    return "iteration_times_s" in summary and bool(records)
+    """Whether a run gets a Gantt chart: a training summary (``iteration_times_s``) or a
+    multi-job one (``jobs``), with records."""
+    return ("iteration_times_s" in summary or "jobs" in summary) and bool(records)
 
 
 def write_run_folder(

@@ -11,6 +11,7 @@ from clustersim.errors import Problem, ScenarioError
 
 from .cluster import ClusterSpec
 from .fields import MAX_SEED, Count, Invalid, Seed, _Spec
+from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
 from .stragglers import StragglerSpec
 from .training import (
     DataParallelSpec,
@@ -64,9 +65,14 @@ class Scenario(_Spec):
     by its key (program, collective)."""
     engine: EngineSpec = EngineSpec()
     """Limits of the run (how many events it may take)."""
+    jobs: list[JobSpec] | None = Field(None, min_length=1)
+    """Several workloads sharing the cluster, each with its own sections, start time and
+    devices (:mod:`clustersim.scenario.jobs`); instead of a top-level workload or training."""
 
     @model_validator(mode="after")
     def _workload_or_training(self) -> Scenario:
+        if self.jobs is not None:
+            return self._jobs_alone()
         training = {"model": self.model, "training": self.training}
         if self.workload is not None:
             given = [k for k, v in training.items() if v is not None]
@@ -91,6 +97,35 @@ class Scenario(_Spec):
         if missing:
             raise Invalid(Problem(missing[0], "required key missing for a training scenario"))
         return self
+
+    def _jobs_alone(self) -> Scenario:
+        """With ``jobs``: no workload or training section at the top level, unique names."""
+        assert self.jobs is not None
+        given = [key for key in JOB_SECTIONS if getattr(self, key) is not None]
+        problems = job_names_problems(self.jobs)
+        if given:
+            problems.insert(
+                0,
+                Problem(
+                    given[0],
+                    "a scenario with jobs holds its workloads in its jobs, not at the top level",
+                    f"move {given[0]} into a job (jobs[i].{given[0]})",
+                ),
+            )
+        if problems:
+            raise Invalid(problems)
+        return self
+
+    def job_scenario(self, index: int) -> Scenario:
+        """The single-job scenario of ``jobs[index]``: this one with the job's sections at
+        the top level and no ``jobs`` (the cluster, stragglers, network, engine and seed
+        shared)."""
+        assert self.jobs is not None
+        update: dict[str, object] = dict(self.jobs[index].sections())
+        update["jobs"] = None
+        single = self.model_copy(update=update)
+        single._source = self._source
+        return single
 
     _source: str = PrivateAttr("")
 

@@ -238,7 +238,12 @@ def training_strategy_name(scenario: Scenario) -> str:
 
 
 def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
-    """The strategy that runs ``scenario``: by its workload key, or its training sections."""
+    """The strategy that runs ``scenario``: by its workload key, or its training sections
+    (:class:`~clustersim.strategies.jobs.JobsStrategy` for a scenario with ``jobs``)."""
+    if getattr(scenario, "jobs", None) is not None:
+        from .jobs import JobsStrategy
+
+        return JobsStrategy
     if scenario.workload is not None:
         return strategy_for(scenario.workload, scenario.source)
     name = training_strategy_name(scenario)

@@ -155,6 +155,26 @@ class Topology:
             f"switches={len(self.switches)}, links={len(self.links)})"
         )
 
+    def restricted(self, names: Iterable[str]) -> Topology:
+        """A view of this cluster holding only the devices ``names`` (kept in build order,
+        each with its index in the whole cluster): the same links, switches and routes
+        (the route cache shared), so a workload given the view places its ranks only on
+        those devices while its flows cross the links every other workload uses."""
+        keep = set(names)
+        devices = {name: d for name, d in self.devices.items() if name in keep}
+        view = Topology(
+            self.kind,
+            devices,
+            self.links,
+            self.switches,
+            self._router,
+            spine_routing=self.spine_routing,
+            racks=self.racks,
+            nodes=self.nodes,
+        )
+        view._cache = self._cache
+        return view
+
     # -- lookup -------------------------------------------------------------
 
     def device(self, name: str, path: str = "") -> Device:
