@@ -39,6 +39,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from ..metrics import (  # noqa: E402
     COMMUNICATION_KINDS,
     HybridSummary,
+    JobsSummary,
     Summary,
     device_breakdown,
 )
@@ -71,6 +72,8 @@ LEGEND = {
 }
 GANTT_FILES = ("gantt.png", "gantt.svg")
 """The files the chart is saved as (a training run's folder has both)."""
+JOB_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+"""Colours of the jobs of a multi-job run, in the scenario's order (then again)."""
 COMPUTE_LANE = (0.08, 0.62)
 """Vertical extent (offset, height) of the compute lane inside a row of height 1."""
 COMM_LANE = (0.72, 0.2)
@@ -106,6 +109,9 @@ class GanttData:
     """How a large run was reduced (also in the title)."""
     window_s: tuple[float, float] = (0.0, 0.0)
     """Time range shown."""
+    job_colours: list[str] = field(default_factory=list)
+    """In a multi-job run: the colour of each row's job (boxes drawn in it, communication
+    paler); empty otherwise (boxes coloured by kind)."""
 
 
 def box_kind(record: Record) -> str:
@@ -227,8 +233,9 @@ def gantt_data(
     (partial ones too: what is missing is computed from the records or left out)."""
     summary = Summary.of(summary)
     records = sorted_records(records)
-    groups = _row_groups(records)
-    rows = _ordered_rows(groups)
+    jobs = summary.strategy if isinstance(summary.strategy, JobsSummary) else None
+    groups = _row_groups(records) if jobs is None else _job_groups(records, jobs)
+    rows = _ordered_rows(groups) if jobs is None else list(groups)
     notes: list[str] = []
     if len(rows) > MAX_ROWS:
         rows = _aggregate_rows(rows, groups, notes)
@@ -262,7 +269,22 @@ def gantt_data(
         title=full_title,
         notes=notes,
         window_s=window,
+        job_colours=[] if jobs is None else _job_colours(jobs, rows, groups),
     )
+
+
+def _job_groups(records: Sequence[Record], jobs: JobsSummary) -> dict[str, str]:
+    """``job NAME`` of each device with records, rows in the jobs' order."""
+    owner = jobs.job_of_device()
+    order = {name: i for i, name in enumerate(jobs.jobs)}
+    devices = {r.resource: None for r in records}
+    key = lambda d: (order.get(owner.get(d, ""), len(order)), natural_key(d))  # noqa: E731
+    return {d: f"job {owner[d]}" if d in owner else "" for d in sorted(devices, key=key)}
+
+
+def _job_colours(jobs: JobsSummary, rows: Sequence[str], groups: Mapping[str, str]) -> list[str]:
+    colour = {f"job {name}": JOB_COLOURS[i % len(JOB_COLOURS)] for i, name in enumerate(jobs.jobs)}
+    return [colour.get(groups[d], COLOURS["compute"]) for d in rows]
 
 
 def _aggregate_rows(rows: list[str], groups: Mapping[str, str], notes: list[str]) -> list[str]:
@@ -334,6 +356,9 @@ def _draw_boxes(ax: Any, data: GanttData, seconds: float, pt_per_unit: float) ->
     drawn = set()
     for (row, kind), xs in sorted(spans.items()):
         offset, height = COMM_LANE if kind == "communication" else COMPUTE_LANE
+        if data.job_colours:
+            _draw_job_boxes(ax, data, row, kind, xs, drawn)
+            continue
         coll = ax.broken_barh(
             xs,
             (row + offset, height),
@@ -345,6 +370,26 @@ def _draw_boxes(ax: Any, data: GanttData, seconds: float, pt_per_unit: float) ->
         )
         coll.set_gid(f"gantt:{kind}:{row}")
         drawn.add(kind)
+
+
+def _draw_job_boxes(
+    ax: Any, data: GanttData, row: int, kind: str, xs: list[tuple[float, float]], drawn: set[Any]
+) -> None:
+    """A row's boxes of one kind in its job's colour (communication paler), gid
+    ``gantt:KIND:ROW``; the job named in the legend once."""
+    job = data.groups[row]
+    offset, height = COMM_LANE if kind == "communication" else COMPUTE_LANE
+    coll = ax.broken_barh(
+        xs,
+        (row + offset, height),
+        facecolors=data.job_colours[row],
+        edgecolors="none",
+        alpha=0.5 if kind == "communication" else 1.0,
+        hatch="///" if kind == "recompute" else None,
+        label=job if job and job not in drawn else None,
+    )
+    coll.set_gid(f"gantt:{kind}:{row}")
+    drawn.add(job)
 
 
 def _legend(fig: Figure, ax: Any) -> None:
