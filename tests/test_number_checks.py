@@ -101,6 +101,24 @@ BASES: dict[str, dict[str, Any]] = {
         },
         {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
     ),
+    "jobs": {
+        "name": "numbers",
+        "cluster": copy.deepcopy(_SWITCH),
+        "jobs": [
+            {
+                "name": "a",
+                "start": "1ms",
+                "placement": "packed",
+                "gpus": 2,
+                "workload": {"collective": "allreduce", "bytes": "1MB"},
+            },
+            {
+                "name": "b",
+                "devices": "gpu3",
+                "workload": {"program": [compute("c", "gpu3", flops=1e9)]},
+            },
+        ],
+    },
     "uplink_bandwidth": _workload(
         {"racks": 2, "node": _NODE, "rack_uplink": {"bandwidth": "400Gb/s"}},
         {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
@@ -250,6 +268,8 @@ KEYS: list[Key] = [
     ),
     Key("NetworkSpec", "channels", "flat", ("network", "channels")),
     Key("EngineSpec", "max_events", "flat", ("engine", "max_events")),
+    Key("JobSpec", "start", "jobs", ("jobs", 0, "start"), zero_ok=True),
+    Key("JobSpec", "gpus", "jobs", ("jobs", 0, "gpus")),
     Key("FixedStraggler", "slowdown", "flat", (*_STRAGGLERS, 0, "slowdown")),
     Key("RandomStragglerSpec", "fraction", "flat", (*_STRAGGLERS, 1, "random", "fraction")),
     Key(
