@@ -369,7 +369,7 @@ def test_unknown_key_without_close_match() -> None:
     assert (problem.path, problem.message) == ("zzz", "unknown key")
     assert (
         problem.allowed
-        == "name, seed, description, cluster, stragglers, network, model, training, data_parallel, parallelism, pipeline, zero, workload, engine"
+        == "name, seed, description, cluster, stragglers, network, model, training, data_parallel, parallelism, pipeline, zero, workload, engine, jobs"
     )
 
 
@@ -937,6 +937,7 @@ def test_schema_uses_yaml_key_names() -> None:
         "pipeline",
         "zero",
         "workload",
+        "jobs",
     }
     link = schema["$defs"]["LinkSpec"]["properties"]
     assert set(link) == {"bandwidth", "latency"}
