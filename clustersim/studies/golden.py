@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
-from ..metrics import HybridSummary, Summary
+from ..metrics import HybridSummary, JobsSummary, Summary
 from ..outputs.atomic import write_atomic
 from ..outputs.paths import check_output_file, check_output_folder
 from ..version import __version__
@@ -84,7 +84,9 @@ def metrics_of(summary: Summary | Mapping[str, Any]) -> dict[str, float]:
 
     Top-level timings (:data:`TOP_METRICS`), each pipeline stage's
     ``activation_memory.<stage>.peak_bytes``, ``devices.<device>.<key>`` for the
-    first :data:`MAX_DEVICES` devices and ``busiest_link.utilisation`` (0..1).
+    first :data:`MAX_DEVICES` devices and ``busiest_link.utilisation`` (0..1); in a
+    multi-job run ``max_slowdown`` and each job's ``jobs.<job>.job_time_s``,
+    ``alone_time_s`` and ``slowdown``.
     A mapping is read as a summary (partial ones too: what is missing is left out).
     """
     typed = Summary.of(summary)
@@ -96,6 +98,11 @@ def metrics_of(summary: Summary | Mapping[str, Any]) -> dict[str, float]:
     if isinstance(part, HybridSummary):
         for stage, memory in (part.activation_memory or {}).items():
             out[f"activation_memory.{stage}.peak_bytes"] = _rounded(memory.peak_bytes)
+    if isinstance(part, JobsSummary):
+        out["max_slowdown"] = _rounded(part.max_slowdown)
+        for name, job in part.jobs.items():
+            for key in ("job_time_s", "alone_time_s", "slowdown"):
+                out[f"jobs.{name}.{key}"] = _rounded(getattr(job, key))
     for name, row in list(typed.devices.items())[:MAX_DEVICES]:
         for key in DEVICE_METRICS:
             value = getattr(row, key)
