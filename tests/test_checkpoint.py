@@ -155,9 +155,7 @@ def test_storage_is_appended_and_changes_nothing_else() -> None:
 def test_default_attachment_is_the_top_tier() -> None:
     """Spines of a two-tier cluster, cores of a three-tier one, the ToR of one rack, the
     switch of a flat cluster; the bandwidth is split over the cables."""
-    assert top_tier(build_topology(parse_scenario(_doc(_two_tier(2, 1, 1))).cluster)) == [
-        "spine0"
-    ]
+    assert top_tier(build_topology(parse_scenario(_doc(_two_tier(2, 1, 1))).cluster)) == ["spine0"]
     assert top_tier(build_topology(parse_scenario(_doc(_two_tier(1, 2, 1))).cluster)) == [
         "rack0/tor"
     ]

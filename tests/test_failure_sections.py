@@ -51,7 +51,10 @@ def _error(**sections: Any) -> str:
         ([{"devices": "*", "at": "1s", "repair": 0}], "failures[0].repair: must be greater than 0"),
         ([{"links": "*", "at": "1h", "repair": "-1s"}], "failures[0].repair: '-1s' is negative"),
         ([{"devices": "*", "mtbf": 0}], "failures[0].mtbf: must be greater than 0"),
-        ([{"devices": "*", "mtbf": "1d", "distribution": "weibull"}], "failures[0].shape: a weibull"),
+        (
+            [{"devices": "*", "mtbf": "1d", "distribution": "weibull"}],
+            "failures[0].shape: a weibull",
+        ),
         ([{"devices": "*", "mtbf": "1d", "shape": 2}], "failures[0].shape: only a weibull"),
         (
             [{"devices": "*", "mtbf": "1d", "distribution": "weibull", "shape": 0}],
@@ -130,7 +133,9 @@ def test_tokens_give_iterations_from_the_sequence_length() -> None:
     duration = _parse(training={"global_batch": 8, "duration": "2h"})
     assert job_length(duration).duration_s == 7200 and job_length(duration).iterations is None
     layers = _parse(training={"global_batch": 8, "tokens": "1T"})
-    with pytest.raises(ScenarioError, match=r"f\.yaml: training\.tokens: tokens need a transformer"):
+    with pytest.raises(
+        ScenarioError, match=r"f\.yaml: training\.tokens: tokens need a transformer"
+    ):
         job_length(layers)
     with pytest.raises(ScenarioError, match=r"training\.tokens"):
         prepare(layers)
@@ -156,7 +161,9 @@ def test_glob_matching_nothing_names_the_file_and_key() -> None:
 def test_a_node_takes_down_its_devices_and_links() -> None:
     """rack0/node1 fails at 1 h, repaired after 30 min: its 2 GPUs and CPU, and every link
     touching them or its PCIe switch and NIC (2 x (3 PCIe cables + NIC-PCIe + NIC-ToR) = 10)."""
-    (entry,) = _resolved([{"devices": "rack0/node1", "at": "1h", "repair": "30min"}]).scheduled_devices
+    (entry,) = _resolved(
+        [{"devices": "rack0/node1", "at": "1h", "repair": "30min"}]
+    ).scheduled_devices
     assert entry.devices == ("rack0/node1/gpu0", "rack0/node1/gpu1", "rack0/node1/cpu")
     assert entry.components == ("rack0/node1",)
     assert (entry.at_s, entry.repair_s, entry.stops_job) == (3600.0, 1800.0, True)
