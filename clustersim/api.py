@@ -43,9 +43,10 @@ from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
 from .outputs.run_folder import write_run_folder
 from .outputs.trace import nodes_of
 from .records import Record, timeline_frame
+from .resilience import job_length, resolve_failures
 from .scenario import Scenario, load_scenario
 from .strategies import Strategy, strategy_for_scenario
-from .topology import Topology, build_topology
+from .topology import Topology, attach_storage, build_topology
 from .version import __version__
 
 BUSIEST_LINKS = 10
@@ -84,7 +85,7 @@ def prepare(
     scenario = scenario.with_max_events(max_events)
     if topology is None:
         try:
-            topology = build_topology(scenario.cluster)
+            topology = scenario_topology(scenario)
         except Exception as exc:
             from .errors import ScenarioError
 
@@ -94,7 +95,21 @@ def prepare(
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
     if scenario.stragglers:
         stragglers_of(scenario, topology)  # every glob matches (errors name the file)
+    if scenario.failures:
+        resolve_failures(scenario, topology)  # every glob matches (errors name the file)
+    if scenario.training is not None and scenario.training.tokens is not None:
+        job_length(scenario)  # tokens need a sequence length
     return Prepared(scenario, topology, strategy)
+
+
+def scenario_topology(scenario: Scenario) -> Topology:
+    """The scenario's cluster, with the checkpoint storage attached when ``checkpoint.storage``
+    is given (:func:`clustersim.topology.attach_storage`); ScenarioError at the key path."""
+    topology = build_topology(scenario.cluster)
+    checkpoint = scenario.checkpoint
+    if checkpoint is not None and checkpoint.storage is not None:
+        topology = attach_storage(topology, checkpoint.storage)
+    return topology
 
 
 @dataclass

@@ -95,7 +95,7 @@ QUANTITIES: dict[str, Quantity] = {
             ("100Gb/s", "12.5GB/s"),
             f"B/s, Bps, byte/s (bytes), b/s, bps, bit/s (bits), with {_PREFIX_TEXT}",
         ),
-        Quantity("time", "a time", ("1.5us", "2ms"), "ns, us, µs, ms, s, min, h"),
+        Quantity("time", "a time", ("1.5us", "2ms"), "ns, us, µs, ms, s, min, h, d"),
         Quantity(
             "flop_rate",
             "a FLOP rate",
@@ -129,6 +129,7 @@ _TIMES = {
     "sec": 1.0,
     "min": 60.0,
     "h": 3600.0,
+    "d": 86400.0,
 }
 
 

@@ -356,6 +356,30 @@ def _stragglers(draw: st.DrawFn) -> list[Doc]:
     return draw(st.lists(st.sampled_from(forms), max_size=2))
 
 
+@st.composite
+def _resilience(draw: st.DrawFn, cluster: Cluster) -> Doc:
+    """Maybe failures (the three forms), a recovery and a checkpoint section (storage only on
+    a cluster with switches)."""
+    sections: Doc = {}
+    forms = [
+        {"devices": "*gpu0", "at": draw(st.sampled_from(["1h", 0, "30d"]))},
+        {"links": "*", "at": "1s", "repair": draw(st.sampled_from(["1min", "2h"]))},
+        {"devices": "*", "mtbf": "1000h", "distribution": "exponential", "seed": 1},
+        {"devices": "*gpu*", "mtbf": "50d", "distribution": "weibull", "shape": 0.8},
+    ]
+    if draw(st.booleans()):
+        sections["failures"] = draw(st.lists(st.sampled_from(forms), min_size=1, max_size=2))
+    if draw(st.booleans()):
+        sections["recovery"] = {"restart_time": "5min", "elastic": draw(st.booleans())}
+    if draw(st.booleans()):
+        checkpoint: Doc = {"every": draw(st.sampled_from([10, "100 iterations", "30min"]))}
+        if cluster.switched and draw(st.booleans()):
+            checkpoint["storage"] = {"bandwidth": draw(_bandwidth()), "latency": draw(_latency())}
+            checkpoint["async"] = draw(st.booleans())
+        sections["checkpoint"] = checkpoint
+    return sections
+
+
 def _document(name: str, cluster: Cluster, draw: st.DrawFn, **sections: Any) -> Doc:
     """A scenario named ``fuzz-NAME`` on ``cluster`` with ``sections``, maybe a network
     section and a seed."""
@@ -390,6 +414,10 @@ def data_parallel_documents(draw: st.DrawFn, zero: bool = False) -> Doc:
             doc["zero"]["prefetch"] = draw(st.booleans())
     if draw(st.integers(0, 2)) == 0:
         doc["stragglers"] = draw(_stragglers())
+    if draw(st.integers(0, 2)) == 0:
+        doc.update(draw(_resilience(cluster)))
+        if draw(st.booleans()):
+            doc["training"]["duration"] = draw(st.sampled_from(["30d", "12h"]))
     return doc
 
 

@@ -175,7 +175,7 @@ LAYERS = (
     ("network",),
     ("engine", "devices", "records"),
     ("model", "collectives", "parallel", "invariants", "metrics"),
-    ("strategies",),
+    ("strategies", "resilience"),
     ("outputs",),
     ("api",),
     ("studies",),

@@ -369,7 +369,7 @@ def test_unknown_key_without_close_match() -> None:
     assert (problem.path, problem.message) == ("zzz", "unknown key")
     assert (
         problem.allowed
-        == "name, seed, description, cluster, stragglers, network, model, training, data_parallel, parallelism, pipeline, zero, workload, engine, jobs"
+        == "name, seed, description, cluster, stragglers, failures, recovery, checkpoint, network, model, training, data_parallel, parallelism, pipeline, zero, workload, engine, jobs"
     )
 
 
@@ -928,6 +928,9 @@ def test_schema_uses_yaml_key_names() -> None:
         "description",
         "cluster",
         "stragglers",
+        "failures",
+        "recovery",
+        "checkpoint",
         "network",
         "engine",
         "model",

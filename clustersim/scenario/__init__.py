@@ -16,6 +16,8 @@ The package, one module per concept; each imports only the modules listed above 
   model, tagged unions;
 * :mod:`.cluster` -- the ``cluster:`` section (devices, links, nodes, shapes);
 * :mod:`.stragglers` -- the ``stragglers:`` section;
+* :mod:`.failures` -- the ``failures:`` and ``recovery:`` sections;
+* :mod:`.checkpoint` -- the ``checkpoint:`` section;
 * :mod:`.training` -- the training sections (``model``, ``training``,
   ``data_parallel``, ``parallelism``, ``zero``, ``pipeline``) and ``network``;
 * :mod:`.validation` -- :func:`validate_model` and the wording of its problems;
@@ -34,6 +36,7 @@ compare sweep uses) stays importable from ``clustersim.scenario``;
 
 from clustersim.errors import ScenarioError  # noqa: F401
 
+from .checkpoint import CheckpointInterval, CheckpointSpec, StorageSpec  # noqa: F401
 from .cluster import (  # noqa: F401
     CLUSTER_KINDS,
     CPU_DEFAULTS,
@@ -58,6 +61,13 @@ from .document import (  # noqa: F401
     Scenario,
     parse_scenario,
     with_seed,
+)
+from .failures import (  # noqa: F401
+    FailureSpec,
+    RandomFailure,
+    RecoverySpec,
+    ScheduledDeviceFailure,
+    ScheduledLinkFailure,
 )
 from .fields import (  # noqa: F401
     MAX_SEED,

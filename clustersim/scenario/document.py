@@ -9,7 +9,9 @@ from pydantic import Field, PrivateAttr, model_validator
 from clustersim.budget import DEFAULT_MAX_EVENTS
 from clustersim.errors import Problem, ScenarioError
 
+from .checkpoint import CheckpointSpec
 from .cluster import ClusterSpec
+from .failures import FailureSpec, RecoverySpec
 from .fields import MAX_SEED, Count, Invalid, Seed, _Spec
 from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
 from .stragglers import StragglerSpec
@@ -46,6 +48,13 @@ class Scenario(_Spec):
     """The hardware."""
     stragglers: list[StragglerSpec] = []
     """Slow devices and degraded links."""
+    failures: list[FailureSpec] = []
+    """Components and links that fail: at set times, or at random with a mean time between
+    failures."""
+    recovery: RecoverySpec | None = None
+    """How a training job recovers from a failure (restart time, elastic)."""
+    checkpoint: CheckpointSpec | None = None
+    """Periodic checkpoints of the training state, and the storage they go to."""
     network: NetworkSpec = NetworkSpec()
     """How communication is priced (flow-level by default)."""
     model: ModelSpec | None = None
@@ -84,6 +93,10 @@ class Scenario(_Spec):
                         "a scenario runs either a workload or training (model, training), not both",
                     )
                 )
+            for key in ("checkpoint", "recovery"):
+                if getattr(self, key) is not None:
+                    message = f"{key} is for training scenarios (model, training), not a workload"
+                    raise Invalid(Problem(key, message, "remove it, or train a model"))
             return self
         missing = [k for k, v in training.items() if v is None]
         if len(missing) == 2:

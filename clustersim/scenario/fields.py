@@ -11,6 +11,7 @@ discriminators of tagged unions, whose errors
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -68,10 +69,60 @@ Bandwidth = _quantity(units.parse_bandwidth, "bandwidth", positive=True)
 """Bytes per second, more than 0, written ``100Gb/s``, ``12.5GB/s``."""
 TimeSpan = _quantity(units.parse_time, "time")
 """Seconds (0 or more), written ``1us``, ``1.5ms``, ``2s``."""
+PositiveTime = _quantity(units.parse_time, "time", positive=True)
+"""Seconds, more than 0, written ``10min``, ``6h``, ``30d``."""
 FlopRate = _quantity(units.parse_flop_rate, "flop_rate", positive=True)
 """FLOP/s, more than 0, written ``312TFLOPS``."""
 FlopCount = _quantity(units.parse_flops, "flops")
 """FLOPs (0 or more), written ``1.2TFLOP`` or as a plain number."""
+
+_COUNT_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+MAX_LARGE_COUNT = 1e24
+"""Largest :data:`LargeCount` (a count of tokens or samples of a whole training run)."""
+
+
+def _large_count(value: object) -> float:
+    """A count written as a number or with a suffix k, M, G, T, P (``2T`` -> 2e12), above 0."""
+    allowed = f"a number above 0 or with a suffix k, M, G, T, P (e.g. 2T, 300G), at most {MAX_LARGE_COUNT:g}"
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value) if abs(value) < 1e300 else math.inf
+    elif isinstance(value, str):
+        text = value.strip()
+        scale = _COUNT_SUFFIXES.get(text[-1:], 1.0) if text else 1.0
+        if scale != 1.0:
+            text = text[:-1].strip()
+        try:
+            number = float(text) * scale
+        except ValueError:
+            number = None
+        if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            number = math.nan
+    if number is None:
+        raise units.UnitError(f"{value!r} is not a count such as 2T or 5e9", allowed)
+    if not (0 < number <= MAX_LARGE_COUNT):
+        raise units.UnitError(f"{value!r} is out of range", allowed)
+    return number
+
+
+LargeCount = Annotated[
+    float,
+    BeforeValidator(_large_count),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {
+                    "type": "string",
+                    "pattern": r"^\s*\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*[kKMGTP]?\s*$",
+                },
+            ],
+            "description": "a count above 0, plain or with a suffix k, M, G, T, P",
+            "examples": ["2T", "5e9"],
+        }
+    ),
+]
+"""A large count (tokens of a run), above 0, written ``2T``, ``300G`` or ``5e9``."""
 
 Int = Annotated[int, Strict()]
 """A whole number (``true`` and ``2.0`` are refused)."""

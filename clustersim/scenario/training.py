@@ -13,7 +13,19 @@ from pydantic import BeforeValidator, Field, Strict, model_validator
 
 from clustersim.errors import Problem, hinted
 
-from .fields import Bool, Count, FlopCount, Glob, Int, Invalid, Size, _Spec, _unit
+from .fields import (
+    Bool,
+    Count,
+    FlopCount,
+    Glob,
+    Int,
+    Invalid,
+    LargeCount,
+    PositiveTime,
+    Size,
+    _Spec,
+    _unit,
+)
 from .validation import _describe
 
 MAX_CHANNELS = 64
@@ -139,6 +151,12 @@ class TrainingSpec(_Spec):
     """Samples per iteration over all data-parallel workers."""
     iterations: Count = 3
     """Training iterations to simulate."""
+    duration_s: PositiveTime | None = Field(None, alias="duration")
+    """Length of the whole training job (``30d``), simulated seconds: the goodput model
+    extrapolates from the ``iterations`` simulated, never simulating every one."""
+    tokens: LargeCount | None = None
+    """Tokens the whole job trains on (``2T``): iterations = tokens / (global_batch x sequence
+    length), transformer models only; extrapolated like ``duration``."""
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
     """Number format of gradients and communicated values (4 or 2 bytes)."""
     optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
@@ -150,6 +168,27 @@ class TrainingSpec(_Spec):
     """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
     et al. 2022) or full (each transformer block re-runs its forward in backward; only block
     inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null_length(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("duration", "tokens"):
+                if key in data and data[key] is None:
+                    raise Invalid(Problem(key, "must be given a value (leave the key out)"))
+        return data
+
+    @model_validator(mode="after")
+    def _one_length(self) -> TrainingSpec:
+        if self.duration_s is not None and self.tokens is not None:
+            raise Invalid(
+                Problem(
+                    "tokens",
+                    "give the job's length as duration or as tokens, not both",
+                    "duration: TIME or tokens: COUNT",
+                )
+            )
+        return self
 
 
 class AllreduceSyncSpec(_Spec):

@@ -6,20 +6,25 @@
   registry of fabrics (cluster kinds).
 * :mod:`~clustersim.topology.tiered`, :mod:`~clustersim.topology.flat`,
   :mod:`~clustersim.topology.custom` -- the built-in fabrics.
+* :mod:`~clustersim.topology.storage` -- :func:`attach_storage`: a checkpoint storage
+  service cabled to a built topology.
 """
 
 from .builder import FABRICS, build_topology
 from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology
+from .storage import STORAGE, attach_storage
 from .tiered import pod_uplink_Bps, rack_uplink_Bps
 
 __all__ = [
     "EMPTY_ROUTE",
     "FABRICS",
     "MAX_ROUTES",
+    "STORAGE",
     "Device",
     "Link",
     "Route",
     "Topology",
+    "attach_storage",
     "build_topology",
     "pod_uplink_Bps",
     "rack_uplink_Bps",

@@ -47,7 +47,7 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """A GPU or CPU: where compute runs and where transfers start and end.
+    """A GPU, a CPU or the checkpoint storage: where compute runs and transfers start and end.
 
     ``flops_per_s`` is peak FLOP/s, ``efficiency`` the achieved fraction of it,
     ``memory_bytes`` the capacity in bytes and ``memory_bandwidth_Bps`` bytes per
@@ -56,7 +56,7 @@ class Device:
     """
 
     name: str
-    kind: Literal["gpu", "cpu"]
+    kind: Literal["gpu", "cpu", "storage"]
     index: int
     flops_per_s: float
     efficiency: float
