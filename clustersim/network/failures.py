@@ -68,12 +68,14 @@ RoutesBetween = Callable[[str, str], Sequence[Any]]
 
 @dataclass(slots=True)
 class _Stall:
-    """A stalled flow: since when, and when its latency phase ends (nan: it had ended)."""
+    """A stalled flow: since when, when its latency phase ends (nan: it had ended), from
+    when its stall is not booked yet, and its bytes left."""
 
     flow: Flow
     since_s: float
     due_s: float
     booked_s: float
+    bytes_left: float
 
 
 class LinkFailures:
@@ -195,7 +197,7 @@ class LinkFailures:
                 flow = stall.flow
                 src, dst = flow.route.links[0].src, flow.route.links[-1].dst
                 label = "stall: no route"
-                self.book(src, STALL, label, start, stop, flow._remaining, 0.0, src, dst)
+                self.book(src, STALL, label, start, stop, stall.bytes_left, 0.0, src, dst)
 
     def is_down(self, route: Any) -> bool:
         """True when a link of ``route`` is down."""
@@ -288,7 +290,7 @@ class LinkFailures:
         else:
             self._leave(flow, now)
         self.stalls += 1
-        self.stalled[flow.id] = _Stall(flow, now, due, now)
+        self.stalled[flow.id] = _Stall(flow, now, due, now, flow._remaining)
 
     def _resume(self, now: float) -> None:
         """Every stalled flow with a whole route again goes back on the network."""
