@@ -16,6 +16,7 @@ from clustersim import parse_scenario, simulate
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.invariants import Checker
+from clustersim.metrics import Summary
 from clustersim.network.failures import LINK_DOWN, STALL, LinkFailures
 from clustersim.topology import build_topology
 
@@ -257,6 +258,14 @@ def test_factor_zero_takes_the_links_down_through_a_scenario(start: float, end: 
     assert result.makespan_s == pytest.approx(0.4 + end - start, rel=REL)
     kinds = [r.kind for r in result.records]
     assert kinds.count(STALL) == 1 and kinds.count(LINK_DOWN) == 2
+    counters = result.summary["engine"]["link_failures"]
+    assert counters == {"windows": 2, "reroutes": 0, "stalls": 1}
+    assert Summary.from_dict(result.summary).engine.link_failures.stalls == 1
+
+
+def test_a_run_without_failures_has_no_failure_counters() -> None:
+    """summary.json of a run where no link went down has no ``engine.link_failures`` key."""
+    assert "link_failures" not in simulate(scenario([]), check=True).summary["engine"]
 
 
 def test_factor_zero_on_one_spine_moves_the_flow_and_keeps_the_time() -> None:

@@ -35,7 +35,14 @@ from .families import (
     ZeroSummary,
 )
 from .parts import OPTIONAL, SPLICE, SummaryFormatError, SummaryPart, canonical_json
-from .summary import EngineCounters, MemoryBlock, MemoryRow, RunHeader, Summary
+from .summary import (
+    EngineCounters,
+    LinkFailureCounters,
+    MemoryBlock,
+    MemoryRow,
+    RunHeader,
+    Summary,
+)
 from .training import (
     DeviceShares,
     FlopRates,
@@ -66,6 +73,7 @@ __all__ = [
     "IterationBubble",
     "IterationTimes",
     "KeyPlacement",
+    "LinkFailureCounters",
     "LinkLoad",
     "MemoryBlock",
     "ModelInfo",
