@@ -28,6 +28,7 @@ from .metrics import (
     DeviceTimes,
     EngineCounters,
     JobsSummary,
+    LinkFailureCounters,
     LinkLoad,
     MemoryBlock,
     RunHeader,
@@ -233,7 +234,12 @@ def _result(prepared: Prepared, sim: Simulation, memory: MemoryBlock | None = No
         memory,
         {name: DeviceTimes(**row) for name, row in devices.items()},
         [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],
-        EngineCounters(len(records), sim.network.flows_completed, sim.network.recomputations),
+        EngineCounters(
+            len(records),
+            sim.network.flows_completed,
+            sim.network.recomputations,
+            LinkFailureCounters.of(getattr(sim.network, "failures", None)),
+        ),
     )
     _check_finite(summary.as_dict())
     return Result(scenario, topology, records, links, summary)

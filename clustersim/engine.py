@@ -32,6 +32,7 @@ from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, counted_work, hard_sto
 from .devices import ComputeStream, Stragglers, stragglers_of, work_seconds
 from .errors import SimulationError
 from .network import Network
+from .network.failures import LinkFailures, apply_degradations
 from .network.flow import raise_if_overflowed
 from .records import Record
 from .topology import Device, Topology, build_topology
@@ -172,7 +173,9 @@ class Simulation:
         """The run's work limit in events (:mod:`clustersim.budget`); :meth:`run` stops a run
         whose counted work (records, transfers, flow re-ratings) passes
         :data:`~clustersim.budget.HARD_STOP_FACTOR` times it."""
-        self._schedule_link_degradations()
+        self._failures: LinkFailures | None = None
+        windows = [(d.link_index, d.factor, d.start_s, d.end_s) for d in self.stragglers.links]
+        apply_degradations(self.env, self.network, windows, self.fail_links)
 
     @classmethod
     def from_scenario(cls, scenario: Any, topology: Topology | None = None) -> Simulation:
@@ -514,27 +517,24 @@ class Simulation:
 
     # -- faults --------------------------------------------------------------
 
-    def _schedule_link_degradations(self) -> None:
-        """Apply each link degradation window as bandwidth changes at its edges."""
-        by_link: dict[int, list[tuple[float, float, float]]] = {}
-        for d in self.stragglers.links:
-            by_link.setdefault(d.link_index, []).append((d.start_s, d.end_s, d.factor))
-        for index, windows in by_link.items():
-            self.env.process(self._degrade(index, windows))
+    def fail_links(
+        self, indices: Iterable[int], at_s: float, repair_s: float | None = None
+    ) -> None:
+        """Take the links ``indices`` (positions in ``topology.links``) down at ``at_s`` seconds
+        and bring them up at ``repair_s`` (None: never).  A down link carries nothing: the
+        flows on it move to another equal-cost route or stall until a repair gives them one
+        (:mod:`clustersim.network.failures`); each down window and stall is a record."""
+        self.link_failures().schedule(indices, at_s, repair_s)
 
-    def _degrade(
-        self, link_index: int, windows: list[tuple[float, float, float]]
-    ) -> ProcessGenerator:
-        nominal = self.topology.links[link_index].bandwidth_Bps
-        edges = sorted({t for start, end, _ in windows for t in (start, end) if t != float("inf")})
-        for t in edges:
-            if t > self.env.now:
-                yield self.env.timeout(t - self.env.now)
-            factor = 1.0
-            for start, end, f in windows:
-                if start <= t < end:
-                    factor *= f
-            self.network.set_bandwidth(link_index, nominal * factor)
+    def links_of(self, name: str, path: str = "") -> list[int]:
+        """Indices of the links failing ``name`` takes down (:meth:`Topology.links_touching`)."""
+        return [link.index for link in self.topology.links_touching(name, path)]
+
+    def link_failures(self) -> LinkFailures:
+        """The network's :class:`LinkFailures`, attached on first use (else no cost)."""
+        if self._failures is None:
+            self._failures = LinkFailures(self.network, self.topology.routes, self.book)
+        return self._failures
 
     # -- running -------------------------------------------------------------
 
@@ -575,6 +575,8 @@ class Simulation:
         if not env.now < _INF:
             raise SimulationError(f"the simulated time overflowed ({env.now!r} s)")
         raise_if_overflowed(self.network)
+        if self._failures is not None:
+            self._failures.close(env.now, self.records)
         if progress is not None:
             progress(env.now)
         return env.now

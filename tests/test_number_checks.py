@@ -317,7 +317,7 @@ KEYS: list[Key] = [
     *_keys(
         "LinkStraggler",
         "flat",
-        zero=("start",),
+        zero=("start", "bandwidth_factor"),
         bandwidth_factor=(*_STRAGGLERS, 4, "bandwidth_factor"),
         start=(*_STRAGGLERS, 4, "start"),
         end=(*_STRAGGLERS, 4, "end"),
@@ -603,7 +603,12 @@ def test_lognormal_parameters_are_bounded(key: str, text: str, tmp_path: Path, c
         ((*_STRAGGLERS, 0, "slowdown"), "1.0e-7", "must be at least 1e-06"),
         ((*_STRAGGLERS, 2, "random", "slowdown", "scale"), "1001", "must be at most 1000"),
         ((*_STRAGGLERS, 3, "random", "slowdown", "high"), "2.0e+6", "must be at most 1e+06"),
-        ((*_STRAGGLERS, 4, "bandwidth_factor"), "1.0e-9", "must be at least 1e-06"),
+        (
+            (*_STRAGGLERS, 4, "bandwidth_factor"),
+            "1.0e-9",
+            "must be 0 (the link is down) or at least 1e-06",
+        ),
+        ((*_STRAGGLERS, 4, "bandwidth_factor"), "2.0e+6", "must be at most 1e+06"),
         (("cluster", "device", "efficiency"), "1.5", "must be at most 1"),
         (("seed",), str(MAX_SEED + 1), "must be at most 4294967295"),
         (("network", "channels"), "65", "must be at most 64"),

@@ -37,7 +37,14 @@ from .families import (
 )
 from .jobs import JobsSummary, JobSummary
 from .parts import OPTIONAL, SPLICE, SummaryFormatError, SummaryPart, canonical_json
-from .summary import EngineCounters, MemoryBlock, MemoryRow, RunHeader, Summary
+from .summary import (
+    EngineCounters,
+    LinkFailureCounters,
+    MemoryBlock,
+    MemoryRow,
+    RunHeader,
+    Summary,
+)
 from .training import (
     DeviceShares,
     FlopRates,
@@ -70,6 +77,7 @@ __all__ = [
     "IterationBubble",
     "IterationTimes",
     "KeyPlacement",
+    "LinkFailureCounters",
     "LinkLoad",
     "MemoryBlock",
     "ModelInfo",

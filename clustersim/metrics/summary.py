@@ -33,12 +33,33 @@ class RunHeader(SummaryPart):
 
 
 @dataclass(frozen=True)
+class LinkFailureCounters(SummaryPart):
+    """``engine.link_failures``, only in runs where links went down
+    (:mod:`clustersim.network.failures`)."""
+
+    windows: int
+    """Link down windows that began (one per link and window)."""
+    reroutes: int
+    """Flows moved to another equal-cost route because a link of theirs was down."""
+    stalls: int
+    """Times a flow stalled with no route left."""
+
+    @classmethod
+    def of(cls, failures: Any) -> LinkFailureCounters | None:
+        """The counters of a network's ``LinkFailures``, or None without one."""
+        if failures is None:
+            return None
+        return cls(failures.links_failed, failures.reroutes, failures.stalls)
+
+
+@dataclass(frozen=True)
 class EngineCounters(SummaryPart):
     """summary.json's ``engine`` block: how much work the simulation did."""
 
     records: int
     flows_completed: int
     rate_recomputations: int
+    link_failures: LinkFailureCounters | None = field(default=None, metadata=OPTIONAL)
 
 
 @dataclass(frozen=True)

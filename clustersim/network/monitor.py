@@ -6,9 +6,14 @@ class and its hot path stay unchanged) and reports, through a callback:
 * ``link capacity``: whenever rates change (a recomputation, a flow alone on
   idle links, a bandwidth change), the rates of the flows on every link whose
   flows changed sum to at most its bandwidth (relative :data:`RATE_REL_TOL`);
-* ``bytes``: a flow completes with its bytes delivered; and at the end
+* ``bytes``: a flow completes with its bytes delivered; a flow moved to another
+  route or stalled by a link failure (:mod:`clustersim.network.failures`) goes on
+  with exactly the bytes it had left when it left its route; and at the end
   (:meth:`NetworkMonitor.final`), every flow started completed and every link
-  carried exactly the bytes of the flows that crossed it.
+  carried exactly the bytes of the flows that crossed it (a moved flow: the bytes
+  it moved on each of its routes);
+* ``link down``: whenever rates change, no flow sits on a link that is down, and a
+  down link's capacity is 0.
 
 It lives in the network package because it reads the network's private state;
 :class:`clustersim.invariants.Checker` uses it.  Units: seconds, bytes, bytes/s.
@@ -20,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..units import format_bandwidth
+from .failures import stalled_flows
 from .flow_level import Network
 
 RATE_REL_TOL = 1e-9
@@ -39,11 +45,40 @@ class NetworkMonitor:
         self.expected_bytes: list[float] = [0.0] * len(net._cap)
         """Bytes of the flows started over each link, by link index."""
         self._pending: set[int] = set()
+        self._leaving: dict[int, float] = {}
+        """Flow id -> bytes it had left when it left its route (moved or stalled)."""
         self._wrap(net)
 
     def final(self) -> list[str]:
         """Violations of the final state: flows that never completed, bytes unaccounted for."""
-        return _network_final(self.network, self.expected_bytes)
+        out = _network_final(self.network, self.expected_bytes)
+        for flow in stalled_flows(self.network):
+            out.append(
+                f"bytes: flow {flow.id} ({_flow_ends(flow)}) stalled with "
+                f"{flow._remaining:.6g} bytes left and never resumed (no route came back)"
+            )
+        return out
+
+    def flow_leaving(self, flow: Any, now: float) -> None:
+        """``flow`` leaves its route (a failure moves or stalls it): what it had left no
+        longer crosses its links."""
+        left = flow.remaining_bytes(now)
+        self._leaving[flow.id] = left
+        for link, weight in flow.link_loads():
+            self.expected_bytes[link] -= left * weight
+        self._pending.update(flow.links)
+
+    def flow_entered(self, flow: Any, now: float) -> None:
+        """``flow`` is on its new route: it must go on with the bytes it had left."""
+        left = self._leaving.pop(flow.id, flow.size_bytes)
+        if abs(flow._remaining - left) > RATE_REL_TOL * max(flow.size_bytes, 1.0):
+            self.violate(
+                f"bytes: flow {flow.id} ({_flow_ends(flow)}) went on at t = {now:.12g} s with "
+                f"{flow._remaining:.6g} bytes left, but had {left:.6g} left when it left its route"
+            )
+        for link, weight in flow.link_loads():
+            self.expected_bytes[link] += left * weight
+        self._pending.update(flow.links)
 
     def _wrap(self, net: Network) -> None:
         transfer, arrive, on_wake = net.transfer, net._arrive, net._on_wake
@@ -83,6 +118,7 @@ class NetworkMonitor:
 
         net.transfer, net._arrive, net._on_wake = _transfer, _arrive, _on_wake
         net._recompute, net._retime, net.set_bandwidth = _recompute, _retime, _set_bandwidth
+        net.on_flow_leaving, net.on_flow_entered = self.flow_leaving, self.flow_entered  # type: ignore[attr-defined]
 
     def _before_wake(self, net: Network) -> None:
         """Check the flows due at this wake-up: departures have delivered their bytes."""
@@ -104,7 +140,12 @@ class NetworkMonitor:
     def _flush(self) -> None:
         """Check the links whose rates changed, once no recomputation is pending."""
         net = self.network
-        if net._recompute_pending or not self._pending:
+        if net._recompute_pending:
+            return
+        failures = getattr(net, "failures", None)
+        if failures is not None and failures.down_since:
+            self._check_down(failures.down_since)
+        if not self._pending:
             return
         link_flows, cap, links = net._link_flows, net._cap, net._links
         for link in self._pending:
@@ -125,6 +166,19 @@ class NetworkMonitor:
                     f"{format_bandwidth(cap[link])} at t = {net.env.now:.12g} s"
                 )
         self._pending.clear()
+
+    def _check_down(self, down: Any) -> None:
+        """No flow on a down link, and its capacity 0."""
+        net = self.network
+        for link in down:
+            flows = net._link_flows[link]
+            if flows or net._cap[link] > 0.0:
+                ids = ", ".join(str(fid) for fid in list(flows)[:5])
+                self.violate(
+                    f"link down: {net._links[link].name} is down at t = {net.env.now:.12g} s "
+                    f"but has capacity {net._cap[link]!r} B/s and {len(flows)} flows on it"
+                    + (f" ({ids})" if ids else "")
+                )
 
 
 def _flow_ends(flow: Any) -> str:

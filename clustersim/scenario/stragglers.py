@@ -4,7 +4,8 @@ A straggler has one of three forms, told apart by its keys (:data:`StragglerSpec
 
 Every factor is bounded so that the times it multiplies stay finite: a fixed
 slowdown, the bounds of a uniform one and a link's bandwidth factor lie in
-[:data:`MIN_FACTOR`, :data:`MAX_FACTOR`]; a lognormal's ``sigma`` is at most
+[:data:`MIN_FACTOR`, :data:`MAX_FACTOR`] (a link's factor may also be 0: the link is
+down for the window, see :mod:`clustersim.network.failures`); a lognormal's ``sigma`` is at most
 :data:`MAX_SIGMA` and its ``mu`` within +-:data:`MAX_MU`; an exponential's ``scale``
 is at most :data:`MAX_SCALE`.  (NumPy's normal draws stay within +-14 and its
 exponential ones below 45, so every drawn factor is finite and above 0: a lognormal
@@ -122,8 +123,9 @@ class LinkStraggler(_Spec):
 
     links: Glob
     """Which links (pattern over link names ``src->dst``)."""
-    bandwidth_factor: Float = _factor()
-    """Bandwidth multiplier during the window (0.5 = half speed), 1e-6 .. 1e6."""
+    bandwidth_factor: Float = Field(ge=0, le=MAX_FACTOR)
+    """Bandwidth multiplier during the window (0.5 = half speed), 1e-6 .. 1e6; 0: the link is
+    down (its flows move to another equal-cost route, or stall until the window ends)."""
     start_s: TimeSpan = _unit("0", "start")
     """Window start, seconds of simulated time."""
     end_s: TimeSpan = Field(math.inf, alias="end")
@@ -131,6 +133,15 @@ class LinkStraggler(_Spec):
 
     @model_validator(mode="after")
     def _ordered(self) -> LinkStraggler:
+        factor = self.bandwidth_factor
+        if 0.0 < factor < MIN_FACTOR:
+            raise Invalid(
+                Problem(
+                    "bandwidth_factor",
+                    f"must be 0 (the link is down) or at least {MIN_FACTOR:g}, got {factor:g}",
+                    f"0, or {MIN_FACTOR:g} .. {MAX_FACTOR:g}",
+                )
+            )
         if self.end_s <= self.start_s:
             raise Invalid(Problem("end", "must be later than start"))
         return self
@@ -138,7 +149,7 @@ class LinkStraggler(_Spec):
 
 STRAGGLER_FORMS = (
     "{devices: GLOB, slowdown: FACTOR} | {random: {devices, fraction, slowdown: {dist, ...}}} "
-    "| {links: GLOB, bandwidth_factor: FACTOR, start: TIME, end: TIME}"
+    "| {links: GLOB, bandwidth_factor: 0 | FACTOR, start: TIME, end: TIME}"
 )
 """The three straggler forms, for messages."""
 

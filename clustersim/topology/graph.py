@@ -237,6 +237,30 @@ class Topology:
             )
         return found
 
+    def links_touching(self, name: str, path: str = "") -> list[Link]:
+        """Links from or to ``name`` -- a device, a switch or a NIC (``spine0``,
+        ``rack0/node1/nic``) -- or from or to anything under it (``rack0/node1``: its GPUs,
+        CPU, PCIe switch and NIC), in index order.  What failing that element cuts off.
+
+        Raises ScenarioError at ``path`` when no link touches it.
+        """
+        under = f"{name}/"
+
+        def touches(end: str) -> bool:
+            return end == name or end.startswith(under)
+
+        found = [link for link in self.links if touches(link.src) or touches(link.dst)]
+        if not found:
+            names = dict.fromkeys([*self.devices, *self.switches])
+            raise ScenarioError(
+                Problem(
+                    path,
+                    hinted(f"no link touches {name!r}", name, names),
+                    allowed="a device, switch or NIC name, or a node or rack (rack0/node1)",
+                )
+            )
+        return found
+
     # -- routing ------------------------------------------------------------
 
     def routes(self, src: str, dst: str) -> tuple[Route, ...]:
