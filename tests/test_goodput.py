@@ -397,3 +397,13 @@ def test_a_sample_with_too_many_failures_stops_the_run() -> None:
     failures = [FailureProcess("gpu", 1, 300.0)]  # e^(1000/300) - 1 = 27 failures expected
     with pytest.raises(SimulationError, match="more than 40 failures in one sample"):
         monte_carlo(j, failures, samples=1000, seed=0, max_failures=40)
+
+
+def test_a_job_slowed_without_end_is_refused_after_many_chunks() -> None:
+    """Nothing stops the job, but with 50 replicas down most of the time and each one
+    halving the speed it never finishes: refused once 1000 times its useful time has
+    passed (a float overflow of the slowdown is infinitely slow, not an error)."""
+    j = TrainingJob(1.0, 1000, 1000, 0.0, elastic_slowdown=2.0)
+    down = [FailureProcess("replica", 5000, 5000 * 10.0, stops_job=False, repair_s=5e4)]
+    with pytest.raises(SimulationError, match="samples unfinished after"):
+        monte_carlo(j, down, samples=2, seed=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,8 +61,6 @@ class GoodputResult:
     otherwise); ``dataclasses.replace(result, best_checkpoint_interval_s=...)`` adds it."""
     best_checkpoint_every: int | None = None
     """The same in iterations."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Room for a caller's own keys in :meth:`as_dict` (empty by default)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The keys summary.json carries (issue 16's names; infinities become None)."""
@@ -86,7 +84,6 @@ class GoodputResult:
             "young_daly_interval_s": finite(self.young_daly_interval_s),
             "samples": self.samples,
             "seed": self.seed,
-            **self.extra,
         }
 
 

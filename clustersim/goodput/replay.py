@@ -42,6 +42,10 @@ MAX_FAILURES = 100_000
 """Job-stopping failures allowed in one sample before the job is declared unable to
 make progress."""
 
+MAX_CHUNKS = 1000
+"""Wall-clock chunks drawn before the job is declared unable to make progress (a chunk
+is at least the useful time: :func:`chunk_length_s`)."""
+
 LOST_PARTS = ("failures", "restarts", "checkpoints", "degraded")
 """The keys of ``time_lost_s``; with the useful time they add up to the wall time."""
 
@@ -154,6 +158,14 @@ def _no_progress(job: TrainingJob, mtbf_s: float, why: str) -> SimulationError:
     )
 
 
+def chunk_length_s(job: TrainingJob, scheduled: Sequence[ScheduledFailure]) -> float:
+    """Seconds of wall time drawn at once: the useful time plus one restart, or up to the
+    end of the last scheduled repair if later.  It does not depend on the checkpoint
+    interval, so every interval sees the same failure histories."""
+    last = max((s.at_s + s.repair_s for s in scheduled), default=0.0)
+    return max(job.useful_s + job.restart_s, last)
+
+
 def run_histories(
     job: TrainingJob,
     failures: Sequence[FailureProcess],
@@ -166,12 +178,17 @@ def run_histories(
     """``samples`` histories of ``job`` and the cause labels their lists are indexed by."""
     hopeless_check(job, failures, max_failures)
     plan = _Plan.of(job)
-    stream = FailureStream(failures, scheduled, samples, rng, chunk_s=job.useful_s)
+    stream = FailureStream(
+        failures, scheduled, samples, rng, chunk_s=chunk_length_s(job, scheduled)
+    )
     histories = [_History(len(stream.causes)) for _ in range(samples)]
     running = list(range(samples))
     step = max(1, samples // 100)
     finished = 0
     while running:
+        if stream.chunks == MAX_CHUNKS:
+            why = f"{len(running)} samples unfinished after {stream.chunk_s * MAX_CHUNKS:.4g} s"
+            raise _no_progress(job, job_mtbf_s(failures), why)
         chunk = stream.next_chunk()
         still = []
         for s in running:
@@ -185,6 +202,14 @@ def run_histories(
                 still.append(s)
         running = still
     return histories, stream.causes
+
+
+def _rate(slowdown: float, down: int) -> float:
+    """Wall seconds per work second with ``down`` components down (inf past a float)."""
+    try:
+        return slowdown**down
+    except OverflowError:
+        return math.inf
 
 
 def _play(h: _History, plan: _Plan, chunk, s: int, job, failures, max_failures: int) -> None:
@@ -210,7 +235,7 @@ def _play(h: _History, plan: _Plan, chunk, s: int, job, failures, max_failures: 
     lost_by_cause, interruptions = h.lost_by_cause, h.interruptions
     times, kinds = chunk.times_s, chunk.kinds
     i, last_i = chunk.offsets[s], chunk.offsets[s + 1]
-    rate = slowdown**degraded
+    rate = _rate(slowdown, degraded)
     done = False
     while True:
         until = times[i] if i < last_i else chunk.end_s
@@ -292,7 +317,7 @@ def _play(h: _History, plan: _Plan, chunk, s: int, job, failures, max_failures: 
             down_cause = cause
         else:
             degraded += 1 if kind == DEGRADE else -1
-            rate = slowdown**degraded
+            rate = _rate(slowdown, degraded)
         i += 1
     h.t, h.mode, h.seg, h.frac = t, mode, seg, frac
     h.pause_end, h.down_until, h.down_cause = pause_end, down_until, down_cause

@@ -84,6 +84,7 @@ def best_checkpoint_interval(
     mtbf = job_mtbf_s(failures)
     young = young_daly_interval_s(job.checkpoint_blocking_s, mtbf)
     results: dict[int, GoodputResult | None] = {}
+    planned = 2 * GRID_HALF_WIDTH + 1 + 6  # the grid, then about six refinements
 
     def time_of(every: int) -> float:
         if every not in results:
@@ -99,11 +100,10 @@ def best_checkpoint_interval(
             except SimulationError:
                 results[every] = None
             if progress is not None:
-                progress(len(results), max(len(results), planned[0]))
+                progress(len(results), max(len(results), planned))
         found = results[every]
         return math.inf if found is None else found.expected_time_to_train_s
 
-    planned = [2 * GRID_HALF_WIDTH + 1 + 6]
     stops = any(f.stops_job for f in failures) or any(s.stops_job for s in scheduled)
     if not stops:
         best = job.iterations
