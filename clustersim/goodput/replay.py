@@ -187,8 +187,12 @@ def run_histories(
     finished = 0
     while running:
         if stream.chunks == MAX_CHUNKS:
-            why = f"{len(running)} samples unfinished after {stream.chunk_s * MAX_CHUNKS:.4g} s"
-            raise _no_progress(job, job_mtbf_s(failures), why)
+            raise SimulationError(
+                f"the job cannot make progress: {len(running)} samples unfinished after "
+                f"{stream.chunk_s * MAX_CHUNKS:.4g} s of wall time, {MAX_CHUNKS} times its "
+                f"{job.useful_s:.4g} s of work; failures, restarts and slowdowns leave it "
+                "no time to train"
+            )
         chunk = stream.next_chunk()
         still = []
         for s in running:
