@@ -151,7 +151,9 @@ class FailureStream:
         now = time_s < end_s
         self._later = tuple(a[~now] for a in (sample, time_s, kind, cause, extra))
         sample, time_s, kind, cause, extra = (a[now] for a in (sample, time_s, kind, cause, extra))
-        order = np.lexsort((cause, kind, time_s, sample))
+        # By sample, then time, then kind (two stable passes: faster than a lexsort).
+        order = np.lexsort((kind, time_s)) if kind.any() else np.argsort(time_s, kind="stable")
+        order = order[np.argsort(sample[order], kind="stable")]
         sample = sample[order]
         offsets = np.searchsorted(sample, np.arange(self.samples + 1), side="left")
         return Chunk(
