@@ -174,7 +174,7 @@ LAYERS = (
     ("topology",),
     ("network",),
     ("engine", "devices", "records"),
-    ("model", "collectives", "parallel", "invariants", "metrics"),
+    ("model", "collectives", "parallel", "invariants", "metrics", "goodput"),
     ("strategies", "resilience"),
     ("outputs",),
     ("api",),
