@@ -27,6 +27,7 @@ from .errors import SimulationError, join_path
 from .metrics import (
     DeviceTimes,
     EngineCounters,
+    GoodputSummary,
     JobsSummary,
     LinkFailureCounters,
     LinkLoad,
@@ -34,6 +35,7 @@ from .metrics import (
     RunHeader,
     StrategySummary,
     Summary,
+    TrainingSummary,
     UntypedSummary,
     canonical_json,
     device_breakdown,
@@ -44,7 +46,7 @@ from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
 from .outputs.run_folder import write_run_folder
 from .outputs.trace import nodes_of
 from .records import Record, timeline_frame
-from .resilience import job_length, resolve_failures
+from .resilience import ResolvedFailures, job_length, outlook, resolve_failures
 from .scenario import Scenario, load_scenario
 from .strategies import Strategy, strategy_for_scenario
 from .topology import Topology, attach_storage, build_topology
@@ -61,6 +63,8 @@ class Prepared:
     scenario: Scenario
     topology: Topology
     strategy: Strategy
+    failures: ResolvedFailures | None = None
+    """The ``failures:`` and ``recovery:`` sections resolved against the topology."""
 
     @property
     def work(self) -> WorkEstimate | None:
@@ -96,11 +100,14 @@ def prepare(
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
     if scenario.stragglers:
         stragglers_of(scenario, topology)  # every glob matches (errors name the file)
-    if scenario.failures:
-        resolve_failures(scenario, topology)  # every glob matches (errors name the file)
+    failures = None
+    if scenario.failures or scenario.recovery is not None:
+        workers = getattr(strategy, "workers", None)
+        failures = resolve_failures(scenario, topology, workers)  # errors name the file
     if scenario.training is not None and scenario.training.tokens is not None:
         job_length(scenario)  # tokens need a sequence length
-    return Prepared(scenario, topology, strategy)
+    outlook.check(scenario, strategy, failures)
+    return Prepared(scenario, topology, strategy, failures)
 
 
 def scenario_topology(scenario: Scenario) -> Topology:
@@ -168,6 +175,7 @@ def simulate(
     check: bool = False,
     strict_memory: bool = False,
     max_events: int | None = None,
+    goodput_progress: Callable[[int, int], None] | None = None,
 ) -> Result:
     """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
 
@@ -205,11 +213,12 @@ def simulate(
     sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
     watch = Checker(sim) if check or checking_requested() else Watch(sim)
     prepared.strategy.start(sim)
+    outlook.play_link_failures(sim, prepared.failures)
     sim.run(progress=progress)
     watch.raise_if_deadlocked(prepared.strategy)
     if isinstance(watch, Checker):
         watch.raise_if_violated(prepared.strategy)
-    return _result(prepared, sim, memory)
+    return _result(prepared, sim, memory, goodput_progress)
 
 
 def memory_block(prepared: Prepared) -> MemoryBlock | None:
@@ -221,16 +230,23 @@ def memory_block(prepared: Prepared) -> MemoryBlock | None:
     return memory_summary(plan) if plan else None
 
 
-def _result(prepared: Prepared, sim: Simulation, memory: MemoryBlock | None = None) -> Result:
+def _result(
+    prepared: Prepared,
+    sim: Simulation,
+    memory: MemoryBlock | None = None,
+    goodput_progress: Callable[[int, int], None] | None = None,
+) -> Result:
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
     links = link_table(sim.network.link_stats(), topology.links, makespan)
     part = prepared.strategy.summarize(sim)
     devices = device_breakdown(records, makespan, list(topology.devices))
+    strategy_part = part if isinstance(part, StrategySummary) else UntypedSummary(dict(part))
     summary = Summary(
         RunHeader(scenario.name, scenario.seed, prepared.strategy.name, __version__, makespan),
-        part if isinstance(part, StrategySummary) else UntypedSummary(dict(part)),
+        strategy_part,
+        _goodput(prepared, strategy_part, goodput_progress),
         memory,
         {name: DeviceTimes(**row) for name, row in devices.items()},
         [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],
@@ -243,6 +259,19 @@ def _result(prepared: Prepared, sim: Simulation, memory: MemoryBlock | None = No
     )
     _check_finite(summary.as_dict())
     return Result(scenario, topology, records, links, summary)
+
+
+def _goodput(
+    prepared: Prepared, part: StrategySummary, progress: Callable[[int, int], None] | None
+) -> GoodputSummary | None:
+    """The whole job's goodput keys of a training run that asks for them
+    (:mod:`clustersim.resilience.outlook`)."""
+    if not isinstance(part, TrainingSummary):
+        return None
+    scenario = prepared.scenario
+    return outlook.goodput_of(
+        scenario, prepared.strategy, prepared.topology, prepared.failures, part.times, progress
+    )
 
 
 def _check_finite(value: Any, path: str = "") -> None:

@@ -348,6 +348,7 @@ KEYS: list[Key] = [
         repair=("failures", 2, "repair"),
     ),
     Key("RecoverySpec", "restart_time", "failures", ("recovery", "restart_time"), True),
+    Key("RecoverySpec", "samples", "failures", ("recovery", "samples")),
     Key("CheckpointInterval", "iterations", "failures", ("checkpoint", "every", "iterations")),
     Key("CheckpointInterval", "time", "checkpoint_time", ("checkpoint", "every", "time")),
     *_keys(

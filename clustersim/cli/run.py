@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..metrics import CollectiveSummary, Summary, TrainingSummary
+from ..metrics import CollectiveSummary, GoodputSummary, Summary, TrainingSummary
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_max_events_argument, out
-from .progress import SimulationProgress, wanted
+from .progress import Progress, SimulationProgress, wanted
 
 
 class RunCommand(Command):
@@ -68,6 +68,7 @@ class RunCommand(Command):
         if args.seed is not None:
             scenario = with_seed(scenario, args.seed, "--seed")
         progress = SimulationProgress(wanted(args.quiet))
+        goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()
         try:
             result = simulate(
@@ -76,9 +77,11 @@ class RunCommand(Command):
                 check=args.check,
                 strict_memory=args.strict_memory,
                 max_events=args.max_events,
+                goodput_progress=goodput if goodput.enabled else None,
             )
         finally:
             progress.close()
+            goodput.close()
         wall = time.monotonic() - started
         _warn_memory(result.typed_summary)
         written = result.write(out_dir, "-o" if given else "output folder")
@@ -125,6 +128,8 @@ def _print_summary(result: Any, wall_s: float) -> None:
             f"collective {format_time(part.time_s)}, algbw {part.algbw_GBps:.2f} GB/s, "
             f"busbw {part.busbw_GBps:.2f} GB/s"
         )
+    if s.resilience is not None:
+        _print_goodput(s.resilience)
     memory = s.memory
     if memory is not None:
         verdict = (
@@ -147,3 +152,31 @@ def _print_summary(result: Any, wall_s: float) -> None:
                 f"  {row['link']:<48} {100 * row['utilisation']:6.1f}% of {format_bandwidth(row['bandwidth_Bps'])}, "
                 f"{format_size(row['bytes'])}, peak {row['peak_flows']} flows"
             )
+
+
+def _span(seconds: float) -> str:
+    """A long time for people: ``30.1 d``, ``5.2 h``, ``12.5 min``, else :func:`format_time`."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return format_time(seconds)
+
+
+def _print_goodput(g: GoodputSummary) -> None:
+    """The whole job's outlook: time to train, goodput, where the time went."""
+    out(
+        f"job       {g.iterations_to_train:,} iterations: {_span(g.ideal_time_to_train_s)} "
+        f"without failures, expected {_span(g.expected_time_to_train_s)} "
+        f"(goodput {100 * g.goodput:.1f}%, {g.goodput_samples} sampled failure histories)"
+    )
+    lost = ", ".join(f"{kind} {_span(s)}" for kind, s in g.time_lost_s.items() if s >= 1e-3)
+    out(f"lost      {lost or 'nothing'}")
+    best = (
+        f"; best {_span(g.best_checkpoint_interval_s)}"
+        if g.best_checkpoint_interval_s is not None
+        else ""
+    )
+    out(
+        f"checkpoint every {_span(g.checkpoint_interval_s)} of work, "
+        f"{format_time(g.checkpoint_blocking_s)} paused each{best}"
+    )

@@ -35,8 +35,16 @@ from .families import (
     ZeroSettings,
     ZeroSummary,
 )
+from .goodput import GoodputSummary
 from .jobs import JobsSummary, JobSummary
-from .parts import OPTIONAL, SPLICE, SummaryFormatError, SummaryPart, canonical_json
+from .parts import (
+    OPTIONAL,
+    OPTIONAL_SPLICE,
+    SPLICE,
+    SummaryFormatError,
+    SummaryPart,
+    canonical_json,
+)
 from .summary import (
     EngineCounters,
     LinkFailureCounters,
@@ -60,6 +68,8 @@ __all__ = [
     "JobsSummary",
     "COMMUNICATION_KINDS",
     "OPTIONAL",
+    "OPTIONAL_SPLICE",
+    "GoodputSummary",
     "SPLICE",
     "AllReduceTraffic",
     "BucketSizes",

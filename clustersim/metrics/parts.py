@@ -7,7 +7,10 @@ the order summary.json shows them.  Two field markers shape the keys:
   in the parent (``FlopRates`` inside a training summary), not under a key of
   their own; its fields read through the parent (``part.tflops_per_gpu``);
 * :data:`OPTIONAL` -- the key is left out when the value is ``None`` (a
-  parameter server's ``staleness`` exists only in ``ssp`` mode).
+  parameter server's ``staleness`` exists only in ``ssp`` mode);
+* :data:`OPTIONAL_SPLICE` -- a spliced part that may be ``None``: its keys are
+  written only when it is set, and read back only when its first key is there
+  (the goodput keys of a run with failures or checkpoints).
 
 :meth:`SummaryPart.as_dict` gives the keys; :meth:`SummaryPart.from_dict` reads
 them back, nested parts included (by the fields' type hints), so readers use
@@ -34,6 +37,9 @@ SPLICE: dict[str, bool] = {"splice": True}
 OPTIONAL: dict[str, bool] = {"optional": True}
 """Field metadata: the key is written only when the value is not None."""
 
+OPTIONAL_SPLICE: dict[str, bool] = {"splice": True, "optional": True}
+"""Field metadata: a spliced part that is left out (its keys unwritten) when None."""
+
 P = TypeVar("P", bound="SummaryPart")
 
 
@@ -52,7 +58,8 @@ class SummaryPart:
         for f in fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
             if f.metadata.get("splice"):
-                out.update(value.as_dict())
+                if value is not None:
+                    out.update(value.as_dict())
             elif value is not None or not f.metadata.get("optional"):
                 out[f.name] = plain(value)
         return out
@@ -81,7 +88,10 @@ class SummaryPart:
         for f in fields(cls):  # type: ignore[arg-type]
             kind = hints[f.name]
             if f.metadata.get("splice"):
-                values[f.name] = _part_type(kind).from_dict(data, lenient)
+                part = _part_type(kind)
+                if f.metadata.get("optional") and fields(part)[0].name not in data:
+                    continue  # an optional part that is not there: its default, None
+                values[f.name] = part.from_dict(data, lenient)
             elif f.name in data:
                 value = _typed(kind, data[f.name], lenient, f.name)
                 if value is not None or f.default_factory is MISSING:

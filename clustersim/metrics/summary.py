@@ -2,7 +2,8 @@
 
 Its keys, in order: the :class:`RunHeader` (every run), the strategy's part
 (a :class:`~clustersim.metrics.families.StrategySummary` chosen by
-``workload``), ``memory`` (training strategies that model memory),
+``workload``), the goodput keys (:class:`~clustersim.metrics.goodput.GoodputSummary`,
+training runs with failures, checkpoints or a job length), ``memory`` (training strategies that model memory),
 ``devices``, ``busiest_links`` and ``engine``.  ``Summary.from_dict`` reads a
 summary.json back into the same types, so reports, plan, sweep, golden and
 the CLI read attributes, never strings with ``.get()``.
@@ -16,7 +17,8 @@ from typing import Any
 
 from .breakdown import DeviceTimes, LinkLoad
 from .families import StrategySummary
-from .parts import OPTIONAL, SPLICE, SummaryPart
+from .goodput import GoodputSummary
+from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class Summary(SummaryPart):
 
     header: RunHeader = field(metadata=SPLICE)
     strategy: StrategySummary = field(metadata=SPLICE)
+    resilience: GoodputSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
+    """The whole job under failures and checkpoints (None: nothing to predict)."""
     memory: MemoryBlock | None = field(default=None, metadata=OPTIONAL)
     devices: dict[str, DeviceTimes] = field(default_factory=dict)
     busiest_links: list[LinkLoad] = field(default_factory=list)
@@ -117,7 +121,15 @@ class Summary(SummaryPart):
         header = RunHeader.from_dict(data, lenient)
         strategy = StrategySummary.kind(data.get("workload")).from_dict(data, lenient)
         rest = _Frame.from_dict(data, lenient)
-        return cls(header, strategy, rest.memory, rest.devices, rest.busiest_links, rest.engine)
+        return cls(
+            header,
+            strategy,
+            rest.resilience,
+            rest.memory,
+            rest.devices,
+            rest.busiest_links,
+            rest.engine,
+        )
 
     @classmethod
     def of(cls, summary: Summary | Mapping[str, Any]) -> Summary:
@@ -138,6 +150,7 @@ class Summary(SummaryPart):
 class _Frame(SummaryPart):
     """The keys after the strategy's (read separately: they have defaults)."""
 
+    resilience: GoodputSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
     memory: MemoryBlock | None = None
     devices: dict[str, DeviceTimes] = field(default_factory=dict)
     busiest_links: list[LinkLoad] = field(default_factory=list)

@@ -58,6 +58,11 @@ class Strategy(Registered):
         self.scenario = scenario
         self.topology = topology
 
+    def continues_without_workers(self) -> bool:
+        """Whether training can go on when workers fail (``recovery.elastic``): False
+        unless a strategy says so (data parallel; parameter servers in backup mode)."""
+        return False
+
     @classmethod
     def from_workload(
         cls, workload: dict[str, Any], scenario: Scenario, topology: Topology

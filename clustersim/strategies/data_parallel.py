@@ -107,6 +107,10 @@ class DataParallel(TrainingStrategy):
             protocol=self.scenario.network.protocol,
         )
 
+    def continues_without_workers(self) -> bool:
+        """Elastic data parallel: the others go on with the global batch re-split."""
+        return True
+
     @property
     def network_model(self) -> str:
         """``flow`` or ``analytical``, from the scenario's ``network.model``."""

@@ -214,6 +214,10 @@ class ParameterServer(TrainingStrategy):
         server = n * len(self.keys) * rounds + updates
         return WorkEstimate(transfers, computes + transfers + server)
 
+    def continues_without_workers(self) -> bool:
+        """Backup workers (``mode: backup``): a round closes without the missing ones."""
+        return self.ps.mode == "backup"
+
     def describe(self) -> str:
         return (
             f"parameter-server training ({self.ps.mode}) of {self.model.name} "
