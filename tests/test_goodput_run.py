@@ -34,6 +34,7 @@ GOODPUT_KEYS = [
     "checkpoint_every",
     "checkpoint_blocking_s",
     "checkpoint_drain_s",
+    "checkpoint_contention_s",
     "restart_s",
     "best_checkpoint_interval_s",
     "best_checkpoint_every",
@@ -91,7 +92,8 @@ def test_shipped_scenario_gives_every_goodput_key_after_the_strategy(shipped) ->
 def test_shipped_scenario_numbers_hold_together(shipped) -> None:
     """30 days of work at the simulated iteration time; the expected time is the ideal
     plus every kind of loss; goodput their ratio; the best interval near Young/Daly's
-    sqrt(2 C M) (C the simulated pause, M the job's MTBF: 128 GPUs at 50,700 h)."""
+    sqrt(2 C M) (C the simulated pause plus the drain's contention, M the job's MTBF:
+    128 GPUs at 50,700 h)."""
     s = shipped.summary
     iteration = s["iteration_time_s"]
     assert s["iterations_to_train"] == math.ceil(30 * DAY / iteration)
@@ -100,9 +102,13 @@ def test_shipped_scenario_numbers_hold_together(shipped) -> None:
     assert s["expected_time_to_train_s"] == pytest.approx(s["ideal_time_to_train_s"] + lost)
     assert s["goodput"] == pytest.approx(s["ideal_time_to_train_s"] / s["expected_time_to_train_s"])
     assert s["job_mtbf_s"] == pytest.approx(50_700 * 3600 / 128, rel=1e-9)
-    young = math.sqrt(2 * s["checkpoint_blocking_s"] * s["job_mtbf_s"])
+    cost = s["checkpoint_blocking_s"] + s["checkpoint_contention_s"]
+    assert s["checkpoint_contention_s"] > 0  # the async drain slows the iterations it overlaps
+    young = math.sqrt(2 * cost * s["job_mtbf_s"])
     assert s["young_daly_interval_s"] == pytest.approx(young)
-    assert s["best_checkpoint_interval_s"] == pytest.approx(young, rel=0.10)
+    # The node lost on day 10 falls at a fixed time: how much work it takes depends on the
+    # interval's phase, so the optimum moves off Young's (held to 10% without it below).
+    assert 0.67 < s["best_checkpoint_interval_s"] / young < 1.5
     assert s["checkpoint_every"] == math.ceil(1800 / iteration)
     assert s["interruptions"]["failures[1]"] == 1.0  # the node on day 10, in every history
     assert 0.98 < s["goodput"] < 1.0
@@ -140,6 +146,28 @@ def test_goodput_falls_as_failures_come_more_often(hours: int) -> None:
     assert abs(got - mean) <= 4 * math.sqrt(mean / samples)
     lost = s["time_lost_s"]["failures"] + s["time_lost_s"]["restarts"]
     assert lost == pytest.approx(got * (600 + s["checkpoint_interval_s"] / 2), rel=0.15)
+
+
+@pytest.mark.parametrize(
+    ("bandwidth", "hours"), [("10GB/s", 384), ("1GB/s", 384), ("10GB/s", 3840)]
+)
+def test_best_interval_is_young_daly_on_the_simulated_pause(bandwidth: str, hours: int) -> None:
+    """Random GPU failures only, sync checkpoints to storage on spine0: the pause C is the
+    simulated write (16 ranks' states over one cable), M the job's MTBF (MTBF / 16), and
+    the search's best interval is within 10% of Young/Daly's sqrt(2 C M), over a sweep of
+    the storage bandwidth (C from 0.5 s to 5 s) and the MTBF (M from 1 to 10 days)."""
+    storage = {"bandwidth": bandwidth, "attach": "spine0"}
+    s = run(
+        small(
+            training={"duration": "30d"},
+            failures=[{"devices": "*/*/gpu*", "mtbf": f"{hours}h"}],
+            recovery={"samples": 1000},
+            checkpoint={"every": "10min", "storage": storage},
+        )
+    )
+    young = math.sqrt(2 * s["checkpoint_blocking_s"] * hours * 3600 / 16)
+    assert s["young_daly_interval_s"] == pytest.approx(young)
+    assert s["best_checkpoint_interval_s"] == pytest.approx(young, rel=0.10)
 
 
 def test_checkpoint_every_iterations_or_time() -> None:

@@ -42,7 +42,11 @@ class GoodputSummary(SummaryPart):
     checkpoint_blocking_s: float
     """Seconds training pauses for one checkpoint (simulated on the cluster's network)."""
     checkpoint_drain_s: float
-    """Seconds an async checkpoint takes to reach storage after the pause (0: sync)."""
+    """Seconds an async checkpoint takes to reach storage after the pause, beside the
+    training traffic (0: sync)."""
+    checkpoint_contention_s: float
+    """Seconds of work an async checkpoint's drain costs training by sharing its links:
+    the drain's length x (1 - 1 / the iterations' slowdown while it runs), simulated."""
     restart_s: float
     """``recovery.restart_time``: from a failure until training runs again."""
     best_checkpoint_interval_s: float | None

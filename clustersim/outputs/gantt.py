@@ -43,6 +43,7 @@ from ..metrics import (  # noqa: E402
     Summary,
     device_breakdown,
 )
+from ..network.failures import FAULT_KINDS  # noqa: E402
 from ..records import Record, phase_of, sorted_records  # noqa: E402
 from .atomic import save_figure  # noqa: E402
 from .trace import natural_key, node_of  # noqa: E402
@@ -54,14 +55,16 @@ MAX_BOXES = 20_000
 MAX_TEXT_LABELS = 3_000
 """Micro-batch numbers drawn at most (text artists are slow)."""
 
-KINDS = ("forward", "backward", "recompute", "compute", "communication")
-"""Box kinds, in legend order (``compute`` = other compute: optimizer, reduce, ...)."""
+KINDS = ("forward", "backward", "recompute", "compute", "communication", "fault")
+"""Box kinds, in legend order (``compute`` = other compute: optimizer, reduce, ...;
+``fault`` = a link down or a flow stalled with no route, :mod:`clustersim.network.failures`)."""
 COLOURS = {
     "forward": "#4c72b0",
     "backward": "#dd8452",
     "recompute": "#9fb4e0",
     "compute": "#8c8c8c",
     "communication": "#55a868",
+    "fault": "#c44e52",
 }
 LEGEND = {
     "forward": "forward",
@@ -69,7 +72,10 @@ LEGEND = {
     "recompute": "recompute",
     "compute": "other compute",
     "communication": "communication",
+    "fault": "link down / flow stalled",
 }
+HATCHES = {"recompute": "///", "fault": "xx"}
+"""Hatching of the box kinds that have one."""
 GANTT_FILES = ("gantt.png", "gantt.svg")
 """The files the chart is saved as (a training run's folder has both)."""
 JOB_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
@@ -115,8 +121,11 @@ class GanttData:
 
 
 def box_kind(record: Record) -> str:
-    """The kind a record is drawn as: forward, backward, recompute, compute or communication
-    (its :func:`~clustersim.records.phase_of`; the optimizer and other work draw as compute)."""
+    """The kind a record is drawn as: forward, backward, recompute, compute, communication
+    (its :func:`~clustersim.records.phase_of`; the optimizer and other work draw as compute)
+    or fault (a link's down window, a flow's stall)."""
+    if record.kind in FAULT_KINDS:
+        return "fault"
     phase = phase_of(record)
     return phase if phase in ("forward", "backward", "recompute", "communication") else "compute"
 
@@ -365,7 +374,7 @@ def _draw_boxes(ax: Any, data: GanttData, seconds: float, pt_per_unit: float) ->
             facecolors=COLOURS[kind],
             edgecolors="white" if edged and kind != "communication" else "none",
             linewidth=0.4,
-            hatch="///" if kind == "recompute" else None,
+            hatch=HATCHES.get(kind),
             label=LEGEND[kind] if kind not in drawn else None,
         )
         coll.set_gid(f"gantt:{kind}:{row}")

@@ -179,6 +179,15 @@ def drain_slowdown(scenario: Any, topology: Topology | None = None) -> DrainSlow
     return DrainSlowdown(alone, together, drained)
 
 
+def training_with_drain(scenario: Any, topology: Topology) -> tuple[float, float]:
+    """(mean iteration time, when the last drain flow arrived) of ``scenario``'s training
+    run with the async drain of one checkpoint (each host's bytes to storage) started at
+    t = 0 beside it: the drain and the training share NICs, uplinks and spines.  The
+    scenario needs ``checkpoint.storage``."""
+    sizes = host_bytes(topology, checkpoint_bytes(scenario, topology))
+    return _train(scenario, topology, sizes)
+
+
 def _train(scenario: Any, topology: Topology, drain: Mapping[str, float]) -> tuple[float, float]:
     """(mean iteration time, when the last drain flow arrived) of one training run."""
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)

@@ -40,7 +40,7 @@ from ..goodput import (
 )
 from ..metrics.goodput import GoodputSummary
 from ..metrics.training import IterationTimes
-from .checkpoint import checkpoint_cost
+from .checkpoint import checkpoint_cost, training_with_drain
 from .failures import ResolvedFailures
 from .length import job_length
 
@@ -92,12 +92,20 @@ def goodput_of(
         return None
     iteration_s = times.iteration_time_s
     iterations = _iterations(scenario, iteration_s)
-    blocking_s, drain_s, every = _checkpoints(scenario, topology, iteration_s, iterations)
+    pause_s, drain_s, contention_s, every = _checkpoints(
+        scenario, topology, iteration_s, iterations
+    )
     restart_s = 600.0 if failures is None else failures.restart_s
     processes, slowdown = _processes(failures, strategy, scenario.source)
     scheduled = _scheduled(failures)
     job = TrainingJob(
-        iteration_s, iterations, every, blocking_s, drain_s, restart_s, elastic_slowdown=slowdown
+        iteration_s,
+        iterations,
+        every,
+        pause_s + contention_s,
+        drain_s,
+        restart_s,
+        elastic_slowdown=slowdown,
     )
     samples = 1000 if scenario.recovery is None else scenario.recovery.samples
     seed = _seed(scenario, failures)
@@ -124,7 +132,7 @@ def goodput_of(
             progress=lambda d, t: overall(d, t, offset=1),
         )
         best_s, best_every = search.best_checkpoint_interval_s, search.best_checkpoint_every
-    return _summary(result, job, best_s, best_every)
+    return _summary(result, job, pause_s, contention_s, best_s, best_every)
 
 
 def check(scenario: Any, strategy: Any, failures: ResolvedFailures | None) -> None:
@@ -175,17 +183,26 @@ def _iterations(scenario: Any, iteration_s: float) -> int:
 
 def _checkpoints(
     scenario: Any, topology: Any, iteration_s: float, iterations: int
-) -> tuple[float, float, int]:
-    """(blocking s, drain s, iterations between checkpoints): none without a section."""
+) -> tuple[float, float, float, int]:
+    """(pause s, drain s, contention s, iterations between checkpoints); nothing without a
+    section.  The pause the goodput model takes is the simulated pause plus the
+    contention: for an async checkpoint to storage, the training run is simulated again
+    with the drain beside it, and while the drain lasts iterations slow down by
+    ``slowdown``: ``drain x (1 - 1 / slowdown)`` seconds of work lost per checkpoint."""
     spec = scenario.checkpoint
     if spec is None:
-        return 0.0, 0.0, iterations
+        return 0.0, 0.0, 0.0, iterations
     cost = checkpoint_cost(scenario, topology)
     if spec.every.iterations is not None:
         every = spec.every.iterations
     else:
         every = max(1, math.ceil(spec.every.time_s / iteration_s)) if iteration_s > 0 else 1
-    return cost.blocking_s, cost.drain_s, every
+    drain_s, contention_s = cost.drain_s, 0.0
+    if cost.is_async and cost.to_storage and iteration_s > 0:
+        with_drain_s, drain_s = training_with_drain(scenario, topology)
+        slowdown = max(1.0, with_drain_s / iteration_s)
+        contention_s = drain_s * (1.0 - 1.0 / slowdown)
+    return cost.blocking_s, drain_s, contention_s, every
 
 
 def _processes(
@@ -242,7 +259,12 @@ def _seed(scenario: Any, failures: ResolvedFailures | None) -> int:
 
 
 def _summary(
-    result: Any, job: TrainingJob, best_s: float | None, best_every: int | None
+    result: Any,
+    job: TrainingJob,
+    pause_s: float,
+    contention_s: float,
+    best_s: float | None,
+    best_every: int | None,
 ) -> GoodputSummary:
     def finite(x: float | None) -> float | None:
         return None if x is None or math.isinf(x) else x
@@ -259,8 +281,9 @@ def _summary(
         checkpoints=result.checkpoints,
         checkpoint_interval_s=result.checkpoint_interval_s,
         checkpoint_every=job.checkpoint_every,
-        checkpoint_blocking_s=job.checkpoint_blocking_s,
+        checkpoint_blocking_s=pause_s,
         checkpoint_drain_s=job.checkpoint_drain_s,
+        checkpoint_contention_s=contention_s,
         restart_s=job.restart_s,
         best_checkpoint_interval_s=finite(best_s),
         best_checkpoint_every=best_every,
