@@ -248,3 +248,26 @@ def test_same_seed_same_summary_other_seed_other_histories(tmp_path: Path) -> No
     assert json.dumps(first) == json.dumps(again)
     other = run({**doc, "seed": 1})
     assert other["expected_time_to_train_s"] != first["expected_time_to_train_s"]
+
+
+def test_jobs_alone_runs_see_the_same_link_failures(tmp_path: Path) -> None:
+    """A multi-job run whose every spine link is down for the first 10 ms: every
+    cross-rack flow stalls until then, in the shared run and in each job's alone run
+    alike, so both times grow by exactly 10 ms (the alone runs play the failure too, and
+    the slowdown is the sharing's); checkpoint and recovery are refused for jobs."""
+    import yaml
+
+    doc = yaml.safe_load((SCENARIOS / "jobs" / "shared_uplinks.yaml").read_text())
+    doc["failures"] = [{"links": "*spine*", "at": "0s", "repair": "10ms"}]
+    s = clustersim.simulate(parse_scenario(copy.deepcopy(doc))).summary
+    plain = clustersim.simulate(SCENARIOS / "jobs" / "shared_uplinks.yaml").summary
+    for name, job in s["jobs"].items():
+        before = plain["jobs"][name]
+        assert job["alone_time_s"] == pytest.approx(before["alone_time_s"] + 0.010, rel=1e-9)
+        assert job["job_time_s"] == pytest.approx(before["job_time_s"] + 0.010, rel=1e-9)
+        assert job["slowdown"] == pytest.approx(job["job_time_s"] / job["alone_time_s"])
+    for key, value in (("checkpoint", {"every": 10}), ("recovery", {"restart_time": "1min"})):
+        path = tmp_path / "j.yaml"
+        path.write_text(yaml.safe_dump({**doc, key: value}))
+        with pytest.raises(clustersim.ScenarioError, match=f"{key}: {key} is for a single"):
+            clustersim.load_scenario(path)

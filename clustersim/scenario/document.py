@@ -116,6 +116,13 @@ class Scenario(_Spec):
         assert self.jobs is not None
         given = [key for key in JOB_SECTIONS if getattr(self, key) is not None]
         problems = job_names_problems(self.jobs)
+        for key in ("checkpoint", "recovery"):
+            if getattr(self, key) is not None:
+                message = f"{key} is for a single training job; a scenario with jobs has none yet"
+                allowed = (
+                    "remove it (failures of links, NICs and switches still apply to every job)"
+                )
+                problems.append(Problem(key, message, allowed))
         if given:
             problems.insert(
                 0,

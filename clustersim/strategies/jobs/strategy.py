@@ -130,7 +130,8 @@ class JobsStrategy(Strategy):
         return JobsSummary(max_slowdown=worst, jobs=jobs)
 
     def alone_time_s(self, job: Job) -> float:
-        """The job's time run alone on the cluster (a fresh strategy, a fresh simulation)."""
+        """The job's time run alone on the cluster (a fresh strategy, a fresh simulation,
+        the scenario's link failures played in it too)."""
         alone = Job(
             job.index,
             job.spec,
@@ -140,6 +141,12 @@ class JobsStrategy(Strategy):
             job_strategy(self.scenario, job.index, job.view),
         )
         sim = Simulation.from_scenario(self.scenario, self.topology)
+        if self.scenario.failures:
+            # The same link failures as the shared run: the slowdown is the sharing's alone.
+            from ...resilience import outlook, resolve_failures
+
+            failures = resolve_failures(self.scenario, self.topology)
+            outlook.play_link_failures(sim, failures)
         start_job(sim, alone)
         sim.run()
         assert alone.sim is not None
