@@ -57,11 +57,19 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return code, capsys.readouterr().err
 
 
+def _default_sigint() -> None:
+    """In the child before it starts: SIGINT back to its default.  A shell starting the
+    test suite in the background (``make test &``, a CI runner) leaves SIGINT ignored,
+    children inherit that, and Python then keeps ignoring it, as it should for a user's
+    background job: the tests that press Ctrl-C need it heard."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _subprocess(argv: list[str], **kwargs: Any) -> subprocess.Popen[str]:
-    """``python -m clustersim ARGV`` of this checkout, its outputs captured."""
+    """``python -m clustersim ARGV`` of this checkout, its outputs captured, SIGINT heard."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "clustersim", *map(str, argv)]
-    return subprocess.Popen(command, env=env, text=True, **kwargs)
+    return subprocess.Popen(command, env=env, text=True, preexec_fn=_default_sigint, **kwargs)
 
 
 @pytest.fixture
@@ -523,7 +531,11 @@ def test_signal_while_importing_is_one_line(name: str, code: int, line: str) -> 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     program = SIGNAL_DURING_IMPORT.format(signal=name)
     proc = subprocess.run(
-        [sys.executable, "-c", program, str(D1)], env=env, text=True, capture_output=True
+        [sys.executable, "-c", program, str(D1)],
+        env=env,
+        text=True,
+        capture_output=True,
+        preexec_fn=_default_sigint,
     )
     assert (proc.returncode, proc.stderr) == (code, line)
 
