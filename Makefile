@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_outputs.py
 	$(PY) bench/bench_analytical.py
 	$(PY) bench/bench_contended_ring.py
+	$(PY) bench/bench_goodput.py
 
 FUZZ_EXAMPLES ?= 10000
 
