@@ -289,3 +289,15 @@ def test_every_scenario_matches_its_golden(monkeypatch) -> None:
     failed = [r for r in reports if not r.passed]
     text = "\n".join(line for r in failed for line in golden.report_lines(r))
     assert not failed, f"timings moved (update deliberately with clustersim golden record):\n{text}"
+
+
+@pytest.mark.parametrize("scenario", ["-", "no/such/scenario.yaml"])
+def test_check_names_an_unreadable_scenario_before_its_golden_file(
+    scenario: str, tmp_path, capsys
+) -> None:
+    """``golden check SCENARIO`` with a scenario that cannot be read: exit 2 naming the
+    scenario as given, not the golden file derived from it (found by the fuzzer)."""
+    assert main(["golden", "check", scenario, "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"clustersim: error: {scenario}: ")
+    assert ".json" not in err

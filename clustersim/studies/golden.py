@@ -446,9 +446,13 @@ def check(
     """Re-run every scenario and compare it with its golden file in ``golden_dir``.
 
     Bad input (a missing scenario or golden file, an unreadable golden) raises
-    before anything runs.
+    before anything runs; a scenario that cannot be read is named before its golden file.
     """
+    from ..scenario import load_scenario
+
     _check_rtol(rtol)
+    for scenario in scenarios:
+        load_scenario(scenario)  # errors name the scenario file as given
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
     measured = measure_all(scenarios, jobs, max_events)
