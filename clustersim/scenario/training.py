@@ -21,6 +21,7 @@ from .fields import (
     Int,
     Invalid,
     LargeCount,
+    PositiveSize,
     PositiveTime,
     Size,
     _Spec,
@@ -226,6 +227,11 @@ class ParameterServerSpec(_Spec):
     """ssp: how many iterations a worker may run ahead of the slowest."""
     geo_period: Count = 4
     """geo: local steps between pushes of parameter deltas."""
+    partition_bytes: PositiveSize | None = None
+    """Per-key pipelining as BytePS does it: cut every key larger than this into equal
+    partitions of at most this size, each pushed, aggregated and pulled on its own, and
+    send over each worker-server connection one message at a time, in order (default:
+    one key per layer, all of a worker's pushes at once)."""
 
 
 class DataParallelSpec(_Spec):

@@ -114,6 +114,7 @@ from . import training
 from .base import TrainingStrategy
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import Key, assign_keys, key_blocks, place
+from .ps_pipeline import Connections, partition_blocks
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -190,7 +191,9 @@ class ParameterServer(TrainingStrategy):
 
     def _make_keys(self) -> list[Key]:
         per_value = training.BYTES_PER_VALUE[self.train.precision]
-        blocks = key_blocks(self.model, len(self.servers))
+        blocks = partition_blocks(
+            key_blocks(self.model, len(self.servers)), per_value, self.ps.partition_bytes
+        )
         owner = assign_keys([p for _, _, p in blocks], len(self.servers))
         return [
             Key(i, name, layer, params, params * per_value, self.servers[owner[i]])
@@ -231,6 +234,7 @@ class ParameterServer(TrainingStrategy):
     def start(self, sim: Simulation) -> None:
         n = len(self.workers)
         self.sim = sim
+        self.links = Connections(sim, ordered=self.ps.partition_bytes is not None)
         self.clock = training.IterationClock.new()
         self.state = [_KeyState() for _ in self.keys]
         self.pulled = [[0] * len(self.keys) for _ in range(n)]
@@ -335,10 +339,15 @@ class ParameterServer(TrainingStrategy):
         if device == key.server:
             arrive(w, key, it)
             return
-        event = self.sim.transfer(
-            device, key.server, key.nbytes, label=f"push {key.name}", iteration=it, op="push"
+        self.links.send(
+            device,
+            key.server,
+            key.nbytes,
+            lambda: arrive(w, key, it),
+            label=f"push {key.name}",
+            iteration=it,
+            op="push",
         )
-        event.callbacks.append(lambda _e: arrive(w, key, it))
 
     def _apply_now(self, w: int, key: Key, it: int) -> None:
         """Async, ssp, geo: apply the push at once; the worker pulls the result."""
@@ -407,7 +416,7 @@ class ParameterServer(TrainingStrategy):
         """Send ``key`` at ``version`` to worker ``w``."""
         device = self.workers[w]
 
-        def arrived(_e: Any = None) -> None:
+        def arrived() -> None:
             self.pulled[w][key.index] = version
             if round_ is not None:
                 self.round_end[round_] = max(self.round_end.get(round_, 0.0), self.sim.now)
@@ -420,10 +429,15 @@ class ParameterServer(TrainingStrategy):
         if device == key.server:
             arrived()
             return
-        event = self.sim.transfer(
-            key.server, device, key.nbytes, label=f"pull {key.name}", iteration=it, op="pull"
+        self.links.send(
+            key.server,
+            device,
+            key.nbytes,
+            arrived,
+            label=f"pull {key.name}",
+            iteration=it,
+            op="pull",
         )
-        event.callbacks.append(arrived)
 
     def _count_staleness(self, staleness: int) -> None:
         self.histogram[staleness] = self.histogram.get(staleness, 0) + 1

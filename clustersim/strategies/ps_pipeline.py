@@ -1,0 +1,109 @@
+"""Per-key pipelining of parameter-server traffic (BytePS, Jiang et al. OSDI 2020, §3).
+
+Two things let a pull start while other keys are still being pushed
+(``data_parallel.ps.partition_bytes``; see
+:mod:`clustersim.strategies.parameter_server`):
+
+* **Partitions.**  Every key larger than ``partition_bytes`` is cut into
+  ``ceil(key bytes / partition_bytes)`` equal partitions, which are keys of
+  their own (``name:0``, ``name:1``, ...): each is pushed, aggregated,
+  updated and pulled on its own and placed on a server like any key.
+* **Ordered connections.**  Each (sender, receiver) pair -- a worker's
+  connection to a server, and back -- carries one message at a time, in the
+  order they were sent, as one TCP connection of ps-lite or BytePS does.
+  Without it, a worker's pushes would all start at once, share its NIC fairly
+  and all end together with the last byte, so no key's aggregation could close
+  before the whole model had arrived.
+
+Without ``partition_bytes`` neither applies: today's keys, and every message
+starts at once (:class:`Connections` with ``ordered=False``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..engine import Simulation
+
+Block = tuple[str, int, float]
+"""``(key name, layer index, params)``."""
+
+
+def partition_blocks(
+    blocks: Sequence[Block], bytes_per_param: float, partition_bytes: float | None
+) -> list[Block]:
+    """``blocks`` with every block above ``partition_bytes`` cut into equal partitions
+    ``name:j`` of at most ``partition_bytes`` bytes; unchanged when it is None."""
+    if partition_bytes is None:
+        return list(blocks)
+    out: list[Block] = []
+    for name, layer, params in blocks:
+        parts = math.ceil(params * bytes_per_param / partition_bytes - 1e-9)
+        if parts <= 1:
+            out.append((name, layer, params))
+        else:
+            out += [(f"{name}:{j}", layer, params / parts) for j in range(parts)]
+    return out
+
+
+@dataclass
+class _Message:
+    nbytes: float
+    then: Callable[[], None]
+    label: str
+    iteration: int
+    op: str
+
+
+class Connections:
+    """Worker-server messages: at once (``ordered=False``), or one at a time per
+    (sender, receiver) pair in the order sent (``ordered=True``)."""
+
+    def __init__(self, sim: Simulation, ordered: bool) -> None:
+        self.sim = sim
+        self.ordered = ordered
+        self.queues: dict[tuple[str, str], deque[_Message]] = {}
+        """Messages of each connection; the head is on the wire."""
+
+    def send(
+        self,
+        src: str,
+        dst: str,
+        nbytes: float,
+        then: Callable[[], None],
+        *,
+        label: str,
+        iteration: int,
+        op: str,
+    ) -> None:
+        """Send ``nbytes`` from ``src`` to ``dst``; ``then()`` when the last byte is in."""
+        if not self.ordered:
+            event = self.sim.transfer(src, dst, nbytes, label=label, iteration=iteration, op=op)
+            event.callbacks.append(lambda _e: then())
+            return
+        queue = self.queues.setdefault((src, dst), deque())
+        queue.append(_Message(nbytes, then, label, iteration, op))
+        if len(queue) == 1:
+            self._start(src, dst, queue)
+
+    def _start(self, src: str, dst: str, queue: deque[_Message]) -> None:
+        message = queue[0]
+
+        def arrived() -> None:
+            queue.popleft()
+            if queue:
+                self._start(src, dst, queue)
+            message.then()
+
+        self.sim.transfer_then(
+            src,
+            dst,
+            message.nbytes,
+            arrived,
+            label=message.label,
+            iteration=message.iteration,
+            op=message.op,
+        )
