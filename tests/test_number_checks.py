@@ -88,6 +88,7 @@ BASES: dict[str, dict[str, Any]] = {
                 "backup_k": 2,
                 "staleness": 2,
                 "geo_period": 4,
+                "partition_bytes": "4MB",
             },
         },
     ),
@@ -366,6 +367,7 @@ KEYS: list[Key] = [
         backup_k=("data_parallel", "ps", "backup_k"),
         staleness=("data_parallel", "ps", "staleness"),
         geo_period=("data_parallel", "ps", "geo_period"),
+        partition_bytes=("data_parallel", "ps", "partition_bytes"),
     ),
     *_keys(
         "TwoTierCluster",

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import pytest
 
+from clustersim.api import prepare
+from clustersim.budget import WorkLimitError
+from clustersim.scenario import parse_scenario
 from clustersim.strategies.ps_pipeline import partition_blocks
 
 from .test_parameter_server import NIC, layer, ps_doc, run, run_strategy
@@ -115,3 +118,11 @@ def test_partition_larger_than_every_key_keeps_todays_keys() -> None:
     plain = run(ps_doc(6, one, placement="dedicated", servers=2))
     big = run(ps_doc(6, one, placement="dedicated", servers=2, partition_bytes="1GB"))
     assert big == plain
+
+
+def test_tiny_partitions_are_refused_before_they_are_made() -> None:
+    """A 1-byte partition of a 100 MB model would be 1e8 keys: the work limit refuses it
+    in the check, at engine.max_events, without making the keys."""
+    doc = ps_doc(3, [layer("w", 25e6)], placement="dedicated", partition_bytes="1B")
+    with pytest.raises(WorkLimitError, match="max_events"):
+        prepare(parse_scenario(doc))

@@ -18,6 +18,14 @@ because of one big layer.  Keys are assigned to servers by size-balanced
 ties between keys keep layer order, ties between servers take the lowest
 server index.
 
+**Partitions** (``data_parallel.ps.partition_bytes``, BytePS's per-key
+pipelining; :mod:`clustersim.strategies.ps_pipeline`): every key above the
+size is cut into equal partitions ``name:j``, keys of their own, placed as
+above; and each worker-server connection carries one message at a time, in
+order, so a partition is pulled as soon as its round closes while later ones
+are still being pushed.  Unset (default): the keys above, and a worker's
+pushes all start at once, sharing its NIC and ending together.
+
 **Placement** (``data_parallel.ps.placement``; ``server_devices`` overrides it
 and then every matched device is a server, whatever ``servers`` says):
 
@@ -35,9 +43,11 @@ no transfer.
 **Per iteration** each worker runs the forward pass, then the backward pass;
 as each layer's gradient is ready its keys are pushed (``params x
 BYTES_PER_VALUE[precision]`` bytes each) to their servers -- pushes overlap
-the rest of the backward.  A server's work runs on its compute stream and is
-memory-bound: aggregating one push reads the key's gradient (``key bytes``),
-and an update costs ``OPTIMIZER_BYTES_PER_PARAM[optimizer] x key params``.  The
+the rest of the backward.  A server's work runs on its compute stream (FIFO)
+and is memory-bound, over the server device's memory bandwidth (a CPU's
+``cpu.memory_bandwidth``; a GPU server's, shared with its training work):
+aggregating one push reads the key's gradient (``key bytes``), and an update
+costs ``OPTIMIZER_BYTES_PER_PARAM[optimizer] x key params``.  The
 updated key is pulled back (``key bytes``); a worker starts its next
 iteration when all its pulls are in.
 
@@ -95,7 +105,7 @@ from typing import Any
 
 import simpy
 
-from ..budget import WorkEstimate
+from ..budget import WorkEstimate, enforce
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import (
@@ -114,7 +124,7 @@ from . import training
 from .base import TrainingStrategy
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import Key, assign_keys, key_blocks, place
-from .ps_pipeline import Connections, partition_blocks
+from .ps_pipeline import Connections, partition_blocks, partition_count
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -191,9 +201,12 @@ class ParameterServer(TrainingStrategy):
 
     def _make_keys(self) -> list[Key]:
         per_value = training.BYTES_PER_VALUE[self.train.precision]
-        blocks = partition_blocks(
-            key_blocks(self.model, len(self.servers)), per_value, self.ps.partition_bytes
-        )
+        layer_blocks = key_blocks(self.model, len(self.servers))
+        keys = partition_count(layer_blocks, per_value, self.ps.partition_bytes)
+        # each key has at least one update per iteration: refuse before making the keys
+        source = getattr(self.scenario, "source", "")
+        enforce(WorkEstimate(0, keys * self.train.iterations), self.max_events, source)
+        blocks = partition_blocks(layer_blocks, per_value, self.ps.partition_bytes)
         owner = assign_keys([p for _, _, p in blocks], len(self.servers))
         return [
             Key(i, name, layer, params, params * per_value, self.servers[owner[i]])

@@ -32,6 +32,19 @@ Block = tuple[str, int, float]
 """``(key name, layer index, params)``."""
 
 
+def partition_count(
+    blocks: Sequence[Block], bytes_per_param: float, partition_bytes: float | None
+) -> int:
+    """How many keys :func:`partition_blocks` makes (without making them)."""
+    if partition_bytes is None:
+        return len(blocks)
+    return sum(max(1, _parts(p * bytes_per_param, partition_bytes)) for _, _, p in blocks)
+
+
+def _parts(nbytes: float, partition_bytes: float) -> int:
+    return math.ceil(nbytes / partition_bytes - 1e-9)
+
+
 def partition_blocks(
     blocks: Sequence[Block], bytes_per_param: float, partition_bytes: float | None
 ) -> list[Block]:
@@ -41,7 +54,7 @@ def partition_blocks(
         return list(blocks)
     out: list[Block] = []
     for name, layer, params in blocks:
-        parts = math.ceil(params * bytes_per_param / partition_bytes - 1e-9)
+        parts = _parts(params * bytes_per_param, partition_bytes)
         if parts <= 1:
             out.append((name, layer, params))
         else:
