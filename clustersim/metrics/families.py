@@ -266,6 +266,10 @@ class ParameterServerSummary(TrainingSummary):
     pushes_per_worker: dict[str, float]
     key_pushes: int
     key_pushes_dropped: int
+    busiest_server: str
+    """The server that moved the most bytes (pushed to it and pulled from it)."""
+    busiest_server_share: float
+    """Its share of the bytes all servers moved (0 when none crossed the network)."""
     shares: DeviceShares = field(metadata=SPLICE)
 
 

@@ -116,6 +116,8 @@ from .stragglers import (  # noqa: F401
 from .training import (  # noqa: F401
     MAX_CHANNELS,
     MAX_LAYERS,
+    MAX_PS_KEYS,
+    MAX_ZIPF_EXPONENT,
     AllreduceSyncSpec,
     DataParallelSpec,
     LayerSpec,
@@ -128,6 +130,7 @@ from .training import (  # noqa: F401
     TrainingSpec,
     TransformerSpec,
     ZeroSpec,
+    ZipfKeys,
 )
 from .validation import (  # noqa: F401
     validate_model,

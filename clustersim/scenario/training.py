@@ -16,6 +16,7 @@ from clustersim.errors import Problem, hinted
 from .fields import (
     Bool,
     Count,
+    Float,
     FlopCount,
     Glob,
     Int,
@@ -208,6 +209,20 @@ class AllreduceSyncSpec(_Spec):
     (default: ``network.channels``)."""
 
 
+MAX_PS_KEYS = 10_000
+"""Most synthetic keys ``data_parallel.ps.keys`` may ask for: every key is a push and a
+pull per worker and iteration."""
+MAX_ZIPF_EXPONENT = 16.0
+"""Largest Zipf exponent: beyond it the coldest of the keys underflows to nothing."""
+
+
+class ZipfKeys(_Spec):
+    """Keys whose sizes and access frequencies follow Zipf's law: rank i goes as 1 / i^s."""
+
+    zipf: Float = Field(ge=0, le=MAX_ZIPF_EXPONENT)
+    """The exponent s (0 is uniform)."""
+
+
 class ParameterServerSpec(_Spec):
     """Parameter servers: placement, sharding and consistency mode."""
 
@@ -232,6 +247,27 @@ class ParameterServerSpec(_Spec):
     partitions of at most this size, each pushed, aggregated and pulled on its own, and
     send over each worker-server connection one message at a time, in order (default:
     one key per layer, all of a worker's pushes at once)."""
+    key_distribution: Literal["layers", "uniform"] | ZipfKeys = "layers"
+    """layers: one key per layer (big layers split); uniform: ``keys`` equal keys;
+    ``{zipf: s}``: ``keys`` keys, rank i of size and access frequency proportional to 1 / i^s."""
+    keys: Annotated[int, Strict(), Field(ge=1, le=MAX_PS_KEYS)] | None = None
+    """uniform or zipf: how many keys (default 64)."""
+    sharding: Literal["hash", "range", "balanced"] = "balanced"
+    """Keys to servers: hash (CRC-32 of the key name mod servers), range (contiguous runs of
+    equal count), balanced (largest expected traffic first to the least-loaded server)."""
+
+    @model_validator(mode="after")
+    def _keys_need_synthetic(self) -> ParameterServerSpec:
+        if self.keys is not None and self.key_distribution == "layers":
+            raise Invalid(
+                Problem(
+                    "keys",
+                    "a key count needs synthetic keys; with key_distribution layers the keys "
+                    "are the layers",
+                    "key_distribution: uniform or {zipf: s}, or leave keys out",
+                )
+            )
+        return self
 
 
 class DataParallelSpec(_Spec):

@@ -26,6 +26,11 @@ order, so a partition is pulled as soon as its round closes while later ones
 are still being pushed.  Unset (default): the keys above, and a worker's
 pushes all start at once, sharing its NIC and ending together.
 
+``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
+``keys`` synthetic keys with power-law sizes and access frequencies, and
+``sharding: hash | range`` replaces the balanced assignment; see
+:mod:`clustersim.strategies.ps_layout`.
+
 **Placement** (``data_parallel.ps.placement``; ``server_devices`` overrides it
 and then every matched device is a server, whatever ``servers`` says):
 
@@ -85,6 +90,9 @@ the server's rate while every worker trains at its own pace (a whole-model
 update = one applied push of every key); ``iterations_per_worker``;
 ``pushes_per_worker`` (whole-model pushes: key pushes / keys); ``key_pushes``
 and ``key_pushes_dropped`` (backup);
+``busiest_server`` -- the server that moved the most bytes (pushes to it and
+pulls from it, dropped backup pushes included; the first of equals) and
+``busiest_server_share`` -- its share of the bytes every server moved;
 ``staleness_histogram`` -- for each applied push: by how many versions the
 key advanced between the worker's pull and the application (always 0 in sync
 and backup).  Async modes: ``iteration_time_s`` is the mean over workers of
@@ -123,8 +131,19 @@ from ..topology import Device
 from . import training
 from .base import TrainingStrategy
 from .ps_layout import PS_KEY as _PS
-from .ps_layout import Key, assign_keys, key_blocks, place
-from .ps_pipeline import Connections, partition_blocks, partition_count
+from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
+    Key,
+    assign_keys,
+    busiest,
+    count_partitions,
+    key_blocks,
+    make_blocks,
+    partition_keys,
+    place,
+    server_bytes,
+    shard,
+)
+from .ps_pipeline import Connections
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -201,16 +220,24 @@ class ParameterServer(TrainingStrategy):
 
     def _make_keys(self) -> list[Key]:
         per_value = training.BYTES_PER_VALUE[self.train.precision]
-        layer_blocks = key_blocks(self.model, len(self.servers))
-        keys = partition_count(layer_blocks, per_value, self.ps.partition_bytes)
+        blocks = make_blocks(self.ps, self.model, len(self.servers))
+        keys = count_partitions(blocks, per_value, self.ps.partition_bytes)
         # each key has at least one update per iteration: refuse before making the keys
         source = getattr(self.scenario, "source", "")
         enforce(WorkEstimate(0, keys * self.train.iterations), self.max_events, source)
-        blocks = partition_blocks(layer_blocks, per_value, self.ps.partition_bytes)
-        owner = assign_keys([p for _, _, p in blocks], len(self.servers))
+        blocks = partition_keys(blocks, per_value, self.ps.partition_bytes)
+        owner = shard(blocks, len(self.servers), self.ps.sharding)
         return [
-            Key(i, name, layer, params, params * per_value, self.servers[owner[i]])
-            for i, (name, layer, params) in enumerate(blocks)
+            Key(
+                i,
+                b.name,
+                b.layer,
+                b.params,
+                b.traffic * per_value,
+                self.servers[owner[i]],
+                b.access,
+            )
+            for i, b in enumerate(blocks)
         ]
 
     def estimate_work(self) -> WorkEstimate:
@@ -418,7 +445,7 @@ class ParameterServer(TrainingStrategy):
         per_param = training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         return self.sim.compute(
             key.server,
-            bytes=key.params * per_param,
+            bytes=key.touched_params * per_param,
             label=f"update {key.name}",
             phase="optimizer",
             iteration=it,
@@ -467,6 +494,7 @@ class ParameterServer(TrainingStrategy):
         load = {s: 0.0 for s in self.servers}
         for key in self.keys:
             load[key.server] += key.params
+        hot, hot_share = busiest(server_bytes(sim.records, self.servers))
         return ParameterServerSummary(
             times=measured.times,
             updates_per_s=updates_per_s,
@@ -489,6 +517,8 @@ class ParameterServer(TrainingStrategy):
             },
             key_pushes=sum(self.pushes),
             key_pushes_dropped=self.dropped,
+            busiest_server=hot,
+            busiest_server_share=hot_share,
             shares=measured.shares,
         )
 
