@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, Strict, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Strict, Tag, model_validator
 
 from clustersim.errors import Problem, hinted
 
@@ -223,6 +223,18 @@ class ZipfKeys(_Spec):
     """The exponent s (0 is uniform)."""
 
 
+def _key_form(data: Any) -> str:
+    """``zipf`` for a mapping (or a built :class:`ZipfKeys`), ``named`` otherwise."""
+    return "zipf" if isinstance(data, dict | ZipfKeys) else "named"
+
+
+KeyDistribution = Annotated[
+    Annotated[Literal["layers", "uniform"], Tag("named")] | Annotated[ZipfKeys, Tag("zipf")],
+    Discriminator(_key_form),
+]
+"""``layers``, ``uniform`` or ``{zipf: s}``: a name is checked as a name, a mapping as Zipf."""
+
+
 class ParameterServerSpec(_Spec):
     """Parameter servers: placement, sharding and consistency mode."""
 
@@ -247,7 +259,7 @@ class ParameterServerSpec(_Spec):
     partitions of at most this size, each pushed, aggregated and pulled on its own, and
     send over each worker-server connection one message at a time, in order (default:
     one key per layer, all of a worker's pushes at once)."""
-    key_distribution: Literal["layers", "uniform"] | ZipfKeys = "layers"
+    key_distribution: KeyDistribution = "layers"
     """layers: one key per layer (big layers split); uniform: ``keys`` equal keys;
     ``{zipf: s}``: ``keys`` keys, rank i of size and access frequency proportional to 1 / i^s."""
     keys: Annotated[int, Strict(), Field(ge=1, le=MAX_PS_KEYS)] | None = None

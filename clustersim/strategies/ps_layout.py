@@ -56,8 +56,9 @@ class Key:
 
     @property
     def touched_params(self) -> float:
-        """Parameters one push carries and one update changes."""
-        return self.params * self.access
+        """Parameters one push carries and one update changes (``params`` itself, int or
+        float as given, when every value is touched)."""
+        return self.params if self.access == 1 else self.params * self.access
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,9 @@ class Block:
 
     @property
     def traffic(self) -> float:
-        """Expected parameters moved per push: ``params x access``."""
-        return self.params * self.access
+        """Expected parameters moved per push: ``params x access`` (``params`` itself
+        when every value is touched)."""
+        return self.params if self.access == 1 else self.params * self.access
 
 
 DEFAULT_KEYS = 64

@@ -49,11 +49,13 @@ TOP_METRICS = (
     "bubble_fraction",
     "idle_fraction",
     "updates_per_s",
+    "busiest_server_share",
     "time_s",
     "algbw_GBps",
     "busbw_GBps",
 )
-"""Top-level summary keys kept when present (seconds, samples/s, fractions, GB/s)."""
+"""Top-level summary keys kept when present (seconds, samples/s, fractions, GB/s;
+``busiest_server_share``: parameter servers)."""
 DEVICE_METRICS = ("compute_s", "communication_s", "exposed_communication_s", "idle_s")
 """Per-device breakdown keys kept (seconds over the whole run)."""
 
