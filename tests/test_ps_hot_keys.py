@@ -234,3 +234,24 @@ def test_bad_input_names_the_key(ps: dict[str, Any], path: str) -> None:
     with pytest.raises(ScenarioError) as err:
         parse_scenario(doc)
     assert path in str(err.value)
+
+
+def test_partitions_cut_the_bytes_a_push_carries_and_keep_the_access() -> None:
+    """With partition_bytes, a Zipf key is cut on params x access x 4 bytes: s = 1, 3 keys
+    of a 1.1M-parameter layer hold 600k, 300k, 200k params; they carry 2.4 MB, 0.6 MB and
+    0.267 MB a push, so 1 MB partitions cut key1 in 3 (200k params each) and leave the rest."""
+    doc = hot_doc(s=1.0, keys=3, servers=2)
+    doc["model"]["layers"][0]["params"] = 1.1e6
+    doc["data_parallel"]["ps"]["partition_bytes"] = "1MB"
+    summary = run(doc)
+    keys = [(k["name"], k["params"], k["bytes"]) for k in summary["keys"]]
+    want = [
+        ("key1:0", 2e5, 8e5),
+        ("key1:1", 2e5, 8e5),
+        ("key1:2", 2e5, 8e5),
+        ("key2", 3e5, 6e5),
+        ("key3", 2e5, 2e5 * 4 / 3),
+    ]
+    assert [k[0] for k in keys] == [w[0] for w in want]
+    for got, expected in zip(keys, want, strict=True):
+        assert got[1:] == pytest.approx(expected[1:], rel=1e-9)
