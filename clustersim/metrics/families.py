@@ -267,6 +267,8 @@ class ParameterServerSummary(TrainingSummary):
     key_pushes: int
     key_pushes_dropped: int
     shares: DeviceShares = field(metadata=SPLICE)
+    cancelled_compute_s: float | None = field(default=None, metadata=OPTIONAL)
+    cancelled_push_bytes: float | None = field(default=None, metadata=OPTIONAL)
 
 
 # ------------------------------------------------------------------ hybrid (pipeline)

@@ -232,6 +232,10 @@ class ParameterServerSpec(_Spec):
     partitions of at most this size, each pushed, aggregated and pulled on its own, and
     send over each worker-server connection one message at a time, in order (default:
     one key per layer, all of a worker's pushes at once)."""
+    backup_cancel: Bool = True
+    """backup: cancel the workers left out of a round when it closes (their compute and
+    in-flight pushes stop; they pull the new parameters); false: they finish their stale
+    round and their late pushes are dropped at the server."""
 
 
 class DataParallelSpec(_Spec):

@@ -122,6 +122,7 @@ from ..scenario import DataParallelSpec
 from ..topology import Device
 from . import training
 from .base import TrainingStrategy
+from .ps_backup import BackupCancel
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import Key, assign_keys, key_blocks, place
 from .ps_pipeline import Connections, partition_blocks, partition_count
@@ -247,7 +248,10 @@ class ParameterServer(TrainingStrategy):
     def start(self, sim: Simulation) -> None:
         n = len(self.workers)
         self.sim = sim
-        self.links = Connections(sim, ordered=self.ps.partition_bytes is not None)
+        cancel = self.ps.mode == "backup" and self.ps.backup_cancel
+        ordered = self.ps.partition_bytes is not None
+        self.links = Connections(sim, ordered=ordered, cancellable=cancel)
+        self.backup = BackupCancel(self) if cancel else None
         self.clock = training.IterationClock.new()
         self.state = [_KeyState() for _ in self.keys]
         self.pulled = [[0] * len(self.keys) for _ in range(n)]
@@ -261,6 +265,9 @@ class ParameterServer(TrainingStrategy):
         self.round_samples: list[float] = []
         self.ssp_waiters: list[tuple[int, simpy.Event]] = []
         body = self._geo_worker if self.ps.mode == "geo" else self._worker
+        if self.backup is not None:
+            self.backup.start()
+            return
         for w in range(n):
             sim.process(body(w))
 
@@ -347,6 +354,9 @@ class ParameterServer(TrainingStrategy):
     def _push(self, w: int, key: Key, it: int) -> None:
         """Send worker ``w``'s gradient (or delta) of ``key`` to its server."""
         self.pushes[w] += 1
+        if self.backup is not None:
+            self.backup.push(w, key, it)
+            return
         device = self.workers[w]
         arrive = self._arrive_round if self.ps.mode in ("sync", "backup") else self._apply_now
         if device == key.server:
@@ -389,6 +399,8 @@ class ParameterServer(TrainingStrategy):
                 st.closing = True
                 event = self._update(key, st.version)
                 event.callbacks.append(lambda _e: self._close_round(key))
+                if self.backup is not None:
+                    self.backup.closed(st)
             return
         self.dropped += 1
         if st.closing:
@@ -490,6 +502,8 @@ class ParameterServer(TrainingStrategy):
             key_pushes=sum(self.pushes),
             key_pushes_dropped=self.dropped,
             shares=measured.shares,
+            cancelled_compute_s=self.backup.cancelled_compute_s if self.backup else None,
+            cancelled_push_bytes=self.backup.cancelled_push_bytes if self.backup else None,
         )
 
     def _devices(self) -> list[str]:
