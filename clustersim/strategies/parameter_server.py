@@ -57,11 +57,16 @@ iteration when all its pulls are in.
   cost ``m x key bytes``, each as it arrives), then updates once; every worker
   pulls the new version.  ``training.iterations`` rounds.
 * ``backup`` -- the same, but a round closes after the first ``k`` pushes
-  (``backup_k``, default ``ceil(0.9 n)``) made on the current version; later
-  pushes still cross the network (they are not cancelled) and are dropped at
-  the server; their senders pull the newest version (after the round's update
-  if it is under way).  Training ends after ``training.iterations`` rounds;
-  a worker still computing then stops at its next layer boundary.
+  (``backup_k``, default ``ceil(0.9 n)``) made on the current version.  With
+  ``backup_cancel`` (default) the workers left out are cancelled as in K-sync
+  SGD (:mod:`clustersim.strategies.ps_backup`): when the first key of round
+  ``r`` closes, every worker it did not accept stops at once -- its compute is
+  cut, its pushes on the wire leave the network -- and pulls round ``r``'s
+  result, so a round lasts the ``k``-th fastest worker's time.  Without it,
+  later pushes still cross the network and are dropped at the server; their
+  senders pull the newest version (after the round's update if it is under
+  way).  Training ends after ``training.iterations`` rounds; a worker still
+  computing then stops at its next layer boundary.
 * ``async`` -- the server applies each push at once (version + 1, an update
   each); the worker pulls the key right after its own push is applied.  Each
   worker runs ``training.iterations`` iterations at its own pace.
@@ -84,7 +89,9 @@ of (whole-model updates the worker had applied / end of its last iteration),
 the server's rate while every worker trains at its own pace (a whole-model
 update = one applied push of every key); ``iterations_per_worker``;
 ``pushes_per_worker`` (whole-model pushes: key pushes / keys); ``key_pushes``
-and ``key_pushes_dropped`` (backup);
+and ``key_pushes_dropped`` (backup); ``cancelled_compute_s`` and
+``cancelled_push_bytes`` (backup with ``backup_cancel``: the compute of the rounds
+workers were cancelled in, the bytes their cancelled pushes had moved);
 ``staleness_histogram`` -- for each applied push: by how many versions the
 key advanced between the worker's pull and the application (always 0 in sync
 and backup).  Async modes: ``iteration_time_s`` is the mean over workers of
