@@ -150,3 +150,27 @@ def test_communication_is_negligible_in_the_order_statistic_runs() -> None:
     """The tiny model's pushes, pulls (8 at once into one server) and server work cost
     under 1e-6 of a round: far below a standard error of the mean round."""
     assert 8 * (4 + 4) / MEM + 12 / MEM + 2 * 8 * 4 / NIC < 1e-6 * T0
+
+
+@pytest.mark.parametrize("partition_bytes,split", [("1MB", False), (None, True), ("1MB", True)])
+def test_cancels_keep_the_network_invariants(partition_bytes: str | None, split: bool) -> None:
+    """Ordered connections (queued partitions dropped, the one on the wire cancelled) and
+    pushes split over two spines: runs pass the invariant checker (bytes of every link,
+    compute streams) with pushes cancelled on the wire."""
+    extra = {"partition_bytes": partition_bytes} if partition_bytes else {}
+    doc = straggler_doc(**extra)
+    doc["model"] = {"layers": [layer("a", 1e7, 1e12), layer("b", 1e7, 1e12)]}
+    slow = SLOW
+    if split:
+        doc["cluster"].update(racks=2, nodes_per_rack=6, spines=2, spine_routing="split")
+        doc["training"]["global_batch"] = 11
+        slow = "rack0/node5/gpu0"
+    uniform = {"dist": "uniform", "low": 1, "high": 1.5}
+    doc["stragglers"] = [
+        {"devices": slow, "slowdown": 1.01},
+        {"random": {"devices": "*/gpu*", "slowdown": uniform}},
+    ]
+    s = simulate(parse_scenario(doc), check=True).summary
+    assert s["cancelled_push_bytes"] > 0 and s["cancelled_compute_s"] > 0
+    assert s["key_pushes_dropped"] == 0
+    assert set(s["iterations_per_worker"].values()) == {12}
