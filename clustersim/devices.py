@@ -63,6 +63,18 @@ class ComputeStream:
     """Simulated time (s) at which the last submitted work ends."""
 
 
+def compute_overflow(
+    device: str, label: str, iteration: int, duration: float, flops: float | None
+) -> str:
+    """The message of a compute whose end time is not finite."""
+    work = f"{flops:g} FLOPs" if flops is not None else "its work"
+    when = f" in iteration {iteration}" if iteration >= 0 else ""
+    return (
+        f"compute '{label}' on {device}{when} overflowed: it would take {duration!r} s "
+        f"({work}, times the device's slowdown); the inputs are too large or too small"
+    )
+
+
 # ---------------------------------------------------------------------------
 # Stragglers
 

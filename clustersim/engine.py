@@ -29,11 +29,12 @@ from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import URGENT, Timeout
 
 from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, counted_work, hard_stop_message
-from .devices import ComputeStream, Stragglers, stragglers_of, work_seconds
+from .devices import ComputeStream, Stragglers, compute_overflow, stragglers_of, work_seconds
 from .errors import SimulationError
 from .network import Network
+from .network.cancel import cancel_flow
 from .network.failures import LinkFailures, apply_degradations
-from .network.flow import raise_if_overflowed
+from .network.flow import raise_if_overflowed, size_problem_message
 from .records import Record
 from .topology import Device, Topology, build_topology
 
@@ -100,7 +101,7 @@ class Barrier:
 class _SplitSend:
     """A send split evenly over equal-cost routes; notifies once, when the last part arrives."""
 
-    __slots__ = ("left", "notify", "first")
+    __slots__ = ("left", "notify", "flows")
 
     def __init__(
         self,
@@ -112,35 +113,13 @@ class _SplitSend:
     ) -> None:
         self.left = len(routes)
         self.notify = notify
-        self.first = None
         share = size_bytes / len(routes)
-        for route in routes:
-            flow = sim.network.transfer(route, share, self._part_done, tag)
-            if self.first is None:
-                self.first = flow
+        self.flows = [sim.network.transfer(r, share, self._part_done, tag) for r in routes]
 
     def _part_done(self, flow: Any) -> None:
         self.left -= 1
         if self.left == 0:
             self.notify(flow)
-
-
-def _compute_overflow(
-    device: str, label: str, iteration: int, duration: float, flops: float | None
-) -> str:
-    """The message of a compute whose end time is not finite."""
-    work = f"{flops:g} FLOPs" if flops is not None else "its work"
-    when = f" in iteration {iteration}" if iteration >= 0 else ""
-    return (
-        f"compute '{label}' on {device}{when} overflowed: it would take {duration!r} s "
-        f"({work}, times the device's slowdown); the inputs are too large or too small"
-    )
-
-
-def _size_problem(src: str, dst: str, size_bytes: float, label: str) -> str:
-    """The message of a transfer whose size is negative, NaN or infinite."""
-    what = "overflowed" if size_bytes == _INF else "is negative" if size_bytes < 0 else "is NaN"
-    return f"transfer '{label}' {src} -> {dst}: its size {what} ({size_bytes!r} B)"
 
 
 class Simulation:
@@ -342,7 +321,7 @@ class Simulation:
         start = now if now > free else free
         end = start + duration
         if not end < _INF:  # also NaN: overflow is an error here, not a time
-            raise SimulationError(_compute_overflow(device, label, iteration, duration, flops))
+            raise SimulationError(compute_overflow(device, label, iteration, duration, flops))
         stream.free_at_s = end
         self._append(  # book(), inlined: this is the hottest record of a training run
             _new_record(
@@ -366,6 +345,20 @@ class Simulation:
             )
         )
         return Timeout(env, end - now)
+
+    def cancel_compute(self, index: int) -> float:
+        """Stop the compute booked as ``records[index]`` (by :meth:`compute`) now: its record
+        ends now (at its start if not started; unchanged if ended) with op ``cancelled``, and
+        its stream is free from then unless later work is booked after it (that keeps its
+        times).  Whoever waits for it must stop waiting (a process: ``interrupt()``).
+        Returns the seconds it ran."""
+        r = self.records[index]
+        end = min(r.end_s, max(r.start_s, self.env._now))
+        stream = self._streams[r.resource]
+        if stream.free_at_s == r.end_s:
+            stream.free_at_s = end
+        self.records[index] = r._replace(end_s=end, op="cancelled")
+        return end - r.start_s
 
     # -- communication -------------------------------------------------------
 
@@ -391,7 +384,7 @@ class Simulation:
         with millions of sends record one row per rank instead).
         """
         if not 0.0 <= size_bytes < _INF:
-            raise SimulationError(_size_problem(src, dst, size_bytes, label))
+            raise SimulationError(size_problem_message(src, dst, size_bytes, label))
         routes = self.topology.routes(src, dst)
         if len(routes) == 1:
             done = self.network.transfer(routes[0], size_bytes)
@@ -458,12 +451,13 @@ class Simulation:
         microbatch: int = -1,
         stage: int = -1,
         op: str = "",
-    ) -> None:
+    ) -> Any:
         """:meth:`transfer` for callers that only need a callback: ``then()`` is called at
         the instant the last byte arrives, after the transfer's record is appended.  No
-        SimPy event per transfer (what strategies sending many tensors at once use)."""
+        SimPy event per transfer (what strategies sending many tensors at once use); returns
+        what :meth:`cancel_send` takes."""
         if not 0.0 <= size_bytes < _INF:
-            raise SimulationError(_size_problem(src, dst, size_bytes, label))
+            raise SimulationError(size_problem_message(src, dst, size_bytes, label))
         record = self._transfer_recorder(
             src, dst, size_bytes, label, iteration, microbatch, stage, op
         )
@@ -472,27 +466,32 @@ class Simulation:
             record()
             then()
 
-        self.send(src, dst, size_bytes, arrived)
+        return self.send(src, dst, size_bytes, arrived)
 
     def send(
         self, src: str, dst: str, size_bytes: float, notify: Callable[[Any], None], tag: Any = None
-    ) -> None:
+    ) -> Any:
         """Low-level transfer for high-volume callers (collective schedules).
 
         Like :meth:`transfer` but with no event and no record: ``notify(flow)``
         is called when the last byte has arrived, with ``flow.tag == tag`` and
-        ``flow.start_s`` the time of this call.  Same routing (ECMP or split).
+        ``flow.start_s`` the time of this call.  Same routing (ECMP or split).  Returns
+        what :meth:`cancel_send` takes.
         """
         routes = self.topology.routes(src, dst)
         if len(routes) == 1:
-            self.network.transfer(routes[0], size_bytes, notify, tag)
-        elif self.topology.spine_routing == "split":
-            _SplitSend(self, routes, size_bytes, notify, tag)
-        else:
-            self._flow_seq += 1
-            self.network.transfer(
-                self.topology.route(src, dst, self._flow_seq), size_bytes, notify, tag
-            )
+            return self.network.transfer(routes[0], size_bytes, notify, tag)
+        if self.topology.spine_routing == "split":
+            return _SplitSend(self, routes, size_bytes, notify, tag)
+        self._flow_seq += 1
+        route = self.topology.route(src, dst, self._flow_seq)
+        return self.network.transfer(route, size_bytes, notify, tag)
+
+    def cancel_send(self, sent: Any) -> float:
+        """Stop a :meth:`send` or :meth:`transfer_then` (``sent``: what it returned) now: its
+        flows leave the network (:func:`~clustersim.network.cancel.cancel_flow`); no one is
+        notified, nothing is recorded.  The bytes they had moved."""
+        return sum(cancel_flow(self.network, f) for f in getattr(sent, "flows", (sent,)))
 
     # -- synchronisation -----------------------------------------------------
 

@@ -42,7 +42,7 @@ ONE_PER_FAMILY = {
     "megatron/table1_18.4b.yaml": HybridSummary,
 }
 """A shipped scenario of every strategy family (and of the optional keys: ssp's staleness,
-backup's backup_k, tensor parallelism's communication block)."""
+backup's backup_k and cancelled work, tensor parallelism's communication block)."""
 
 
 @pytest.fixture(scope="module", params=sorted(ONE_PER_FAMILY))

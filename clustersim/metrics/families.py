@@ -271,6 +271,8 @@ class ParameterServerSummary(TrainingSummary):
     busiest_server_share: float
     """Its share of the bytes all servers moved (0 when none crossed the network)."""
     shares: DeviceShares = field(metadata=SPLICE)
+    cancelled_compute_s: float | None = field(default=None, metadata=OPTIONAL)
+    cancelled_push_bytes: float | None = field(default=None, metadata=OPTIONAL)
 
 
 # ------------------------------------------------------------------ hybrid (pipeline)

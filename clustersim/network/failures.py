@@ -48,6 +48,7 @@ from typing import Any
 from simpy.events import NORMAL
 
 from ..errors import ScenarioError, SimulationError
+from .cancel import leave_links
 from .flow import Callback, Flow
 from .flow_level import Network
 
@@ -343,32 +344,7 @@ class LinkFailures:
 
     def _leave(self, flow: Flow, now: float) -> None:
         """Take ``flow`` (bandwidth phase) off its links, its moved bytes credited to them."""
-        net = self.network
-        rate = flow.rate_Bps
-        if rate > 0.0:
-            dt = now - flow._last
-            if dt > 0.0:
-                rest = flow._remaining - rate * dt
-                flow._remaining = rest if rest > 0.0 else 0.0
-            net._stale += 1  # its completion entry
-        flow._last = now
-        flow.rate_Bps = 0.0
-        flow._version += 1
-        sent = flow.size_bytes - flow._remaining  # the debit of _enter, plus what it moved
-        link_flows, dirty = net._link_flows, net._dirty
-        for link, weight in flow.link_loads():
-            lf = link_flows[link]
-            del lf[flow.id]
-            net._bytes[link] += sent * weight
-            if lf:
-                dirty[link] = None
-            else:
-                net._busy[link] += now - net._since[link]
-        net._n_active -= 1
-        if flow.weights is not None:
-            net._weighted -= 1
-        if dirty and not net._recompute_pending:
-            net._schedule_recompute()
+        leave_links(self.network, flow, now)
 
     def _enter(self, flow: Flow, now: float) -> None:
         """Put ``flow`` (bandwidth phase, off the network) on its links; the recomputation

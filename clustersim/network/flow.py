@@ -213,3 +213,9 @@ def raise_if_overflowed(network: Any) -> None:
         message = None if t < _INF else overflow_message(bucket)
         if message is not None:
             raise SimulationError(message)
+
+
+def size_problem_message(src: str, dst: str, size_bytes: float, label: str) -> str:
+    """The message of a transfer whose size is negative, NaN or infinite."""
+    what = "overflowed" if size_bytes == math.inf else "is negative" if size_bytes < 0 else "is NaN"
+    return f"transfer '{label}' {src} -> {dst}: its size {what} ({size_bytes!r} B)"

@@ -267,6 +267,10 @@ class ParameterServerSpec(_Spec):
     sharding: Literal["hash", "range", "balanced"] = "balanced"
     """Keys to servers: hash (CRC-32 of the key name mod servers), range (contiguous runs of
     equal count), balanced (largest expected traffic first to the least-loaded server)."""
+    backup_cancel: Bool = True
+    """backup: cancel the workers left out of a round when it closes (their compute and
+    in-flight pushes stop; they pull the new parameters); false: they finish their stale
+    round and their late pushes are dropped at the server."""
 
     @model_validator(mode="after")
     def _keys_need_synthetic(self) -> ParameterServerSpec:

@@ -62,11 +62,16 @@ iteration when all its pulls are in.
   cost ``m x key bytes``, each as it arrives), then updates once; every worker
   pulls the new version.  ``training.iterations`` rounds.
 * ``backup`` -- the same, but a round closes after the first ``k`` pushes
-  (``backup_k``, default ``ceil(0.9 n)``) made on the current version; later
-  pushes still cross the network (they are not cancelled) and are dropped at
-  the server; their senders pull the newest version (after the round's update
-  if it is under way).  Training ends after ``training.iterations`` rounds;
-  a worker still computing then stops at its next layer boundary.
+  (``backup_k``, default ``ceil(0.9 n)``) made on the current version.  With
+  ``backup_cancel`` (default) the workers left out are cancelled as in K-sync
+  SGD (:mod:`clustersim.strategies.ps_backup`): when the first key of round
+  ``r`` closes, every worker it did not accept stops at once -- its compute is
+  cut, its pushes on the wire leave the network -- and pulls round ``r``'s
+  result, so a round lasts the ``k``-th fastest worker's time.  Without it,
+  later pushes still cross the network and are dropped at the server; their
+  senders pull the newest version (after the round's update if it is under
+  way).  Training ends after ``training.iterations`` rounds; a worker still
+  computing then stops at its next layer boundary.
 * ``async`` -- the server applies each push at once (version + 1, an update
   each); the worker pulls the key right after its own push is applied.  Each
   worker runs ``training.iterations`` iterations at its own pace.
@@ -93,6 +98,9 @@ and ``key_pushes_dropped`` (backup);
 ``busiest_server`` -- the server that moved the most bytes (pushes to it and
 pulls from it, dropped backup pushes included; the first of equals) and
 ``busiest_server_share`` -- its share of the bytes every server moved;
+``cancelled_compute_s`` and ``cancelled_push_bytes`` (backup with
+``backup_cancel``: the compute of the rounds workers were cancelled in, the bytes
+their cancelled pushes had moved);
 ``staleness_histogram`` -- for each applied push: by how many versions the
 key advanced between the worker's pull and the application (always 0 in sync
 and backup).  Async modes: ``iteration_time_s`` is the mean over workers of
@@ -115,21 +123,19 @@ import simpy
 
 from ..budget import WorkEstimate, enforce
 from ..engine import Simulation
-from ..errors import Problem, ScenarioError, SimulationError
+from ..errors import Problem, ScenarioError
 from ..metrics import (
-    IterationTimes,
     KeyPlacement,
     ModelInfo,
     ParameterServerSummary,
     ServerLoad,
     ServerSettings,
-    TrainingTimes,
-    training_summary,
 )
 from ..scenario import DataParallelSpec
 from ..topology import Device
 from . import training
 from .base import TrainingStrategy
+from .ps_backup import BackupCancel
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
     Key,
@@ -144,6 +150,7 @@ from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from 
     shard,
 )
 from .ps_pipeline import Connections
+from .ps_summary import async_summary, round_summary
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -274,7 +281,10 @@ class ParameterServer(TrainingStrategy):
     def start(self, sim: Simulation) -> None:
         n = len(self.workers)
         self.sim = sim
-        self.links = Connections(sim, ordered=self.ps.partition_bytes is not None)
+        cancel = self.ps.mode == "backup" and self.ps.backup_cancel
+        ordered = self.ps.partition_bytes is not None
+        self.links = Connections(sim, ordered=ordered, cancellable=cancel)
+        self.backup = BackupCancel(self) if cancel else None
         self.clock = training.IterationClock.new()
         self.state = [_KeyState() for _ in self.keys]
         self.pulled = [[0] * len(self.keys) for _ in range(n)]
@@ -288,6 +298,9 @@ class ParameterServer(TrainingStrategy):
         self.round_samples: list[float] = []
         self.ssp_waiters: list[tuple[int, simpy.Event]] = []
         body = self._geo_worker if self.ps.mode == "geo" else self._worker
+        if self.backup is not None:
+            self.backup.start()
+            return
         for w in range(n):
             sim.process(body(w))
 
@@ -374,6 +387,9 @@ class ParameterServer(TrainingStrategy):
     def _push(self, w: int, key: Key, it: int) -> None:
         """Send worker ``w``'s gradient (or delta) of ``key`` to its server."""
         self.pushes[w] += 1
+        if self.backup is not None:
+            self.backup.push(w, key, it)
+            return
         device = self.workers[w]
         arrive = self._arrive_round if self.ps.mode in ("sync", "backup") else self._apply_now
         if device == key.server:
@@ -416,6 +432,8 @@ class ParameterServer(TrainingStrategy):
                 st.closing = True
                 event = self._update(key, st.version)
                 event.callbacks.append(lambda _e: self._close_round(key))
+                if self.backup is not None:
+                    self.backup.closed(st)
             return
         self.dropped += 1
         if st.closing:
@@ -488,7 +506,7 @@ class ParameterServer(TrainingStrategy):
         """Common training keys, plus keys, servers, updates/s, iterations, staleness."""
         mode = self.ps.mode
         measured, updates_per_s = (
-            self._async_summary(sim) if mode in ASYNC_MODES else self._round_summary(sim)
+            async_summary(self, sim) if mode in ASYNC_MODES else round_summary(self, sim)
         )
         per_value = training.BYTES_PER_VALUE[self.train.precision]
         load = {s: 0.0 for s in self.servers}
@@ -520,51 +538,12 @@ class ParameterServer(TrainingStrategy):
             busiest_server=hot,
             busiest_server_share=hot_share,
             shares=measured.shares,
+            cancelled_compute_s=self.backup.cancelled_compute_s if self.backup else None,
+            cancelled_push_bytes=self.backup.cancelled_push_bytes if self.backup else None,
         )
 
     def _devices(self) -> list[str]:
         return list(dict.fromkeys(self.workers + self.servers))
-
-    def _round_summary(self, sim: Simulation) -> tuple[TrainingTimes, float]:
-        """Sync/backup: iteration r ends when its last participant has pulled round r;
-        the training times and the updates per second."""
-        rounds = self.train.iterations
-        if len(self.round_end) != rounds:
-            raise SimulationError(f"parameter_server finished {len(self.round_end)} of {rounds}")
-        clock = training.IterationClock.new()
-        for r, t in self.round_end.items():
-            clock.end("rounds", r, t)
-        batch = sum(self.round_samples) / len(self.round_samples)
-        measured = training_summary(clock, sim.records, rounds, batch, self._devices())
-        last = max(self.round_end.values())
-        return measured, rounds / last if last > 0 else 0.0
-
-    def _async_summary(self, sim: Simulation) -> tuple[TrainingTimes, float]:
-        """Async modes: per-worker periods and rates, summed or averaged over workers;
-        the training times and the updates per second."""
-        iterations = self.train.iterations
-        if min(self.completed) != iterations:
-            raise SimulationError(
-                f"parameter_server: a worker finished {min(self.completed)} of {iterations}"
-            )
-        measured = training_summary(
-            self.clock, sim.records, iterations, self.train.global_batch, self._devices()
-        )
-        ends = [[self.clock.ends[d, i] for i in range(iterations)] for d in self.workers]
-        lengths = [[e[i] - (e[i - 1] if i else 0.0) for i in range(iterations)] for e in ends]
-        n = len(self.workers)
-        times = IterationTimes(
-            iteration_time_s=sum(e[-1] / iterations for e in ends) / n,
-            iteration_times_s=[sum(x[i] for x in lengths) / n for i in range(iterations)],
-            throughput_samples_per_s=sum(
-                self.samples[w] * iterations / ends[w][-1] for w in range(n) if ends[w][-1] > 0
-            ),
-        )
-        nkeys = len(self.keys)
-        updates_per_s = sum(
-            self.applied[w] / nkeys / ends[w][-1] for w in range(n) if ends[w][-1] > 0
-        )
-        return TrainingTimes(times, measured.shares), updates_per_s
 
 
 def _until(gen: Iterator[Any], stop: Callable[[], bool] | None) -> Generator[Any, Any, bool]:

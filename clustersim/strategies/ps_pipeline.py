@@ -25,6 +25,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..engine import Simulation
 
@@ -63,22 +64,34 @@ def partition_blocks(
 
 
 @dataclass
-class _Message:
+class Message:
+    """One message of a connection; ``state``: queued, sent (on the wire), arrived or
+    cancelled."""
+
+    src: str
+    dst: str
     nbytes: float
     then: Callable[[], None]
     label: str
     iteration: int
     op: str
+    state: str = "queued"
+    sent: Any = None
+    """What :meth:`Simulation.transfer_then` returned, once sent."""
+    start_s: float = 0.0
 
 
 class Connections:
     """Worker-server messages: at once (``ordered=False``), or one at a time per
-    (sender, receiver) pair in the order sent (``ordered=True``)."""
+    (sender, receiver) pair in the order sent (``ordered=True``).  With
+    ``cancellable=True`` every message can be cancelled (:meth:`cancel`): each is
+    sent with :meth:`Simulation.transfer_then` and :meth:`send` returns it."""
 
-    def __init__(self, sim: Simulation, ordered: bool) -> None:
+    def __init__(self, sim: Simulation, ordered: bool, cancellable: bool = False) -> None:
         self.sim = sim
         self.ordered = ordered
-        self.queues: dict[tuple[str, str], deque[_Message]] = {}
+        self.cancellable = cancellable
+        self.queues: dict[tuple[str, str], deque[Message]] = {}
         """Messages of each connection; the head is on the wire."""
 
     def send(
@@ -91,32 +104,77 @@ class Connections:
         label: str,
         iteration: int,
         op: str,
-    ) -> None:
-        """Send ``nbytes`` from ``src`` to ``dst``; ``then()`` when the last byte is in."""
-        if not self.ordered:
+    ) -> Message | None:
+        """Send ``nbytes`` from ``src`` to ``dst``; ``then()`` when the last byte is in.
+        The message when it can be cancelled (else None)."""
+        if not self.ordered and not self.cancellable:
             event = self.sim.transfer(src, dst, nbytes, label=label, iteration=iteration, op=op)
             event.callbacks.append(lambda _e: then())
-            return
+            return None
+        message = Message(src, dst, nbytes, then, label, iteration, op)
+        if not self.ordered:
+            self._start(message, None)
+            return message
         queue = self.queues.setdefault((src, dst), deque())
-        queue.append(_Message(nbytes, then, label, iteration, op))
+        queue.append(message)
         if len(queue) == 1:
-            self._start(src, dst, queue)
+            self._start(message, queue)
+        return message
 
-    def _start(self, src: str, dst: str, queue: deque[_Message]) -> None:
-        message = queue[0]
-
+    def _start(self, message: Message, queue: deque[Message] | None) -> None:
         def arrived() -> None:
-            queue.popleft()
-            if queue:
-                self._start(src, dst, queue)
-            message.then()
+            if queue is not None:
+                queue.popleft()
+                if queue:
+                    self._start(queue[0], queue)
+            if message.state == "sent":
+                message.state = "arrived"
+                message.then()
 
-        self.sim.transfer_then(
-            src,
-            dst,
+        message.state = "sent"
+        message.start_s = self.sim.now
+        message.sent = self.sim.transfer_then(
+            message.src,
+            message.dst,
             message.nbytes,
             arrived,
             label=message.label,
             iteration=message.iteration,
             op=message.op,
         )
+
+    def cancel(self, message: Message) -> float:
+        """Cancel ``message`` now (the next one of its connection starts); the bytes it had
+        moved.  One on the wire leaves the network and is booked as a ``transfer`` record
+        of op ``cancelled`` up to now; one whose last byte is in but not yet delivered
+        (the same instant) is only not delivered."""
+        state, message.state = message.state, "cancelled"
+        if state == "queued":
+            self.queues[message.src, message.dst].remove(message)
+            return 0.0
+        if state != "sent":
+            return 0.0
+        sent = message.sent
+        if all(f.done for f in getattr(sent, "flows", (sent,))):
+            return message.nbytes  # arrived(): the queue moves on, then() is skipped
+        sim = self.sim
+        moved = sim.cancel_send(sent)
+        sim.book(
+            message.src,
+            "transfer",
+            f"{message.label} (cancelled)",
+            message.start_s,
+            sim.now,
+            moved,
+            src=message.src,
+            dst=message.dst,
+            iteration=message.iteration,
+            op="cancelled",
+            phase="communication",
+        )
+        queue = self.queues.get((message.src, message.dst)) if self.ordered else None
+        if queue:
+            queue.popleft()
+            if queue:
+                self._start(queue[0], queue)
+        return moved
