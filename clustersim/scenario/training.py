@@ -235,6 +235,10 @@ KeyDistribution = Annotated[
 """``layers``, ``uniform`` or ``{zipf: s}``: a name is checked as a name, a mapping as Zipf."""
 
 
+HIERARCHIES = (["server"], ["cpu", "server"], ["gpu", "server"], ["gpu", "cpu", "server"])
+"""The aggregation chains ``data_parallel.ps.hierarchy`` accepts, worker side first."""
+
+
 class ParameterServerSpec(_Spec):
     """Parameter servers: placement, sharding and consistency mode."""
 
@@ -271,6 +275,25 @@ class ParameterServerSpec(_Spec):
     """backup: cancel the workers left out of a round when it closes (their compute and
     in-flight pushes stop; they pull the new parameters); false: they finish their stale
     round and their late pushes are dropped at the server."""
+
+    hierarchy: list[Literal["gpu", "cpu", "server"]] | None = None
+    """Multi-level aggregation (d2l, "Parameter Servers", multi-machine figure), sync mode:
+    ``[gpu, cpu, server]`` -- a node's GPUs send to its first GPU, which sums, hands the sum
+    to the node CPU, which pushes once per node; ``[cpu, server]`` -- the GPUs send to the
+    node CPU; ``[gpu, server]`` -- the first GPU pushes; pulls fan back down the same way.
+    Unset or ``[server]``: every worker pushes on its own."""
+
+    @model_validator(mode="after")
+    def _hierarchy_levels(self) -> ParameterServerSpec:
+        if self.hierarchy is not None and self.hierarchy not in HIERARCHIES:
+            raise Invalid(
+                Problem(
+                    "hierarchy",
+                    f"{list(self.hierarchy)} is not a chain of aggregation levels",
+                    ", ".join(str(list(h)) for h in HIERARCHIES),
+                )
+            )
+        return self
 
     @model_validator(mode="after")
     def _keys_need_synthetic(self) -> ParameterServerSpec:

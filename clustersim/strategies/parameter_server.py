@@ -26,6 +26,12 @@ order, so a partition is pulled as soon as its round closes while later ones
 are still being pushed.  Unset (default): the keys above, and a worker's
 pushes all start at once, sharing its NIC and ending together.
 
+**Hierarchy** (``data_parallel.ps.hierarchy``, sync only): ``[gpu, cpu, server]``,
+``[gpu, server]`` or ``[cpu, server]`` -- a node's workers' gradients are summed on the
+node (on its first worker and/or its CPU) and pushed once per node; the server's round
+waits for one push per node; pulls fan back down
+(:mod:`clustersim.strategies.ps_hierarchy`).  Unset or ``[server]``: flat.
+
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
 ``sharding: hash | range`` replaces the balanced assignment; see
@@ -136,6 +142,7 @@ from ..topology import Device
 from . import training
 from .base import TrainingStrategy
 from .ps_backup import BackupCancel
+from .ps_hierarchy import Hierarchy, build_groups, transfers_per_round
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
     Key,
@@ -192,6 +199,7 @@ class ParameterServer(TrainingStrategy):
         workers, servers = place(self.ps, self.topology, self._candidates(spec))
         self.workers = tuple(d.name for d in workers)
         self.servers = tuple(d.name for d in servers)
+        self.groups = build_groups(self.ps, self.topology, workers)
         n = len(self.workers)
         self._check_counts(n)
         self.samples = training.split_batch(self.train.global_batch, self.workers)
@@ -262,6 +270,11 @@ class ParameterServer(TrainingStrategy):
         transfers = 2 * remote * rounds
         updates = len(self.keys) * rounds if self.ps.mode in ("sync", "backup") else 0
         server = n * len(self.keys) * rounds + updates
+        if self.groups is not None:  # hierarchy: its hops; local sums plus one per node
+            transfers = rounds * sum(
+                transfers_per_round(self.groups, self.workers, key) for key in self.keys
+            )
+            server += len(self.groups) * len(self.keys) * rounds
         return WorkEstimate(transfers, computes + transfers + server)
 
     def continues_without_workers(self) -> bool:
@@ -285,6 +298,7 @@ class ParameterServer(TrainingStrategy):
         ordered = self.ps.partition_bytes is not None
         self.links = Connections(sim, ordered=ordered, cancellable=cancel)
         self.backup = BackupCancel(self) if cancel else None
+        self.hierarchy = Hierarchy(self, self.groups) if self.groups is not None else None
         self.clock = training.IterationClock.new()
         self.state = [_KeyState() for _ in self.keys]
         self.pulled = [[0] * len(self.keys) for _ in range(n)]
@@ -390,6 +404,9 @@ class ParameterServer(TrainingStrategy):
         if self.backup is not None:
             self.backup.push(w, key, it)
             return
+        if self.hierarchy is not None:
+            self.hierarchy.push(w, key, it)
+            return
         device = self.workers[w]
         arrive = self._arrive_round if self.ps.mode in ("sync", "backup") else self._apply_now
         if device == key.server:
@@ -475,14 +492,7 @@ class ParameterServer(TrainingStrategy):
         device = self.workers[w]
 
         def arrived() -> None:
-            self.pulled[w][key.index] = version
-            if round_ is not None:
-                self.round_end[round_] = max(self.round_end.get(round_, 0.0), self.sim.now)
-            pending = self.pending[w]
-            if pending is not None:
-                pending.left -= 1
-                if pending.left == 0:
-                    pending.event.succeed()
+            self._arrived(w, key, version, round_)
 
         if device == key.server:
             arrived()
@@ -496,6 +506,17 @@ class ParameterServer(TrainingStrategy):
             iteration=it,
             op="pull",
         )
+
+    def _arrived(self, w: int, key: Key, version: int, round_: int | None) -> None:
+        """``key`` at ``version`` is in at worker ``w`` (the last byte of its pull)."""
+        self.pulled[w][key.index] = version
+        if round_ is not None:
+            self.round_end[round_] = max(self.round_end.get(round_, 0.0), self.sim.now)
+        pending = self.pending[w]
+        if pending is not None:
+            pending.left -= 1
+            if pending.left == 0:
+                pending.event.succeed()
 
     def _count_staleness(self, staleness: int) -> None:
         self.histogram[staleness] = self.histogram.get(staleness, 0) + 1
