@@ -414,6 +414,7 @@ ESTIMATED = [
     ("parameter_server/backup_straggler.yaml", {}),
     ("zero/gpt3_1.3b_stage3_prefetch.yaml", {}),
     ("ps_vs_ring/resnet50_hierarchical.yaml", {}),
+    ("ps_vs_ring/resnet50_ps_hierarchical_ps.yaml", {}),
     ("validation/d3_sharded_aggregation.yaml", {}),
 ]
 
