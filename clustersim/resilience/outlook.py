@@ -117,9 +117,7 @@ def goodput_of(
             planned[0] = max(planned[0], offset + total)
             progress(offset + done, planned[0])
 
-    result = monte_carlo(
-        job, processes, scheduled, samples=samples, seed=seed, progress=lambda d, t: None
-    )
+    result = monte_carlo(job, processes, scheduled, samples=samples, seed=seed)
     overall(1, 1)
     best_s = best_every = None
     if stopping:

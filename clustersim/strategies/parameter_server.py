@@ -436,15 +436,7 @@ class ParameterServer(TrainingStrategy):
         """Sync, backup: aggregate a push made on the current version, or drop it."""
         st = self.state[key.index]
         if self.pulled[w][key.index] == st.version and not st.closing and not self._key_done(st):
-            st.accepted.append(w)
-            self._count_staleness(0)
-            self.sim.compute(
-                key.server,
-                bytes=key.nbytes,
-                label=f"aggregate {key.name}",
-                iteration=st.version,
-                op="ps_aggregate",
-            )
+            self._accept(w, key)
             if len(st.accepted) == self.k:
                 st.closing = True
                 event = self._update(key, st.version)
@@ -457,6 +449,20 @@ class ParameterServer(TrainingStrategy):
             st.waiting.append(w)
         else:
             self._pull(w, key, st.version, it)
+
+    def _accept(self, sender: int, key: Key) -> None:
+        """Take ``sender``'s push (a worker's, or a node's under a hierarchy) into the
+        key's current round: the server aggregates it on its compute stream."""
+        st = self.state[key.index]
+        st.accepted.append(sender)
+        self._count_staleness(0)
+        self.sim.compute(
+            key.server,
+            bytes=key.nbytes,
+            label=f"aggregate {key.name}",
+            iteration=st.version,
+            op="ps_aggregate",
+        )
 
     def _key_done(self, st: _KeyState) -> bool:
         return st.version >= self.train.iterations

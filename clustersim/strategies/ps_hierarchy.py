@@ -172,15 +172,7 @@ class Hierarchy:
         """A node's push: aggregate it; the last node's push starts the update."""
         ps = self.ps
         st = ps.state[key.index]
-        st.accepted.append(g)
-        ps._count_staleness(0)
-        ps.sim.compute(
-            key.server,
-            bytes=key.nbytes,
-            label=f"aggregate {key.name}",
-            iteration=st.version,
-            op="ps_aggregate",
-        )
+        ps._accept(g, key)
         if len(st.accepted) == len(self.groups):
             event = ps._update(key, st.version)
             event.callbacks.append(lambda _e: self._close(key))
