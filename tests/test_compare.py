@@ -255,3 +255,18 @@ def test_run_jobs_reports_progress_in_order() -> None:
         results = sweep.run_jobs(jobs, workers, progress=note)
         assert calls == [(1, 2), (2, 2)]
         assert [r["makespan_s"] for r in results] == pytest.approx([1.6, 0.06])
+
+
+def test_plot_one_panel_per_model() -> None:
+    """Rows of two models: two panels titled by model, each with its own scenarios'
+    lines, under the figure's title."""
+    rows = [
+        {"scenario": f"{m}-{s}", "model": m, "r": r, "t": r * (2 if s == "ps" else 1)}
+        for m in ("bert", "resnet")
+        for s in ("ring", "ps")
+        for r in (1, 2, 4)
+    ]
+    fig = sweep.plot_figure(rows, ["r"], "t", "title")
+    assert [ax.get_title() for ax in fig.axes] == ["bert", "resnet"]
+    assert [line.get_label() for line in fig.axes[1].get_lines()] == ["resnet-ring", "resnet-ps"]
+    assert fig._suptitle.get_text() == "title"

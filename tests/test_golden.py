@@ -18,6 +18,7 @@ pytest_plugins = ["pytester"]
 
 GOLDEN_DIR = ROOT / "tests" / "golden"
 SLOW_FIRST = (
+    "ps_vs_ring/bert_large_ps_servers_*.yaml",
     "ps_vs_ring/bert_large_ring.yaml",
     "ps_vs_ring/bert_large_hierarchical.yaml",
     "ps_vs_ring/*_ps_sharded.yaml",
@@ -25,6 +26,7 @@ SLOW_FIRST = (
     "ps_vs_ring/*_ps_cpu.yaml",
     "parameter_server/ssp.yaml",
     "ps_vs_ring/*_ps_dedicated.yaml",
+    "ps_vs_ring/resnet50_ps_servers_*.yaml",
 )
 """Scenarios that take seconds each (slowest first): started first so the two processes
 finish together."""

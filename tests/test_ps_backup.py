@@ -152,12 +152,20 @@ def test_communication_is_negligible_in_the_order_statistic_runs() -> None:
     assert 8 * (4 + 4) / MEM + 12 / MEM + 2 * 8 * 4 / NIC < 1e-6 * T0
 
 
-@pytest.mark.parametrize("partition_bytes,split", [("1MB", False), (None, True), ("1MB", True)])
-def test_cancels_keep_the_network_invariants(partition_bytes: str | None, split: bool) -> None:
-    """Ordered connections (queued partitions dropped, the one on the wire cancelled) and
-    pushes split over two spines: runs pass the invariant checker (bytes of every link,
-    compute streams) with pushes cancelled on the wire."""
-    extra = {"partition_bytes": partition_bytes} if partition_bytes else {}
+@pytest.mark.parametrize(
+    "partition_bytes,split,credit",
+    [("1MB", False, None), (None, True, None), ("1MB", True, None), ("1MB", False, 1)],
+)
+def test_cancels_keep_the_network_invariants(
+    partition_bytes: str | None, split: bool, credit: int | None
+) -> None:
+    """Ordered connections (queued partitions dropped, the one on the wire cancelled),
+    pushes split over two spines, and a scheduling credit (pushes waiting for a credit
+    dropped): runs pass the invariant checker (bytes of every link, compute streams)
+    with pushes cancelled on the wire."""
+    extra: dict[str, Any] = {"partition_bytes": partition_bytes} if partition_bytes else {}
+    if credit is not None:
+        extra["credit"] = credit
     doc = straggler_doc(**extra)
     doc["model"] = {"layers": [layer("a", 1e7, 1e12), layer("b", 1e7, 1e12)]}
     slow = SLOW

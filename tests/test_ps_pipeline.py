@@ -14,10 +14,12 @@ import pytest
 
 from clustersim.api import prepare
 from clustersim.budget import WorkLimitError
+from clustersim.errors import ScenarioError
+from clustersim.model.layers import OPTIMIZER_BYTES_PER_PARAM
 from clustersim.scenario import parse_scenario
 from clustersim.strategies.ps_pipeline import partition_blocks
 
-from .test_parameter_server import NIC, layer, ps_doc, run, run_strategy
+from .test_parameter_server import MEM, NIC, layer, ps_doc, run, run_strategy
 
 MB = 1e6
 
@@ -126,3 +128,55 @@ def test_tiny_partitions_are_refused_before_they_are_made() -> None:
     doc = ps_doc(3, [layer("w", 25e6)], placement="dedicated", partition_bytes="1B")
     with pytest.raises(WorkLimitError, match="max_events"):
         prepare(parse_scenario(doc))
+
+
+def _first_pull_and_end(doc: dict) -> tuple[float, float]:
+    _, sim = run_strategy(doc)
+    first_pull = min(r.start_s for r in sim.records if r.op == "pull")
+    return first_pull, max(r.end_s for r in sim.records)
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+@pytest.mark.parametrize("partition", [0.5 * MB, 2 * MB])
+def test_credit_one_fills_the_pipeline_after_one_partition(k: int, partition: float) -> None:
+    """One worker, k servers, compute free: without a credit the worker's first k
+    partitions share its NIC, so the first arrives after k p / B; with ``credit: 1`` they
+    go one at a time at the whole NIC, the first after p / B.  The first pull then waits
+    for the server to sum the push (p bytes) and update (12 bytes a parameter, SGD) at its
+    200 GB/s of memory bandwidth."""
+    params = 4 * k * partition / 4  # 4 partitions per server, fp32
+    doc = ps_doc(
+        1 + k,
+        [layer("w", params)],
+        placement="dedicated",
+        servers=k,
+        iterations=1,
+        partition_bytes=f"{partition:g}B",
+    )
+    plain_first, _ = _first_pull_and_end(doc)
+    doc["data_parallel"]["ps"]["credit"] = 1
+    credit_first, _ = _first_pull_and_end(doc)
+    server = (partition + OPTIMIZER_BYTES_PER_PARAM["sgd"] * partition / 4) / MEM
+    assert plain_first == pytest.approx(k * partition / NIC + server, rel=1e-6)
+    assert credit_first == pytest.approx(partition / NIC + server, rel=1e-6)
+
+
+def test_credit_above_the_partitions_changes_nothing() -> None:
+    """A credit no worker can exhaust gives exactly the run without one."""
+    doc = ps_doc(
+        6,
+        [layer("w", 8e6), layer("v", 2e6)],
+        placement="dedicated",
+        servers=2,
+        partition_bytes="1MB",
+    )
+    plain = run(doc)
+    doc["data_parallel"]["ps"]["credit"] = 1000
+    with_credit = run(doc)
+    assert with_credit == plain
+
+
+def test_credit_without_partitions_is_refused() -> None:
+    doc = ps_doc(3, [layer("w", 1e6)], placement="dedicated", credit=2)
+    with pytest.raises(ScenarioError, match="partition_bytes"):
+        parse_scenario(doc)

@@ -415,6 +415,7 @@ ESTIMATED = [
     ("zero/gpt3_1.3b_stage3_prefetch.yaml", {}),
     ("ps_vs_ring/resnet50_hierarchical.yaml", {}),
     ("ps_vs_ring/resnet50_ps_hierarchical_ps.yaml", {}),
+    ("ps_vs_ring/resnet50_ps_servers_1x.yaml", {}),
     ("validation/d3_sharded_aggregation.yaml", {}),
 ]
 

@@ -263,6 +263,10 @@ class ParameterServerSpec(_Spec):
     partitions of at most this size, each pushed, aggregated and pulled on its own, and
     send over each worker-server connection one message at a time, in order (default:
     one key per layer, all of a worker's pushes at once)."""
+    credit: Count | None = None
+    """With ``partition_bytes``: how many pushes a worker keeps on the wire at once across
+    all its connections, the rest waiting in the order their gradients were ready (BytePS's
+    scheduling credit; default: no limit)."""
     key_distribution: KeyDistribution = "layers"
     """layers: one key per layer (big layers split); uniform: ``keys`` equal keys;
     ``{zipf: s}``: ``keys`` keys, rank i of size and access frequency proportional to 1 / i^s."""
@@ -291,6 +295,18 @@ class ParameterServerSpec(_Spec):
                     "hierarchy",
                     f"{list(self.hierarchy)} is not a chain of aggregation levels",
                     ", ".join(str(list(h)) for h in HIERARCHIES),
+                )
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _credit_needs_partitions(self) -> ParameterServerSpec:
+        if self.credit is not None and self.partition_bytes is None:
+            raise Invalid(
+                Problem(
+                    "credit",
+                    "a scheduling credit needs per-key pipelining",
+                    "set partition_bytes too (e.g. 4MB), or leave credit out",
                 )
             )
         return self

@@ -23,8 +23,9 @@ pipelining; :mod:`clustersim.strategies.ps_pipeline`): every key above the
 size is cut into equal partitions ``name:j``, keys of their own, placed as
 above; and each worker-server connection carries one message at a time, in
 order, so a partition is pulled as soon as its round closes while later ones
-are still being pushed.  Unset (default): the keys above, and a worker's
-pushes all start at once, sharing its NIC and ending together.
+are still being pushed; ``credit`` caps a worker's pushes on the wire.  Unset
+(default): the keys above, and a worker's pushes all start at once, sharing its NIC
+and ending together.
 
 **Hierarchy** (``data_parallel.ps.hierarchy``, sync only): ``[gpu, cpu, server]``,
 ``[gpu, server]`` or ``[cpu, server]`` -- a node's workers' gradients are summed on the
@@ -296,7 +297,7 @@ class ParameterServer(TrainingStrategy):
         self.sim = sim
         cancel = self.ps.mode == "backup" and self.ps.backup_cancel
         ordered = self.ps.partition_bytes is not None
-        self.links = Connections(sim, ordered=ordered, cancellable=cancel)
+        self.links = Connections(sim, ordered, cancel, self.ps.credit)
         self.backup = BackupCancel(self) if cancel else None
         self.hierarchy = Hierarchy(self, self.groups) if self.groups is not None else None
         self.clock = training.IterationClock.new()

@@ -15,7 +15,17 @@ Two things let a pull start while other keys are still being pushed
   and all end together with the last byte, so no key's aggregation could close
   before the whole model had arrived.
 
-Without ``partition_bytes`` neither applies: today's keys, and every message
+* **Scheduling credit** (``data_parallel.ps.credit``, BytePS's
+  ``BYTEPS_SCHEDULING_CREDIT``, ByteScheduler's credit): a worker keeps at most
+  ``credit`` pushes on the wire across all its connections, the others wait in the
+  order their gradients were ready.  A partition then arrives at about the worker's
+  whole NIC rate (``partition / B``) instead of its share over every server
+  (``partition / (B / k)``), so the pipeline fills after one partition whatever the
+  number of servers -- when no other worker pushes to the same server at that moment
+  (synchronised workers all do: then a worker with one push on the wire gets a share of
+  that server's NIC).  Unset: no limit (BytePS's default, scheduling off).
+
+Without ``partition_bytes`` none applies: today's keys, and every message
 starts at once (:class:`Connections` with ``ordered=False``).
 """
 
@@ -87,12 +97,25 @@ class Connections:
     ``cancellable=True`` every message can be cancelled (:meth:`cancel`): each is
     sent with :meth:`Simulation.transfer_then` and :meth:`send` returns it."""
 
-    def __init__(self, sim: Simulation, ordered: bool, cancellable: bool = False) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        ordered: bool,
+        cancellable: bool = False,
+        credit: int | None = None,
+        credited: str = "push",
+    ) -> None:
         self.sim = sim
         self.ordered = ordered
         self.cancellable = cancellable
         self.queues: dict[tuple[str, str], deque[Message]] = {}
         """Messages of each connection; the head is on the wire."""
+        self.credit = credit
+        """Messages of op ``credited`` a sender may have admitted at once (None: no limit)."""
+        self.credited = credited
+        self.admitted: dict[str, int] = {}
+        self.backlog: dict[str, deque[Message]] = {}
+        """Each sender's credited messages waiting for a credit, in the order sent."""
 
     def send(
         self,
@@ -115,11 +138,33 @@ class Connections:
         if not self.ordered:
             self._start(message, None)
             return message
-        queue = self.queues.setdefault((src, dst), deque())
+        if self._uses_credit(message):
+            if self.admitted.get(src, 0) >= self.credit:  # type: ignore[operator]
+                self.backlog.setdefault(src, deque()).append(message)
+                return message
+            self.admitted[src] = self.admitted.get(src, 0) + 1
+        self._enqueue(message)
+        return message
+
+    def _uses_credit(self, message: Message) -> bool:
+        return self.credit is not None and message.op == self.credited
+
+    def _enqueue(self, message: Message) -> None:
+        """Put ``message`` on its connection; start it if the connection is free."""
+        queue = self.queues.setdefault((message.src, message.dst), deque())
         queue.append(message)
         if len(queue) == 1:
             self._start(message, queue)
-        return message
+
+    def _release(self, message: Message) -> None:
+        """``message`` (credited) left the wire: its sender's next waiting one is admitted."""
+        if not self._uses_credit(message):
+            return
+        waiting = self.backlog.get(message.src)
+        if waiting:
+            self._enqueue(waiting.popleft())
+        else:
+            self.admitted[message.src] -= 1
 
     def _start(self, message: Message, queue: deque[Message] | None) -> None:
         def arrived() -> None:
@@ -127,6 +172,7 @@ class Connections:
                 queue.popleft()
                 if queue:
                     self._start(queue[0], queue)
+                self._release(message)
             if message.state == "sent":
                 message.state = "arrived"
                 message.then()
@@ -150,7 +196,13 @@ class Connections:
         (the same instant) is only not delivered."""
         state, message.state = message.state, "cancelled"
         if state == "queued":
+            waiting = self.backlog.get(message.src)
+            if waiting is not None and message in waiting:
+                waiting.remove(message)
+                return 0.0
             self.queues[message.src, message.dst].remove(message)
+            if self._uses_credit(message):
+                self._release(message)
             return 0.0
         if state != "sent":
             return 0.0
@@ -177,4 +229,6 @@ class Connections:
             queue.popleft()
             if queue:
                 self._start(queue[0], queue)
+            if self._uses_credit(message):
+                self._release(message)
         return moved
