@@ -181,7 +181,12 @@ def emb_doc(
         "training": {"global_batch": 32 * workers, "iterations": 2},
         "data_parallel": {
             "sync": "ps",
-            "ps": {"placement": "dedicated", "servers": servers, "mode": mode, "sharding": sharding},
+            "ps": {
+                "placement": "dedicated",
+                "servers": servers,
+                "mode": mode,
+                "sharding": sharding,
+            },
         },
     }
 
@@ -202,7 +207,10 @@ def test_a_worker_pushes_the_rows_its_batch_touches(lookups: int, s: float) -> N
         moved = sum(
             r.bytes
             for r in result.records
-            if r.kind == "transfer" and r.op == op and getattr(r, end) == worker and r.iteration == 0
+            if r.kind == "transfer"
+            and r.op == op
+            and getattr(r, end) == worker
+            and r.iteration == 0
         )
         assert moved == pytest.approx(want, rel=1e-9), op
     assert result.summary["embedding_push_bytes_per_worker"] == pytest.approx(want, rel=1e-9)

@@ -175,7 +175,9 @@ def _exact(
             shard = (ranks - 1) % shards
         else:  # row r in shard j iff floor(j rows / S) <= r < floor((j+1) rows / S)
             shard = (ranks * shards - 1) // rows
-        out += np.bincount(shard, weights=_hit(ranks.astype(float), s, c, lookups), minlength=shards)
+        out += np.bincount(
+            shard, weights=_hit(ranks.astype(float), s, c, lookups), minlength=shards
+        )
     return out
 
 
@@ -202,7 +204,9 @@ def _tail_sum(a: int, b: int, s: float, c: float, lookups: float) -> float:
     return integral + (f(a) + f(b)) / 2 + (df(b) - df(a)) / 12
 
 
-def harmonic(rows: int, s: float, exact_rows: int = EXACT_ROWS, head_rows: int = HEAD_ROWS) -> float:
+def harmonic(
+    rows: int, s: float, exact_rows: int = EXACT_ROWS, head_rows: int = HEAD_ROWS
+) -> float:
     """``H(rows, s) = sum_{i=1}^{rows} i^-s``: exact up to ``exact_rows``, else the first
     ``head_rows`` terms and Euler-Maclaurin for the rest."""
     head = rows if rows <= exact_rows else min(head_rows, rows)

@@ -32,6 +32,9 @@ node (on its first worker and/or its CPU) and pushed once per node; the server's
 waits for one push per node; pulls fan back down
 (:mod:`clustersim.strategies.ps_hierarchy`).  Unset or ``[server]``: flat.
 
+A model with ``model.embedding`` (a sparse table) has one key per server for its row
+shards, moving only the rows a batch touches; see :mod:`clustersim.strategies.ps_embedding`.
+
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
 ``sharding: hash | range`` replaces the balanced assignment; see
