@@ -96,6 +96,20 @@ BASES: dict[str, dict[str, Any]] = {
             },
         },
     ),
+    "embedding": _training(
+        _SWITCH,
+        model={
+            "layers": copy.deepcopy(_LAYERS),
+            "embedding": {
+                "rows": 1000,
+                "dim": 8,
+                "lookups_per_sample": 3,
+                "distribution": {"zipf": 1.05},
+                "tables": 2,
+            },
+        },
+        data_parallel={"sync": "ps", "ps": {"placement": "gpu", "servers": 2}},
+    ),
     "two_tier": _workload(
         {
             "racks": 2,
@@ -376,6 +390,14 @@ KEYS: list[Key] = [
         keys=("data_parallel", "ps", "keys"),
     ),
     Key("ZipfKeys", "zipf", "ps", ("data_parallel", "ps", "key_distribution", "zipf"), True),
+    *_keys(
+        "EmbeddingSpec",
+        "embedding",
+        rows=("model", "embedding", "rows"),
+        dim=("model", "embedding", "dim"),
+        lookups_per_sample=("model", "embedding", "lookups_per_sample"),
+        tables=("model", "embedding", "tables"),
+    ),
     *_keys(
         "TwoTierCluster",
         "two_tier",

@@ -273,6 +273,12 @@ class ParameterServerSummary(TrainingSummary):
     shares: DeviceShares = field(metadata=SPLICE)
     cancelled_compute_s: float | None = field(default=None, metadata=OPTIONAL)
     cancelled_push_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    embedding_rows_touched_per_worker: float | None = field(default=None, metadata=OPTIONAL)
+    """``model.embedding``: expected unique rows (every table) a worker's batch touches."""
+    embedding_push_bytes_per_worker: float | None = field(default=None, metadata=OPTIONAL)
+    """``model.embedding``: bytes of those rows' gradients a worker pushes per iteration."""
+    embedding_rows_updated: float | None = field(default=None, metadata=OPTIONAL)
+    """``model.embedding``: expected unique rows one server update of the table changes."""
 
 
 # ------------------------------------------------------------------ hybrid (pipeline)

@@ -37,6 +37,11 @@ class Layer:
     """What the layer is in a transformer: ``embedding``, ``attention``, ``mlp`` or ``head``
     ("" for other models).  Attention and MLP layers split over a tensor-parallel group and
     are the layers full recomputation re-runs."""
+    forward_bytes: float = 0.0
+    """Memory-bound forward work, bytes per sample through device memory; when above 0
+    the forward is costed by it, not by ``forward_flops`` (a sparse embedding's gather)."""
+    backward_bytes: float = 0.0
+    """Memory-bound backward work, bytes per sample (as ``forward_bytes``)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,9 @@ class Model:
     transformer: Any = None
     """The :class:`clustersim.transformer.Transformer` shape the model was built from, if any
     (activation, FLOPs and tensor-parallel formulas need it)."""
+    embedding: Any = None
+    """The :class:`clustersim.model.embedding.EmbeddingTable` of the model's first layer, if
+    it has a sparse embedding (``model.embedding``)."""
 
     @property
     def params(self) -> float:

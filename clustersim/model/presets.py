@@ -51,11 +51,12 @@ Presets register themselves with the :func:`preset` decorator; list them with
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import Problem, ScenarioError, join_path
 from ..registry import Registry
 from ..scenario import LayerSpec, ModelSpec, TransformerSpec
+from .embedding import EmbeddingTable
 from .layers import Layer, Model
 from .transformer import BACKWARD_FACTOR, Transformer, transformer_builder, transformer_model
 
@@ -126,7 +127,19 @@ def build_preset(name: str, path: str = "model") -> Model:
 
 
 def build_model(spec: ModelSpec, path: str = "model") -> Model:
-    """The model a scenario's ``model:`` section describes (``path`` is its key path, for errors)."""
+    """The model a scenario's ``model:`` section describes (``path`` is its key path, for
+    errors); with ``embedding``, its sparse table as the first layer
+    (:mod:`clustersim.model.embedding`)."""
+    model = _build_dense(spec, path)
+    if spec.embedding is None:
+        return model
+    table = EmbeddingTable.from_spec(spec.embedding)
+    taken = any(layer.name == "embedding" for layer in model.layers)
+    layer = table.layer("sparse_embedding" if taken else "embedding")
+    return replace(model, layers=(layer, *model.layers), embedding=table)
+
+
+def _build_dense(spec: ModelSpec, path: str) -> Model:
     if spec.preset is not None:
         return build_preset(spec.preset, path)
     if spec.transformer is not None:

@@ -120,6 +120,7 @@ from .training import (  # noqa: F401
     MAX_ZIPF_EXPONENT,
     AllreduceSyncSpec,
     DataParallelSpec,
+    EmbeddingSpec,
     LayerSpec,
     ModelSpec,
     NetworkSpec,

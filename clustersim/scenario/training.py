@@ -106,6 +106,66 @@ class TransformerSpec(_Spec):
         return self
 
 
+MAX_ZIPF_EXPONENT = 16.0
+"""Largest Zipf exponent: beyond it the coldest of the keys underflows to nothing."""
+
+
+class ZipfKeys(_Spec):
+    """Keys whose sizes and access frequencies follow Zipf's law: rank i goes as 1 / i^s."""
+
+    zipf: Float = Field(ge=0, le=MAX_ZIPF_EXPONENT)
+    """The exponent s (0 is uniform)."""
+
+
+def _key_form(data: Any) -> str:
+    """``zipf`` for a mapping (or a built :class:`ZipfKeys`), ``named`` otherwise."""
+    return "zipf" if isinstance(data, dict | ZipfKeys) else "named"
+
+
+KeyDistribution = Annotated[
+    Annotated[Literal["layers", "uniform"], Tag("named")] | Annotated[ZipfKeys, Tag("zipf")],
+    Discriminator(_key_form),
+]
+"""``layers``, ``uniform`` or ``{zipf: s}``: a name is checked as a name, a mapping as Zipf."""
+
+
+RowDistribution = Annotated[
+    Annotated[Literal["uniform"], Tag("named")] | Annotated[ZipfKeys, Tag("zipf")],
+    Discriminator(_key_form),
+]
+"""``uniform`` or ``{zipf: s}`` (the rows of an embedding table)."""
+
+
+MAX_EMBEDDING_ROWS = 10**12
+"""Most rows an embedding table may have (beyond 1e7 the expected unique rows are
+approximated; see :mod:`clustersim.model.embedding`)."""
+MAX_EMBEDDING_TABLES = 1_000
+"""Most identical embedding tables ``model.embedding.tables`` may ask for."""
+
+
+class EmbeddingSpec(_Spec):
+    """A sparse embedding table (a recommendation model's), added in front of the model's
+    layers: each sample looks up ``lookups_per_sample`` rows of each table, drawn i.i.d.
+    from ``distribution`` over the rows."""
+
+    rows: Annotated[int, Strict(), Field(ge=1, le=MAX_EMBEDDING_ROWS)]
+    """Rows of each table (ids, e.g. 10_000_000)."""
+    dim: Count
+    """Values per row (the embedding dimension)."""
+    lookups_per_sample: Count = 1
+    """Rows each sample looks up in each table (pooled: a multi-hot feature)."""
+    distribution: RowDistribution = "uniform"
+    """uniform: every row alike; ``{zipf: s}``: row of rank i drawn with probability
+    proportional to 1 / i^s (row 0 the hottest)."""
+    tables: Annotated[int, Strict(), Field(ge=1, le=MAX_EMBEDDING_TABLES)] = 1
+    """Identical tables (each its own features, looked up ``lookups_per_sample`` times)."""
+
+    @property
+    def zipf(self) -> float:
+        """The Zipf exponent of the row distribution (0 for uniform)."""
+        return self.distribution.zipf if isinstance(self.distribution, ZipfKeys) else 0.0
+
+
 class ModelSpec(_Spec):
     """The model: a preset computed from its architecture, a transformer, or a list of layers."""
 
@@ -115,6 +175,9 @@ class ModelSpec(_Spec):
     """A transformer given by its architecture (instead of a preset)."""
     layers: list[LayerSpec] | None = None
     """Layers given by hand (instead of a preset)."""
+    embedding: EmbeddingSpec | None = None
+    """A sparse embedding table put in front of the model above (a DLRM-like recommender:
+    ``layers`` as the dense MLPs); parameter servers move only the rows a batch touches."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -212,29 +275,6 @@ class AllreduceSyncSpec(_Spec):
 MAX_PS_KEYS = 10_000
 """Most synthetic keys ``data_parallel.ps.keys`` may ask for: every key is a push and a
 pull per worker and iteration."""
-MAX_ZIPF_EXPONENT = 16.0
-"""Largest Zipf exponent: beyond it the coldest of the keys underflows to nothing."""
-
-
-class ZipfKeys(_Spec):
-    """Keys whose sizes and access frequencies follow Zipf's law: rank i goes as 1 / i^s."""
-
-    zipf: Float = Field(ge=0, le=MAX_ZIPF_EXPONENT)
-    """The exponent s (0 is uniform)."""
-
-
-def _key_form(data: Any) -> str:
-    """``zipf`` for a mapping (or a built :class:`ZipfKeys`), ``named`` otherwise."""
-    return "zipf" if isinstance(data, dict | ZipfKeys) else "named"
-
-
-KeyDistribution = Annotated[
-    Annotated[Literal["layers", "uniform"], Tag("named")] | Annotated[ZipfKeys, Tag("zipf")],
-    Discriminator(_key_form),
-]
-"""``layers``, ``uniform`` or ``{zipf: s}``: a name is checked as a name, a mapping as Zipf."""
-
-
 HIERARCHIES = (["server"], ["cpu", "server"], ["gpu", "server"], ["gpu", "cpu", "server"])
 """The aggregation chains ``data_parallel.ps.hierarchy`` accepts, worker side first."""
 

@@ -33,6 +33,9 @@ node (on its first worker and/or its CPU) and pushed once per node; the server's
 waits for one push per node; pulls fan back down
 (:mod:`clustersim.strategies.ps_hierarchy`).  Unset or ``[server]``: flat.
 
+A model with ``model.embedding`` (a sparse table) has one key per server for its row
+shards, moving only the rows a batch touches; see :mod:`clustersim.strategies.ps_embedding`.
+
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
 ``sharding: hash | range`` replaces the balanced assignment; see
@@ -123,7 +126,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import simpy
@@ -143,6 +146,7 @@ from ..topology import Device
 from . import training
 from .base import TrainingStrategy
 from .ps_backup import BackupCancel
+from .ps_embedding import embedding_fields, layout_blocks
 from .ps_hierarchy import Hierarchy, build_groups, transfers_per_round
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
@@ -236,7 +240,7 @@ class ParameterServer(TrainingStrategy):
 
     def _make_keys(self) -> list[Key]:
         per_value = training.BYTES_PER_VALUE[self.train.precision]
-        blocks = make_blocks(self.ps, self.model, len(self.servers))
+        blocks = layout_blocks(self)  # the layer keys, or an embedding's shards and them
         keys = count_partitions(blocks, per_value, self.ps.partition_bytes)
         # each key has at least one update per iteration: refuse before making the keys
         source = getattr(self.scenario, "source", "")
@@ -252,6 +256,7 @@ class ParameterServer(TrainingStrategy):
                 b.traffic * per_value,
                 self.servers[owner[i]],
                 b.access,
+                b.update_access,
             )
             for i, b in enumerate(blocks)
         ]
@@ -487,7 +492,7 @@ class ParameterServer(TrainingStrategy):
         per_param = training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         return self.sim.compute(
             key.server,
-            bytes=key.touched_params * per_param,
+            bytes=key.updated_params * per_param,
             label=f"update {key.name}",
             phase="optimizer",
             iteration=it,
@@ -541,7 +546,7 @@ class ParameterServer(TrainingStrategy):
         for key in self.keys:
             load[key.server] += key.params
         hot, hot_share = busiest(server_bytes(sim.records, self.servers))
-        return ParameterServerSummary(
+        summary = ParameterServerSummary(
             times=measured.times,
             updates_per_s=updates_per_s,
             iterations_per_worker=dict(zip(self.workers, self.completed, strict=True)),
@@ -569,6 +574,7 @@ class ParameterServer(TrainingStrategy):
             cancelled_compute_s=self.backup.cancelled_compute_s if self.backup else None,
             cancelled_push_bytes=self.backup.cancelled_push_bytes if self.backup else None,
         )
+        return replace(summary, **embedding_fields(self))
 
     def _devices(self) -> list[str]:
         return list(dict.fromkeys(self.workers + self.servers))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import Problem, ScenarioError
 from ..model.layers import Model
@@ -53,12 +53,23 @@ class Key:
     server: str
     access: float = 1.0
     """Share of the key's values each push, pull and update touches (1: all)."""
+    update_access: float | None = None
+    """Share one update changes when it differs from a push's (an embedding shard: the
+    union of the round's pushes); None: ``access``."""
 
     @property
     def touched_params(self) -> float:
         """Parameters one push carries and one update changes (``params`` itself, int or
         float as given, when every value is touched)."""
         return self.params if self.access == 1 else self.params * self.access
+
+    @property
+    def updated_params(self) -> float:
+        """Parameters one update changes: ``params x update_access``, else
+        :attr:`touched_params`."""
+        if self.update_access is None:
+            return self.touched_params
+        return self.params * self.update_access
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,10 @@ class Block:
     layer: int
     params: float
     access: float = 1.0
+    update_access: float | None = None
+    """As :attr:`Key.update_access`."""
+    server: int | None = None
+    """The server index the key must go to (an embedding shard), whatever the sharding."""
 
     @property
     def triple(self) -> tuple[str, int, float]:
@@ -150,12 +165,17 @@ def partition_keys(
     out: list[Block] = []
     for b in blocks:
         parts = partition_blocks([b.triple], bytes_per_param * b.access, partition_bytes)
-        out += [Block(name, layer, params, b.access) for name, layer, params in parts]
+        out += [replace(b, name=name, layer=layer, params=params) for name, layer, params in parts]
     return out
 
 
 def shard(blocks: Sequence[Block], servers: int, sharding: str) -> list[int]:
-    """Server index of each key under ``sharding`` (see the module docstring)."""
+    """Server index of each key under ``sharding`` (see the module docstring); a key with
+    its ``server`` set goes there, and the others are sharded among themselves."""
+    if any(b.server is not None for b in blocks):
+        free = [b for b in blocks if b.server is None]
+        owners = iter(shard(free, servers, sharding))
+        return [b.server if b.server is not None else next(owners) for b in blocks]
     if sharding == "hash":
         return [zlib.crc32(b.name.encode()) % servers for b in blocks]
     if sharding == "range":

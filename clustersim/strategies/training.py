@@ -37,7 +37,7 @@ def forward_pass(
     for layer in model.layers:
         yield sim.compute(
             device,
-            flops=layer.forward_flops * samples,
+            **_work(layer.forward_flops, layer.forward_bytes, samples),
             label=f"fwd {layer.name}",
             iteration=iteration,
             phase="forward",
@@ -57,13 +57,18 @@ def backward_pass(
         layer = model.layers[index]
         yield sim.compute(
             device,
-            flops=layer.backward_flops * samples,
+            **_work(layer.backward_flops, layer.backward_bytes, samples),
             label=f"bwd {layer.name}",
             iteration=iteration,
             phase="backward",
         )
         if on_gradient is not None:
             on_gradient(index)
+
+
+def _work(flops: float, nbytes: float, samples: float) -> dict[str, float]:
+    """A layer pass's work for ``samples``: its bytes when it is memory-bound, else its FLOPs."""
+    return {"bytes": nbytes * samples} if nbytes > 0 else {"flops": flops * samples}
 
 
 def optimizer_step(

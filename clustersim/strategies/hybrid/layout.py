@@ -31,6 +31,14 @@ class HybridLayout(TrainingStrategy):
         self.pipe = scenario.pipeline or PipelineSpec()
         self.parallelism = parallelism = scenario.parallelism or ParallelismSpec()
         self.zero = scenario.zero.level if scenario.zero is not None else 0
+        if self.model.embedding is not None:
+            raise ScenarioError(
+                Problem(
+                    "model.embedding",
+                    "pipeline and tensor parallelism do not model a sparse embedding table",
+                    "data parallelism (data_parallel.sync: ps or allreduce), or no embedding",
+                )
+            )
         if spec.sync != "allreduce":
             raise ScenarioError(
                 Problem(
