@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..registry import Registered, Registry
 from .breakdown import DeviceTimes
-from .parts import OPTIONAL, SPLICE, SummaryPart, plain
+from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart, plain
 from .training import DeviceShares, FlopRates, IterationTimes, ModelInfo
 
 
@@ -248,6 +248,21 @@ class KeyPlacement(SummaryPart):
 
 
 @dataclass(frozen=True)
+class ReplicationSummary(SummaryPart):
+    """Chain replication and failover of a parameter-server run (``replicas`` above 1;
+    :mod:`clustersim.strategies.ps_replication`)."""
+
+    replicas: int
+    replication_bytes: float
+    """Bytes of the updates forwarded along the chains (every hop that arrived)."""
+    failovers: int
+    """Server failures played during training."""
+    failover_lost_s: float
+    """Sum over failovers of the time from the failure until every request the failed
+    master owed was answered by the new one."""
+
+
+@dataclass(frozen=True)
 class ParameterServerSummary(TrainingSummary):
     """Data-parallel training with parameter servers (sync, backup, async, ssp, geo)."""
 
@@ -273,6 +288,7 @@ class ParameterServerSummary(TrainingSummary):
     shares: DeviceShares = field(metadata=SPLICE)
     cancelled_compute_s: float | None = field(default=None, metadata=OPTIONAL)
     cancelled_push_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    replication: ReplicationSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
 
 
 # ------------------------------------------------------------------ hybrid (pipeline)

@@ -157,6 +157,7 @@ from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from 
     shard,
 )
 from .ps_pipeline import Connections
+from .ps_replication import check_replicas, loses_state, replication_for, take_failures
 from .ps_summary import async_summary, round_summary
 
 ASYNC_MODES = ("async", "ssp", "geo")
@@ -200,6 +201,7 @@ class ParameterServer(TrainingStrategy):
         self.workers = tuple(d.name for d in workers)
         self.servers = tuple(d.name for d in servers)
         self.groups = build_groups(self.ps, self.topology, workers)
+        check_replicas(self, self.groups)
         n = len(self.workers)
         self._check_counts(n)
         self.samples = training.split_batch(self.train.global_batch, self.workers)
@@ -275,7 +277,11 @@ class ParameterServer(TrainingStrategy):
                 transfers_per_round(self.groups, self.workers, key) for key in self.keys
             )
             server += len(self.groups) * len(self.keys) * rounds
-        return WorkEstimate(transfers, computes + transfers + server)
+        extra = (self.ps.replicas - 1) * (updates or n * len(self.keys) * rounds)  # forwards
+        return WorkEstimate(transfers + extra, computes + transfers + server + 2 * extra)
+
+    loses_state = loses_state  # a server failure without a live replica stops the job
+    take_failures = take_failures  # server failures, played with replicas (ps_replication)
 
     def continues_without_workers(self) -> bool:
         """Backup workers (``mode: backup``): a round closes without the missing ones."""
@@ -297,6 +303,7 @@ class ParameterServer(TrainingStrategy):
         cancel = self.ps.mode == "backup" and self.ps.backup_cancel
         ordered = self.ps.partition_bytes is not None
         self.links = Connections(sim, ordered=ordered, cancellable=cancel)
+        self.replication = replication_for(self)  # replicas > 1: its links replace these
         self.backup = BackupCancel(self) if cancel else None
         self.hierarchy = Hierarchy(self, self.groups) if self.groups is not None else None
         self.clock = training.IterationClock.new()
@@ -429,8 +436,7 @@ class ParameterServer(TrainingStrategy):
         st.version += 1
         version = st.version
         self.applied[w] += 1
-        event = self._update(key, it)
-        event.callbacks.append(lambda _e: self._pull(w, key, version, it))
+        self._after_update(key, self._update(key, it), lambda: self._pull(w, key, version, it), it)
 
     def _arrive_round(self, w: int, key: Key, it: int) -> None:
         """Sync, backup: aggregate a push made on the current version, or drop it."""
@@ -440,7 +446,7 @@ class ParameterServer(TrainingStrategy):
             if len(st.accepted) == self.k:
                 st.closing = True
                 event = self._update(key, st.version)
-                event.callbacks.append(lambda _e: self._close_round(key))
+                self._after_update(key, event, lambda: self._close_round(key), st.version)
                 if self.backup is not None:
                     self.backup.closed(st)
             return
@@ -492,6 +498,13 @@ class ParameterServer(TrainingStrategy):
             iteration=it,
             op="ps_update",
         )
+
+    def _after_update(self, key: Key, ev: simpy.Event, then: Callable[[], None], it: int) -> None:
+        """``then()`` after the update ``ev`` (and its chain replication, ``replicas`` > 1)."""
+        if self.replication is None:
+            ev.callbacks.append(lambda _e: then())
+        else:
+            self.replication.after_update(key, ev, then, it)
 
     def _pull(self, w: int, key: Key, version: int, it: int, round_: int | None = None) -> None:
         """Send ``key`` at ``version`` to worker ``w``."""
@@ -567,6 +580,7 @@ class ParameterServer(TrainingStrategy):
             shares=measured.shares,
             cancelled_compute_s=self.backup.cancelled_compute_s if self.backup else None,
             cancelled_push_bytes=self.backup.cancelled_push_bytes if self.backup else None,
+            replication=self.replication.summary() if self.replication else None,
         )
 
     def _devices(self) -> list[str]:
