@@ -32,6 +32,8 @@ node (on its first worker and/or its CPU) and pushed once per node; the server's
 waits for one push per node; pulls fan back down
 (:mod:`clustersim.strategies.ps_hierarchy`).  Unset or ``[server]``: flat.
 
+**Replication and failover**: ``replicas``, ``failover_timeout`` (:mod:`.ps_replication`).
+
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
 ``sharding: hash | range`` replaces the balanced assignment; see
@@ -104,6 +106,7 @@ and ``key_pushes_dropped`` (backup);
 ``busiest_server`` -- the server that moved the most bytes (pushes to it and
 pulls from it, dropped backup pushes included; the first of equals) and
 ``busiest_server_share`` -- its share of the bytes every server moved;
+``replicas``, ``replication_bytes``, ``failovers``, ``failover_lost_s`` (``replicas`` > 1);
 ``cancelled_compute_s`` and ``cancelled_push_bytes`` (backup with
 ``backup_cancel``: the compute of the rounds workers were cancelled in, the bytes
 their cancelled pushes had moved);
@@ -157,7 +160,7 @@ from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from 
     shard,
 )
 from .ps_pipeline import Connections
-from .ps_replication import check_replicas, loses_state, replication_for, take_failures
+from .ps_replication import FailureHooks, check_replicas, replication_for
 from .ps_summary import async_summary, round_summary
 
 ASYNC_MODES = ("async", "ssp", "geo")
@@ -182,7 +185,7 @@ class _Pending:
     event: simpy.Event
 
 
-class ParameterServer(TrainingStrategy):
+class ParameterServer(FailureHooks, TrainingStrategy):
     """Parameter-server data parallelism: sync, backup, async, ssp, geo."""
 
     name = "parameter_server"
@@ -279,9 +282,6 @@ class ParameterServer(TrainingStrategy):
             server += len(self.groups) * len(self.keys) * rounds
         extra = (self.ps.replicas - 1) * (updates or n * len(self.keys) * rounds)  # forwards
         return WorkEstimate(transfers + extra, computes + transfers + server + 2 * extra)
-
-    loses_state = loses_state  # a server failure without a live replica stops the job
-    take_failures = take_failures  # server failures, played with replicas (ps_replication)
 
     def continues_without_workers(self) -> bool:
         """Backup workers (``mode: backup``): a round closes without the missing ones."""

@@ -25,7 +25,7 @@ server down, e.g. ``{devices: rack0/node3/cpu, at: 5ms}``).  With ``replicas`` o
 more a server failure does not stop the job (each key still has a live copy) and the
 simulation plays it; a failure that leaves some key range with no live copy (one server
 with ``replicas: 1``, or a whole chain in one entry) stops the job and goes to the goodput
-model as a worker's failure does (:meth:`ParameterServer.loses_state`).
+model as a worker's failure does (:meth:`FailureHooks.loses_state`).
 
 * **At the failure** the server's transfers in flight or queued (pushes to it, pulls and
   forwards from it, forwards to it) leave the network (:meth:`Connections.cancel`, op
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     import simpy
 
     from ..engine import Simulation
+    from ..scenario import ParameterServerSpec
     from .parameter_server import ParameterServer
     from .ps_hierarchy import Group
 
@@ -99,28 +100,36 @@ def check_replicas(ps: ParameterServer, groups: list[Group] | None) -> None:
         )
 
 
-def loses_state(ps: ParameterServer, devices: Sequence[str]) -> bool:
-    """Whether losing ``devices`` at once leaves some key range without a live copy."""
-    down = set(devices).intersection(ps.servers)
-    if not down:
-        return False
-    return any(down.issuperset(c) for c in chains(ps.servers, ps.ps.replicas).values())
+class FailureHooks:
+    """The parameter server's answers to :meth:`Strategy.loses_state` and
+    :meth:`Strategy.take_failures` (a base of :class:`ParameterServer`)."""
 
+    servers: tuple[str, ...]
+    ps: ParameterServerSpec
+    scenario: Any
+    server_failures: list[Any]
 
-def take_failures(ps: ParameterServer, failures: Sequence[Any]) -> None:
-    """Keep the played device failures that take a server down; refused outside sync."""
-    mine = [f for f in failures if set(f.devices).intersection(ps.servers)]
-    if mine and ps.ps.mode != "sync":
-        raise ScenarioError(
-            Problem(
-                f"{mine[0].path}.devices",
-                f"a server fails; failover is modelled for {PS_KEY}.mode sync only, "
-                f"not {ps.ps.mode}",
-                f"{PS_KEY}.mode: sync, or a failure of no server",
-            ),
-            getattr(ps.scenario, "source", ""),
-        )
-    ps.server_failures = mine
+    def loses_state(self, devices: Sequence[str]) -> bool:
+        """Whether losing ``devices`` at once leaves some key range without a live copy."""
+        down = set(devices).intersection(self.servers)
+        if not down:
+            return False
+        return any(down.issuperset(c) for c in chains(self.servers, self.ps.replicas).values())
+
+    def take_failures(self, failures: Sequence[Any]) -> None:
+        """Keep the played device failures that take a server down; refused outside sync."""
+        mine = [f for f in failures if set(f.devices).intersection(self.servers)]
+        if mine and self.ps.mode != "sync":
+            raise ScenarioError(
+                Problem(
+                    f"{mine[0].path}.devices",
+                    f"a server fails; failover is modelled for {PS_KEY}.mode sync only, "
+                    f"not {self.ps.mode}",
+                    f"{PS_KEY}.mode: sync, or a failure of no server",
+                ),
+                getattr(self.scenario, "source", ""),
+            )
+        self.server_failures = mine
 
 
 def replication_for(ps: ParameterServer) -> Replication | None:
