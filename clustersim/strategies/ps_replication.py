@@ -150,19 +150,13 @@ class Tracked(Connections):
         self._tokens = 0
 
     def send(
-        self,
-        src: str,
-        dst: str,
-        nbytes: float,
-        then: Callable[[], None],
-        *,
-        label: str,
-        iteration: int,
-        op: str,
+        self, src: str, dst: str, nbytes: float, then: Callable[[], None], **named: Any
     ) -> Message | None:
+        """:meth:`Connections.send` (``named``: its label, iteration and op), remembered
+        until it arrives; held (not sent) when an end has failed."""
         rep = self.replication
         if src in rep.dead or dst in rep.dead:
-            held = Message(src, dst, nbytes, then, label, iteration, op, state="held")
+            held = Message(src, dst, nbytes, then, **named, state="held")
             rep.held.append(held)
             return held
         token = self._tokens
@@ -172,7 +166,7 @@ class Tracked(Connections):
             self.live.pop(token, None)
             then()
 
-        message = super().send(src, dst, nbytes, arrived, label=label, iteration=iteration, op=op)
+        message = super().send(src, dst, nbytes, arrived, **named)
         assert message is not None
         if message.state in ("queued", "sent"):
             self.live[token] = message
