@@ -50,6 +50,8 @@ model as a worker's failure does (:meth:`FailureHooks.loses_state`).
   request the failed master owed (the re-sent pushes, arrived at the new master; the
   re-sent pulls, arrived at their workers) was answered; 0 for a failover that owed
   nothing (every worker was computing, and pushed to the new master after detection).
+  One run measures it (no failure-free rerun); it bounds from above how much the failure
+  stretches its round, since part of the wait may overlap work the round did anyway.
   ``failovers`` counts the server failures played during training.
 
 Units: seconds, bytes.
