@@ -103,7 +103,9 @@ def prepare(
     failures = None
     if scenario.failures or scenario.recovery is not None:
         workers = getattr(strategy, "workers", None)
-        failures = resolve_failures(scenario, topology, workers)  # errors name the file
+        # errors name the file
+        failures = resolve_failures(scenario, topology, workers, strategy.loses_state)
+        strategy.take_failures(outlook.played_device_failures(failures))
     if scenario.training is not None and scenario.training.tokens is not None:
         job_length(scenario)  # tokens need a sequence length
     outlook.check(scenario, strategy, failures)

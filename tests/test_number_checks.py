@@ -93,6 +93,8 @@ BASES: dict[str, dict[str, Any]] = {
                 "key_distribution": {"zipf": 0.5},
                 "keys": 8,
                 "sharding": "hash",
+                "replicas": 1,
+                "failover_timeout": "1s",
             },
         },
     ),
@@ -380,7 +382,7 @@ KEYS: list[Key] = [
     *_keys(
         "ParameterServerSpec",
         "ps",
-        zero=("staleness",),
+        zero=("staleness", "failover_timeout"),
         servers=("data_parallel", "ps", "servers"),
         backup_k=("data_parallel", "ps", "backup_k"),
         staleness=("data_parallel", "ps", "staleness"),
@@ -388,6 +390,8 @@ KEYS: list[Key] = [
         partition_bytes=("data_parallel", "ps", "partition_bytes"),
         credit=("data_parallel", "ps", "credit"),
         keys=("data_parallel", "ps", "keys"),
+        replicas=("data_parallel", "ps", "replicas"),
+        failover_timeout=("data_parallel", "ps", "failover_timeout"),
     ),
     Key("ZipfKeys", "zipf", "ps", ("data_parallel", "ps", "key_distribution", "zipf"), True),
     *_keys(

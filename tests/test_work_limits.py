@@ -412,6 +412,7 @@ ESTIMATED = [
     ("megatron/gpt3_175b_1024.yaml", {}),
     ("parameter_server/sync_straggler.yaml", {}),
     ("parameter_server/backup_straggler.yaml", {}),
+    ("parameter_server/replicated_failover.yaml", {}),
     ("zero/gpt3_1.3b_stage3_prefetch.yaml", {}),
     ("ps_vs_ring/resnet50_hierarchical.yaml", {}),
     ("ps_vs_ring/resnet50_ps_hierarchical_ps.yaml", {}),

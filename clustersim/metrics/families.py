@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..registry import Registered, Registry
 from .breakdown import DeviceTimes
-from .parts import OPTIONAL, SPLICE, SummaryPart, plain
+from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart, plain
 from .training import DeviceShares, FlopRates, IterationTimes, ModelInfo
 
 
@@ -248,6 +248,21 @@ class KeyPlacement(SummaryPart):
 
 
 @dataclass(frozen=True)
+class ReplicationSummary(SummaryPart):
+    """Chain replication and failover of a parameter-server run (``replicas`` above 1;
+    :mod:`clustersim.strategies.ps_replication`)."""
+
+    replicas: int
+    replication_bytes: float
+    """Bytes of the updates forwarded along the chains (every hop that arrived)."""
+    failovers: int
+    """Server failures played during training."""
+    failover_lost_s: float
+    """Sum over failovers of the time from the failure until every request the failed
+    master owed was answered by the new one."""
+
+
+@dataclass(frozen=True)
 class ParameterServerSummary(TrainingSummary):
     """Data-parallel training with parameter servers (sync, backup, async, ssp, geo)."""
 
@@ -279,6 +294,7 @@ class ParameterServerSummary(TrainingSummary):
     """``model.embedding``: bytes of those rows' gradients a worker pushes per iteration."""
     embedding_rows_updated: float | None = field(default=None, metadata=OPTIONAL)
     """``model.embedding``: expected unique rows one server update of the table changes."""
+    replication: ReplicationSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
 
 
 # ------------------------------------------------------------------ hybrid (pipeline)

@@ -2,9 +2,11 @@
 
 :func:`resolve_failures` turns the globs into plain lists -- component and device names, link
 indices, times in seconds -- for the engine and the goodput model, and says of each failure
-whether it stops a synchronous job (:attr:`stops_job`): it does when a worker goes down, or
-when the failed components and links cut a worker off the others (a spine among several
-does not; a node's only NIC or a rack's top-of-rack switch does).
+whether it stops a synchronous job (:attr:`stops_job`): it does when a worker goes down, when
+the strategy says the devices down hold state it cannot lose (``loses_state``: a parameter
+server's keys with no live replica left), or when the failed components and links cut a
+worker off the others (a spine among several does not; a node's only NIC or a rack's
+top-of-rack switch does).
 
 Components are named as in the topology: devices (``rack0/node1/gpu3``, ``rack0/node1/cpu``,
 ``gpu2``), nodes (``rack0/node1``: every device and switch inside it), NICs
@@ -18,7 +20,7 @@ import fnmatch
 import re
 import zlib
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +30,9 @@ from ..topology import STORAGE, Topology
 
 ComponentKind = Literal["gpu", "cpu", "storage", "node", "nic", "switch"]
 _NIC = re.compile(r"(^|/)nic\d*$")
+LosesState = Callable[[Sequence[str]], bool]
+"""``loses_state(devices)``: whether losing ``devices`` at once stops the job (a strategy's
+:meth:`~clustersim.strategies.base.Strategy.loses_state`)."""
 
 
 @dataclass(frozen=True)
@@ -109,23 +114,33 @@ class ResolvedFailures:
 
 
 def resolve_failures(
-    scenario: Any, topology: Topology, workers: Iterable[str] | None = None
+    scenario: Any,
+    topology: Topology,
+    workers: Iterable[str] | None = None,
+    loses_state: LosesState | None = None,
 ) -> ResolvedFailures:
     """``scenario.failures`` and ``scenario.recovery`` resolved against ``topology``.
 
     ``workers``: the job's devices (default: every GPU, or every device but the storage if
-    there is no GPU).  A glob matching nothing is a ScenarioError naming the scenario's file
+    there is no GPU).  ``loses_state(devices)``: whether losing those devices at once stops
+    the job even when no worker is among them (the strategy's ``loses_state``; default:
+    never).  A glob matching nothing is a ScenarioError naming the scenario's file
     and the key path (``failures[1].devices``).
     """
     try:
-        return _resolve(scenario, topology, workers)
+        return _resolve(scenario, topology, workers, loses_state)
     except ScenarioError as exc:
         raise exc.with_source(exc.source or scenario.source) from None
 
 
-def _resolve(scenario: Any, topology: Topology, workers: Iterable[str] | None) -> ResolvedFailures:
+def _resolve(
+    scenario: Any,
+    topology: Topology,
+    workers: Iterable[str] | None,
+    loses_state: LosesState | None,
+) -> ResolvedFailures:
     table = _Components(topology)
-    job = _Job(topology, workers)
+    job = _Job(topology, workers, loses_state)
     devices, links, random = [], [], []
     for i, entry in enumerate(scenario.failures):
         path = f"failures[{i}]"
@@ -254,8 +269,14 @@ class _Components:
 class _Job:
     """The job's workers, and whether a set of failed devices and links stops it."""
 
-    def __init__(self, topology: Topology, workers: Iterable[str] | None) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        workers: Iterable[str] | None,
+        loses_state: LosesState | None = None,
+    ) -> None:
         self.topology = topology
+        self.loses_state = loses_state
         if workers is None:
             all_devices = [d for d in topology.devices.values() if d.name != STORAGE]
             gpus = [d.name for d in all_devices if d.kind == "gpu"]
@@ -264,8 +285,11 @@ class _Job:
         self.worker_set = set(self.workers)
 
     def stopped_by(self, devices: Sequence[str], links: Sequence[int]) -> bool:
-        """A worker is down, or some worker cannot reach (or be reached by) the first one."""
+        """A worker is down, the strategy loses state it cannot rebuild, or some worker cannot
+        reach (or be reached by) the first one."""
         if self.worker_set.intersection(devices):
+            return True
+        if devices and self.loses_state is not None and self.loses_state(devices):
             return True
         if not links or len(self.workers) < 2:
             return False

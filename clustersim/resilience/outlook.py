@@ -66,6 +66,14 @@ def stops_in_simulation(failure: Any) -> bool:
     return bool(failure.stops_job) and math.isinf(failure.repair_s)
 
 
+def played_device_failures(failures: ResolvedFailures | None) -> list[Any]:
+    """The scheduled device failures the simulation plays (those that do not stop the job),
+    for the strategy's ``take_failures``."""
+    if failures is None:
+        return []
+    return [f for f in failures.scheduled_devices if not stops_in_simulation(f)]
+
+
 def play_link_failures(sim: Any, failures: ResolvedFailures | None) -> None:
     """Take down, in ``sim``, the links of every scheduled failure the simulation plays:
     link failures and NIC or switch failures, unless they cut a worker off for good."""

@@ -25,6 +25,7 @@ from .fields import (
     PositiveSize,
     PositiveTime,
     Size,
+    TimeSpan,
     _Spec,
     _unit,
 )
@@ -326,6 +327,14 @@ class ParameterServerSpec(_Spec):
     to the node CPU, which pushes once per node; ``[cpu, server]`` -- the GPUs send to the
     node CPU; ``[gpu, server]`` -- the first GPU pushes; pulls fan back down the same way.
     Unset or ``[server]``: every worker pushes on its own."""
+
+    replicas: Count = 1
+    """Chain replication (Li et al. OSDI 2014, section 4.3): each server's keys are held by
+    it and the next ``replicas - 1`` servers in ring order; every update is forwarded along
+    the chain before it is acknowledged.  1 (default): no replication; at most ``servers``."""
+    failover_timeout_s: TimeSpan = _unit("1s", "failover_timeout")
+    """With ``replicas`` above 1: how long after a server fails the workers notice it and turn
+    to the next replica of its keys (seconds, default 1 s)."""
 
     @model_validator(mode="after")
     def _hierarchy_levels(self) -> ParameterServerSpec:

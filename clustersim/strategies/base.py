@@ -9,6 +9,7 @@ point names a module or class; importing it registers the strategy).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -62,6 +63,19 @@ class Strategy(Registered):
         """Whether training can go on when workers fail (``recovery.elastic``): False
         unless a strategy says so (data parallel; parameter servers in backup mode)."""
         return False
+
+    def loses_state(self, devices: Sequence[str]) -> bool:
+        """Whether losing ``devices`` at once loses state the job cannot rebuild without a
+        restart from its checkpoint (its workers always stop it): False unless a strategy
+        says so (parameter servers whose keys have no live replica left)."""
+        return False
+
+    def take_failures(self, failures: Sequence[Any]) -> None:
+        """The scheduled device failures the simulation plays (they do not stop the job:
+        :class:`clustersim.resilience.ScheduledComponentFailure`), given before
+        :meth:`start`.  A strategy whose state they touch plays them itself (a parameter
+        server's failover) and may refuse them (ScenarioError at the entry's path); by
+        default they only take their links down."""
 
     @classmethod
     def from_workload(

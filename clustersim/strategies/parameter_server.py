@@ -35,6 +35,7 @@ waits for one push per node; pulls fan back down
 
 A model with ``model.embedding`` (a sparse table) has one key per server for its row
 shards, moving only the rows a batch touches; see :mod:`clustersim.strategies.ps_embedding`.
+**Replication and failover**: ``replicas``, ``failover_timeout`` (:mod:`.ps_replication`).
 
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
@@ -108,6 +109,7 @@ and ``key_pushes_dropped`` (backup);
 ``busiest_server`` -- the server that moved the most bytes (pushes to it and
 pulls from it, dropped backup pushes included; the first of equals) and
 ``busiest_server_share`` -- its share of the bytes every server moved;
+``replicas``, ``replication_bytes``, ``failovers``, ``failover_lost_s`` (``replicas`` > 1);
 ``cancelled_compute_s`` and ``cancelled_push_bytes`` (backup with
 ``backup_cancel``: the compute of the rounds workers were cancelled in, the bytes
 their cancelled pushes had moved);
@@ -147,7 +149,7 @@ from . import training
 from .base import TrainingStrategy
 from .ps_backup import BackupCancel
 from .ps_embedding import embedding_fields, layout_blocks
-from .ps_hierarchy import Hierarchy, build_groups, transfers_per_round
+from .ps_hierarchy import Hierarchy, build_groups
 from .ps_layout import PS_KEY as _PS
 from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
     Key,
@@ -162,7 +164,9 @@ from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from 
     shard,
 )
 from .ps_pipeline import Connections
+from .ps_replication import FailureHooks, check_replicas, replication_for
 from .ps_summary import async_summary, round_summary
+from .ps_work import estimate_work
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -186,7 +190,7 @@ class _Pending:
     event: simpy.Event
 
 
-class ParameterServer(TrainingStrategy):
+class ParameterServer(FailureHooks, TrainingStrategy):
     """Parameter-server data parallelism: sync, backup, async, ssp, geo."""
 
     name = "parameter_server"
@@ -205,6 +209,7 @@ class ParameterServer(TrainingStrategy):
         self.workers = tuple(d.name for d in workers)
         self.servers = tuple(d.name for d in servers)
         self.groups = build_groups(self.ps, self.topology, workers)
+        check_replicas(self, self.groups)
         n = len(self.workers)
         self._check_counts(n)
         self.samples = training.split_batch(self.train.global_batch, self.workers)
@@ -262,26 +267,8 @@ class ParameterServer(TrainingStrategy):
         ]
 
     def estimate_work(self) -> WorkEstimate:
-        """Per worker and iteration a record per layer and pass (geo: and its local step);
-        per round of pushes (every iteration; geo: every ``geo_period``-th and the last)
-        each key's push and pull (a transfer and a record each, unless the worker serves
-        the key itself) and the server's aggregation or update; sync and backup: one
-        update per key and round besides."""
-        n, iterations = len(self.workers), self.train.iterations
-        geo = self.ps.mode == "geo"
-        computes = n * (2 * len(self.model.layers) + geo) * iterations
-        rounds = math.ceil(iterations / self.ps.geo_period) if geo else iterations
-        workers = set(self.workers)
-        remote = sum(n - (key.server in workers) for key in self.keys)
-        transfers = 2 * remote * rounds
-        updates = len(self.keys) * rounds if self.ps.mode in ("sync", "backup") else 0
-        server = n * len(self.keys) * rounds + updates
-        if self.groups is not None:  # hierarchy: its hops; local sums plus one per node
-            transfers = rounds * sum(
-                transfers_per_round(self.groups, self.workers, key) for key in self.keys
-            )
-            server += len(self.groups) * len(self.keys) * rounds
-        return WorkEstimate(transfers, computes + transfers + server)
+        """See :func:`.ps_work.estimate_work`."""
+        return estimate_work(self)
 
     def continues_without_workers(self) -> bool:
         """Backup workers (``mode: backup``): a round closes without the missing ones."""
@@ -303,6 +290,7 @@ class ParameterServer(TrainingStrategy):
         cancel = self.ps.mode == "backup" and self.ps.backup_cancel
         ordered = self.ps.partition_bytes is not None
         self.links = Connections(sim, ordered, cancel, self.ps.credit)
+        self.replication = replication_for(self)  # replicas > 1: its links replace these
         self.backup = BackupCancel(self) if cancel else None
         self.hierarchy = Hierarchy(self, self.groups) if self.groups is not None else None
         self.clock = training.IterationClock.new()
@@ -435,8 +423,7 @@ class ParameterServer(TrainingStrategy):
         st.version += 1
         version = st.version
         self.applied[w] += 1
-        event = self._update(key, it)
-        event.callbacks.append(lambda _e: self._pull(w, key, version, it))
+        self._after_update(key, self._update(key, it), lambda: self._pull(w, key, version, it), it)
 
     def _arrive_round(self, w: int, key: Key, it: int) -> None:
         """Sync, backup: aggregate a push made on the current version, or drop it."""
@@ -446,7 +433,7 @@ class ParameterServer(TrainingStrategy):
             if len(st.accepted) == self.k:
                 st.closing = True
                 event = self._update(key, st.version)
-                event.callbacks.append(lambda _e: self._close_round(key))
+                self._after_update(key, event, lambda: self._close_round(key), st.version)
                 if self.backup is not None:
                     self.backup.closed(st)
             return
@@ -498,6 +485,13 @@ class ParameterServer(TrainingStrategy):
             iteration=it,
             op="ps_update",
         )
+
+    def _after_update(self, key: Key, ev: simpy.Event, then: Callable[[], None], it: int) -> None:
+        """``then()`` after the update ``ev`` (and its chain replication, ``replicas`` > 1)."""
+        if self.replication is None:
+            ev.callbacks.append(lambda _e: then())
+        else:
+            self.replication.after_update(key, ev, then, it)
 
     def _pull(self, w: int, key: Key, version: int, it: int, round_: int | None = None) -> None:
         """Send ``key`` at ``version`` to worker ``w``."""
@@ -573,6 +567,7 @@ class ParameterServer(TrainingStrategy):
             shares=measured.shares,
             cancelled_compute_s=self.backup.cancelled_compute_s if self.backup else None,
             cancelled_push_bytes=self.backup.cancelled_push_bytes if self.backup else None,
+            replication=self.replication.summary() if self.replication else None,
         )
         return replace(summary, **embedding_fields(self))
 

@@ -36,22 +36,24 @@ from ..outputs.folder import replace_folder
 from ..outputs.tables import cell as table_cell
 from ..outputs.tables import csv_text, markdown_escape, markdown_table
 from .runner import run_all
+from .sweep_plot import (  # noqa: F401  (LOG_SPAN*, plot_figure: re-exported)
+    FALLBACK_METRIC,
+    LOG_SPAN,
+    LOG_SPAN_Y,
+    MODEL_COLUMN,
+    NOTE_COLUMN,
+    _is_number,
+    plot_figure,
+)
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 DEFAULT_METRIC = "iteration_time_s"
-FALLBACK_METRIC = "makespan_s"
 EXTRA_COLUMNS = ("makespan_s", "throughput_samples_per_s")
 """Summary keys added to the table when some scenario has them."""
-NOTE_COLUMN = "note"
-MODEL_COLUMN = "model"
-LOG_SPAN = 8.0
-"""A numeric x axis is drawn logarithmic when its values span at least this factor."""
 FLAT = 0.01
 """The reading calls a metric unchanged while it stays within this fraction of its first value."""
-LOG_SPAN_Y = 100.0
-"""The metric's axis is drawn logarithmic when its values span at least this factor."""
 
 PathPart = str | int
 
@@ -299,10 +301,6 @@ def run_document(doc: dict[str, Any], source: str) -> dict[str, Any]:
     return summary.numbers()
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def run_jobs(
     jobs: Sequence[Job],
     workers: int | None = None,
@@ -408,87 +406,6 @@ def rows_markdown(rows: Sequence[dict[str, Any]], title: str = "") -> str:
             f"Rows with a note have no `{DEFAULT_METRIC}`: they show `{FALLBACK_METRIC}`.",
         ]
     return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- plot
-
-
-def _series(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Rows grouped into lines: one per scenario and values of the keys after the first."""
-    lines: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        rest = ", ".join(f"{k}={row[k]}" for k in keys[1:])
-        lines.setdefault(f"{row['scenario']}{f' ({rest})' if rest else ''}", []).append(row)
-    return lines
-
-
-def plot_figure(
-    rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, title: str = ""
-) -> Figure:
-    """The metric against the first swept key, one line per scenario (x the other keys' values);
-    rows of several models (training sweeps): one panel per model, side by side.
-
-    Numeric x values spanning >= 8x get a log axis; other values are categories.
-    Metric values spanning >= 100x (in a panel) get a log y axis.  Lines past the tenth of
-    a panel are dashed, so no two share a colour and a style.
-    Built on the Agg canvas without pyplot (no global state).
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    panels: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        panels.setdefault(str(row.get(MODEL_COLUMN, "")), []).append(row)
-    if len(panels) < 2:
-        panels = {"": list(rows)}
-    fig = Figure(figsize=(11 if len(panels) == 1 else 7.5 * len(panels), 5.5), dpi=100)
-    FigureCanvasAgg(fig)
-    x_key = keys[0] if keys else "scenario"
-    for i, (model, group) in enumerate(panels.items()):
-        ax = fig.add_subplot(1, len(panels), i + 1)
-        _plot_panel(ax, group, keys, metric, x_key)
-        ax.set_title(model or title or f"{metric} against {x_key}")
-        ax.legend(
-            fontsize="small",
-            loc="upper left" if len(panels) == 1 else "best",
-            bbox_to_anchor=(1.01, 1.0) if len(panels) == 1 else None,
-        )
-    if len(panels) > 1:
-        fig.suptitle(title or f"{metric} against {x_key}")
-    fig.tight_layout()
-    return fig
-
-
-def _plot_panel(
-    ax: Any, rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, x_key: str
-) -> None:
-    """One panel of :func:`plot_figure`: its lines, axes and labels."""
-    xs = list(dict.fromkeys(row[x_key] for row in rows))
-    numeric = all(_is_number(x) for x in xs)
-    position = {x: (x if numeric else i) for i, x in enumerate(xs)}
-    for index, (label, points) in enumerate(_series(rows, keys).items()):
-        ax.plot(
-            [position[p[x_key]] for p in points],
-            [p[metric] for p in points],
-            marker="o",
-            linestyle="-" if index < 10 else "--",
-            label=label,
-        )
-    if numeric and min(xs) > 0 and max(xs) / min(xs) >= LOG_SPAN:
-        ax.set_xscale("log")
-        ax.set_xticks(xs, [f"{x:g}" for x in xs])
-        ax.minorticks_off()
-    elif not numeric:
-        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
-    ax.set_xlabel(x_key)
-    fallback = any(NOTE_COLUMN in row for row in rows)
-    ax.set_ylabel(f"{metric} (else {FALLBACK_METRIC})" if fallback else metric)
-    ys = [row[metric] for row in rows]
-    if ys and min(ys) > 0 and max(ys) / min(ys) >= LOG_SPAN_Y:
-        ax.set_yscale("log")
-    else:
-        ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
 
 
 # --------------------------------------------------------------------------- outputs
