@@ -271,3 +271,13 @@ def test_the_shipped_scenario_fails_over_without_a_restart() -> None:
     stopped = simulate(parse_scenario(doc, str(path))).summary
     assert stopped["interruptions"] == {"failures[0]": 1.0}
     assert stopped["iteration_times_s"][1] == pytest.approx(rounds[0], abs=1e-4)
+
+
+def test_run_prints_the_servers_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`clustersim run` names the busiest server, the replication and the failover."""
+    code = main(["run", str(SHIPPED / "replicated_failover.yaml"), "-o", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("servers "))
+    assert line.startswith("servers   3, busiest ")
+    assert "replicas 2, 134.8 MB forwarded; 1 failover(s), 50.45 ms until" in line

@@ -8,7 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..metrics import CollectiveSummary, GoodputSummary, Summary, TrainingSummary
+from ..metrics import (
+    CollectiveSummary,
+    GoodputSummary,
+    ParameterServerSummary,
+    Summary,
+    TrainingSummary,
+)
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_max_events_argument, out
 from .progress import Progress, SimulationProgress, wanted
@@ -123,6 +129,8 @@ def _print_summary(result: Any, wall_s: float) -> None:
             f"iteration {format_time(times.iteration_time_s)} mean over "
             f"{len(times.iteration_times_s)}, {times.throughput_samples_per_s:,.1f} samples/s"
         )
+    if isinstance(part, ParameterServerSummary):
+        _print_servers(part)
     if isinstance(part, CollectiveSummary):
         out(
             f"collective {format_time(part.time_s)}, algbw {part.algbw_GBps:.2f} GB/s, "
@@ -152,6 +160,25 @@ def _print_summary(result: Any, wall_s: float) -> None:
                 f"  {row['link']:<48} {100 * row['utilisation']:6.1f}% of {format_bandwidth(row['bandwidth_Bps'])}, "
                 f"{format_size(row['bytes'])}, peak {row['peak_flows']} flows"
             )
+
+
+def _print_servers(part: ParameterServerSummary) -> None:
+    """The parameter servers: the busiest, replication and failovers, cancelled work."""
+    text = (
+        f"servers   {len(part.servers)}, busiest {part.busiest_server} "
+        f"({100 * part.busiest_server_share:.1f}% of the bytes servers moved)"
+    )
+    rep = part.replication
+    if rep is not None:
+        text += f"; replicas {rep.replicas}, {format_size(rep.replication_bytes)} forwarded"
+        if rep.failovers:
+            text += (
+                f"; {rep.failovers} failover(s), {format_time(rep.failover_lost_s)} "
+                "until the new masters answered"
+            )
+    if part.cancelled_compute_s:
+        text += f"; {format_time(part.cancelled_compute_s)} of compute cancelled"
+    out(text)
 
 
 def _span(seconds: float) -> str:
