@@ -178,7 +178,7 @@ LAYERS = (
     ("strategies", "resilience"),
     ("outputs",),
     ("api",),
-    ("studies",),
+    ("studies", "validation"),
     ("cli", "console", "pytest_plugin"),
 )
 """The package's layers, lowest first (docs/ARCHITECTURE.md): a module imports, at module

@@ -25,6 +25,7 @@ from .golden import GoldenCommand
 from .list import ListCommand
 from .plan import PlanCommand
 from .report import ReportCommand
+from .reproduce import ReproduceCommand
 from .run import RunCommand
 from .schema import SchemaCommand
 from .validate import ValidateCommand
@@ -40,6 +41,7 @@ __all__ = [
     "ListCommand",
     "PlanCommand",
     "ReportCommand",
+    "ReproduceCommand",
     "RunCommand",
     "SchemaCommand",
     "ValidateCommand",

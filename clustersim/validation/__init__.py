@@ -1,0 +1,132 @@
+"""The shipped validation suite: published numbers the simulator must reproduce.
+
+One module per family holds its cases as data (:class:`~.case.Case`): the seeds' worked
+examples (:mod:`.worked`), the alpha-beta formulas (:mod:`.alpha_beta`), the pipeline
+bubble formulas (:mod:`.bubbles`), the ZeRO memory table (:mod:`.zero`), Megatron-LM's
+Table 1 (:mod:`.megatron`) and reference max-min cases (:mod:`.maxmin`).
+``clustersim reproduce`` runs them (:func:`run`) and prints :func:`table`; the same
+rows go to ``reproduce.md`` (:func:`markdown`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Sequence
+
+from . import alpha_beta, bubbles, maxmin, megatron, worked, zero
+from .case import Case, Outcome, check, format_error, format_value
+
+FAMILIES: dict[str, tuple[Case, ...]] = {
+    module.FAMILY: module.CASES for module in (worked, alpha_beta, bubbles, zero, megatron, maxmin)
+}
+"""Family name -> its cases, in the order the suite runs them."""
+
+COLUMNS = ("case", "source", "expected", "got", "error", "tolerance", "pass/fail")
+
+__all__ = [
+    "COLUMNS",
+    "FAMILIES",
+    "Case",
+    "Outcome",
+    "all_cases",
+    "markdown",
+    "run",
+    "select",
+    "table",
+]
+
+
+def all_cases() -> list[Case]:
+    """Every case of the suite, family by family."""
+    return [case for cases in FAMILIES.values() for case in cases]
+
+
+def select(cases: Sequence[Case], patterns: Sequence[str]) -> list[Case]:
+    """The cases whose id or family matches one of the shell-style ``patterns``
+    (case-insensitive); all of them when there is no pattern."""
+    if not patterns:
+        return list(cases)
+    wanted = [p.lower() for p in patterns]
+    return [
+        case
+        for case in cases
+        if any(
+            fnmatch.fnmatchcase(name.lower(), p) for p in wanted for name in (case.id, case.family)
+        )
+    ]
+
+
+def run(cases: Sequence[Case], progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
+    """Check every case in order; ``progress(done, total)`` after each."""
+    outcomes = []
+    for done, case in enumerate(cases, 1):
+        outcomes.append(check(case))
+        if progress is not None:
+            progress(done, len(cases))
+    return outcomes
+
+
+def rows(outcomes: Sequence[Outcome]) -> list[tuple[str, ...]]:
+    """One row of :data:`COLUMNS` per outcome, values formatted with their units."""
+    return [
+        (
+            o.case.id,
+            o.case.source,
+            format_value(o.case.expected, o.case.unit),
+            format_value(o.got, o.case.unit),
+            format_error(o.error),
+            o.case.tolerance.describe(o.case.unit),
+            "pass" if o.passed else "FAIL",
+        )
+        for o in outcomes
+    ]
+
+
+def verdict(outcomes: Sequence[Outcome]) -> str:
+    """``N of M cases pass``."""
+    return f"{sum(o.passed for o in outcomes)} of {len(outcomes)} cases pass"
+
+
+def table(outcomes: Sequence[Outcome], source_width: int = 44) -> str:
+    """The outcomes as an aligned text table (sources cut to ``source_width`` characters)."""
+    body = [(r[0], _cut(r[1], source_width), *r[2:]) for r in rows(outcomes)]
+    widths = [max(len(str(x)) for x in column) for column in zip(COLUMNS, *body)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip()
+        for line in (COLUMNS, *body)
+    ]
+    return "\n".join(lines)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def markdown(outcomes: Sequence[Outcome]) -> str:
+    """``reproduce.md``: the table, the verdict, then each case's source and how it runs.
+    Deterministic: no times, no paths outside the repository."""
+    lines = [
+        "# clustersim reproduce",
+        "",
+        "Published numbers the simulator reproduces (`clustersim reproduce`).  Error: "
+        "largest relative error over the case's values; tolerance: relative to the "
+        "expected value.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows(outcomes)]
+    lines += ["", verdict(outcomes) + ".", "", "## Cases", ""]
+    family = None
+    for o in outcomes:
+        if o.case.family != family:
+            family = o.case.family
+            lines += [f"### {family}", ""]
+        lines.append(
+            f"* **{o.case.id}**: {o.case.title}. Source: {o.case.source}. Run: {o.case.how}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
