@@ -23,6 +23,7 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(PY) -m pytest
+	$(VENV)/bin/clustersim reproduce -q -o reports/reproduce
 
 bench: $(STAMP)
 	$(PY) bench/bench_engine.py
