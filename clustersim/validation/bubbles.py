@@ -5,6 +5,7 @@ parameters and no activation bytes (free optimizer step and inter-stage transfer
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ..api import simulate
@@ -59,19 +60,45 @@ def pipeline_document(
     }
 
 
-def _summary(schedule: str, **kw: Any) -> dict[str, Any]:
-    return simulate(parse_scenario(pipeline_document(schedule, **kw))).summary
+def _summary(schedule: str, **options: Any) -> dict[str, Any]:
+    return simulate(parse_scenario(pipeline_document(schedule, **options))).summary
 
 
-def _peak_micro_batches(schedule: str) -> Value:
-    """Micro-batches of activations stage 0 holds at once (1 MB per sample so they count)."""
-    memory = _summary(schedule, activations="1MB")["activation_memory"]
-    return float(memory["0"]["peak_microbatches"])
+def measure(schedule: str, metric: str, options: dict[str, Any]) -> Value:
+    """``metric`` of ``schedule``: a summary key, ``peak_microbatches`` (of stage 0, with
+    1 MB of activations per sample so that they count) or ``bubble_s`` (iteration time
+    less the m v (t_f + t_b) of work each GPU does)."""
+    if metric == "peak_microbatches":
+        memory = _summary(schedule, activations="1MB", **options)["activation_memory"]
+        return float(memory["0"]["peak_microbatches"])
+    summary = _summary(schedule, **options)
+    if metric == "bubble_s":
+        chunks = options.get("chunks", 1)
+        return summary["iteration_time_s"] - M * chunks * (T_F + T_B)
+    return summary[metric]
 
 
-def _interleaved_bubble_s() -> Value:
-    summary = _summary("interleaved", chunks=V)
-    return summary["iteration_time_s"] - M * V * (T_F + T_B)
+ROWS: tuple[tuple[str, str, str, float, str, float, str, str, dict[str, Any]], ...] = (
+    # id, title, source, expected, unit, relative tolerance, schedule, metric, options
+    ("B1-time", "naive, m = 1: iteration p(t_f + t_b)", NAIVE, P * (T_F + T_B), "s", 1e-3,
+     "naive", "iteration_time_s", {"m": 1}),
+    ("B1-idle", "naive, m = 1: idle fraction (p-1)/p", NAIVE, (P - 1) / P, "", 1e-3,
+     "naive", "bubble_fraction", {"m": 1}),
+    ("B2-time", "GPipe: iteration (m+p-1)(t_f + t_b)", GPIPE, (M + P - 1) * (T_F + T_B), "s", 1e-3,
+     "gpipe", "iteration_time_s", {}),
+    ("B2-bubble", "GPipe: bubble (p-1)/(m+p-1) = 3/11", GPIPE, 3 / 11, "", 1e-3,
+     "gpipe", "bubble_fraction", {}),
+    ("B3-time", "1F1B: the same iteration as GPipe", ONE_F_ONE_B, (M + P - 1) * (T_F + T_B), "s", 1e-3,
+     "1f1b", "iteration_time_s", {}),
+    ("B3-memory", "1F1B: stage 0 holds min(p, m) micro-batches", ONE_F_ONE_B, float(min(P, M)),
+     "micro-batches", 0.0, "1f1b", "peak_microbatches", {}),
+    ("B3-gpipe-memory", "GPipe: stage 0 holds all m micro-batches", GPIPE, float(M),
+     "micro-batches", 0.0, "gpipe", "peak_microbatches", {}),
+    ("B4-bubble", "interleaved, v = 2: bubble time (p-1)(t_f + t_b)/v, per-GPU t_f, t_b",
+     INTERLEAVED, (P - 1) * V * (T_F + T_B) / V, "s", 1e-2, "interleaved", "bubble_s", {"chunks": V}),
+    ("B5-time", "GPipe + recomputation: iteration (m+p-1)(2 t_f + t_b)", RECOMPUTE,
+     (M + P - 1) * (2 * T_F + T_B), "s", 1e-3, "gpipe", "iteration_time_s", {"recompute": True, "activations": "1MB"}),
+)  # fmt: skip
 
 
 def _case(
@@ -81,101 +108,16 @@ def _case(
     expected: float,
     unit: str,
     rel: float,
-    compute: Any,
-    how: str,
+    schedule: str,
+    metric: str,
+    options: dict[str, Any],
 ) -> Case:
+    shown = [f"{k} = {v}" for k, v in options.items() if k != "m"]
+    if metric == "peak_microbatches":
+        shown.append("activations = 1MB")
+    how = ", ".join([f"{schedule} schedule", f"p = {P}", f"m = {options.get('m', M)}", *shown])
+    compute = partial(measure, schedule, metric, options)
     return Case(cid, FAMILY, title, source, expected, unit, Tolerance(rel=rel), compute, how)
 
 
-CASES = (
-    _case(
-        "B1-time",
-        "naive, p = 4, m = 1: iteration p(t_f + t_b)",
-        NAIVE,
-        P * (T_F + T_B),
-        "s",
-        1e-3,
-        lambda: _summary("naive", m=1)["iteration_time_s"],
-        "naive schedule, p = 4, m = 1",
-    ),
-    _case(
-        "B1-idle",
-        "naive, p = 4, m = 1: idle fraction (p-1)/p",
-        NAIVE,
-        (P - 1) / P,
-        "",
-        1e-3,
-        lambda: _summary("naive", m=1)["bubble_fraction"],
-        "naive schedule, p = 4, m = 1",
-    ),
-    _case(
-        "B2-time",
-        "GPipe, p = 4, m = 8: iteration (m+p-1)(t_f + t_b)",
-        GPIPE,
-        (M + P - 1) * (T_F + T_B),
-        "s",
-        1e-3,
-        lambda: _summary("gpipe")["iteration_time_s"],
-        "gpipe schedule, p = 4, m = 8",
-    ),
-    _case(
-        "B2-bubble",
-        "GPipe, p = 4, m = 8: bubble 3/11",
-        GPIPE,
-        3 / 11,
-        "",
-        1e-3,
-        lambda: _summary("gpipe")["bubble_fraction"],
-        "gpipe schedule, p = 4, m = 8",
-    ),
-    _case(
-        "B3-time",
-        "1F1B, p = 4, m = 8: same iteration as GPipe",
-        ONE_F_ONE_B,
-        (M + P - 1) * (T_F + T_B),
-        "s",
-        1e-3,
-        lambda: _summary("1f1b")["iteration_time_s"],
-        "1f1b schedule, p = 4, m = 8",
-    ),
-    _case(
-        "B3-memory",
-        "1F1B: stage 0 holds min(p, m) micro-batches",
-        ONE_F_ONE_B,
-        float(min(P, M)),
-        "micro-batches",
-        0.0,
-        lambda: _peak_micro_batches("1f1b"),
-        "1f1b schedule, p = 4, m = 8, 1 MB of activations per sample",
-    ),
-    _case(
-        "B3-gpipe-memory",
-        "GPipe: stage 0 holds all m micro-batches",
-        GPIPE,
-        float(M),
-        "micro-batches",
-        0.0,
-        lambda: _peak_micro_batches("gpipe"),
-        "gpipe schedule, p = 4, m = 8, 1 MB of activations per sample",
-    ),
-    _case(
-        "B4-bubble",
-        "interleaved, v = 2: bubble time (p-1)(t_f + t_b)/v",
-        INTERLEAVED,
-        (P - 1) * V * (T_F + T_B) / V,
-        "s",
-        1e-2,
-        _interleaved_bubble_s,
-        "interleaved schedule, p = 4, m = 8, 2 chunks per GPU (t_f, t_b per GPU: 2 ms, 4 ms)",
-    ),
-    _case(
-        "B5-time",
-        "GPipe + recomputation: iteration (m+p-1)(2 t_f + t_b)",
-        RECOMPUTE,
-        (M + P - 1) * (2 * T_F + T_B),
-        "s",
-        1e-3,
-        lambda: _summary("gpipe", recompute=True, activations="1MB")["iteration_time_s"],
-        "gpipe schedule with recompute, p = 4, m = 8",
-    ),
-)
+CASES = tuple(_case(*row) for row in ROWS)

@@ -12,55 +12,19 @@ FAMILY = "maxmin"
 HAND = "max-min fairness (Bertsekas & Gallager, Data Networks), solved by hand"
 REFERENCE = (
     # id, title, flows (links each crosses), link capacities, expected rates, unit of both
-    (
-        "MM1",
-        "parking lot, equal capacities",
-        ((0, 1, 2), (0,), (1,), (2,)),
-        (1.0, 1.0, 1.0),
-        (0.5, 0.5, 0.5, 0.5),
-        "B/s",
-    ),
-    (
-        "MM2",
-        "parking lot, capacities 1, 2, 3",
-        ((0, 1, 2), (0,), (1,), (2,)),
-        (1.0, 2.0, 3.0),
-        (0.5, 0.5, 1.5, 2.5),
-        "B/s",
-    ),
-    (
-        "MM3",
-        "parking lot, two short flows on link 1",
-        ((0, 1, 2), (0,), (1,), (1,), (2,)),
-        (1.0, 2.0, 3.0),
-        (0.5, 0.5, 0.75, 0.75, 2.5),
-        "B/s",
-    ),
-    (
-        "MM4",
-        "two levels: A on 0, B on 0 and 1, C on 1",
-        ((0,), (0, 1), (1,)),
-        (1.0, 10.0),
-        (0.5, 0.5, 9.5),
-        "B/s",
-    ),
-    (
-        "MM5",
-        "a flow crossing a link twice counts once",
-        ((0, 0, 1), (1,)),
-        (2.0, 5.0),
-        (2.0, 3.0),
-        "B/s",
-    ),
-    (
-        "MM6",
-        "N1: two 10 Gb/s NIC flows through one 10 Gb/s uplink",
-        ((0, 2, 3), (1, 2, 4)),
-        (10.0, 10.0, 10.0, 10.0, 10.0),
-        (5.0, 5.0),
-        "Gb/s",
-    ),
-)
+    ("MM1", "parking lot, equal capacities",
+     ((0, 1, 2), (0,), (1,), (2,)), (1.0, 1.0, 1.0), (0.5, 0.5, 0.5, 0.5), "B/s"),
+    ("MM2", "parking lot, capacities 1, 2, 3",
+     ((0, 1, 2), (0,), (1,), (2,)), (1.0, 2.0, 3.0), (0.5, 0.5, 1.5, 2.5), "B/s"),
+    ("MM3", "parking lot, two short flows on link 1",
+     ((0, 1, 2), (0,), (1,), (1,), (2,)), (1.0, 2.0, 3.0), (0.5, 0.5, 0.75, 0.75, 2.5), "B/s"),
+    ("MM4", "two levels: A on 0, B on 0 and 1, C on 1",
+     ((0,), (0, 1), (1,)), (1.0, 10.0), (0.5, 0.5, 9.5), "B/s"),
+    ("MM5", "a flow crossing a link twice counts once",
+     ((0, 0, 1), (1,)), (2.0, 5.0), (2.0, 3.0), "B/s"),
+    ("MM6", "N1: two 10 Gb/s NIC flows through one 10 Gb/s uplink",
+     ((0, 2, 3), (1, 2, 4)), (10.0,) * 5, (5.0, 5.0), "Gb/s"),
+)  # fmt: skip
 
 
 def _case(
