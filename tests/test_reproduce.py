@@ -13,7 +13,7 @@ from clustersim.validation.case import Tolerance, format_value
 
 from .conftest import SCENARIOS
 
-FAMILY_SIZES = {"worked": 8, "alpha-beta": 7, "bubbles": 9, "zero": 4, "megatron": 4, "maxmin": 6}
+FAMILY_SIZES = {"worked": 8, "alpha-beta": 7, "bubbles": 9, "zero": 4, "megatron": 4, "maxmin": 7}
 """Cases per family of the shipped suite."""
 
 
@@ -98,7 +98,9 @@ def test_only_selects_by_id_or_family(tmp_path, capsys) -> None:
     """--only takes shell-style patterns on ids or families, case-insensitive, repeatable."""
     assert main(["reproduce", "--only", "z*", "--only", "MAXMIN", "-q", "-o", str(tmp_path)]) == 0
     rows = _rows(capsys.readouterr().out)
-    assert sorted(rows) == sorted([f"Z{i}" for i in range(4)] + [f"MM{i}" for i in range(1, 7)])
+    assert sorted(rows) == sorted(
+        [f"Z{i}" for i in range(4)] + [f"MM{i}" for i in range(1, 7)] + ["MM-444"]
+    )
 
 
 def test_only_matching_nothing_is_bad_input(tmp_path, capsys) -> None:
@@ -132,3 +134,23 @@ def test_values_are_shown_with_their_units() -> None:
     assert format_value(134.9e12, "FLOP/s") == "134.9 TFLOP/s"
     assert format_value(3 / 11, "") == "0.2727"
     assert format_value((0.5, 2.5), "B/s") == "0.5 / 2.5 B/s"
+
+
+def test_the_bottleneck_certificate_can_fail() -> None:
+    """MM-444's check refuses rates that are not max-min fair: scaled down (a flow's
+    bottleneck no longer saturated) or up (a link over capacity), or one flow favoured."""
+    from clustersim.network import max_min_rates
+    from clustersim.validation.maxmin import is_max_min_fair, random_platform
+
+    refused = 0
+    for seed in range(20):
+        flows, caps = random_platform(seed)
+        rates = max_min_rates(flows, caps)
+        assert is_max_min_fair(flows, caps, rates)
+        finite = [r for r in rates if 0 < r < float("inf")]
+        if not finite:
+            continue
+        assert not is_max_min_fair(flows, caps, [r * 0.9 for r in rates])
+        assert not is_max_min_fair(flows, caps, [r * 1.1 for r in rates])
+        refused += 1
+    assert refused >= 15
