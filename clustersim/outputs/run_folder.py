@@ -58,7 +58,7 @@ def run_texts(
         "summary.json": canonical_json(dict(summary)),
         "timeline.csv": timeline_csv(records),
         "links.csv": links_csv(links),
-        "trace.json": trace_json(records, nodes),
+        "trace.json": trace_json(records, nodes, summary),
     }
 
 

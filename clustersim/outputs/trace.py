@@ -29,12 +29,22 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..metrics import COMMUNICATION_KINDS
 from ..records import Record, sorted_records
 from .atomic import write_atomic
+from .trace_tracks import (
+    RECV_KIND,
+    Bind,
+    flow_binds,
+    memory_counters,
+    natural_key,
+    network_counters,
+    receive_record,
+)
 
 US_PER_S = 1e6
 """Trace timestamps are microseconds."""
@@ -44,7 +54,11 @@ TS_DIGITS = 6
 
 COMPUTE_STREAM = "compute"
 COMMUNICATION_STREAM = "communication"
-"""Streams of a device: records of :data:`COMMUNICATION_KINDS` run on the communication one."""
+RECEIVE_STREAM = "receive"
+"""Streams of a device: records of :data:`COMMUNICATION_KINDS` run on the communication one,
+receive slices (:mod:`.trace_tracks`) on the receive one."""
+STREAMS = (COMPUTE_STREAM, COMMUNICATION_STREAM, RECEIVE_STREAM)
+"""Streams in the order their threads are shown."""
 
 _NODE_PREFIX = re.compile(r"^(rack[^/]+/node[^/]+)/")
 
@@ -58,7 +72,9 @@ def node_of(device: str, nodes: Mapping[str, str | None] | None = None) -> str:
 
 
 def stream_of(record: Record) -> str:
-    """``compute`` or ``communication``: the stream a record runs on."""
+    """``compute``, ``communication`` or ``receive``: the stream a record runs on."""
+    if record.kind == RECV_KIND:
+        return RECEIVE_STREAM
     return COMMUNICATION_STREAM if record.kind in COMMUNICATION_KINDS else COMPUTE_STREAM
 
 
@@ -125,12 +141,52 @@ def _assign_lanes(
 Placed = tuple[Record, int, int, float, float]
 """A record with its trace pid, tid, ``ts`` and ``dur`` (microseconds)."""
 
+CounterTrack = tuple[int, int, str, list[tuple[float, dict[str, float]]]]
+"""A counter's pid, tid, name and ``(ts, args)`` points."""
 
-def _placed(
-    records: Iterable[Record], nodes: Mapping[str, str | None] | None
-) -> tuple[list[dict[str, Any]], list[Placed]]:
-    """The metadata events, and each record (in timeline order) with pid, tid, ts and dur."""
+
+@dataclass
+class _Layout:
+    """Everything trace.json holds, in the order it is written."""
+
+    metadata: list[dict[str, Any]]
+    placed: list[Placed]
+    """Records and receive slices, in timeline order."""
+    binds: dict[int, Bind]
+    """Flow binding of the slices with arrows, by index into ``placed``."""
+    counters: list[CounterTrack]
+
+
+def _with_receives(records: Iterable[Record]) -> tuple[list[Record], list[int]]:
+    """Records and receive slices in timeline order, and each one's receive slice (-1: none)."""
     ordered = sorted_records(records)
+    receives = [receive_record(r, _us) for r in ordered]
+    combined = ordered + [r for r in receives if r is not None]
+    order = sorted(range(len(combined)), key=lambda i: _timeline_key(combined[i]))
+    position = [0] * len(combined)
+    for new, old in enumerate(order):
+        position[old] = new
+    partner = [-1] * len(combined)
+    extra = len(ordered)
+    for index, receive in enumerate(receives):
+        if receive is not None:
+            partner[position[index]] = position[extra]
+            extra += 1
+    return [combined[i] for i in order], partner
+
+
+def _timeline_key(r: Record) -> tuple[Any, ...]:
+    """:func:`clustersim.records.sorted_records`' order."""
+    return (r.start_s, r.end_s, r.resource, r.kind, r.label, r.op)
+
+
+def _layout(
+    records: Iterable[Record],
+    nodes: Mapping[str, str | None] | None,
+    summary: Mapping[str, Any] | None = None,
+) -> _Layout:
+    """Place each slice (pid, tid, ts, dur), bind its arrows and build the counters."""
+    ordered, partner = _with_receives(records)
     starts = [_us(r.start_s) for r in ordered]
     ends = [_us(r.end_s) for r in ordered]
     lane_of = _assign_lanes(ordered, starts, ends)
@@ -144,31 +200,67 @@ def _placed(
         tid = threads.setdefault(key, len(threads) + 1)
         start = starts[index]
         placed.append((record, pid, tid, start, max(ends[index] - start, 0.0)))
-    return _metadata(pids, threads, nodes), placed
+    counters: list[CounterTrack] = []
+    first_tid: dict[str, int] = {}
+    for key in sorted(threads, key=_thread_key):
+        first_tid.setdefault(key[0], threads[key])
+    found = network_counters(ordered, starts, ends)
+    memory = memory_counters(summary, ordered, _us)
+    for device in sorted(set(found) | set(memory), key=natural_key):
+        pid = pids.setdefault(node_of(device, nodes), len(pids) + 1)
+        if device not in first_tid:
+            first_tid[device] = threads.setdefault((device, RECEIVE_STREAM, 0), len(threads) + 1)
+        for counter in (found.get(device), memory.get(device)):
+            if counter is not None:
+                counters.append((pid, first_tid[device], *counter))
+    binds = flow_binds(ordered, partner, starts, ends)
+    return _Layout(_metadata(pids, threads, nodes), placed, binds, counters)
+
+
+def _placed(
+    records: Iterable[Record], nodes: Mapping[str, str | None] | None
+) -> tuple[list[dict[str, Any]], list[Placed]]:
+    """The metadata events, and each slice (in timeline order) with pid, tid, ts and dur."""
+    layout = _layout(records, nodes)
+    return layout.metadata, layout.placed
 
 
 def trace_events(
-    records: Iterable[Record], nodes: Mapping[str, str | None] | None = None
+    records: Iterable[Record],
+    nodes: Mapping[str, str | None] | None = None,
+    summary: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``traceEvents`` list: metadata events first, then one ``X`` event per record.
+    """The ``traceEvents`` list: metadata events, one ``X`` event per record and receive
+    slice (with its flow binding), then the counter events.
 
     ``nodes`` maps device names to node names (``Topology`` devices' ``node``);
-    without it processes come from the device names.
+    without it processes come from the device names.  ``summary`` (a run's
+    summary.json) gives the memory counters.
     """
-    events, placed = _placed(records, nodes)
-    for record, pid, tid, start, duration in placed:
-        events.append(
-            {
-                "name": record.label or record.kind,
-                "cat": record.kind,
-                "ph": "X",
-                "ts": start,
-                "dur": duration,
-                "pid": pid,
-                "tid": tid,
-                "args": _args(record),
-            }
-        )
+    layout = _layout(records, nodes, summary)
+    events = layout.metadata
+    for index, (record, pid, tid, start, duration) in enumerate(layout.placed):
+        event = {
+            "name": record.label or record.kind,
+            "cat": record.kind,
+            "ph": "X",
+            "ts": start,
+            "dur": duration,
+            "pid": pid,
+            "tid": tid,
+            "args": _args(record),
+        }
+        bind = layout.binds.get(index)
+        if bind is not None:
+            event["bind_id"] = bind[0]
+            if bind[1]:
+                event["flow_in"] = True
+            if bind[2]:
+                event["flow_out"] = True
+        events.append(event)
+    for pid, tid, name, points in layout.counters:
+        for ts, args in points:
+            events.append({"name": name, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args})
     return events
 
 
@@ -179,9 +271,10 @@ def _metadata(
 ) -> list[dict[str, Any]]:
     """Process and thread names, sorted so devices and streams read in order."""
     events: list[dict[str, Any]] = []
-    for process, pid in pids.items():
+    for rank, process in enumerate(sorted(pids, key=natural_key)):
+        pid = pids[process]
         events.append(_meta("process_name", pid, 0, {"name": process}))
-        events.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
+        events.append(_meta("process_sort_index", pid, 0, {"sort_index": rank}))
     for (device, stream, lane), tid in sorted(threads.items(), key=lambda kv: _thread_key(kv[0])):
         pid = pids[node_of(device, nodes)]
         suffix = f" #{lane + 1}" if lane else ""
@@ -195,12 +288,7 @@ def _metadata(
 
 def _thread_key(key: tuple[str, str, int]) -> tuple[Any, ...]:
     device, stream, lane = key
-    return (natural_key(device), stream != COMPUTE_STREAM, lane)
-
-
-def natural_key(name: str) -> tuple[Any, ...]:
-    """Sort key that puts gpu2 before gpu10: text and whole numbers alternating, text first."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    return (natural_key(device), STREAMS.index(stream), lane)
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -208,23 +296,32 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
 
 
 def trace_document(
-    records: Iterable[Record], nodes: Mapping[str, str | None] | None = None
+    records: Iterable[Record],
+    nodes: Mapping[str, str | None] | None = None,
+    summary: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``{"traceEvents": [...], "displayTimeUnit": "ms"}``."""
-    return {"traceEvents": trace_events(records, nodes), "displayTimeUnit": "ms"}
+    return {"traceEvents": trace_events(records, nodes, summary), "displayTimeUnit": "ms"}
 
 
-def trace_json(records: Iterable[Record], nodes: Mapping[str, str | None] | None = None) -> str:
+def trace_json(
+    records: Iterable[Record],
+    nodes: Mapping[str, str | None] | None = None,
+    summary: Mapping[str, Any] | None = None,
+) -> str:
     """The text of ``trace.json``: compact, one event per line, the same bytes for the same records.
 
     Each line is what ``json.dumps(event, separators=(",", ":"), ensure_ascii=False)``
-    gives for the event of :func:`trace_events`; the ``X`` events are written
-    without building their dicts (a large run has millions of them).
+    gives for the event of :func:`trace_events`; the ``X`` and ``C`` events are
+    written without building their dicts (a large run has millions of them).
     """
-    metadata, placed = _placed(records, nodes)
-    lines = [_compact(e) for e in metadata]
+    layout = _layout(records, nodes, summary)
+    lines = [_compact(e) for e in layout.metadata]
     text = _JsonText()
-    lines.extend(text.event(*item) for item in placed)
+    binds = layout.binds
+    lines.extend(text.event(*item, binds.get(i)) for i, item in enumerate(layout.placed))
+    for pid, tid, name, points in layout.counters:
+        lines.extend(text.counter(name, ts, pid, tid, args) for ts, args in points)
     body = ",\n".join(lines)
     return '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
 
@@ -245,12 +342,31 @@ class _JsonText:
             found = self._strings[value] = _compact(value)
         return found
 
-    def event(self, record: Record, pid: int, tid: int, start: float, duration: float) -> str:
+    def event(
+        self,
+        record: Record,
+        pid: int,
+        tid: int,
+        start: float,
+        duration: float,
+        bind: Bind | None = None,
+    ) -> str:
         string = self.string
+        flow = ""
+        if bind is not None:
+            flow = f',"bind_id":{bind[0]}' + _FLOW_TEXT[bind[1], bind[2]]
         return (
             f'{{"name":{string(record.label or record.kind)},"cat":{string(record.kind)},'
             f'"ph":"X","ts":{_number(start)},"dur":{_number(duration)},"pid":{pid},'
-            f'"tid":{tid},"args":{self.args(record)}}}'
+            f'"tid":{tid},"args":{self.args(record)}{flow}}}'
+        )
+
+    def counter(self, name: str, ts: float, pid: int, tid: int, args: dict[str, float]) -> str:
+        """A ``C`` event as JSON text."""
+        values = ",".join(f"{self.string(k)}:{_number(v)}" for k, v in args.items())
+        return (
+            f'{{"name":{self.string(name)},"ph":"C","ts":{_number(ts)},"pid":{pid},'
+            f'"tid":{tid},"args":{{{values}}}}}'
         )
 
     def args(self, record: Record) -> str:
@@ -272,6 +388,14 @@ class _JsonText:
         return "{" + ",".join(parts) + "}"
 
 
+_FLOW_TEXT = {
+    (False, True): ',"flow_out":true',
+    (True, False): ',"flow_in":true',
+    (True, True): ',"flow_in":true,"flow_out":true',
+}
+"""JSON text of a binding's ``flow_in`` / ``flow_out`` keys."""
+
+
 def _number(value: float) -> str:
     """A number as ``json.dumps`` writes it (floats by repr, non-finite ones by name)."""
     if value.__class__ is float:
@@ -290,6 +414,7 @@ def write_trace(
     path: str | os.PathLike[str],
     records: Sequence[Record],
     nodes: Mapping[str, str | None] | None = None,
+    summary: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``trace.json`` atomically (a temporary name, then renamed)."""
-    return write_atomic(Path(path), trace_json(records, nodes))
+    return write_atomic(Path(path), trace_json(records, nodes, summary))
