@@ -3,7 +3,7 @@
 * :mod:`.space` -- options, the scenario resized, the search space and its candidates;
 * :mod:`.runs` -- simulating candidates (the studies' one process pool) and
   verifying the best ones with the flow-level model;
-* :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png.
+* :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png/svg.
 
 ``clustersim.plan`` is an alias of this package, so ``from clustersim import plan``
 and every name below keep working.
