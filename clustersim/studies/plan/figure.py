@@ -20,6 +20,8 @@ from .space import PLOT_BARS, point_label
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+__all__ = ["axis_start", "plot_figure", "relative_throughput"]
+
 ZOOM_FROM = 0.25
 """The axis starts at 0 when a shown value is below this share of the best; else it is zoomed."""
 ZOOM_MARGIN = 0.1

@@ -11,7 +11,7 @@ from ...outputs import tables
 from ...outputs.atomic import write_atomic
 from ...outputs.figures import save_png_svg
 from ...outputs.folder import replace_folder
-from .figure import plot_figure  # noqa: F401  (re-exported: plan.plot_figure)
+from .figure import plot_figure
 from .runs import Outcome, Verification
 from .space import GB, SHARDED_STAGE, PlanOptions, dash, shorten
 
