@@ -179,7 +179,7 @@ def test_group_selects_devices(capsys) -> None:
 
 
 def test_csv_and_plot_files(tmp_path, capsys) -> None:
-    """--csv writes the JSON rows as CSV, --plot a PNG; no temporary file is left behind."""
+    """--csv writes the JSON rows as CSV, --plot a PNG and an SVG beside it; no temporary file is left behind."""
     out_csv, out_png = tmp_path / "rows.csv", tmp_path / "busbw.png"
     argv = [*R1, "--bytes", "1MB:16MB:x4", "--csv", str(out_csv), "--plot", str(out_png)]
     rows = run_json(capsys, *argv)
@@ -192,7 +192,7 @@ def test_csv_and_plot_files(tmp_path, capsys) -> None:
         assert float(got["bytes"]) == want["bytes"]
         assert float(got["time_s"]) == want["time_s"]
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["busbw.png", "rows.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busbw.png", "busbw.svg", "rows.csv"]
 
 
 def test_plot_has_one_line_per_algorithm() -> None:

@@ -123,7 +123,12 @@ def test_compare_writes_csv_md_png(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     key = "cluster.rack_uplink.oversubscription"
     assert main(["compare", str(N1), "--set", f"{key}=1,2,4", "-j", "2", "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["compare.csv", "compare.md", "compare.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "compare.csv",
+        "compare.md",
+        "compare.png",
+        "compare.svg",
+    ]
     rows = read_rows(out / "compare.csv")
     assert list(rows[0]) == ["scenario", key, "iteration_time_s", "makespan_s", "note"]
     assert [float(r["iteration_time_s"]) for r in rows] == pytest.approx(list(N1_TIMES.values()))

@@ -141,7 +141,8 @@ class CollectiveCommand(Command):
         output.add_argument(
             "--plot",
             metavar="FILE.png",
-            help="also plot busbw against size (checked before simulating)",
+            help="also plot busbw against size to FILE.png and FILE.svg (checked before "
+            "simulating)",
         )
 
     @staticmethod
@@ -379,9 +380,11 @@ def _print_bench_table(rows: list[dict[str, Any]], title: str) -> None:
 
 def _check_bench_files(args: argparse.Namespace) -> None:
     """--csv and --plot name files that can be written (checked before simulating)."""
+    from ..outputs.figures import svg_beside
     from ..outputs.paths import check_output_file
 
-    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+    plots = svg_beside(args.plot) if args.plot is not None else ()
+    for flag, path in (("--csv", args.csv), *(("--plot", p) for p in plots)):
         if path is not None:
             check_output_file(path, flag)
 
@@ -403,5 +406,5 @@ def _write_bench_files(
         path = write_atomic(Path(args.csv), collective_sweep.rows_csv(rows))
         print(f"wrote {path}", file=note, flush=True)
     if args.plot is not None:
-        path = collective_sweep.save_figure(collective_sweep.plot_figure(rows, title), args.plot)
-        print(f"wrote {path}", file=note, flush=True)
+        paths = collective_sweep.save_figure(collective_sweep.plot_figure(rows, title), args.plot)
+        print(f"wrote {', '.join(str(p) for p in paths)}", file=note, flush=True)

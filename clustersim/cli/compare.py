@@ -16,7 +16,8 @@ class CompareCommand(Command):
     description = (
         "Simulate every SCENARIO for every value of the --set key paths (several --set make a "
         "grid), in parallel on local cores, and write DIR/compare.csv, DIR/compare.md and "
-        "DIR/compare.png (the metric against the first swept key, one line per scenario); DIR "
+        "DIR/compare.png and DIR/compare.svg (the metric against the first swept key, one line "
+        "per scenario); DIR "
         "is checked before simulating and replaced as a unit. "
         "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
         "scenarios without iterations show makespan_s, and the table says so)."

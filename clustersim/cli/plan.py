@@ -20,8 +20,8 @@ class PlanCommand(Command):
         "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
         "parallel on local cores and print them ranked by throughput, with peak memory per "
         "device and whether it fits; then the best configuration that fits. -o DIR writes "
-        "DIR/plan.csv, DIR/plan.md and DIR/plan.png (DIR checked before simulating, replaced "
-        "as a unit). Exit 2 on bad input or when no "
+        "DIR/plan.csv, DIR/plan.md, DIR/plan.png and DIR/plan.svg (DIR checked before "
+        "simulating, replaced as a unit). Exit 2 on bad input or when no "
         "configuration is valid, 1 when every simulation failed."
     )
 
@@ -105,8 +105,8 @@ class PlanCommand(Command):
             "-o",
             "--output",
             metavar="DIR",
-            help="write plan.csv, plan.md, plan.png into DIR, replaced as a whole; refused if "
-            "it holds files clustersim does not write",
+            help="write plan.csv, plan.md, plan.png, plan.svg into DIR, replaced as a whole; "
+            "refused if it holds files clustersim does not write",
         )
         out.add_argument(
             "--progress",

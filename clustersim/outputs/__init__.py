@@ -5,6 +5,7 @@ the package: not :mod:`clustersim.api`, the CLI or the studies):
 
 * :mod:`.atomic` -- files written through a temporary name, then moved into place;
   figures saved with fixed metadata;
+* :mod:`.figures` -- titles wrapped to fit the canvas, each chart as PNG and SVG;
 * :mod:`.tables` -- CSV and Markdown tables, and reading CSV files back;
 * :mod:`.timeline` -- ``timeline.csv``; :mod:`.links` -- ``links.csv``;
 * :mod:`.trace` -- ``trace.json`` (Chrome / Perfetto trace events);

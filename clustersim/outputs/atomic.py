@@ -76,9 +76,9 @@ def save_figure(
     """Write ``fig`` atomically as PNG or SVG (``fmt``, else by the path's suffix).
 
     ``reproducible``: the same figure gives the same bytes (100 dpi, no date or
-    software stamp, SVG ids from a fixed salt), as the run folder's charts are
-    written.  Otherwise matplotlib's defaults (the figure's dpi, its version
-    stamp), as the compare, plan and collective plots are written.
+    software stamp, SVG ids from a fixed salt), as every chart clustersim writes
+    is (:func:`.figures.save_png_svg`).  Otherwise matplotlib's defaults (the
+    figure's dpi, its version stamp).
     """
     import matplotlib
 

@@ -46,6 +46,7 @@ from ..metrics import (  # noqa: E402
 from ..network.failures import FAULT_KINDS  # noqa: E402
 from ..records import Record, phase_of, sorted_records  # noqa: E402
 from .atomic import save_figure  # noqa: E402
+from .figures import fit_title  # noqa: E402
 from .trace import natural_key, node_of  # noqa: E402
 
 MAX_ROWS = 64
@@ -342,7 +343,7 @@ def draw_gantt(data: GanttData) -> Figure:
     _iteration_lines(ax, data, seconds)
     _bubble_column(ax, data)
     ax.set_xlabel(f"simulated time ({unit})")
-    ax.set_title(data.title, fontsize=11)
+    fit_title(fig, data.title, fontsize=11, ax=ax)
     ax.grid(axis="x", alpha=0.3)
     _legend(fig, ax)
     fig.gantt_data = data  # type: ignore[attr-defined]

@@ -40,9 +40,9 @@ RUN_FILES = (
     "report.html",
 )
 """What a run folder may hold: ``clustersim run`` and ``clustersim report`` write them."""
-COMPARE_FILES = ("compare.csv", "compare.md", "compare.png")
+COMPARE_FILES = ("compare.csv", "compare.md", "compare.png", "compare.svg")
 """What ``clustersim compare -o`` writes."""
-PLAN_FILES = ("plan.csv", "plan.md", "plan.png")
+PLAN_FILES = ("plan.csv", "plan.md", "plan.png", "plan.svg")
 """What ``clustersim plan -o`` writes."""
 OUTPUT_FILES = frozenset(RUN_FILES + COMPARE_FILES + PLAN_FILES)
 """Names of the files a folder replaced as a unit may hold; any other entry (a file of the

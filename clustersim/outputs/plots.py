@@ -12,6 +12,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from ..metrics import Summary
+from .figures import fit_title
 from .gantt import COLOURS, time_unit
 
 BUSIEST_LINKS = 20
@@ -112,7 +113,7 @@ def memory_figure(summary: Summary | Mapping[str, Any]) -> Figure | None:
         ax.bar(names, [peaks[n] / 1e9 for n in names], color=COLOURS["forward"])
         ax.tick_params(axis="x", rotation=60, labelsize=7)
     ax.set_ylabel("activation memory (GB)")
-    ax.set_title("Activation memory" + ("" if series else " (peak)"))
+    fit_title(fig, "Activation memory" + ("" if series else " (peak)"), ax=ax)
     ax.grid(alpha=0.3)
     return fig
 
@@ -144,7 +145,7 @@ def links_figure(links: Sequence[Mapping[str, Any]]) -> Figure | None:
     ax.set_yticks(list(ys), [str(r["link"]) for r in rows], fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("% of the run")
-    ax.set_title(f"Busiest {len(rows)} links")
+    fit_title(fig, f"Busiest {len(rows)} links", ax=ax)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     return fig

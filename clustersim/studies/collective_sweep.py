@@ -41,7 +41,7 @@ from ..collectives import (
 )
 from ..collectives.protocol import check_protocol
 from ..errors import Problem, ScenarioError, hinted
-from ..outputs.atomic import save_figure as outputs_save_figure
+from ..outputs.figures import save_png_svg
 from ..outputs.tables import cell, csv_text
 from ..scenario.shorthand import (
     FLAT_KINDS,
@@ -410,7 +410,9 @@ def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 5), dpi=100)
+    from ..outputs.figures import fit_title
+
+    fig = Figure(figsize=(8, 5), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     for name in dict.fromkeys(row["algorithm"] for row in rows):
@@ -421,13 +423,13 @@ def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(title)
+    fit_title(fig, title, ax=ax)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(title="algorithm")
-    fig.tight_layout()
     return fig
 
 
-def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically (a temporary name, then renamed)."""
-    return outputs_save_figure(fig, path, "png", reproducible=False)
+def save_figure(fig: Figure, path: str | os.PathLike[str]) -> list[Path]:
+    """Write ``fig`` as PNG to ``path`` and as SVG beside it (``X.png`` and ``X.svg``), each
+    atomically and reproducibly; return both paths, PNG first."""
+    return save_png_svg(fig, path)

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError, join_path
-from ..outputs.atomic import save_figure, write_atomic
+from ..outputs.atomic import write_atomic
+from ..outputs.figures import save_png_svg
 from ..outputs.folder import replace_folder
 from ..outputs.tables import cell as table_cell
 from ..outputs.tables import csv_text, markdown_escape, markdown_table
@@ -419,7 +420,8 @@ def write_outputs(
     title: str = "",
     flag: str = "output folder",
 ) -> list[Path]:
-    """Replace the folder ``out_dir`` by one holding compare.csv, compare.md and compare.png
+    """Replace the folder ``out_dir`` by one holding compare.csv, compare.md, compare.png
+    and compare.svg
     (:func:`clustersim.outputs.folder.replace_folder`: as a unit, and only a folder of
     clustersim's outputs; ``flag`` names ``out_dir`` in errors)."""
     title = title or f"{metric} against {keys[0] if keys else 'scenario'}"
@@ -429,7 +431,7 @@ def write_outputs(
         return [
             write_atomic(out / "compare.csv", rows_csv(rows)).name,
             write_atomic(out / "compare.md", rows_markdown(rows, title)).name,
-            save_figure(figure, out / "compare.png", "png", reproducible=False).name,
+            *(p.name for p in save_png_svg(figure, out / "compare.png")),
         ]
 
     return replace_folder(out_dir, fill, flag)

@@ -40,31 +40,34 @@ def plot_figure(
     Numeric x values spanning >= 8x get a log axis; other values are categories.
     Metric values spanning >= 100x (in a panel) get a log y axis.  Lines past the tenth of
     a panel are dashed, so no two share a colour and a style.
+    Titles are wrapped to fit the canvas (constrained layout).
     Built on the Agg canvas without pyplot (no global state).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from ..outputs.figures import fit_title
 
     panels: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         panels.setdefault(str(row.get(MODEL_COLUMN, "")), []).append(row)
     if len(panels) < 2:
         panels = {"": list(rows)}
-    fig = Figure(figsize=(11 if len(panels) == 1 else 7.5 * len(panels), 5.5), dpi=100)
+    width = 11 if len(panels) == 1 else 7.5 * len(panels)
+    fig = Figure(figsize=(width, 5.5), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     x_key = keys[0] if keys else "scenario"
     for i, (model, group) in enumerate(panels.items()):
         ax = fig.add_subplot(1, len(panels), i + 1)
         _plot_panel(ax, group, keys, metric, x_key)
-        ax.set_title(model or title or f"{metric} against {x_key}")
+        fit_title(fig, model or title or f"{metric} against {x_key}", share=1 / len(panels), ax=ax)
         ax.legend(
             fontsize="small",
             loc="upper left" if len(panels) == 1 else "best",
             bbox_to_anchor=(1.01, 1.0) if len(panels) == 1 else None,
         )
     if len(panels) > 1:
-        fig.suptitle(title or f"{metric} against {x_key}")
-    fig.tight_layout()
+        fit_title(fig, title or f"{metric} against {x_key}", fontsize=13)
     return fig
 
 

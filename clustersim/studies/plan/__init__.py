@@ -3,12 +3,14 @@
 * :mod:`.space` -- options, the scenario resized, the search space and its candidates;
 * :mod:`.runs` -- simulating candidates (the studies' one process pool) and
   verifying the best ones with the flow-level model;
-* :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png.
+* :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png/svg;
+* :mod:`.figure` -- plan.png: throughput relative to the best, on a zoomed axis.
 
 ``clustersim.plan`` is an alias of this package, so ``from clustersim import plan``
 and every name below keep working.
 """
 
+from .figure import *  # noqa: F403
 from .runs import *  # noqa: F403
 from .runs import _outcome  # noqa: F401
 from .space import *  # noqa: F403

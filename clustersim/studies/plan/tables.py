@@ -1,22 +1,19 @@
-"""Ranking plan outcomes, the verdict, the table, plan.csv/md/png."""
+"""Ranking plan outcomes, the verdict, the table, plan.csv/md/png/svg (the plot in :mod:`.figure`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...outputs import tables
-from ...outputs.atomic import save_figure, write_atomic
+from ...outputs.atomic import write_atomic
+from ...outputs.figures import save_png_svg
 from ...outputs.folder import replace_folder
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-
+from .figure import plot_figure
 from .runs import Outcome, Verification
-from .space import GB, PLOT_BARS, SHARDED_STAGE, PlanOptions, dash, point_label, shorten
+from .space import GB, SHARDED_STAGE, PlanOptions, dash, shorten
 
 # --------------------------------------------------------------------------- ranking
 
@@ -250,59 +247,6 @@ def markdown_text(ranked: Sequence[Outcome], title: str, notes: Sequence[str]) -
     return "\n".join(lines).rstrip() + "\n"
 
 
-# --------------------------------------------------------------------------- plot
-
-
-def plot_figure(ranked: Sequence[Outcome], title: str = "") -> Figure:
-    """Throughput per configuration, best first: bars green if they fit, red if not, grey
-    if unknown; the best configuration that fits is marked.  At most :data:`PLOT_BARS` bars.
-    Built on the Agg canvas without pyplot (no global state).
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    ran = [o for o in ranked if o.ok][:PLOT_BARS]
-    colours = {True: "tab:green", False: "tab:red", None: "tab:gray"}
-    fig = Figure(figsize=(max(6.0, 0.35 * len(ran) + 2.0), 5.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    xs = list(range(len(ran)))
-    ax.bar(xs, [o.throughput_samples_per_s for o in ran], color=[colours[o.fits] for o in ran])
-    ax.set_xticks(xs, [point_label(o.point) for o in ran], rotation=90, fontsize="small")
-    best = best_fitting(ranked)
-    if best is not None and best in ran:
-        x = ran.index(best)
-        ax.annotate(
-            "best",
-            (x, best.throughput_samples_per_s or 0.0),
-            xytext=(0, 6),
-            textcoords="offset points",
-            ha="center",
-            fontweight="bold",
-        )
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_xlabel("dp/tp/pp/micro_batch/zero")
-    ax.set_ylim(bottom=0, top=max([o.throughput_samples_per_s or 0 for o in ran] + [1]) * 1.12)
-    present = {o.fits for o in ran}
-    legend = [
-        Patch(color=colours[k], label=f"fits: {v}") for k, v in _FIT_WORDS.items() if k in present
-    ]
-    ax.legend(handles=legend, fontsize="small", loc="upper right")
-    extra = (
-        f" (best {PLOT_BARS} of {sum(o.ok for o in ranked)})"
-        if len(ran) < sum(o.ok for o in ranked)
-        else ""
-    )
-    ax.set_title((title or "throughput per configuration") + extra)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-_FIT_WORDS = {True: "yes", False: "no", None: "unknown"}
-
-
 def write_outputs(
     ranked: Sequence[Outcome],
     out_dir: str | os.PathLike[str],
@@ -311,8 +255,8 @@ def write_outputs(
     verified: Sequence[Verification] = (),
     flag: str = "output folder",
 ) -> list[Path]:
-    """Replace the folder ``out_dir`` by one holding plan.csv, plan.md and plan.png: every
-    outcome, and the flow-level times of the ``verified`` ones
+    """Replace the folder ``out_dir`` by one holding plan.csv, plan.md, plan.png and
+    plan.svg: every outcome, and the flow-level times of the ``verified`` ones
     (:func:`clustersim.outputs.folder.replace_folder`: as a unit, and only a folder of
     clustersim's outputs; ``flag`` names ``out_dir`` in errors)."""
 
@@ -320,9 +264,7 @@ def write_outputs(
         return [
             write_atomic(out / "plan.csv", csv_text(ranked, verified)).name,
             write_atomic(out / "plan.md", markdown_text(ranked, title, notes)).name,
-            save_figure(
-                plot_figure(ranked, title), out / "plan.png", "png", reproducible=False
-            ).name,
+            *(p.name for p in save_png_svg(plot_figure(ranked, title), out / "plan.png")),
         ]
 
     return replace_folder(out_dir, fill, flag)
