@@ -7,10 +7,11 @@ Spliced into summary.json after the strategy's keys, each key only when it can b
   ``model_tflops_per_gpu`` x 1e12 / the workers' mean peak FLOP/s.  Model FLOPs count the
   forward and backward passes *without* recomputation (PaLM's definition, Chowdhery et al.
   2022, Appendix B; for a transformer clustersim's count is Megatron-LM's
-  72 B s l h^2 (1 + s/6h + V/12lh), Narayanan et al. 2021, which is its
-  96 B s l h^2 (...) with full recomputation -- ``tflops_per_gpu`` -- minus the recomputed
-  forward pass).  Present whenever the strategy counts FLOPs (data parallel, ZeRO,
-  pipeline/hybrid), transformer or not: hand layers give their FLOPs per sample.
+  72 B s l h^2 (1 + s/6h + V/12lh), Narayanan et al. 2021: the 96 B s l h^2
+  (1 + s/6h + V/16lh) of ``tflops_per_gpu`` with full recomputation less the recomputed
+  forward pass of the transformer layers).  Present whenever the strategy counts FLOPs
+  (data parallel, ZeRO, pipeline/hybrid), transformer or not: hand layers give their
+  FLOPs per sample.
 * ``tokens_per_s`` -- ``throughput_samples_per_s`` x sequence length (transformer models).
 * ``time_to_train_s`` -- the job without failures: ``training.tokens`` -> the iterations
   :func:`clustersim.resilience.job_length` gives x ``iteration_time_s`` (the goodput keys'
