@@ -37,9 +37,11 @@ from .metrics import (
     Summary,
     TrainingSummary,
     UntypedSummary,
+    UsageSummary,
     canonical_json,
     device_breakdown,
     link_table,
+    usage_summary,
 )
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
@@ -248,6 +250,7 @@ def _result(
     summary = Summary(
         RunHeader(scenario.name, scenario.seed, prepared.strategy.name, __version__, makespan),
         strategy_part,
+        _usage(prepared, strategy_part),
         _goodput(prepared, strategy_part, goodput_progress),
         memory,
         {name: DeviceTimes(**row) for name, row in devices.items()},
@@ -261,6 +264,32 @@ def _result(
     )
     _check_finite(summary.as_dict())
     return Result(scenario, topology, records, links, summary)
+
+
+def _usage(prepared: Prepared, part: StrategySummary) -> UsageSummary | None:
+    """MFU, tokens/s, time to train, GPU-hours and cost of a training run
+    (:mod:`clustersim.metrics.usage`); the job's length from :func:`job_length`."""
+    scenario = prepared.scenario
+    if not isinstance(part, TrainingSummary) or scenario.training is None:
+        return None
+    from .model.presets import build_model
+
+    shape = build_model(scenario.model).transformer
+    length = job_length(scenario)
+    workers = getattr(part, "workers", None) or []
+    devices = prepared.topology.devices
+    peaks = [devices[name].flops_per_s for name in workers if name in devices]
+    return usage_summary(
+        model_tflops_per_gpu=getattr(part, "model_tflops_per_gpu", None),
+        peak_flops_per_gpu=sum(peaks) / len(peaks) if peaks else None,
+        samples_per_s=part.times.throughput_samples_per_s,
+        seq=shape.seq if shape is not None else None,
+        job_iterations=length.iterations if scenario.training.tokens is not None else None,
+        duration_s=length.duration_s,
+        iteration_time_s=part.times.iteration_time_s,
+        gpus=part.job_workers(),
+        gpu_hour_price=scenario.cluster.gpu_hour_price,
+    )
 
 
 def _goodput(

@@ -291,6 +291,16 @@ KEYS: list[Key] = [
         latency=("cluster", "link", "latency"),
     ),
     Key("FlatCluster", "devices", "flat", ("cluster", "devices")),
+    *[
+        Key(model, "gpu_hour_price", base, ("cluster", "gpu_hour_price"))
+        for model, base in (
+            ("FlatCluster", "flat"),
+            ("TwoTierCluster", "two_tier"),
+            ("ThreeTierCluster", "three_tier"),
+            ("RailOptimizedCluster", "rail"),
+            ("CustomCluster", "custom"),
+        )
+    ],
     *_keys(
         "LayerSpec",
         "flat",

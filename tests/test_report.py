@@ -135,16 +135,19 @@ def test_figure_artists_match_the_data() -> None:
 
 
 def test_bubble_from_records_without_per_device_bubble() -> None:
-    """Idle / run time, where busy = compute or communication of the device."""
+    """1 - compute / run time, the summary's bubble_fraction: a transfer from gpu0 to gpu1
+    during [1, 2] is not compute, so both rows keep 1 - 2/4 = 0.5 (idle / run time would
+    give gpu0 0.25)."""
     records = [
         Record("gpu0", "compute", "fwd a", 0.0, 1.0),
+        Record("gpu0", "transfer", "act", 1.0, 2.0, src="gpu0", dst="gpu1"),
         Record("gpu1", "compute", "fwd a", 1.0, 2.0),
         Record("gpu1", "compute", "bwd a", 2.0, 3.0),
         Record("gpu0", "compute", "bwd a", 3.0, 4.0),
     ]
     data = gantt_data(records, {"scenario": "s", "iteration_times_s": [4.0]})
     assert data.rows == ["gpu0", "gpu1"]
-    assert data.bubble == pytest.approx([0.5, 0.5])
+    assert data.bubble == pytest.approx([0.5, 0.5], rel=1e-12)
 
 
 def test_big_runs_aggregate_rows_and_say_so() -> None:

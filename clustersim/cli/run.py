@@ -14,6 +14,7 @@ from ..metrics import (
     ParameterServerSummary,
     Summary,
     TrainingSummary,
+    UsageSummary,
 )
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_max_events_argument, out
@@ -128,7 +129,9 @@ def _print_summary(result: Any, wall_s: float) -> None:
         out(
             f"iteration {format_time(times.iteration_time_s)} mean over "
             f"{len(times.iteration_times_s)}, {times.throughput_samples_per_s:,.1f} samples/s"
+            + _rates(s.usage)
         )
+        _print_usage(part, s.usage)
     if isinstance(part, ParameterServerSummary):
         _print_servers(part)
     if isinstance(part, CollectiveSummary):
@@ -160,6 +163,29 @@ def _print_summary(result: Any, wall_s: float) -> None:
                 f"  {row['link']:<48} {100 * row['utilisation']:6.1f}% of {format_bandwidth(row['bandwidth_Bps'])}, "
                 f"{format_size(row['bytes'])}, peak {row['peak_flows']} flows"
             )
+
+
+def _rates(usage: UsageSummary | None) -> str:
+    """``, 98,591 tokens/s, MFU 33.2%`` for the iteration line (the parts that exist)."""
+    text = ""
+    if usage is not None and usage.tokens_per_s is not None:
+        text += f", {usage.tokens_per_s:,.0f} tokens/s"
+    if usage is not None and usage.mfu is not None:
+        text += f", MFU {100 * usage.mfu:.1f}%"
+    return text
+
+
+def _print_usage(part: TrainingSummary, usage: UsageSummary | None) -> None:
+    """One-replica mode's worker counts; the job's time to train, GPU-hours and cost."""
+    total = getattr(part, "workers_total", None)
+    if total:
+        out(f"workers   {part.workers_simulated:,} simulated of {total:,} (replicas identical)")
+    if usage is None or usage.time_to_train_s is None:
+        return
+    text = f"train     {_span(usage.time_to_train_s)} to train, {usage.gpu_hours:,.0f} GPU-hours"
+    if usage.cost is not None:
+        text += f", cost {usage.cost:,.0f}"
+    out(text)
 
 
 def _print_servers(part: ParameterServerSummary) -> None:

@@ -3,6 +3,7 @@
 * :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
 * :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
 * :mod:`.families` -- each strategy family's part of the summary, registered by workload;
+* :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
 * :mod:`.jobs` -- the part of a multi-job run: each job's part and its slowdown;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
 * :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
@@ -55,6 +56,7 @@ from .summary import (
     Summary,
 )
 from .training import (
+    BUBBLE_FRACTION,
     DeviceShares,
     FlopRates,
     IterationTimes,
@@ -63,8 +65,12 @@ from .training import (
     flop_rates,
     training_summary,
 )
+from .usage import UsageSummary, usage_summary
 
 __all__ = [
+    "BUBBLE_FRACTION",
+    "UsageSummary",
+    "usage_summary",
     "JobSummary",
     "JobsSummary",
     "COMMUNICATION_KINDS",

@@ -87,6 +87,10 @@ class TrainingSummary(StrategySummary):
     def iteration_times(self) -> list[float]:
         return list(self.times.iteration_times_s or [])
 
+    def job_workers(self) -> int:
+        """Devices the job trains on: its ``workers`` (every replica's in one-replica mode)."""
+        return len(getattr(self, "workers", None) or [])
+
 
 @dataclass(frozen=True)
 class FlopTrainingSummary(TrainingSummary):
@@ -382,6 +386,14 @@ class HybridSummary(FlopTrainingSummary):
     activation_memory: dict[str, StageActivations]
     communication: HybridTraffic
     per_iteration: dict[str, DeviceTimes]
+    workers_simulated: int | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode: the workers simulated (replica 0's, ``len(workers)``)."""
+    workers_total: int | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode: the workers of the job, every replica's (dp x tp x pp; the
+    replicas are identical)."""
+
+    def job_workers(self) -> int:
+        return self.workers_total or len(self.workers or [])
 
     def device_bubbles(self) -> Mapping[str, Any]:
         return self.per_device_bubble or {}

@@ -9,7 +9,7 @@ the order summary.json shows them.  Two field markers shape the keys:
 * :data:`OPTIONAL` -- the key is left out when the value is ``None`` (a
   parameter server's ``staleness`` exists only in ``ssp`` mode);
 * :data:`OPTIONAL_SPLICE` -- a spliced part that may be ``None``: its keys are
-  written only when it is set, and read back only when its first key is there
+  written only when it is set, and read back only when one of its keys is there
   (the goodput keys of a run with failures or checkpoints).
 
 :meth:`SummaryPart.as_dict` gives the keys; :meth:`SummaryPart.from_dict` reads
@@ -89,7 +89,7 @@ class SummaryPart:
             kind = hints[f.name]
             if f.metadata.get("splice"):
                 part = _part_type(kind)
-                if f.metadata.get("optional") and fields(part)[0].name not in data:
+                if f.metadata.get("optional") and not any(g.name in data for g in fields(part)):
                     continue  # an optional part that is not there: its default, None
                 values[f.name] = part.from_dict(data, lenient)
             elif f.name in data:

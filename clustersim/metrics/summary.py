@@ -2,7 +2,9 @@
 
 Its keys, in order: the :class:`RunHeader` (every run), the strategy's part
 (a :class:`~clustersim.metrics.families.StrategySummary` chosen by
-``workload``), the goodput keys (:class:`~clustersim.metrics.goodput.GoodputSummary`,
+``workload``), the usage keys (:class:`~clustersim.metrics.usage.UsageSummary`: ``mfu``,
+``tokens_per_s``, ``time_to_train_s``, ``gpu_hours``, ``cost``, training runs that can
+compute them), the goodput keys (:class:`~clustersim.metrics.goodput.GoodputSummary`,
 training runs with failures, checkpoints or a job length), ``memory`` (training strategies that model memory),
 ``devices``, ``busiest_links`` and ``engine``.  ``Summary.from_dict`` reads a
 summary.json back into the same types, so reports, plan, sweep, golden and
@@ -19,6 +21,7 @@ from .breakdown import DeviceTimes, LinkLoad
 from .families import StrategySummary
 from .goodput import GoodputSummary
 from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart
+from .usage import UsageSummary
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class MemoryBlock(SummaryPart):
 
 FRAME_KEYS = frozenset(
     ("scenario", "seed", "workload", "clustersim_version", "makespan_s")
+    + ("mfu", "tokens_per_s", "time_to_train_s", "gpu_hours", "cost")
     + ("memory", "devices", "busiest_links", "engine")
 )
 """Keys of the summary that are not the strategy's."""
@@ -108,6 +112,8 @@ class Summary(SummaryPart):
 
     header: RunHeader = field(metadata=SPLICE)
     strategy: StrategySummary = field(metadata=SPLICE)
+    usage: UsageSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
+    """MFU, tokens/s, time to train, GPU-hours, cost (None: none computable)."""
     resilience: GoodputSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
     """The whole job under failures and checkpoints (None: nothing to predict)."""
     memory: MemoryBlock | None = field(default=None, metadata=OPTIONAL)
@@ -124,6 +130,7 @@ class Summary(SummaryPart):
         return cls(
             header,
             strategy,
+            rest.usage,
             rest.resilience,
             rest.memory,
             rest.devices,
@@ -150,6 +157,7 @@ class Summary(SummaryPart):
 class _Frame(SummaryPart):
     """The keys after the strategy's (read separately: they have defaults)."""
 
+    usage: UsageSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
     resilience: GoodputSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
     memory: MemoryBlock | None = None
     devices: dict[str, DeviceTimes] = field(default_factory=dict)

@@ -10,6 +10,12 @@ from ..records import Record
 from .breakdown import DeviceTimes, device_breakdown
 from .parts import SPLICE, SummaryPart
 
+BUBBLE_FRACTION = "mean over the training workers of 1 - compute time / run time"
+"""The one definition of ``bubble_fraction`` in every training summary: the share of the
+run each worker's compute stream is not busy (waiting on other stages, exposed
+communication and idle time), averaged over the workers (parameter servers left out).  ``idle_fraction`` keeps the
+narrower share with neither compute nor communication."""
+
 
 @dataclass(frozen=True)
 class IterationTimes(SummaryPart):
@@ -29,7 +35,10 @@ class DeviceShares(SummaryPart):
     per_iteration: dict[str, DeviceTimes]
     """Per active device: its breakdown over the run divided by the iterations (seconds)."""
     bubble_fraction: float
-    """Mean over those devices of idle time / run time."""
+    """Mean over the workers of 1 - compute time / run time (:data:`BUBBLE_FRACTION`)."""
+    idle_fraction: float
+    """Mean over the active devices (servers too) of idle time / run time: neither
+    compute nor communication."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,7 @@ def training_summary(
     iterations: int,
     global_batch: float,
     devices: Sequence[str],
+    workers: Sequence[str] | None = None,
 ) -> TrainingTimes:
     """The summary keys every training strategy shares, from its ``IterationClock``.
 
@@ -76,7 +86,9 @@ def training_summary(
       compute / communication / exposed communication / idle seconds over the
       run up to the last iteration's end, divided by the number of iterations
       (the mean per iteration, as the iteration windows tile the run);
-    * ``bubble_fraction`` -- mean over those devices of idle time / run time.
+    * ``bubble_fraction`` -- mean over the active ``workers`` (the devices that train;
+      default ``devices``) of 1 - compute time / run time (:data:`BUBBLE_FRACTION`);
+    * ``idle_fraction`` -- mean over those devices of idle time / run time.
 
     ``clock`` is a :class:`clustersim.training.IterationClock`.
     """
@@ -90,6 +102,12 @@ def training_summary(
         for name, row in breakdown.items()
     }
     idle = [row["idle_s"] / run_s for row in breakdown.values() if run_s > 0]
+    training = set(devices if workers is None else workers)
+    bubble = [
+        1.0 - row["compute_s"] / run_s
+        for name, row in breakdown.items()
+        if name in training and run_s > 0
+    ]
     return TrainingTimes(
         IterationTimes(
             iteration_time_s=mean,
@@ -98,9 +116,14 @@ def training_summary(
         ),
         DeviceShares(
             per_iteration=per_iteration,
-            bubble_fraction=sum(idle) / len(idle) if idle else 0.0,
+            bubble_fraction=_mean(bubble),
+            idle_fraction=_mean(idle),
         ),
     )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def flop_rates(

@@ -213,7 +213,15 @@ def _size_check(devices: int, links: int, how: str) -> None:
         raise Invalid(Problem("", message, allowed))
 
 
-class TwoTierCluster(_Spec):
+class _Priced(_Spec):
+    """Base of every cluster kind: what a GPU-hour costs."""
+
+    gpu_hour_price: Float | None = Field(None, gt=0)
+    """Price of one GPU-hour, in your currency (optional): training summaries with
+    ``training.tokens`` or ``duration`` then give ``cost`` = ``gpu_hours`` x this price."""
+
+
+class TwoTierCluster(_Priced):
     """Nodes in racks under top-of-rack switches, racks joined by spine switches."""
 
     kind: Literal["two_tier"] = "two_tier"
@@ -250,7 +258,7 @@ class TwoTierCluster(_Spec):
         return self
 
 
-class ThreeTierCluster(_Spec):
+class ThreeTierCluster(_Priced):
     """Pods of racks: each pod's racks under its spine switches, pods joined by core switches.
 
     ``nodes_per_rack``, ``node`` and ``rack_uplink`` (each top-of-rack switch's links to its
@@ -297,7 +305,7 @@ class ThreeTierCluster(_Spec):
         return self
 
 
-class RailOptimizedCluster(_Spec):
+class RailOptimizedCluster(_Priced):
     """Rail-optimized groups of nodes (DGX SuperPOD style): NIC j of every node of a group
     on the group's rail switch j, rail switches joined by spines; one NIC per GPU."""
 
@@ -338,7 +346,7 @@ class RailOptimizedCluster(_Spec):
         return self
 
 
-class FlatCluster(_Spec):
+class FlatCluster(_Priced):
     """Devices joined directly: one switch, a ring, or every pair linked."""
 
     kind: Literal["switch", "ring", "fully_connected"]
@@ -406,7 +414,7 @@ class CustomLink(LinkSpec):
     """True: one link each way; false: src -> dst only."""
 
 
-class CustomCluster(_Spec):
+class CustomCluster(_Priced):
     """Any shape: devices, switches and the links between them, listed."""
 
     kind: Literal["custom"]

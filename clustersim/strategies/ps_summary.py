@@ -24,7 +24,7 @@ def round_summary(self: ParameterServer, sim: Simulation) -> tuple[TrainingTimes
     for r, t in self.round_end.items():
         clock.end("rounds", r, t)
     batch = sum(self.round_samples) / len(self.round_samples)
-    measured = training_summary(clock, sim.records, rounds, batch, self._devices())
+    measured = training_summary(clock, sim.records, rounds, batch, self._devices(), self.workers)
     last = max(self.round_end.values())
     return measured, rounds / last if last > 0 else 0.0
 
@@ -38,7 +38,7 @@ def async_summary(self: ParameterServer, sim: Simulation) -> tuple[TrainingTimes
             f"parameter_server: a worker finished {min(self.completed)} of {iterations}"
         )
     measured = training_summary(
-        self.clock, sim.records, iterations, self.train.global_batch, self._devices()
+        self.clock, sim.records, iterations, self.train.global_batch, self._devices(), self.workers
     )
     ends = [[self.clock.ends[d, i] for i in range(iterations)] for d in self.workers]
     lengths = [[e[i] - (e[i - 1] if i else 0.0) for i in range(iterations)] for e in ends]

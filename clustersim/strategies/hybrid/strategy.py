@@ -443,7 +443,7 @@ class Pipeline(HybridLayout):
                 for p in self.plans
             ],
             theoretical_bubble_fraction=s.theoretical_bubble(),
-            idle_fraction=measured.shares.bubble_fraction,
+            idle_fraction=measured.shares.idle_fraction,
             bubble_fraction=sum(per_device.values()) / len(per_device) if per_device else 0.0,
             per_device_bubble=per_device,
             per_device_iteration={
@@ -453,6 +453,8 @@ class Pipeline(HybridLayout):
             activation_memory=self._memory_summary(),
             communication=self._communication(),
             per_iteration=measured.shares.per_iteration,
+            workers_simulated=len(workers) if self.simulated < self.dp else None,
+            workers_total=gpus if self.simulated < self.dp else None,
         )
 
     def _memory_summary(self) -> dict[str, StageActivations]:
