@@ -80,14 +80,14 @@ def shipped() -> clustersim.Result:
 
 
 def test_shipped_scenario_gives_every_goodput_key_after_the_strategy(shipped) -> None:
-    """The keys come right after the strategy's (idle_fraction) and the usage keys
+    """The keys come right after the strategy's (non_compute_fraction) and the usage keys
     (mfu, time_to_train_s, gpu_hours: ``training.duration``), before memory, and the
     summary reads back into the same types byte for byte."""
     keys = list(shipped.summary)
     start = keys.index("goodput")
     assert keys[start : start + len(GOODPUT_KEYS)] == GOODPUT_KEYS
     usage = ["mfu", "time_to_train_s", "gpu_hours"]
-    assert keys[start - 4 : start] == ["idle_fraction", *usage]
+    assert keys[start - 4 : start] == ["non_compute_fraction", *usage]
     assert keys[start + len(GOODPUT_KEYS)] == "memory"
     assert Summary.from_dict(shipped.summary).as_dict() == shipped.summary
 

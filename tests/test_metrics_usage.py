@@ -62,7 +62,14 @@ def _run(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bubble_from_breakdown(summary: dict[str, Any], devices: list[str]) -> float:
-    """The one definition: mean over the workers of 1 - compute time / run time."""
+    """The one definition (DESIGN's): mean over the workers of idle time / run time."""
+    run_s = summary["iteration_time_s"]
+    shares = [summary["per_iteration"][d]["idle_s"] / run_s for d in devices]
+    return sum(shares) / len(shares)
+
+
+def _non_compute_from_breakdown(summary: dict[str, Any], devices: list[str]) -> float:
+    """Mean over the workers of 1 - compute time / run time."""
     run_s = summary["iteration_time_s"]
     shares = [1 - summary["per_iteration"][d]["compute_s"] / run_s for d in devices]
     return sum(shares) / len(shares)
@@ -217,24 +224,29 @@ def test_gpu_hour_price_is_a_cluster_key() -> None:
 # --------------------------------------------------------------------------- bubble_fraction
 
 
-def test_data_parallel_bubble_is_one_minus_compute_share() -> None:
-    """No overlap: compute 4 + 8 + 1.2 = 13.2 ms of 19.2 ms, so bubble_fraction = 6 / 19.2
-    = 0.3125 (the exposed all-reduce), while idle_fraction (neither compute nor
-    communication) is 0; to 1e-9."""
+def test_data_parallel_exposed_all_reduce_is_not_bubble() -> None:
+    """No overlap: compute 4 + 8 + 1.2 = 13.2 ms of 19.2 ms, the rest the exposed
+    all-reduce: bubble_fraction (idle: neither compute nor communication) is 0 and
+    non_compute_fraction = 6 / 19.2 = 0.3125; to 1e-9."""
     summary = _run(DP_NO_OVERLAP)
     assert summary["iteration_time_s"] == pytest.approx(19.2e-3, rel=1e-9)
-    assert summary["bubble_fraction"] == pytest.approx(6 / 19.2, rel=1e-9)
-    assert summary["idle_fraction"] == pytest.approx(0.0, abs=1e-12)
+    assert summary["bubble_fraction"] == pytest.approx(0.0, abs=1e-12)
+    assert summary["non_compute_fraction"] == pytest.approx(6 / 19.2, rel=1e-9)
 
 
-def test_pipeline_bubble_is_one_minus_compute_share() -> None:
+def test_pipeline_bubble_is_the_idle_share() -> None:
     """GPipe, p = 2, m = 2, negligible communication: bubble_fraction = (p-1)/(m+p-1) = 1/3
     (to 1e-3: the 1 KB boundaries and the optimizer step), the same formula as data
-    parallel: mean over workers of 1 - compute / iteration time (to 1e-9)."""
+    parallel: mean over workers of idle / iteration time (to 1e-9); idle_fraction is
+    the same number and non_compute_fraction adds the (tiny) exposed transfers."""
     summary = _run(PP_GPIPE)
     assert summary["bubble_fraction"] == pytest.approx(1 / 3, rel=1e-3)
     assert summary["bubble_fraction"] == pytest.approx(
         _bubble_from_breakdown(summary, summary["workers"]), rel=1e-9
+    )
+    assert summary["idle_fraction"] == summary["bubble_fraction"]
+    assert summary["non_compute_fraction"] == pytest.approx(
+        _non_compute_from_breakdown(summary, summary["workers"]), rel=1e-9
     )
 
 
@@ -249,13 +261,16 @@ def test_pipeline_bubble_is_one_minus_compute_share() -> None:
     ],
 )
 def test_every_family_uses_the_one_bubble_definition(scenario: str) -> None:
-    """bubble_fraction = mean over the workers of 1 - per_iteration compute_s / iteration
-    time, in data-parallel, ZeRO, parameter-server and pipeline runs alike (to 1e-9;
-    the windows of the pipeline's per-iteration split tile the same run)."""
+    """bubble_fraction = mean over the workers of per_iteration idle_s / iteration time,
+    and non_compute_fraction of 1 - compute_s / iteration time, in data-parallel, ZeRO,
+    parameter-server and pipeline runs alike (to 1e-9; the windows of the pipeline's
+    per-iteration split tile the same run); the bubble is part of the non-compute share."""
     summary = clustersim.simulate(ROOT / "scenarios" / scenario).summary
     expected = _bubble_from_breakdown(summary, summary["workers"])
-    assert summary["bubble_fraction"] == pytest.approx(expected, rel=1e-9)
-    assert 0.0 <= summary["idle_fraction"] <= summary["bubble_fraction"] + 1e-12
+    assert summary["bubble_fraction"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    non_compute = _non_compute_from_breakdown(summary, summary["workers"])
+    assert summary["non_compute_fraction"] == pytest.approx(non_compute, rel=1e-9)
+    assert 0.0 <= summary["bubble_fraction"] <= summary["non_compute_fraction"] + 1e-12
 
 
 # --------------------------------------------------------------------------- one replica

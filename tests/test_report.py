@@ -135,9 +135,9 @@ def test_figure_artists_match_the_data() -> None:
 
 
 def test_bubble_from_records_without_per_device_bubble() -> None:
-    """1 - compute / run time, the summary's bubble_fraction: a transfer from gpu0 to gpu1
-    during [1, 2] is not compute, so both rows keep 1 - 2/4 = 0.5 (idle / run time would
-    give gpu0 0.25)."""
+    """Idle / run time, the summary's bubble_fraction: a transfer from gpu0 to gpu1 during
+    [1, 2] keeps both busy, so gpu0 is idle in [2, 3] only (1/4) and gpu1 in [0, 1] and
+    [3, 4] (2/4); 1 - compute / run time would give both 0.5."""
     records = [
         Record("gpu0", "compute", "fwd a", 0.0, 1.0),
         Record("gpu0", "transfer", "act", 1.0, 2.0, src="gpu0", dst="gpu1"),
@@ -147,7 +147,7 @@ def test_bubble_from_records_without_per_device_bubble() -> None:
     ]
     data = gantt_data(records, {"scenario": "s", "iteration_times_s": [4.0]})
     assert data.rows == ["gpu0", "gpu1"]
-    assert data.bubble == pytest.approx([0.5, 0.5], rel=1e-12)
+    assert data.bubble == pytest.approx([0.25, 0.5], rel=1e-12)
 
 
 def test_big_runs_aggregate_rows_and_say_so() -> None:

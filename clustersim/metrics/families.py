@@ -378,9 +378,13 @@ class HybridSummary(FlopTrainingSummary):
     stage_layer_names: list[list[str]]
     theoretical_bubble_fraction: float
     idle_fraction: float
-    """Mean over devices of idle time / run time (communication counts as busy)."""
+    """The same as ``bubble_fraction`` (kept for scripts written before they were one)."""
     bubble_fraction: float
-    """Mean over devices of 1 - compute time / run time."""
+    """Mean over the stage devices of idle time / run time (neither computing nor
+    communicating; :data:`clustersim.metrics.training.BUBBLE_FRACTION`)."""
+    non_compute_fraction: float
+    """Mean over the stage devices of 1 - compute time / run time (idle plus exposed
+    communication; the ``bubble_fraction`` of pipeline summaries before)."""
     per_device_bubble: dict[str, float]
     per_device_iteration: dict[str, list[IterationBubble]]
     activation_memory: dict[str, StageActivations]

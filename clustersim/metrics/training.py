@@ -10,11 +10,13 @@ from ..records import Record
 from .breakdown import DeviceTimes, device_breakdown
 from .parts import SPLICE, SummaryPart
 
-BUBBLE_FRACTION = "mean over the training workers of 1 - compute time / run time"
-"""The one definition of ``bubble_fraction`` in every training summary: the share of the
-run each worker's compute stream is not busy (waiting on other stages, exposed
-communication and idle time), averaged over the workers (parameter servers left out).  ``idle_fraction`` keeps the
-narrower share with neither compute nor communication."""
+BUBBLE_FRACTION = "mean over the training workers of idle time / run time"
+"""The one definition of ``bubble_fraction`` in every training summary (DESIGN's output
+contract): the share of the run each worker is idle -- neither computing nor
+communicating, e.g. waiting for another pipeline stage or for a slower worker -- averaged
+over the workers (parameter servers left out).  ``non_compute_fraction`` keeps the wider
+share the pipeline summaries called the bubble before: 1 - compute time / run time
+(idle time plus exposed communication)."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,10 @@ class DeviceShares(SummaryPart):
     per_iteration: dict[str, DeviceTimes]
     """Per active device: its breakdown over the run divided by the iterations (seconds)."""
     bubble_fraction: float
-    """Mean over the workers of 1 - compute time / run time (:data:`BUBBLE_FRACTION`)."""
-    idle_fraction: float
-    """Mean over the active devices (servers too) of idle time / run time: neither
-    compute nor communication."""
+    """Mean over the workers of idle time / run time (:data:`BUBBLE_FRACTION`)."""
+    non_compute_fraction: float
+    """Mean over the workers of 1 - compute time / run time: idle time plus exposed
+    communication."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,8 @@ def training_summary(
       run up to the last iteration's end, divided by the number of iterations
       (the mean per iteration, as the iteration windows tile the run);
     * ``bubble_fraction`` -- mean over the active ``workers`` (the devices that train;
-      default ``devices``) of 1 - compute time / run time (:data:`BUBBLE_FRACTION`);
-    * ``idle_fraction`` -- mean over those devices of idle time / run time.
+      default ``devices``) of idle time / run time (:data:`BUBBLE_FRACTION`);
+    * ``non_compute_fraction`` -- mean over the same workers of 1 - compute time / run time.
 
     ``clock`` is a :class:`clustersim.training.IterationClock`.
     """
@@ -101,13 +103,10 @@ def training_summary(
         name: DeviceTimes(**{key: value / done for key, value in row.items()})
         for name, row in breakdown.items()
     }
-    idle = [row["idle_s"] / run_s for row in breakdown.values() if run_s > 0]
     training = set(devices if workers is None else workers)
-    bubble = [
-        1.0 - row["compute_s"] / run_s
-        for name, row in breakdown.items()
-        if name in training and run_s > 0
-    ]
+    rows = [row for name, row in breakdown.items() if name in training and run_s > 0]
+    idle = [row["idle_s"] / run_s for row in rows]
+    non_compute = [1.0 - row["compute_s"] / run_s for row in rows]
     return TrainingTimes(
         IterationTimes(
             iteration_time_s=mean,
@@ -116,8 +115,8 @@ def training_summary(
         ),
         DeviceShares(
             per_iteration=per_iteration,
-            bubble_fraction=_mean(bubble),
-            idle_fraction=_mean(idle),
+            bubble_fraction=_mean(idle),
+            non_compute_fraction=_mean(non_compute),
         ),
     )
 

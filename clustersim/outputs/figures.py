@@ -26,13 +26,16 @@ LONG_TITLE = 0.5
 
 
 def text_width_pt(text: str, fontsize: float, bold: bool = False) -> float:
-    """Width of one line of ``text`` in points, as the Agg renderer draws it."""
+    """Width of ``text`` in points, as the Agg renderer draws it (its widest line)."""
     from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.font_manager import FontProperties
 
     renderer = RendererAgg(1, 1, 72)  # 72 dpi: one pixel per point
     prop = FontProperties(size=fontsize, weight="bold" if bold else "normal")
-    return renderer.get_text_width_height_descent(text, prop, ismath=False)[0]
+    return max(
+        renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
+        for line in text.split("\n")
+    )
 
 
 def wrap_to_width(text: str, width_pt: float, fontsize: float, bold: bool = False) -> str:

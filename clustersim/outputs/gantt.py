@@ -12,8 +12,9 @@ communication stream (transfers from the device, collectives it takes part in)
 is a thinner lane below it; idle time is blank.  Dashed vertical lines mark
 iteration ends (cumulative ``iteration_times_s``), and the bubble fraction of
 each row is printed at its right end: ``per_device_bubble`` of the summary
-when present, else 1 - compute time / run time from the records (the summary's
-``bubble_fraction`` definition, :data:`clustersim.metrics.training.BUBBLE_FRACTION`).
+when present, else idle / run time from the records (idle = neither compute nor
+communication, the summary's ``bubble_fraction`` definition,
+:data:`clustersim.metrics.training.BUBBLE_FRACTION`).
 
 Large runs (more than :data:`MAX_ROWS` rows or :data:`MAX_BOXES` boxes) are
 reduced and the title says how: one row per stage or node (its first device),
@@ -162,8 +163,7 @@ def _ordered_rows(groups: Mapping[str, str]) -> list[str]:
 def _bubbles(
     records: Sequence[Record], summary: Summary, rows: Sequence[str]
 ) -> list[float | None]:
-    """Bubble fraction per row: the summary's ``per_device_bubble``, else 1 - compute / run
-    time."""
+    """Bubble fraction per row: the summary's ``per_device_bubble``, else idle / run time."""
     given = summary.strategy.device_bubbles()
     times = summary.strategy.iteration_times()
     run_s = float(sum(times)) if times else float(summary.header.makespan_s or 0.0)
@@ -175,7 +175,7 @@ def _bubbles(
     for device in rows:
         value = as_fraction(given.get(device))
         if value is None and device in computed:
-            value = 1.0 - computed[device]["compute_s"] / run_s
+            value = computed[device]["idle_s"] / run_s
         out.append(value)
     return out
 

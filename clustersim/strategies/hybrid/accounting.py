@@ -79,9 +79,10 @@ def bubble_by_iteration(
 ) -> dict[str, list[dict[str, float]]]:
     """Per device and iteration window: compute, exposed communication, idle (s), bubble fraction.
 
-    ``bubble_fraction`` = 1 - compute / window: the share of the iteration the
-    device's compute stream is not busy -- waiting on another stage, exposed
-    communication (inter-stage transfers, the gradient all-reduce) and idle.
+    ``bubble_fraction`` = idle / window: the share of the iteration the device neither
+    computes nor communicates (waiting on another stage), as every training summary's
+    ``bubble_fraction`` (:data:`clustersim.metrics.training.BUBBLE_FRACTION`); exposed
+    communication (inter-stage transfers, the gradient all-reduce) is not bubble.
     """
     wanted = set(devices)
     compute: dict[str, list[Interval]] = {d: [] for d in devices}
@@ -105,7 +106,7 @@ def bubble_by_iteration(
                     "compute_s": compute_s,
                     "exposed_communication_s": busy_s - compute_s,
                     "idle_s": max(length - busy_s, 0.0),
-                    "bubble_fraction": 1.0 - compute_s / length if length > 0 else 0.0,
+                    "bubble_fraction": max(length - busy_s, 0.0) / length if length > 0 else 0.0,
                 }
             )
         out[device] = rows

@@ -55,11 +55,12 @@ chunk is in ``op`` (``chunk{c}``).
 Summary keys besides the training ones: ``schedule``, ``stages`` (p),
 ``micro_batches`` (m), ``chunks`` (v), ``recompute``, ``dp``,
 ``micro_batch_size``, ``stage_devices``, ``stage_layers`` (per virtual
-stage), ``theoretical_bubble_fraction``; ``per_device_bubble`` = 1 - compute
-time / run time of each stage device (the run is iterations x iteration
-windows; the bubble holds waiting on other stages, exposed communication and
-idle time), ``bubble_fraction`` its mean, ``idle_fraction`` the mean share
-with neither compute nor communication; ``per_device_iteration`` the same
+stage), ``theoretical_bubble_fraction``; ``per_device_bubble`` = idle time / run
+time of each stage device (the run is iterations x iteration windows; idle: neither
+computing nor communicating, i.e. waiting on other stages), ``bubble_fraction`` its
+mean (``idle_fraction``, the same number, is kept for older scripts);
+``non_compute_fraction`` the mean of 1 - compute time / run time (idle plus exposed
+communication: what ``bubble_fraction`` meant here before); ``per_device_iteration`` the same
 split per iteration window; ``activation_memory`` per device stage:
 ``peak_bytes``, ``peak_microbatches`` (stored (micro-batch, chunk) pairs) and
 replica 0's ``timeline`` of ``[time_s, stored, bytes]`` in iteration 0.
@@ -407,7 +408,7 @@ class Pipeline(HybridLayout):
         per_iteration = bubble_by_iteration(sim.records, workers, windows)
         run_s = windows[-1][1] if windows else 0.0
         per_device = {
-            device: 1.0 - sum(row["compute_s"] for row in rows) / run_s if run_s > 0 else 0.0
+            device: sum(row["idle_s"] for row in rows) / run_s if run_s > 0 else 0.0
             for device, rows in per_iteration.items()
         }
         s = self.schedule
@@ -443,8 +444,9 @@ class Pipeline(HybridLayout):
                 for p in self.plans
             ],
             theoretical_bubble_fraction=s.theoretical_bubble(),
-            idle_fraction=measured.shares.idle_fraction,
+            idle_fraction=measured.shares.bubble_fraction,
             bubble_fraction=sum(per_device.values()) / len(per_device) if per_device else 0.0,
+            non_compute_fraction=measured.shares.non_compute_fraction,
             per_device_bubble=per_device,
             per_device_iteration={
                 device: [IterationBubble(**row) for row in rows]
