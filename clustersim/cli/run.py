@@ -16,7 +16,14 @@ from ..metrics import (
     TrainingSummary,
 )
 from ..units import format_bandwidth, format_size, format_time
-from .base import EXIT_OK, Command, add_max_events_argument, out
+from .base import (
+    EXIT_OK,
+    Command,
+    add_max_events_argument,
+    add_override_arguments,
+    out,
+    override_settings,
+)
 from .progress import Progress, SimulationProgress, wanted
 
 
@@ -26,7 +33,9 @@ class RunCommand(Command):
     help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
     description = (
         "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv and "
-        "DIR/trace.json, plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
+        "DIR/trace.json, DIR/scenario.resolved.yaml (the scenario as run: every --set, --network, "
+        "--seed and --max-events applied; `clustersim run DIR/scenario.resolved.yaml` runs it "
+        "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
         "checked before simulating and replaced as a unit: the files are written into a "
         "temporary folder beside it, which then takes its place, so DIR holds the old "
         "complete set or the new one, never a mix. Prints a short summary."
@@ -60,19 +69,26 @@ class RunCommand(Command):
             "device exceeds the device's capacity; without it such a run is simulated, "
             "marked in summary.json (memory.fits: false) and warned about",
         )
+        add_override_arguments(parser)
         add_max_events_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
+        from ..budget import with_limit
         from ..outputs.paths import check_output_folder
-        from ..scenario import load_scenario, with_seed
+        from ..scenario import with_seed
+        from ..scenario.overrides import described, load_with_settings, resolved_yaml
 
-        scenario = load_scenario(args.scenario)
+        settings = override_settings(args, source=args.scenario)
+        doc, scenario = load_with_settings(args.scenario, settings)
         given = args.output is not None
         out_dir = Path(args.output) if given else Path("reports") / _safe_name(scenario.name)
         check_output_folder(args.output if given else out_dir, "-o" if given else "output folder")
         if args.seed is not None:
             scenario = with_seed(scenario, args.seed, "--seed")
+            doc = {**doc, "seed": args.seed}
+        source = described(args.scenario, [s.text() for s in settings])
+        resolved = resolved_yaml(with_limit(doc, args.max_events), source)
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()
@@ -90,7 +106,7 @@ class RunCommand(Command):
             goodput.close()
         wall = time.monotonic() - started
         _warn_memory(result.typed_summary)
-        written = result.write(out_dir, "-o" if given else "output folder")
+        written = result.write(out_dir, "-o" if given else "output folder", resolved)
         if args.quiet:
             out(str(out_dir))
         else:
