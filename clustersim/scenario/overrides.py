@@ -186,7 +186,8 @@ def parse_set(text: str, sweep: bool = True) -> Setting:
         )
     path = tuple(parse_key_path(key))
     parsed = tuple(parse_value(v) for v in items)
-    return Setting(key, path, tuple(dict.fromkeys(parsed)))
+    unique = {(type(v), v): v for v in parsed}  # 1 and true are two values, not one
+    return Setting(key, path, tuple(unique.values()))
 
 
 def network_setting(model: str) -> Setting:
