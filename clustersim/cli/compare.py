@@ -5,14 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..errors import Problem, ScenarioError
-from .base import (
-    EXIT_OK,
-    Command,
-    add_max_events_argument,
-    add_override_arguments,
-    out,
-    override_settings,
-)
+from .base import EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
 

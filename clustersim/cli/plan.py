@@ -7,15 +7,8 @@ import argparse
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import (
-    EXIT_FAILED,
-    EXIT_OK,
-    Command,
-    add_max_events_argument,
-    add_override_arguments,
-    out,
-    override_settings,
-)
+from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
 

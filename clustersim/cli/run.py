@@ -16,14 +16,8 @@ from ..metrics import (
     TrainingSummary,
 )
 from ..units import format_bandwidth, format_size, format_time
-from .base import (
-    EXIT_OK,
-    Command,
-    add_max_events_argument,
-    add_override_arguments,
-    out,
-    override_settings,
-)
+from .base import EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
 
 
@@ -32,8 +26,8 @@ class RunCommand(Command):
     order = 10
     help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
     description = (
-        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv and "
-        "DIR/trace.json, DIR/scenario.resolved.yaml (the scenario as run: every --set, --network, "
+        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv, "
+        "DIR/trace.json and DIR/scenario.resolved.yaml (the scenario as run: every --set, --network, "
         "--seed and --max-events applied; `clustersim run DIR/scenario.resolved.yaml` runs it "
         "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
         "checked before simulating and replaced as a unit: the files are written into a "
