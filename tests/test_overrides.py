@@ -125,6 +125,7 @@ def test_resolved_scenario_without_overrides_is_the_file(tmp_path: Path) -> None
         (["--set", "stragglers[0].slowdown=2"], "stragglers: no such list in the document"),
         (["--set", "seed=1", "--set", "seed=2"], "seed is given twice"),
         (["--network", "flow", "--set", "network.model=flow"], "(--network sets it too)"),
+        (["--seed", "1", "--set", "seed=2"], "overlap.yaml: --seed: the seed is given twice"),
     ],
 )
 def test_bad_overrides_exit_2_naming_file_set_and_key(

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import Problem, ScenarioError
 from ..metrics import (
     CollectiveSummary,
     GoodputSummary,
@@ -74,6 +75,9 @@ class RunCommand(Command):
         from ..scenario.overrides import described, load_with_settings, resolved_yaml
 
         settings = override_settings(args, source=args.scenario)
+        if args.seed is not None and any(s.key == "seed" for s in settings):
+            message = "the seed is given twice, by --seed and by --set seed"
+            raise ScenarioError(Problem("--seed", message, "one of them"), args.scenario)
         doc, scenario = load_with_settings(args.scenario, settings)
         given = args.output is not None
         out_dir = Path(args.output) if given else Path("reports") / _safe_name(scenario.name)
