@@ -154,14 +154,26 @@ class Result:
         """The text of summary.json."""
         return canonical_json(self.summary)
 
-    def write(self, out_dir: str | os.PathLike[str], flag: str = "output folder") -> list[Path]:
+    def write(
+        self,
+        out_dir: str | os.PathLike[str],
+        flag: str = "output folder",
+        resolved_scenario: str | None = None,
+    ) -> list[Path]:
         """Replace the folder ``out_dir`` by one holding summary.json, timeline.csv, links.csv
         and trace.json, and gantt.png and gantt.svg for a training workload; return their
         paths (:func:`clustersim.outputs.run_folder.write_run_folder`: the folder is
         replaced as a unit, and one holding other files than clustersim's is refused;
-        ``flag`` names ``out_dir`` in that error)."""
+        ``flag`` names ``out_dir`` in that error).  ``resolved_scenario``: the text of
+        scenario.resolved.yaml (the scenario as run), written too when given."""
         return write_run_folder(
-            out_dir, self.summary, self.records, self.links, self.processes(), flag
+            out_dir,
+            self.summary,
+            self.records,
+            self.links,
+            self.processes(),
+            flag,
+            resolved_scenario,
         )
 
     def processes(self) -> dict[str, str | None]:

@@ -1071,8 +1071,16 @@ SETTINGS = [
     "workload.program[7].id=x",
     "seed=1,,2",
     "name=\u00e9",
+    "seed=0",
+    "network.model=flow",
+    "+network.channels=2",
+    "network.modle=flow",
+    "recovery=null",
+    "stragglers[0].slowdown=2",
+    "cluster.racks=-1",
 ]
-"""``--set`` values: good keys and values, bad values, huge values, malformed keys."""
+"""``--set`` values: good keys and values, bad values, huge values, malformed keys; one
+value (run, plan, golden record) or several (compare sweeps them; elsewhere an error)."""
 METRICS = ["makespan_s", "iteration_time_s", "throughput_samples_per_s", "devices", "x", ""]
 OPS = ["allreduce", "all-reduce", "alltoall", "broadcast", "barrier", "gather", "bogus", ""]
 ALGORITHMS = ["all", "ring", "direct", "tree", "hierarchical", "auto", "bogus", ""]
@@ -1124,7 +1132,7 @@ VALID: dict[str, list[str]] = {
     "sizes": ["1MB", "1MB:4MB:x2", "1KB:1MB:+256KB"],
     "list": ["1", "1,2", "2,4"],
     "zero": ["0", "1", "0,1"],
-    "set": SETTINGS[:4],
+    "set": [*SETTINGS[:2], "seed=0", "network.model=flow"],
     "metric": METRICS[:3],
     "op": ["allreduce", "alltoall", "broadcast", "gather"],
     "algorithm": ["all", "ring", "direct", "auto"],

@@ -51,6 +51,7 @@ def test_no_temporary_files_left(tmp_path) -> None:
     main(["run", str(D1), "-o", str(tmp_path), "-q"])
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "links.csv",
+        "scenario.resolved.yaml",
         "summary.json",
         "timeline.csv",
         "trace.json",

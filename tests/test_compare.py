@@ -48,19 +48,22 @@ def test_set_path_nested_list_and_created() -> None:
     assert out["a"]["b"][1]["c"] == 5 and doc["a"]["b"][1]["c"] == 2
     assert sweep.set_path(doc, ["a", "new"], "v")["a"]["new"] == "v"
     assert sweep.set_path(doc, ["a", "b", -1, "c"], 9)["a"]["b"][1]["c"] == 9
+    created = sweep.set_path(doc, ["a", "missing", "c"], 3)
+    assert created["a"]["missing"] == {"c": 3} and "missing" not in doc["a"]
+    assert sweep.set_path({"s": None}, ["s", "k"], 1) == {"s": {"k": 1}}
 
 
 @pytest.mark.parametrize(
     ("path", "where", "what"),
     [
-        (["a", "missing", "c"], "a.missing", "no such key in a"),
+        (["a", "missing", 0], "a.missing", "no such list in the document"),
         (["a", "b", 5, "c"], "a.b[5]", "out of range"),
         (["x", "y"], "x.y", "cannot set key 'y' inside the value 0"),
         (["a", 0], "a[0]", "indexes a list, but this is a mapping"),
     ],
 )
 def test_set_path_bad(path: list, where: str, what: str) -> None:
-    """A missing parent, an index out of range or the wrong kind names the key path."""
+    """A missing list, an index out of range or the wrong kind names the key path."""
     doc = {"a": {"b": [{"c": 1}]}, "x": 0}
     with pytest.raises(ScenarioError) as info:
         sweep.set_path(doc, path, 1)
@@ -78,7 +81,7 @@ def test_parse_value_as_yaml_scalars() -> None:
     assert sweep.parse_value("true") is True
     assert sweep.parse_value("100Gb/s") == "100Gb/s"
     assert sweep.parse_value(" ring ") == "ring"
-    assert sweep.parse_value("null") == "null"
+    assert sweep.parse_value("null") is None  # as in Hydra: null is None
 
 
 def test_parse_set() -> None:
@@ -165,7 +168,10 @@ def test_parallel_same_as_serial(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--set", "cluster.rack_uplink.oversubscription=x"], "must be a number"),
-        (["--set", "cluster.nodes.x=1"], "cluster.nodes: no such key in cluster"),
+        (
+            ["--set", "cluster.nodes.x=1"],
+            "with --set cluster.nodes.x=1: cluster.nodes: unknown key",
+        ),
         (["--set", "cluster.node.gpus[0]=1"], "cluster.node.gpus[0]"),
         (["--set", "bad"], "--set: expected KEY=V1,V2"),
         (["--metric", "nope"], "no numeric key 'nope'"),

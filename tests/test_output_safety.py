@@ -213,7 +213,8 @@ def test_current_folder_is_not_replaced(
 
 def test_output_names_cover_every_writer() -> None:
     """The names a replaced folder may hold are those the commands write."""
-    written = {*run_folder.TEXT_FILES, *gantt.GANTT_FILES, "report.html"}
+    written = {*run_folder.TEXT_FILES, run_folder.RESOLVED_SCENARIO, *gantt.GANTT_FILES}
+    written.add("report.html")
     assert written == set(paths.RUN_FILES)
     assert paths.OUTPUT_FILES == {*paths.RUN_FILES, *paths.COMPARE_FILES, *paths.PLAN_FILES}
 
@@ -351,7 +352,13 @@ def test_rerun_leaves_no_stale_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["report", str(out)]) == 0
     assert {"gantt.png", "gantt.svg", "report.html"} <= set(_files(out))
     assert main(["run", str(D1), "-o", str(out), "-q"]) == 0
-    assert sorted(_files(out)) == ["links.csv", "summary.json", "timeline.csv", "trace.json"]
+    assert sorted(_files(out)) == [
+        "links.csv",
+        "scenario.resolved.yaml",
+        "summary.json",
+        "timeline.csv",
+        "trace.json",
+    ]
     assert _siblings(out) == []
 
 

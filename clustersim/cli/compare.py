@@ -6,6 +6,7 @@ import argparse
 
 from ..errors import Problem, ScenarioError
 from .base import EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
 
@@ -15,9 +16,9 @@ class CompareCommand(Command):
     help = "run scenarios over a grid of values and compare one summary metric"
     description = (
         "Simulate every SCENARIO for every value of the --set key paths (several --set make a "
-        "grid), in parallel on local cores, and write DIR/compare.csv, DIR/compare.md and "
-        "DIR/compare.png and DIR/compare.svg (the metric against the first swept key, one line "
-        "per scenario); DIR "
+        "grid; --network MODEL is --set network.model=MODEL), in parallel on local cores, and "
+        "write DIR/compare.csv, DIR/compare.md, DIR/compare.png and DIR/compare.svg (the metric "
+        "against the first swept key, one line per scenario); DIR "
         "is checked before simulating and replaced as a unit. "
         "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
         "scenarios without iterations show makespan_s, and the table says so)."
@@ -26,15 +27,7 @@ class CompareCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
         parser.add_argument("scenarios", metavar="SCENARIO", nargs="+", help="scenario YAML files")
-        parser.add_argument(
-            "--set",
-            dest="settings",
-            action="append",
-            default=[],
-            metavar="KEY=V1,V2,...",
-            help="dotted key path with [i] indices and the values to sweep (YAML scalars), "
-            "e.g. cluster.rack_uplink.oversubscription=1,2,4,8; repeat for a grid",
-        )
+        add_override_arguments(parser, sweep=True)
         parser.add_argument(
             "--metric",
             default="iteration_time_s",
@@ -64,7 +57,7 @@ class CompareCommand(Command):
         check_output_folder(args.output, "-o")
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
-        settings = [sweep.parse_set(text) for text in args.settings]
+        settings = override_settings(args, sweep=True)
         jobs = sweep.build_jobs(args.scenarios, settings, args.max_events)
         progress = Progress(wanted(args.quiet), "compare")
         try:

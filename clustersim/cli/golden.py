@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import ClustersimError, Problem, ScenarioError
 from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 
 
 class GoldenCommand(Command):
@@ -18,10 +19,12 @@ class GoldenCommand(Command):
         "`golden record SCENARIO... --dir DIR` runs each scenario and writes DIR/<path with / "
         "as __>.json: iteration time, throughput, bubble fraction, collective times, peak "
         "activation memory, per-device breakdown and busiest link, with the clustersim version "
-        "and the scenario file's SHA-256. `golden check SCENARIO... --dir DIR [--rtol 0.01]` "
+        "and the scenario file's SHA-256; with --set KEY=VALUE (or --network MODEL) every "
+        "scenario runs with those overrides and the file records them. `golden check SCENARIO... --dir DIR [--rtol 0.01]` "
         "runs them again and prints metric, golden, now and relative change; exit 1 if any "
         "metric moved beyond its tolerance (per-metric globs in the file's `tolerances`), 2 on "
-        "bad input. Without SCENARIO, check takes every golden file's `scenario_file`."
+        "bad input. Check applies the overrides each golden file records. Without SCENARIO, "
+        "check takes every golden file's `scenario_file`."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -62,6 +65,7 @@ class GoldenCommand(Command):
             help="relative tolerance of metrics the file names no tolerance for, a finite "
             "number >= 0 (default: the file's rtol, 0.01)",
         )
+        add_override_arguments(record)
         check.add_argument(
             "-v", "--verbose", action="store_true", help="show every metric, per device too"
         )
@@ -72,8 +76,14 @@ class GoldenCommand(Command):
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         if args.golden_action == "record":
+            overrides = [s.text() for s in override_settings(args)]
             written = golden.record(
-                args.scenarios, args.dir, args.rtol, args.jobs, max_events=args.max_events
+                args.scenarios,
+                args.dir,
+                args.rtol,
+                args.jobs,
+                max_events=args.max_events,
+                overrides=overrides,
             )
             out(f"recorded {len(written)} golden file(s): {', '.join(str(p) for p in written)}")
             return EXIT_OK

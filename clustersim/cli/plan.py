@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import ClustersimError
 from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
 
@@ -18,7 +19,8 @@ class PlanCommand(Command):
     description = (
         "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero) of the training "
         "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
-        "parallel on local cores and print them ranked by throughput, with peak memory per "
+        "parallel on local cores and print them ranked by throughput (--set KEY=VALUE changes the "
+        "scenario first, as in clustersim run), with peak memory per "
         "device and whether it fits; then the best configuration that fits. -o DIR writes "
         "DIR/plan.csv, DIR/plan.md, DIR/plan.png and DIR/plan.svg (DIR checked before "
         "simulating, replaced as a unit). Exit 2 on bad input or when no "
@@ -60,11 +62,12 @@ class PlanCommand(Command):
             help=f"ZeRO stages 0-3 (fsdp = 3); 2 and 3 only with tp = pp = 1 (default: {zero})",
         )
         run = parser.add_argument_group("how to simulate")
+        add_override_arguments(run, network=False)
         run.add_argument(
             "--network",
             choices=NETWORK_MODELS,
-            default=NETWORK_MODELS[0],
-            help="network.model of every candidate (default: analytical, congestion-aware)",
+            help="network.model of every candidate, short for --set network.model=MODEL "
+            "(default: analytical, congestion-aware)",
         )
         run.add_argument(
             "--iterations",
@@ -123,9 +126,14 @@ class PlanCommand(Command):
             check_output_folder(args.output, "-o")
         for flag, value in (("-j", args.jobs), ("--top", args.top), ("--verify", args.verify)):
             plan.check_count(value, flag)
-        options = _plan_options(args)
-        doc = plan.load_training_document(args.scenario)
-        found = plan.enumerate_candidates(doc, args.scenario, options)
+        from ..scenario.overrides import NETWORK_KEY, described
+
+        settings = override_settings(args, source=args.scenario)
+        doc = plan.load_training_document(args.scenario, settings)
+        network = [s.values[0] for s in settings if s.key == NETWORK_KEY]
+        options = _plan_options(args, network[0] if network else plan.NETWORK_MODELS[0])
+        source = described(args.scenario, [s.text() for s in settings])
+        found = plan.enumerate_candidates(doc, source, options)
         _print_plan_header(found, options)
         if not found.candidates:
             raise ClustersimError(
@@ -175,8 +183,9 @@ class PlanCommand(Command):
         return verified
 
 
-def _plan_options(args: argparse.Namespace) -> Any:
-    """The :class:`clustersim.plan.PlanOptions` of the flags (errors name the flag)."""
+def _plan_options(args: argparse.Namespace, network: str) -> Any:
+    """The :class:`clustersim.plan.PlanOptions` of the flags (errors name the flag);
+    ``network``: the candidates' network model (``--network``, ``--set network.model``)."""
     from ..studies import plan
 
     return plan.PlanOptions(
@@ -185,7 +194,7 @@ def _plan_options(args: argparse.Namespace) -> Any:
         pp=plan.parse_counts(args.pp, "--pp") if args.pp else None,
         micro_batch=plan.parse_counts(args.micro_batch, "--micro-batch"),
         zero=plan.parse_zero_stages(args.zero),
-        network=args.network,
+        network=network,
         iterations=args.iterations,
         all_replicas=args.all_replicas,
         max_events=args.max_events,

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import Problem, ScenarioError
 from ..metrics import (
     CollectiveSummary,
     GoodputSummary,
@@ -18,6 +19,7 @@ from ..metrics import (
 )
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_max_events_argument, out
+from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
 
 
@@ -26,8 +28,10 @@ class RunCommand(Command):
     order = 10
     help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
     description = (
-        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv and "
-        "DIR/trace.json, plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
+        "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv, "
+        "DIR/trace.json and DIR/scenario.resolved.yaml (the scenario as run: every --set, --network, "
+        "--seed and --max-events applied; `clustersim run DIR/scenario.resolved.yaml` runs it "
+        "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
         "checked before simulating and replaced as a unit: the files are written into a "
         "temporary folder beside it, which then takes its place, so DIR holds the old "
         "complete set or the new one, never a mix. Prints a short summary."
@@ -61,19 +65,29 @@ class RunCommand(Command):
             "device exceeds the device's capacity; without it such a run is simulated, "
             "marked in summary.json (memory.fits: false) and warned about",
         )
+        add_override_arguments(parser)
         add_max_events_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
+        from ..budget import with_limit
         from ..outputs.paths import check_output_folder
-        from ..scenario import load_scenario, with_seed
+        from ..scenario import with_seed
+        from ..scenario.overrides import described, load_with_settings, resolved_yaml
 
-        scenario = load_scenario(args.scenario)
+        settings = override_settings(args, source=args.scenario)
+        if args.seed is not None and any(s.key == "seed" for s in settings):
+            message = "the seed is given twice, by --seed and by --set seed"
+            raise ScenarioError(Problem("--seed", message, "one of them"), args.scenario)
+        doc, scenario = load_with_settings(args.scenario, settings)
         given = args.output is not None
         out_dir = Path(args.output) if given else Path("reports") / _safe_name(scenario.name)
         check_output_folder(args.output if given else out_dir, "-o" if given else "output folder")
         if args.seed is not None:
             scenario = with_seed(scenario, args.seed, "--seed")
+            doc = {**doc, "seed": args.seed}
+        source = described(args.scenario, [s.text() for s in settings])
+        resolved = resolved_yaml(with_limit(doc, args.max_events), source)
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()
@@ -91,7 +105,7 @@ class RunCommand(Command):
             goodput.close()
         wall = time.monotonic() - started
         _warn_memory(result.typed_summary)
-        written = result.write(out_dir, "-o" if given else "output folder")
+        written = result.write(out_dir, "-o" if given else "output folder", resolved)
         if args.quiet:
             out(str(out_dir))
         else:

@@ -35,6 +35,7 @@ RUN_FILES = (
     "timeline.csv",
     "links.csv",
     "trace.json",
+    "scenario.resolved.yaml",
     "gantt.png",
     "gantt.svg",
     "report.html",

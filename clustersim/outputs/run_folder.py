@@ -6,6 +6,8 @@
 * ``timeline.csv`` -- every record (:mod:`.timeline`);
 * ``links.csv`` -- every link that carried traffic (:mod:`.links`);
 * ``trace.json`` -- the records as Chrome trace events (:mod:`.trace`);
+* ``scenario.resolved.yaml`` -- the scenario as run, every override applied
+  (``clustersim run``; :func:`clustersim.scenario.overrides.resolved_yaml`);
 * ``gantt.png`` and ``gantt.svg`` -- for a training run (:mod:`.gantt`).
 
 The folder is replaced as a unit (:func:`.folder.replace_folder`): every file
@@ -36,6 +38,8 @@ from .trace import trace_json
 
 TEXT_FILES = ("summary.json", "timeline.csv", "links.csv", "trace.json")
 """Files of every run folder, in the order they are written."""
+RESOLVED_SCENARIO = "scenario.resolved.yaml"
+"""The scenario as run (``clustersim run`` writes it after :data:`TEXT_FILES`)."""
 
 
 @dataclass
@@ -75,11 +79,15 @@ def write_run_folder(
     links: Sequence[Mapping[str, Any]],
     nodes: Mapping[str, str | None] | None = None,
     flag: str = "output folder",
+    resolved_scenario: str | None = None,
 ) -> list[Path]:
     """Replace the folder ``out_dir`` (made if missing) by one holding :data:`TEXT_FILES`,
-    and the Gantt chart (:data:`.gantt.GANTT_FILES`) for a training run; return their
-    paths.  Problems with ``out_dir`` name it at key path ``flag``."""
+    :data:`RESOLVED_SCENARIO` when its text is given, and the Gantt chart
+    (:data:`.gantt.GANTT_FILES`) for a training run; return their paths.  Problems with
+    ``out_dir`` name it at key path ``flag``."""
     texts = run_texts(summary, records, links, nodes)
+    if resolved_scenario is not None:
+        texts[RESOLVED_SCENARIO] = resolved_scenario
 
     def fill(folder: Path) -> list[str]:
         names = [write_atomic(folder / name, text).name for name, text in texts.items()]

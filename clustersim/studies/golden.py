@@ -11,8 +11,9 @@ reports[0].failures        # the rows that moved (metric, golden, now, change)
 A golden file is JSON named after the scenario path (``scenarios/a/b.yaml`` ->
 ``<dir>/scenarios__a__b.json``) holding ``clustersim_version``, ``scenario``
 (its name), ``scenario_file``, ``scenario_sha256`` (of the file's bytes),
-``seed``, ``rtol`` (default relative tolerance), ``tolerances`` ({metric glob:
-relative tolerance}) and ``metrics`` (flat dotted keys -> numbers; times in
+``seed``, ``overrides`` (the ``--set KEY=VALUE`` texts it was recorded with, only
+when there were any: ``golden check`` applies them again), ``rtol`` (default relative
+tolerance), ``tolerances`` ({metric glob: relative tolerance}) and ``metrics`` (flat dotted keys -> numbers; times in
 seconds, memory in bytes, bandwidth in GB/s). Nothing here prints; the CLI and
 the pytest plugin render the rows.
 """
@@ -65,6 +66,7 @@ FORMAT_KEYS = (
     "scenario_file",
     "scenario_sha256",
     "seed",
+    "overrides",
     "rtol",
     "tolerances",
     "metrics",
@@ -120,13 +122,25 @@ def scenario_sha256(path: str | os.PathLike[str]) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def measure(path: str | os.PathLike[str], max_events: int | None = None) -> dict[str, Any]:
-    """Simulate the scenario at ``path``; its name, seed, file hash and metrics.
+def _scenario(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Any:
+    """The scenario at ``path`` with the ``--set KEY=VALUE`` texts ``overrides`` applied."""
+    from ..scenario.overrides import load_with_settings, parse_set
+
+    return load_with_settings(path, [parse_set(text, sweep=False) for text in overrides])[1]
+
+
+def measure(
+    path: str | os.PathLike[str],
+    max_events: int | None = None,
+    overrides: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Simulate the scenario at ``path`` with ``overrides`` (``--set KEY=VALUE`` texts)
+    applied; its name, seed, file hash and metrics.
 
     ``max_events`` overrides the scenario's work limit (``engine.max_events``)."""
     from ..api import simulate
 
-    summary = simulate(path, max_events=max_events).typed_summary
+    summary = simulate(_scenario(path, overrides), max_events=max_events).typed_summary
     return {
         "scenario": summary.header.scenario,
         "seed": summary.header.seed,
@@ -135,10 +149,12 @@ def measure(path: str | os.PathLike[str], max_events: int | None = None) -> dict
     }
 
 
-def _measure_safely(path: str, max_events: int | None = None) -> dict[str, Any]:
+def _measure_safely(
+    path: str, max_events: int | None = None, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
     """:func:`measure` for a worker process: errors come back as text (they pickle badly)."""
     try:
-        return measure(path, max_events)
+        return measure(path, max_events, overrides)
     except ClustersimError as exc:
         return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
 
@@ -147,22 +163,27 @@ def measure_all(
     paths: Sequence[str | os.PathLike[str]],
     jobs: int | None = None,
     max_events: int | None = None,
+    overrides: Sequence[Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores).
+    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores);
+    ``overrides``: each path's ``--set KEY=VALUE`` texts (default: none).
 
     Every scenario is checked first, its estimated work against its limit (``max_events``,
     else its ``engine.max_events``) included: bad input raises before anything runs."""
     from ..api import prepare
 
     names = [str(p) for p in paths]
+    sets = [tuple(o) for o in overrides] if overrides is not None else [()] * len(names)
     for name in names:
         if not Path(name).is_file():
             raise ClustersimError(f"{name}: no such scenario file")
-    for name in names:
-        prepare(name, max_events=max_events)
+    for name, texts in zip(names, sets):
+        prepare(_scenario(name, texts), max_events=max_events)
     if worker_count(jobs, len(names)) == 1:
-        return [measure(name, max_events) for name in names]  # errors raised as they are
-    results = run_all(_measure_safely, [(name, max_events) for name in names], jobs)
+        # errors raised as they are
+        return [measure(name, max_events, texts) for name, texts in zip(names, sets)]
+    work = [(name, max_events, texts) for name, texts in zip(names, sets)]
+    results = run_all(_measure_safely, work, jobs)
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError
@@ -248,6 +269,7 @@ def _golden_problems(doc: Any) -> list[Problem]:
             for k, v in metrics.items()
             if not _is_number(v)
         ]
+    problems += _overrides_problems(doc.get("overrides", []))
     problems.append(_tolerance_problem("rtol", doc.get("rtol", DEFAULT_RTOL)))
     tolerances = doc.get("tolerances", {})
     if not isinstance(tolerances, dict):
@@ -257,22 +279,42 @@ def _golden_problems(doc: Any) -> list[Problem]:
     return [p for p in problems if p is not None]
 
 
+def _overrides_problems(overrides: Any) -> list[Problem]:
+    """Why ``overrides`` is no list of ``KEY=VALUE`` texts (empty if it is one)."""
+    from ..scenario.overrides import parse_set
+
+    if not isinstance(overrides, list):
+        return [Problem("overrides", "expected a list of KEY=VALUE texts")]
+    problems = []
+    for i, text in enumerate(overrides):
+        try:
+            parse_set(text if isinstance(text, str) else "", sweep=False)
+        except ScenarioError as exc:
+            got = exc.problems[0].message
+            problems.append(Problem(f"overrides[{i}]", f"not a KEY=VALUE override: {got}"))
+    return problems
+
+
 def golden_document(
     scenario: str | os.PathLike[str],
     measured: dict[str, Any],
     previous: dict[str, Any] | None = None,
     rtol: float | None = None,
     root: str | os.PathLike[str] | None = None,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The golden file's content for a measurement; ``rtol`` and ``tolerances`` are kept
-    from ``previous`` (an older golden) unless ``rtol`` is given."""
+    from ``previous`` (an older golden) unless ``rtol`` is given; ``overrides`` (the
+    ``--set KEY=VALUE`` texts of the run) are written only when there are any."""
     previous = previous or {}
+    replayed = {"overrides": list(overrides)} if overrides else {}
     return {
         "clustersim_version": __version__,
         "scenario": measured["scenario"],
         "scenario_file": _relative_name(scenario, root),
         "scenario_sha256": measured["scenario_sha256"],
         "seed": measured["seed"],
+        **replayed,
         "rtol": rtol if rtol is not None else previous.get("rtol", DEFAULT_RTOL),
         "tolerances": previous.get("tolerances", {}),
         "metrics": measured["metrics"],
@@ -300,8 +342,12 @@ def record(
     root: str | os.PathLike[str] | None = None,
     flag: str = "--dir",
     max_events: int | None = None,
+    overrides: Sequence[str] = (),
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
+
+    ``overrides`` (``--set KEY=VALUE`` texts, one value each) are applied to every scenario
+    and written into its golden file, so that :func:`check` applies them again.
 
     An existing golden's ``rtol`` and ``tolerances`` are kept (``rtol`` given replaces it).
     ``golden_dir`` and the files' names are checked before anything runs (errors at key
@@ -314,9 +360,10 @@ def record(
     for target in targets:
         check_output_file(target, flag)
     previous = [_previous(target) for target in targets]
-    measured = measure_all(scenarios, jobs, max_events)
+    overrides = tuple(overrides)
+    measured = measure_all(scenarios, jobs, max_events, [overrides] * len(scenarios))
     return [
-        write_golden(target, golden_document(s, m, old, rtol, root))
+        write_golden(target, golden_document(s, m, old, rtol, root, overrides))
         for s, m, old, target in zip(scenarios, measured, previous, targets)
     ]
 
@@ -445,7 +492,8 @@ def check(
     root: str | os.PathLike[str] | None = None,
     max_events: int | None = None,
 ) -> list[GoldenReport]:
-    """Re-run every scenario and compare it with its golden file in ``golden_dir``.
+    """Re-run every scenario and compare it with its golden file in ``golden_dir``, with
+    the overrides the file records.
 
     Bad input (a missing scenario or golden file, an unreadable golden) raises
     before anything runs; a scenario that cannot be read is named before its golden file.
@@ -457,11 +505,16 @@ def check(
         load_scenario(scenario)  # errors name the scenario file as given
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
-    measured = measure_all(scenarios, jobs, max_events)
-    return [
+    overrides = [doc.get("overrides", []) for doc in docs]
+    measured = measure_all(scenarios, jobs, max_events, overrides)
+    reports = [
         compare(doc, m, rtol, str(s), str(target))
         for s, m, doc, target in zip(scenarios, measured, docs, targets)
     ]
+    for report, texts in zip(reports, overrides):
+        if texts:
+            report.notes.append("run with " + " ".join(f"--set {t}" for t in texts))
+    return reports
 
 
 def goldens_in(golden_dir: str | os.PathLike[str]) -> Iterable[Path]:

@@ -18,24 +18,32 @@ Nothing here prints; the CLI (``clustersim compare``) shows progress.
 
 from __future__ import annotations
 
-import copy
 import csv
 import itertools
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import yaml
-
-from ..errors import ClustersimError, Problem, ScenarioError, SimulationError, join_path
+from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
 from ..outputs.atomic import write_atomic
 from ..outputs.figures import save_png_svg
 from ..outputs.folder import replace_folder
 from ..outputs.tables import cell as table_cell
 from ..outputs.tables import csv_text, markdown_escape, markdown_table
+from ..scenario.overrides import (  # noqa: F401  (re-exported: compare's public names)
+    PathPart,
+    Setting,
+    check_unique,
+    described,
+    get_path,
+    parse_key_path,
+    parse_set,
+    parse_value,
+    set_path,
+    value_text,
+)
 from .runner import run_all
 from .sweep_plot import (  # noqa: F401  (LOG_SPAN*, plot_figure: re-exported)
     FALLBACK_METRIC,
@@ -47,142 +55,16 @@ from .sweep_plot import (  # noqa: F401  (LOG_SPAN*, plot_figure: re-exported)
     plot_figure,
 )
 
-if TYPE_CHECKING:
-    pass
-
 DEFAULT_METRIC = "iteration_time_s"
 EXTRA_COLUMNS = ("makespan_s", "throughput_samples_per_s")
 """Summary keys added to the table when some scenario has them."""
 FLAT = 0.01
 """The reading calls a metric unchanged while it stays within this fraction of its first value."""
 
-PathPart = str | int
-
-
-# --------------------------------------------------------------------------- key paths
-
-
-_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]|(\.)")
-
-
-def parse_key_path(text: str, flag: str = "--set") -> list[PathPart]:
-    """``"a.b[2].c"`` as ``["a", "b", 2, "c"]``; a ScenarioError naming ``flag`` if malformed."""
-    parts: list[PathPart] = []
-    pos, expect_name = 0, True
-    bad = ScenarioError(
-        Problem(flag, f"bad key path {text!r}", "dotted keys with [i] indices, e.g. a.b[0].c")
-    )
-    while pos < len(text):
-        match = _PART.match(text, pos)
-        if match is None:
-            raise bad
-        name, index, dot = match.groups()
-        if dot is not None:
-            if expect_name:
-                raise bad
-            expect_name = True
-        elif name is not None:
-            if not expect_name:
-                raise bad
-            parts.append(name.strip())
-            expect_name = False
-        else:
-            if not parts or expect_name:
-                raise bad
-            parts.append(int(index))
-        pos = match.end()
-    if not parts or expect_name:
-        raise bad
-    return parts
-
-
-def get_path(doc: Any, path: Sequence[PathPart]) -> Any:
-    """The value at ``path`` in ``doc`` (KeyError/IndexError/TypeError if absent)."""
-    node = doc
-    for part in path:
-        node = node[part]
-    return node
-
-
-def set_path(doc: dict[str, Any], path: Sequence[PathPart], value: Any) -> dict[str, Any]:
-    """A deep copy of ``doc`` with ``value`` at ``path``.
-
-    Every part but the last must exist; the last is created when its parent is
-    a mapping. A ScenarioError names the first part that is missing or of the
-    wrong kind.
-    """
-    out = copy.deepcopy(doc)
-    node: Any = out
-    for depth, part in enumerate(path):
-        last = depth == len(path) - 1
-        where = join_path(*path[: depth + 1])
-        if isinstance(part, int):
-            if not isinstance(node, list):
-                raise ScenarioError(
-                    Problem(where, f"[{part}] indexes a list, but this is {_kind(node)}")
-                )
-            if not -len(node) <= part < len(node):
-                raise ScenarioError(
-                    Problem(where, f"index {part} out of range: the list has {len(node)} item(s)")
-                )
-        else:
-            if not isinstance(node, dict):
-                raise ScenarioError(Problem(where, f"cannot set key {part!r} inside {_kind(node)}"))
-            if part not in node and not last:
-                parent = join_path(*path[:depth]) or "the top level"
-                raise ScenarioError(
-                    Problem(where, f"no such key in {parent}", ", ".join(map(str, node)) or "none")
-                )
-        if last:
-            node[part] = value
-        else:
-            node = node[part]
-    return out
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"the value {value!r}"
-
 
 # --------------------------------------------------------------------------- --set and grids
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One ``--set KEY=V1,V2``: the key path as written, its parts and the values."""
-
-    key: str
-    path: tuple[PathPart, ...]
-    values: tuple[Any, ...]
-
-
-def parse_value(text: str) -> Any:
-    """A value as a YAML scalar: ``4`` -> 4, ``2.5`` -> 2.5, ``true`` -> True, ``100Gb/s`` -> str."""
-    text = text.strip()
-    try:
-        value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError:
-        return text
-    return text if isinstance(value, (dict, list)) or value is None else value
-
-
-def parse_set(text: str) -> Setting:
-    """``KEY=V1,V2,...`` as a :class:`Setting`; a ScenarioError naming ``--set`` if malformed."""
-    key, sep, values = text.partition("=")
-    if not sep or not key.strip():
-        raise ScenarioError(
-            Problem("--set", f"expected KEY=V1,V2,..., got {text!r}", "e.g. seed=0,1,2")
-        )
-    items = [v for v in values.split(",")]
-    if not values.strip() or any(not v.strip() for v in items):
-        raise ScenarioError(Problem("--set", f"{key.strip()}: empty value in {values!r}"))
-    path = tuple(parse_key_path(key.strip()))
-    parsed = tuple(parse_value(v) for v in items)
-    return Setting(key.strip(), path, tuple(dict.fromkeys(parsed)))
+# Key paths, values and --set live in clustersim.scenario.overrides (run, plan and golden
+# use them too); they are re-exported here, where compare's users found them.
 
 
 def expand_grid(settings: Sequence[Setting]) -> list[dict[str, Any]]:
@@ -190,9 +72,8 @@ def expand_grid(settings: Sequence[Setting]) -> list[dict[str, Any]]:
 
     Each point maps key (as written) to value; no settings give one empty point.
     """
+    check_unique(settings)
     keys = [s.key for s in settings]
-    if len(set(keys)) != len(keys):
-        raise ScenarioError(Problem("--set", "a key is given twice", "one --set per key"))
     return [dict(zip(keys, combo)) for combo in itertools.product(*(s.values for s in settings))]
 
 
@@ -252,7 +133,8 @@ def build_jobs(
                 try:
                     changed = set_path(changed, setting.path, point[setting.key])
                 except ScenarioError as exc:
-                    raise exc.with_source(source) from None
+                    single = {setting.key: point[setting.key]}
+                    raise exc.with_source(_set_source(source, single)) from None
             changed = with_limit(changed, max_events)
             try:
                 prepare(parse_scenario(changed, source=source))
@@ -269,15 +151,7 @@ def build_jobs(
 def _set_source(source: str, point: dict[str, Any]) -> str:
     """``source`` naming the ``--set`` values that made its document: the file of an error
     found after setting them (``a.yaml with --set seed=-1``)."""
-    values = " ".join(f"--set {key}={_set_text(value)}" for key, value in point.items())
-    return f"{source} with {values}"
-
-
-def _set_text(value: Any) -> str:
-    """A swept value as it was written on the command line (YAML scalars)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return described(source, [f"{key}={value_text(value)}" for key, value in point.items()])
 
 
 def _labels(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -53,6 +53,7 @@ from ...parallel.rules import SHARDED_STAGE
 
 if TYPE_CHECKING:
     from ...scenario import Scenario
+    from ...scenario.overrides import Setting
     from ...topology import Topology
 
 DEFAULT_MICRO_BATCHES = (1, 2, 4, 8)
@@ -138,11 +139,14 @@ def check_count(value: int | None, flag: str) -> None:
 # --------------------------------------------------------------------------- the scenario
 
 
-def load_training_document(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The validated YAML document of a training scenario (a workload scenario is an error)."""
-    from ..sweep import load_document
+def load_training_document(
+    path: str | os.PathLike[str], settings: Sequence[Setting] = ()
+) -> dict[str, Any]:
+    """The validated YAML document of a training scenario (a workload scenario is an error),
+    with ``settings`` (``--set``) applied: errors name the file and the overrides."""
+    from ...scenario.overrides import load_with_settings
 
-    doc = load_document(path)
+    doc, _ = load_with_settings(path, settings)
     if doc.get("workload") is not None:
         raise ScenarioError(
             Problem(
