@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import Problem, ScenarioError
-from .base import EXIT_OK, Command, add_max_events_argument, out
+from .base import EXIT_OK, Command, add_max_events_argument, add_scheduler_argument, out
 from .progress import QUIET_HELP, Progress, wanted
 
 
@@ -46,6 +46,7 @@ class CompareCommand(Command):
             metavar="N",
             help="simulations run at once, at least 1 (default: number of cores)",
         )
+        add_scheduler_argument(parser)
         parser.add_argument(
             "-o",
             "--output",
@@ -59,15 +60,17 @@ class CompareCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder
         from ..studies import sweep
+        from ..studies.dask_runner import check_scheduler
 
         check_output_folder(args.output, "-o")
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
+        check_scheduler(args.scheduler, args.jobs)
         settings = [sweep.parse_set(text) for text in args.settings]
         jobs = sweep.build_jobs(args.scenarios, settings, args.max_events)
         progress = Progress(wanted(args.quiet), "compare")
         try:
-            results = sweep.run_jobs(jobs, args.jobs, progress=progress)
+            results = sweep.run_jobs(jobs, args.jobs, progress, args.scheduler)
         finally:
             progress.close()
         rows = sweep.table_rows(jobs, results, args.metric)

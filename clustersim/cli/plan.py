@@ -7,7 +7,14 @@ import argparse
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
+from .base import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    add_max_events_argument,
+    add_scheduler_argument,
+    out,
+)
 from .progress import QUIET_HELP, Progress, wanted
 
 
@@ -86,6 +93,7 @@ class PlanCommand(Command):
             metavar="J",
             help="simulations at once, at least 1 (default: cores)",
         )
+        add_scheduler_argument(run)
         add_max_events_argument(run)
         run.add_argument(
             "--verify",
@@ -118,11 +126,13 @@ class PlanCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder
         from ..studies import plan
+        from ..studies.dask_runner import check_scheduler
 
         if args.output is not None:
             check_output_folder(args.output, "-o")
         for flag, value in (("-j", args.jobs), ("--top", args.top), ("--verify", args.verify)):
             plan.check_count(value, flag)
+        check_scheduler(args.scheduler, args.jobs)
         options = _plan_options(args)
         doc = plan.load_training_document(args.scenario)
         found = plan.enumerate_candidates(doc, args.scenario, options)
@@ -136,7 +146,7 @@ class PlanCommand(Command):
         out(f"simulating {len(found.candidates)} configuration(s)")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
-            outcomes = plan.run_candidates(found.candidates, args.jobs, progress=progress)
+            outcomes = plan.run_candidates(found.candidates, args.jobs, progress, args.scheduler)
         finally:
             progress.close()
         ranked = plan.rank(outcomes)
@@ -167,7 +177,7 @@ class PlanCommand(Command):
         out(f"verifying the best {count} with the flow-level model, every replica")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
-            verified = plan.verify(ranked, count, args.jobs, progress=progress)
+            verified = plan.verify(ranked, count, args.jobs, progress, args.scheduler)
         finally:
             progress.close()
         for line in plan.verification_lines(verified, options.network):

@@ -124,21 +124,35 @@ def measure(path: str | os.PathLike[str], max_events: int | None = None) -> dict
     """Simulate the scenario at ``path``; its name, seed, file hash and metrics.
 
     ``max_events`` overrides the scenario's work limit (``engine.max_events``)."""
+    from ..scenario import load_scenario
+
+    return measure_scenario(load_scenario(path), scenario_sha256(path), max_events)
+
+
+def measure_scenario(scenario: Any, sha256: str, max_events: int | None = None) -> dict[str, Any]:
+    """:func:`measure` of a loaded :class:`~clustersim.scenario.Scenario` whose file has
+    the hash ``sha256``."""
     from ..api import simulate
 
-    summary = simulate(path, max_events=max_events).typed_summary
+    summary = simulate(scenario, max_events=max_events).typed_summary
     return {
         "scenario": summary.header.scenario,
         "seed": summary.header.seed,
-        "scenario_sha256": scenario_sha256(path),
+        "scenario_sha256": sha256,
         "metrics": metrics_of(summary),
     }
 
 
-def _measure_safely(path: str, max_events: int | None = None) -> dict[str, Any]:
-    """:func:`measure` for a worker process: errors come back as text (they pickle badly)."""
+def _measure_safely(
+    doc: Any, source: str, sha256: str, max_events: int | None = None
+) -> dict[str, Any]:
+    """:func:`measure` for a worker process, of the scenario's document (a worker on
+    another machine has no access to the file): errors come back as text (they pickle
+    badly)."""
+    from ..scenario import parse_scenario
+
     try:
-        return measure(path, max_events)
+        return measure_scenario(parse_scenario(doc, source), sha256, max_events)
     except ClustersimError as exc:
         return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
 
@@ -147,12 +161,15 @@ def measure_all(
     paths: Sequence[str | os.PathLike[str]],
     jobs: int | None = None,
     max_events: int | None = None,
+    scheduler: str | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores).
+    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores)
+    or on the Dask cluster ``scheduler`` (:func:`run_all`).
 
     Every scenario is checked first, its estimated work against its limit (``max_events``,
     else its ``engine.max_events``) included: bad input raises before anything runs."""
     from ..api import prepare
+    from ..scenario import _load_yaml, _read_text
 
     names = [str(p) for p in paths]
     for name in names:
@@ -160,9 +177,13 @@ def measure_all(
             raise ClustersimError(f"{name}: no such scenario file")
     for name in names:
         prepare(name, max_events=max_events)
-    if worker_count(jobs, len(names)) == 1:
+    if scheduler is None and worker_count(jobs, len(names)) == 1:
         return [measure(name, max_events) for name in names]  # errors raised as they are
-    results = run_all(_measure_safely, [(name, max_events) for name in names], jobs)
+    calls = [
+        (_load_yaml(_read_text(name, name), name), name, scenario_sha256(name), max_events)
+        for name in names
+    ]
+    results = run_all(_measure_safely, calls, jobs, scheduler=scheduler)
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError
@@ -300,6 +321,7 @@ def record(
     root: str | os.PathLike[str] | None = None,
     flag: str = "--dir",
     max_events: int | None = None,
+    scheduler: str | None = None,
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
 
@@ -314,7 +336,7 @@ def record(
     for target in targets:
         check_output_file(target, flag)
     previous = [_previous(target) for target in targets]
-    measured = measure_all(scenarios, jobs, max_events)
+    measured = measure_all(scenarios, jobs, max_events, scheduler)
     return [
         write_golden(target, golden_document(s, m, old, rtol, root))
         for s, m, old, target in zip(scenarios, measured, previous, targets)
@@ -444,6 +466,7 @@ def check(
     jobs: int | None = None,
     root: str | os.PathLike[str] | None = None,
     max_events: int | None = None,
+    scheduler: str | None = None,
 ) -> list[GoldenReport]:
     """Re-run every scenario and compare it with its golden file in ``golden_dir``.
 
@@ -457,7 +480,7 @@ def check(
         load_scenario(scenario)  # errors name the scenario file as given
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
-    measured = measure_all(scenarios, jobs, max_events)
+    measured = measure_all(scenarios, jobs, max_events, scheduler)
     return [
         compare(doc, m, rtol, str(s), str(target))
         for s, m, doc, target in zip(scenarios, measured, docs, targets)
