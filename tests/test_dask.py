@@ -238,3 +238,21 @@ def test_ctrl_c_on_a_local_dask_sweep_is_one_line(tmp_path: Path) -> None:
     assert (proc.returncode, err) == (130, "clustersim: interrupted\n")
     assert not out.exists() and _siblings(out) == []
     assert not [pid for pid in workers if _running(pid)]
+
+
+def test_a_worker_with_another_clustersim_version_is_refused(
+    scheduler: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers must run the command's clustersim version (else results could differ): exit 2
+    naming --scheduler, the worker and both versions, before anything is simulated."""
+    monkeypatch.setattr(dask_runner, "__version__", "9.9.9")
+    code, _, err = _run(
+        ["compare", OVERLAP, "-o", tmp_path / "out", "--scheduler", scheduler], capsys
+    )
+    assert code == 2
+    assert err.startswith("clustersim: error: --scheduler: worker tcp://127.0.0.1:")
+    assert f"of {scheduler} has clustersim 0.1.0 (allowed: clustersim 9.9.9 installed" in err
+    assert not (tmp_path / "out").exists()

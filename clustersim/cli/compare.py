@@ -15,11 +15,11 @@ class CompareCommand(Command):
     help = "run scenarios over a grid of values and compare one summary metric"
     description = (
         "Simulate every SCENARIO for every value of the --set key paths (several --set make a "
-        "grid), in parallel on local cores, and write DIR/compare.csv, DIR/compare.md and "
-        "DIR/compare.png (the metric against the first swept key, one line per scenario); DIR "
-        "is checked before simulating and replaced as a unit. "
-        "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
-        "scenarios without iterations show makespan_s, and the table says so)."
+        "grid), in parallel on local cores or on a Dask cluster (--scheduler), and write "
+        "DIR/compare.csv, DIR/compare.md and DIR/compare.png (the metric against the first "
+        "swept key, one line per scenario); DIR is checked before simulating and replaced as "
+        "a unit. The metric is a top-level numeric key of summary.json (default "
+        "iteration_time_s; scenarios without iterations show makespan_s, and the table says so)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -25,8 +25,8 @@ class PlanCommand(Command):
     description = (
         "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero) of the training "
         "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
-        "parallel on local cores and print them ranked by throughput, with peak memory per "
-        "device and whether it fits; then the best configuration that fits. -o DIR writes "
+        "parallel on local cores (or a Dask cluster: --scheduler) and print them ranked by "
+        "throughput, with peak memory per device and whether it fits; then the best configuration that fits. -o DIR writes "
         "DIR/plan.csv, DIR/plan.md and DIR/plan.png (DIR checked before simulating, replaced "
         "as a unit). Exit 2 on bad input or when no "
         "configuration is valid, 1 when every simulation failed."

@@ -1,11 +1,13 @@
 """Running a study's simulations on a Dask distributed cluster (``--scheduler``).
 
-``--scheduler local:N`` starts a :class:`distributed.LocalCluster` of ``N`` worker
-processes of one thread each on this machine; ``--scheduler tcp://HOST:PORT`` (or
-``HOST:PORT``) connects to a running ``dask scheduler`` whose ``dask worker`` processes
-may sit on other machines.  The calls are the process pool's (:func:`run_all`): a
-module-level function of clustersim and plain data (scenario *documents*, never file
-paths), so a worker needs clustersim installed, the same version, and no shared files.
+``--scheduler local:N`` starts a :class:`distributed.LocalCluster` scheduler in this
+process and ``N`` worker processes of one thread each (a ``dask worker`` command in a
+session of its own, so that a Ctrl-C reaches this process only); ``--scheduler
+tcp://HOST:PORT`` (or ``HOST:PORT``) connects to a running ``dask scheduler`` whose
+``dask worker`` processes may sit on other machines.  The calls are the process pool's
+(:func:`run_all`): a module-level function of clustersim and plain data (scenario
+*documents*, never file paths), so a worker needs clustersim installed, the same
+version, and no shared files.
 Results come back in call order, so outputs are byte-identical to the process pool's.
 
 :mod:`distributed` is imported only here, and this module only when ``--scheduler`` is
