@@ -50,6 +50,19 @@ def _run(argv: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return code, captured.out, captured.err
 
 
+def _same_as_the_pool(
+    argv: list[object], scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> str:
+    """Run ``argv -o DIR`` with ``-j 2`` and with ``--scheduler``: both exit 0 with the same
+    stdout and the same files, byte for byte; the stdout of the second."""
+    pool = _run([*argv, "-o", tmp_path / "pool", "-j", "2"], capsys)
+    dask = _run([*argv, "-o", tmp_path / "dask", "--scheduler", scheduler], capsys)
+    assert pool[0] == dask[0] == 0
+    assert pool[1].replace("pool", "dask") == dask[1]
+    assert _files(tmp_path / "pool") == _files(tmp_path / "dask")
+    return dask[1]
+
+
 def test_run_all_on_a_scheduler_keeps_call_order_and_progress(scheduler: str) -> None:
     """Results in call order, ``progress`` announced and then once per run."""
     seen: list[tuple[int, int]] = []
@@ -71,13 +84,9 @@ def test_compare_on_local_dask_is_byte_identical_to_the_process_pool(
 ) -> None:
     """``--scheduler local:2`` (a scheduler here, two worker processes): compare.csv, .md and
     .png byte for byte as ``-j 2`` writes them, and the same lines on stdout."""
-    argv = ["compare", OVERLAP, NO_OVERLAP, "--set", BANDWIDTHS, "-q", "-o"]
-    pool = _run([*argv, tmp_path / "pool", "-j", "2"], capsys)
-    dask = _run([*argv, tmp_path / "dask", "--scheduler", "local:2"], capsys)
-    assert pool[0] == dask[0] == 0
-    assert pool[1].replace("pool", "dask") == dask[1]
-    assert _files(tmp_path / "pool") == _files(tmp_path / "dask")
-    assert "8 simulation(s) of 2 scenario(s)" in dask[1]
+    argv = ["compare", OVERLAP, NO_OVERLAP, "--set", BANDWIDTHS, "-q"]
+    out = _same_as_the_pool(argv, "local:2", tmp_path, capsys)
+    assert "8 simulation(s) of 2 scenario(s)" in out
 
 
 def test_plan_on_a_scheduler_address_is_byte_identical(
@@ -86,13 +95,10 @@ def test_plan_on_a_scheduler_address_is_byte_identical(
     """``plan --scheduler tcp://...`` of a running cluster: table, verdict and plan files
     as the process pool gives them."""
     path = write_doc(tmp_path, training_doc())
-    argv = ["plan", path, "--tp", "1,2", "--pp", "1,2", "--micro-batch", "4", "-q", "-o"]
-    pool = _run([*argv, tmp_path / "pool", "-j", "2"], capsys)
-    dask = _run([*argv, tmp_path / "dask", "--scheduler", scheduler], capsys)
-    assert pool[0] == dask[0] == 0
-    assert pool[1].replace("pool", "dask") == dask[1]
-    assert _files(tmp_path / "pool") == _files(tmp_path / "dask")
-    assert "simulating 8 configuration(s)" in dask[1]
+    argv = ["plan", path, "--tp", "1,2", "--pp", "1,2", "--micro-batch", "4", "--verify", "2"]
+    out = _same_as_the_pool([*argv, "-q"], scheduler, tmp_path, capsys)
+    assert "simulating 8 configuration(s)" in out
+    assert "verifying the best 2 with the flow-level model, every replica" in out
 
 
 def test_golden_record_and_check_on_a_scheduler(
