@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,9 +223,19 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_ctrl_c_on_a_local_dask_sweep_is_one_line(tmp_path: Path) -> None:
-    """Ctrl-C signals the whole process group while the local cluster's workers simulate:
-    one line, exit 130, no worker traceback, no output folder, no worker left behind."""
+@pytest.mark.parametrize(
+    ("sig", "code", "line"),
+    [
+        (signal.SIGINT, 130, "clustersim: interrupted\n"),
+        (signal.SIGTERM, 143, "clustersim: terminated\n"),
+    ],
+)
+def test_a_signal_to_a_local_dask_sweep_is_one_line(
+    tmp_path: Path, sig: int, code: int, line: str
+) -> None:
+    """Ctrl-C (or SIGTERM) signals the whole process group while the local cluster's workers
+    simulate: one line, the signal's exit code, no worker traceback, no output folder, no
+    worker left behind."""
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs Linux's /proc/PID/task/PID/children")
     out = tmp_path / "cmp"
@@ -239,9 +250,9 @@ def test_ctrl_c_on_a_local_dask_sweep_is_one_line(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the sweep never started its workers"
         time.sleep(0.05)
     time.sleep(2)  # the workers join and start simulating
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err) == (130, "clustersim: interrupted\n")
+    assert (proc.returncode, err) == (code, line)
     assert not out.exists() and _siblings(out) == []
     assert not [pid for pid in workers if _running(pid)]
 
@@ -262,3 +273,47 @@ def test_a_worker_with_another_clustersim_version_is_refused(
     assert err.startswith("clustersim: error: --scheduler: worker tcp://127.0.0.1:")
     assert f"of {scheduler} has clustersim 0.1.0 (allowed: clustersim 9.9.9 installed" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "local_workers", "address"),
+    [
+        ("local:3", 3, ""),
+        ("tcp://scheduler-host:8786", 0, "tcp://scheduler-host:8786"),
+        ("localhost:8786", 0, "tcp://localhost:8786"),
+        ("10.0.0.7:8786", 0, "tcp://10.0.0.7:8786"),
+        ("[::1]:8786", 0, "tcp://[::1]:8786"),
+    ],
+)
+def test_scheduler_forms(text: str, local_workers: int, address: str) -> None:
+    """``local:N``, ``tcp://HOST:PORT`` and ``HOST:PORT`` (Dask's default protocol is tcp)."""
+    parsed = dask_runner.parse_scheduler(text)
+    assert (parsed.local_workers, parsed.address) == (local_workers, address)
+
+
+def test_something_else_at_the_address_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that answers, but not in Dask's protocol (here a web server's reply): one
+    line naming --scheduler and the address, no traceback."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" * 4)
+                time.sleep(0.5)
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        code, _, err = _run(
+            ["compare", OVERLAP, "-o", tmp_path / "out", "--scheduler", f"127.0.0.1:{port}"],
+            capsys,
+        )
+        thread.join(timeout=10)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("clustersim: error: --scheduler: ")
+    assert f"tcp://127.0.0.1:{port}" in err

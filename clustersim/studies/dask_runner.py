@@ -64,7 +64,7 @@ def parse_scheduler(text: str, flag: str = "--scheduler") -> Scheduler:
     local = _LOCAL.fullmatch(text)
     if local and int(local.group(1)) >= 1:
         return Scheduler(local_workers=int(local.group(1)), flag=flag)
-    address = None if text.startswith("local") else _ADDRESS.fullmatch(text)
+    address = None if text.startswith("local:") else _ADDRESS.fullmatch(text)
     if address and 1 <= int(address.group(2)) <= 65535:
         return Scheduler(address=f"tcp://{address.group(1)}:{int(address.group(2))}", flag=flag)
     raise ScenarioError(Problem(flag, f"not a Dask scheduler: {text!r}", FORMS))
@@ -169,6 +169,8 @@ def _connect(
 ) -> Any:
     """A client of ``address`` once ``needed`` workers, all with this version of
     clustersim, have joined (within ``wait_s`` seconds)."""
+    if not scheduler.local_workers:
+        _handshake(scheduler)
     try:
         client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except OSError as exc:
@@ -185,16 +187,40 @@ def _connect(
     return client
 
 
+def _handshake(scheduler: Scheduler) -> None:
+    """Dask's handshake with :attr:`Scheduler.address`, before a client is made of it: what
+    answers there may be no Dask scheduler (a client's failure would then be a traceback)."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def shake() -> None:
+        comm = await connect(scheduler.address, timeout=CONNECT_TIMEOUT_S)
+        await comm.close()
+
+    try:
+        asyncio.run(shake())
+    except OSError as exc:
+        raise _unreachable(scheduler, exc) from None
+    except Exception as exc:  # noqa: BLE001  (whatever answered, it speaks no Dask)
+        told = f"what answers at {scheduler} is no Dask scheduler ({type(exc).__name__})"
+        raise _refused(scheduler, told) from None
+
+
 def _unreachable(
     scheduler: Scheduler, exc: BaseException, what: str = "", wait_s: float | None = None
 ) -> ClustersimError:
     told = str(exc).strip() or type(exc).__name__
     what = what or "cannot reach the Dask scheduler"
     wait_s = CONNECT_TIMEOUT_S if wait_s is None else wait_s
+    return _refused(scheduler, f"{what} at {scheduler} within {wait_s:g} s ({told})")
+
+
+def _refused(scheduler: Scheduler, message: str) -> ClustersimError:
     return ScenarioError(
         Problem(
             scheduler.flag,
-            f"{what} at {scheduler} within {wait_s:g} s ({told})",
+            message,
             "a running `dask scheduler` with `dask worker` processes, or local:N",
         )
     )
