@@ -73,6 +73,19 @@ def add_max_events_argument(parser: argparse.ArgumentParser | argparse._Argument
     )
 
 
+def add_scheduler_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--scheduler ADDRESS`` flag of the commands that run many simulations."""
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the simulations on a Dask cluster instead of local processes (not with -j): "
+        "local:N starts N worker processes here; tcp://HOST:PORT or HOST:PORT connects to a "
+        "running `dask scheduler`, whose workers need this clustersim version installed "
+        "(scenarios are sent as data: no shared files); exit 2 if it cannot be reached "
+        "within 10 s",
+    )
+
+
 def out(text: str = "") -> None:
     """Print a line of the command's output on stdout, at once."""
     print(text, flush=True)

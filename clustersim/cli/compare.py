@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import Problem, ScenarioError
-from .base import EXIT_OK, Command, add_max_events_argument, out
+from .base import EXIT_OK, Command, add_max_events_argument, add_scheduler_argument, out
 from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
@@ -16,10 +16,10 @@ class CompareCommand(Command):
     help = "run scenarios over a grid of values and compare one summary metric"
     description = (
         "Simulate every SCENARIO for every value of the --set key paths (several --set make a "
-        "grid; --network MODEL is --set network.model=MODEL), in parallel on local cores, and "
-        "write DIR/compare.csv, DIR/compare.md, DIR/compare.png and DIR/compare.svg (the metric "
-        "against the first swept key, one line per scenario); DIR "
-        "is checked before simulating and replaced as a unit. "
+        "grid; --network MODEL is --set network.model=MODEL), in parallel on local cores or "
+        "on a Dask cluster (--scheduler), and write DIR/compare.csv, DIR/compare.md, "
+        "DIR/compare.png and DIR/compare.svg (the metric against the first swept key, one "
+        "line per scenario); DIR is checked before simulating and replaced as a unit. "
         "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
         "scenarios without iterations show makespan_s, and the table says so)."
     )
@@ -40,6 +40,7 @@ class CompareCommand(Command):
             metavar="N",
             help="simulations run at once, at least 1 (default: number of cores)",
         )
+        add_scheduler_argument(parser)
         parser.add_argument(
             "-o",
             "--output",
@@ -53,15 +54,17 @@ class CompareCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder
         from ..studies import sweep
+        from ..studies.dask_runner import check_scheduler
 
         check_output_folder(args.output, "-o")
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
+        check_scheduler(args.scheduler, args.jobs)
         settings = override_settings(args, sweep=True)
         jobs = sweep.build_jobs(args.scenarios, settings, args.max_events)
         progress = Progress(wanted(args.quiet), "compare")
         try:
-            results = sweep.run_jobs(jobs, args.jobs, progress=progress)
+            results = sweep.run_jobs(jobs, args.jobs, progress, args.scheduler)
         finally:
             progress.close()
         rows = sweep.table_rows(jobs, results, args.metric)

@@ -7,7 +7,14 @@ import argparse
 from typing import Any
 
 from ..errors import ClustersimError, Problem, ScenarioError
-from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
+from .base import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    add_max_events_argument,
+    add_scheduler_argument,
+    out,
+)
 from .overrides import add_override_arguments, override_settings
 
 
@@ -53,6 +60,7 @@ class GoldenCommand(Command):
                 metavar="N",
                 help="simulations at once, at least 1 (default: cores)",
             )
+            add_scheduler_argument(p)
             add_max_events_argument(p)
         record.add_argument(
             "--rtol",
@@ -72,25 +80,21 @@ class GoldenCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..studies import golden
+        from ..studies.dask_runner import check_scheduler
 
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
+        check_scheduler(args.scheduler, args.jobs)
+        run = {"max_events": args.max_events, "scheduler": args.scheduler}
         if args.golden_action == "record":
             overrides = [s.text() for s in override_settings(args)]
             written = golden.record(
-                args.scenarios,
-                args.dir,
-                args.rtol,
-                args.jobs,
-                max_events=args.max_events,
-                overrides=overrides,
+                args.scenarios, args.dir, args.rtol, args.jobs, overrides=overrides, **run
             )
             out(f"recorded {len(written)} golden file(s): {', '.join(str(p) for p in written)}")
             return EXIT_OK
         scenarios = args.scenarios or _golden_scenarios(args.dir)
-        reports = golden.check(
-            scenarios, args.dir, args.rtol, args.jobs, max_events=args.max_events
-        )
+        reports = golden.check(scenarios, args.dir, args.rtol, args.jobs, **run)
         for report in reports:
             _print_golden_report(report, args.verbose)
         failed = [r for r in reports if not r.passed]

@@ -7,7 +7,14 @@ import argparse
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import EXIT_FAILED, EXIT_OK, Command, add_max_events_argument, out
+from .base import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    add_max_events_argument,
+    add_scheduler_argument,
+    out,
+)
 from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
@@ -19,11 +26,11 @@ class PlanCommand(Command):
     description = (
         "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero) of the training "
         "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
-        "parallel on local cores and print them ranked by throughput (--set KEY=VALUE changes the "
-        "scenario first, as in clustersim run), with peak memory per "
-        "device and whether it fits; then the best configuration that fits. -o DIR writes "
-        "DIR/plan.csv, DIR/plan.md, DIR/plan.png and DIR/plan.svg (DIR checked before "
-        "simulating, replaced as a unit). Exit 2 on bad input or when no "
+        "parallel on local cores (or a Dask cluster: --scheduler) and print them ranked by "
+        "throughput (--set KEY=VALUE changes the scenario first, as in clustersim run), with "
+        "peak memory per device and whether it fits; then the best configuration that fits. "
+        "-o DIR writes DIR/plan.csv, DIR/plan.md, DIR/plan.png and DIR/plan.svg (DIR checked "
+        "before simulating, replaced as a unit). Exit 2 on bad input or when no "
         "configuration is valid, 1 when every simulation failed."
     )
 
@@ -89,6 +96,7 @@ class PlanCommand(Command):
             metavar="J",
             help="simulations at once, at least 1 (default: cores)",
         )
+        add_scheduler_argument(run)
         add_max_events_argument(run)
         run.add_argument(
             "--verify",
@@ -121,6 +129,7 @@ class PlanCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder
         from ..studies import plan
+        from ..studies.dask_runner import check_scheduler
 
         if args.output is not None:
             check_output_folder(args.output, "-o")
@@ -128,6 +137,7 @@ class PlanCommand(Command):
             plan.check_count(value, flag)
         from ..scenario.overrides import NETWORK_KEY, described
 
+        check_scheduler(args.scheduler, args.jobs)
         settings = override_settings(args, source=args.scenario)
         doc = plan.load_training_document(args.scenario, settings)
         network = [s.values[0] for s in settings if s.key == NETWORK_KEY]
@@ -144,7 +154,7 @@ class PlanCommand(Command):
         out(f"simulating {len(found.candidates)} configuration(s)")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
-            outcomes = plan.run_candidates(found.candidates, args.jobs, progress=progress)
+            outcomes = plan.run_candidates(found.candidates, args.jobs, progress, args.scheduler)
         finally:
             progress.close()
         ranked = plan.rank(outcomes)
@@ -175,7 +185,7 @@ class PlanCommand(Command):
         out(f"verifying the best {count} with the flow-level model, every replica")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
-            verified = plan.verify(ranked, count, args.jobs, progress=progress)
+            verified = plan.verify(ranked, count, args.jobs, progress, args.scheduler)
         finally:
             progress.close()
         for line in plan.verification_lines(verified, options.network):

@@ -122,11 +122,17 @@ def scenario_sha256(path: str | os.PathLike[str]) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _scenario(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Any:
-    """The scenario at ``path`` with the ``--set KEY=VALUE`` texts ``overrides`` applied."""
+def _loaded(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> tuple[Any, Any]:
+    """The document of the scenario at ``path`` with the ``--set KEY=VALUE`` texts
+    ``overrides`` applied, and the scenario it validates to."""
     from ..scenario.overrides import load_with_settings, parse_set
 
-    return load_with_settings(path, [parse_set(text, sweep=False) for text in overrides])[1]
+    return load_with_settings(path, [parse_set(text, sweep=False) for text in overrides])
+
+
+def _scenario(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Any:
+    """The scenario at ``path`` with the ``--set KEY=VALUE`` texts ``overrides`` applied."""
+    return _loaded(path, overrides)[1]
 
 
 def measure(
@@ -138,23 +144,33 @@ def measure(
     applied; its name, seed, file hash and metrics.
 
     ``max_events`` overrides the scenario's work limit (``engine.max_events``)."""
+    return measure_scenario(_scenario(path, overrides), scenario_sha256(path), max_events)
+
+
+def measure_scenario(scenario: Any, sha256: str, max_events: int | None = None) -> dict[str, Any]:
+    """:func:`measure` of a loaded :class:`~clustersim.scenario.Scenario` whose file has
+    the hash ``sha256``."""
     from ..api import simulate
 
-    summary = simulate(_scenario(path, overrides), max_events=max_events).typed_summary
+    summary = simulate(scenario, max_events=max_events).typed_summary
     return {
         "scenario": summary.header.scenario,
         "seed": summary.header.seed,
-        "scenario_sha256": scenario_sha256(path),
+        "scenario_sha256": sha256,
         "metrics": metrics_of(summary),
     }
 
 
 def _measure_safely(
-    path: str, max_events: int | None = None, overrides: Sequence[str] = ()
+    doc: Any, source: str, sha256: str, max_events: int | None = None
 ) -> dict[str, Any]:
-    """:func:`measure` for a worker process: errors come back as text (they pickle badly)."""
+    """:func:`measure` for a worker process, of the scenario's document with its overrides
+    applied (a worker on another machine has no access to the file): errors come back as
+    text (they pickle badly)."""
+    from ..scenario import parse_scenario
+
     try:
-        return measure(path, max_events, overrides)
+        return measure_scenario(parse_scenario(doc, source), sha256, max_events)
     except ClustersimError as exc:
         return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
 
@@ -164,26 +180,33 @@ def measure_all(
     jobs: int | None = None,
     max_events: int | None = None,
     overrides: Sequence[Sequence[str]] | None = None,
+    scheduler: str | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores);
-    ``overrides``: each path's ``--set KEY=VALUE`` texts (default: none).
+    """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores)
+    or on the Dask cluster ``scheduler`` (:func:`run_all`); ``overrides``: each path's
+    ``--set KEY=VALUE`` texts (default: none).
 
     Every scenario is checked first, its estimated work against its limit (``max_events``,
     else its ``engine.max_events``) included: bad input raises before anything runs."""
     from ..api import prepare
+    from ..scenario.overrides import described
 
     names = [str(p) for p in paths]
     sets = [tuple(o) for o in overrides] if overrides is not None else [()] * len(names)
     for name in names:
         if not Path(name).is_file():
             raise ClustersimError(f"{name}: no such scenario file")
-    for name, texts in zip(names, sets):
-        prepare(_scenario(name, texts), max_events=max_events)
-    if worker_count(jobs, len(names)) == 1:
+    loaded = [_loaded(name, texts) for name, texts in zip(names, sets)]
+    for _, scenario in loaded:
+        prepare(scenario, max_events=max_events)
+    if scheduler is None and worker_count(jobs, len(names)) == 1:
         # errors raised as they are
         return [measure(name, max_events, texts) for name, texts in zip(names, sets)]
-    work = [(name, max_events, texts) for name, texts in zip(names, sets)]
-    results = run_all(_measure_safely, work, jobs)
+    calls = [
+        (doc, described(name, list(texts)), scenario_sha256(name), max_events)
+        for (doc, _), name, texts in zip(loaded, names, sets)
+    ]
+    results = run_all(_measure_safely, calls, jobs, scheduler=scheduler)
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError
@@ -343,6 +366,7 @@ def record(
     flag: str = "--dir",
     max_events: int | None = None,
     overrides: Sequence[str] = (),
+    scheduler: str | None = None,
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
 
@@ -361,7 +385,7 @@ def record(
         check_output_file(target, flag)
     previous = [_previous(target) for target in targets]
     overrides = tuple(overrides)
-    measured = measure_all(scenarios, jobs, max_events, [overrides] * len(scenarios))
+    measured = measure_all(scenarios, jobs, max_events, [overrides] * len(scenarios), scheduler)
     return [
         write_golden(target, golden_document(s, m, old, rtol, root, overrides))
         for s, m, old, target in zip(scenarios, measured, previous, targets)
@@ -491,6 +515,7 @@ def check(
     jobs: int | None = None,
     root: str | os.PathLike[str] | None = None,
     max_events: int | None = None,
+    scheduler: str | None = None,
 ) -> list[GoldenReport]:
     """Re-run every scenario and compare it with its golden file in ``golden_dir``, with
     the overrides the file records.
@@ -506,7 +531,7 @@ def check(
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
     overrides = [doc.get("overrides", []) for doc in docs]
-    measured = measure_all(scenarios, jobs, max_events, overrides)
+    measured = measure_all(scenarios, jobs, max_events, overrides, scheduler)
     reports = [
         compare(doc, m, rtol, str(s), str(target))
         for s, m, doc, target in zip(scenarios, measured, docs, targets)

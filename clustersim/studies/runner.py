@@ -1,4 +1,5 @@
-"""The one process pool of clustersim's studies (compare, plan, golden)."""
+"""The one process pool of clustersim's studies (compare, plan, golden); or, with
+``scheduler``, a Dask cluster (:mod:`clustersim.studies.dask_runner`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def run_all(
     progress: Progress | None = None,
     *,
     announce: bool = False,
+    scheduler: str | None = None,
 ) -> list[R]:
     """``fn(*args)`` for every ``args`` of ``calls``, results in call order.
 
@@ -34,11 +36,18 @@ def run_all(
     called after each run, and with ``announce`` also as ``progress(0, total)``
     before the first.  If the caller is interrupted (Ctrl-C) or a run raises,
     the runs still queued are cancelled instead of started.
+
+    With ``scheduler`` (``local:N`` or a Dask scheduler's address) the runs go to a Dask
+    cluster instead, ``workers`` unused (:mod:`clustersim.studies.dask_runner`).
     """
     total = len(calls)
     count = worker_count(workers, total)
     if announce and progress:
         progress(0, total)
+    if scheduler is not None:
+        from .dask_runner import parse_scheduler, run_on_dask
+
+        return run_on_dask(fn, calls, parse_scheduler(scheduler), progress)
     results: list[Any] = [None] * total
     if count == 1:
         for i, args in enumerate(calls):

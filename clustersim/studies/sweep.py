@@ -180,13 +180,16 @@ def run_jobs(
     jobs: Sequence[Job],
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
 ) -> list[dict[str, Any]]:
     """Each job's numeric summary keys, in job order; ``workers`` processes (default: all cores).
 
-    With one worker (or one job) the jobs run in this process. ``progress(done,
-    total)`` is called after each job. A failed job raises its error, naming the file.
+    With one worker (or one job) the jobs run in this process; with ``scheduler``, on that
+    Dask cluster (:func:`run_all`). ``progress(done, total)`` is called after each job. A
+    failed job raises its error, naming the file.
     """
-    results = run_all(run_document, [(j.doc, j.source) for j in jobs], workers, progress)
+    calls = [(j.doc, j.source) for j in jobs]
+    results = run_all(run_document, calls, workers, progress, scheduler=scheduler)
     for job, result in zip(jobs, results):
         if "error" in result:
             where = ", ".join(f"{k}={v}" for k, v in job.point.items())

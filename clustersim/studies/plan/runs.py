@@ -83,12 +83,13 @@ def run_candidates(
     candidates: Sequence[Candidate],
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
 ) -> list[Outcome]:
     """Each candidate's :class:`Outcome`, in candidate order; ``workers`` processes
     (default: all cores; one worker or one candidate runs in this process).
 
     ``progress(done, total)`` is called once before the first run finishes and
-    after each run.
+    after each run.  With ``scheduler`` they run on that Dask cluster (:func:`run_all`).
     """
     results = run_all(
         simulate_candidate,
@@ -96,6 +97,7 @@ def run_candidates(
         workers,
         progress,
         announce=True,
+        scheduler=scheduler,
     )
     return [_outcome(c, r or {}) for c, r in zip(candidates, results)]
 
@@ -156,6 +158,7 @@ def verify(
     k: int,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
 ) -> list[Verification]:
     """Simulate the first ``k`` configurations of ``ranked`` that ran with the flow-level
     model (:func:`flow_document`) and rank them among themselves by throughput."""
@@ -164,7 +167,7 @@ def verify(
         Candidate(o.candidate.index, o.point, flow_document(o.candidate.doc), o.candidate.source)
         for o in top
     ]
-    flows = run_candidates(candidates, workers, progress=progress)
+    flows = run_candidates(candidates, workers, progress=progress, scheduler=scheduler)
     out = [Verification(fast, flow) for fast, flow in zip(top, flows, strict=True)]
     ok = sorted(
         (v for v in out if v.flow.ok),
