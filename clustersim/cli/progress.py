@@ -1,15 +1,18 @@
-"""The one progress display of the CLI: a tqdm bar on stderr.
+"""The one progress display of the CLI, on stderr.
 
-Shown only when it helps: on a terminal by default (``--progress`` forces it
-where a command offers it), never with ``--quiet``, and only for work long
-enough to watch (``min_total`` runs, or one second of wall time for a
-simulation).  The line is cleared when the work ends, so stdout and the final
-stderr stay as they were without it.
+On a terminal: a tqdm bar, cleared when the work ends, so stdout and the final
+stderr stay as they were without it.  Elsewhere (CI logs, a pipe, a file): plain
+lines, one every :data:`LINE_EVERY_S` seconds of wall time at most, none for work
+shorter than that, and a last line saying how long it took when any was printed.
+``--progress`` (where a command offers it) forces the bar; ``--quiet`` turns both
+off.  Only work long enough to watch is shown (``min_total`` runs, or one second
+of wall time for a simulation).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from tqdm import tqdm
@@ -20,11 +23,41 @@ QUIET_HELP = "no progress bar on stderr"
 """Help of ``-q/--quiet`` on the commands where it only turns progress off."""
 
 
-def wanted(quiet: bool = False, forced: bool | None = None) -> bool:
-    """Whether to show progress: ``forced`` if given, else on a terminal; never if ``quiet``."""
-    if quiet:
-        return False
-    return sys.stderr.isatty() if forced is None else forced
+LINE_EVERY_S = 10.0
+"""Off a terminal: seconds of wall time between two progress lines (and before the first)."""
+BAR = "bar"
+LINES = "lines"
+
+
+def wanted(quiet: bool = False, forced: bool | None = None) -> str:
+    """How to show progress: ``"bar"`` on a terminal or when ``forced``, ``"lines"`` off a
+    terminal, ``""`` (off) with ``quiet`` or ``forced=False``."""
+    if quiet or forced is False:
+        return ""
+    return BAR if forced or sys.stderr.isatty() else LINES
+
+
+class _Lines:
+    """Off-terminal progress: a line on stderr every :data:`LINE_EVERY_S` seconds."""
+
+    def __init__(self, desc: str) -> None:
+        self.desc = desc
+        self.start = self.last = time.monotonic()
+        self.printed = False
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self.last < LINE_EVERY_S:
+            return False
+        self.last = now
+        self.printed = True
+        return True
+
+    def say(self, text: str) -> None:
+        sys.stderr.write(
+            f"{self.desc}: {text}, {format_time(time.monotonic() - self.start)} wall\n"
+        )
+        sys.stderr.flush()
 
 
 class Progress:
@@ -33,15 +66,24 @@ class Progress:
     ``desc`` names the work (``compare``, ``planning``); ``unit`` what is counted.
     """
 
-    def __init__(self, enabled: bool, desc: str, unit: str = "run", min_total: int = 1) -> None:
-        self.enabled = enabled
+    def __init__(
+        self, enabled: bool | str, desc: str, unit: str = "run", min_total: int = 1
+    ) -> None:
+        self.enabled = bool(enabled)
         self.desc = desc
         self.unit = unit
         self.min_total = min_total
         self._bar: Any = None
+        self._lines = _Lines(desc) if enabled == LINES else None
+        self._done = (0, 0)
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled or total < self.min_total:
+            return
+        if self._lines is not None:
+            self._done = (done, total)
+            if self._lines.due():
+                self._lines.say(f"{done} of {total} {self.unit}s")
             return
         if self._bar is None:
             self._bar = tqdm(
@@ -58,6 +100,10 @@ class Progress:
         self._bar.refresh()
 
     def close(self) -> None:
+        if self._lines is not None and self._lines.printed:
+            done, total = self._done
+            self._lines.say(f"{done} of {total} {self.unit}s, done")
+            self._lines.printed = False
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -67,10 +113,11 @@ class SimulationProgress:
     """``progress(now_s)`` for one simulation: simulated time and wall time on stderr,
     from one second of wall time on."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool | str) -> None:
+        self.enabled = bool(enabled)
         self._bar: Any = None
-        if enabled:
+        self._lines = _Lines("simulating") if enabled == LINES else None
+        if enabled == BAR or enabled is True:
             self._bar = tqdm(
                 total=None,
                 file=sys.stderr,
@@ -80,6 +127,8 @@ class SimulationProgress:
             )
 
     def __call__(self, now_s: float) -> None:
+        if self._lines is not None and self._lines.due():
+            self._lines.say(f"t = {format_time(now_s)} simulated")
         if self._bar is not None:
             self._bar.set_postfix_str(format_time(now_s), refresh=False)
             self._bar.update(0)
