@@ -1089,6 +1089,10 @@ PROTOCOLS = ["LL", "LL128", "Simple", "auto", "ll", "bogus", ""]
 RATIOS = ["1", "2", "4.5", "0", "-1", "nan", "inf", "x", "1e308"]
 EVENTS = ["200000000", "2e8", "1_000", "1", "10", "0", "-1", "1.5", "nan", "inf", "1e18", "x", ""]
 """Event counts (``--max-events``): plain, with exponent or underscores, tiny, bad, huge."""
+SCHEDULERS = ["local:1", "local:0", "local:x", "local:", "bogus", "tcp://", ""]
+"""Dask schedulers (``--scheduler``): a local cluster of one worker, malformed forms."""
+PATTERNS = ["D1", "zero", "B*", "MM1", "nomatch", "", "["]
+"""Case patterns (``reproduce --only``)."""
 
 VALUES: dict[str, list[str]] = {
     "scenario": SCENARIO_PATHS,
@@ -1113,6 +1117,8 @@ VALUES: dict[str, list[str]] = {
     "glob": GLOBS,
     "protocol": PROTOCOLS,
     "events": EVENTS,
+    "scheduler": SCHEDULERS,
+    "pattern": PATTERNS,
 }
 """Values to try per domain, valid and invalid."""
 
@@ -1139,10 +1145,12 @@ VALID: dict[str, list[str]] = {
     "glob": ["*", "gpu[01]", "*/gpu*"],
     "protocol": ["LL", "Simple", "auto"],
     "events": ["200000000", "2e8", "10"],
+    "scheduler": ["local:1"],
+    "pattern": ["D1", "zero", "MM1"],
 }
 """Good values per domain: most flags get one, so that a command line gets past its first
 check and the one or two bad values in it reach deeper code."""
-USUAL = {"devices"}
+USUAL = {"devices", "only"}
 """Optional flags (by dest) given most of the time: a command needs them more often than not."""
 
 DOMAINS: dict[str, str] = {
@@ -1177,6 +1185,8 @@ DOMAINS: dict[str, str] = {
     "group": "glob",
     "protocol": "protocol",
     "max_events": "events",
+    "scheduler": "scheduler",
+    "only": "pattern",
 }
 """The value domain of each flag's ``dest`` (int flags need none: their type says it)."""
 
