@@ -215,6 +215,7 @@ def load_plugins() -> None:
         hybrid,
         parameter_server,
         program,
+        trace,
         zero,
     )
 
