@@ -98,12 +98,7 @@ class TraceReplay(Strategy):
         self.workload_trace: WorkloadTrace = load_trace(
             path, cfg.format, "workload.trace", cfg.order
         )
-        if cfg.ranks is None:
-            devices = [d for d in self.topology.devices.values() if d.kind == "gpu"]
-            devices = devices or list(self.topology.devices.values())
-        else:
-            devices = self.topology.select(cfg.ranks, "workload.ranks")
-        self.ranks = tuple(d.name for d in devices)
+        self.ranks = self.devices_of(cfg.ranks, "workload.ranks")
         self.calls: dict[str, list[CollectiveCall]] = {
             op.id: self._calls(op) for op in self.workload_trace.collectives
         }
