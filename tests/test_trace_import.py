@@ -242,3 +242,17 @@ def test_trace_path_is_relative_to_the_scenario_file(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(scenario("traces/step.json")))
     makespan = clustersim.simulate(path).typed_summary.header.makespan_s
     assert makespan == pytest.approx(450 * US + T1 + T2 + 100 * US, rel=1e-6)
+
+
+def test_resolved_scenario_of_a_run_replays_from_its_own_folder(tmp_path: Path, capsys) -> None:
+    """scenario.resolved.yaml holds the trace's absolute path: it runs again from the run
+    folder, to the same makespan."""
+    (tmp_path / "step.json").write_text(KINETO.read_text())
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario("step.json")))
+    out = tmp_path / "run"
+    assert main(["run", str(path), "-o", str(out), "--quiet"]) == 0
+    assert main(["run", str(out / "scenario.resolved.yaml"), "-o", str(tmp_path / "again")]) == 0
+    first, again = (json.loads((d / "summary.json").read_text()) for d in (out, tmp_path / "again"))
+    assert again["makespan_s"] == first["makespan_s"]
+    assert (out / "gantt.png").is_file()

@@ -75,6 +75,7 @@ class RunCommand(Command):
         from ..outputs.paths import check_output_folder
         from ..scenario import with_seed
         from ..scenario.overrides import described, load_with_settings, resolved_yaml
+        from ..strategies.trace import anchor_trace_paths
 
         settings = override_settings(args, source=args.scenario)
         if args.seed is not None and any(s.key == "seed" for s in settings):
@@ -88,7 +89,8 @@ class RunCommand(Command):
             scenario = with_seed(scenario, args.seed, "--seed")
             doc = {**doc, "seed": args.seed}
         source = described(args.scenario, [s.text() for s in settings])
-        resolved = resolved_yaml(with_limit(doc, args.max_events), source)
+        anchored = anchor_trace_paths(doc, args.scenario)  # a trace beside the scenario
+        resolved = resolved_yaml(with_limit(anchored, args.max_events), source)
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()

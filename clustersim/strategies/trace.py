@@ -76,6 +76,25 @@ def _base_dir(source: str) -> Path:
     return Path()
 
 
+def anchor_trace_paths(doc: dict[str, Any], source: str) -> dict[str, Any]:
+    """``doc`` with each relative ``workload.trace`` (top level and in ``jobs``) made
+    absolute from the folder of the scenario file ``source``: what
+    ``scenario.resolved.yaml`` holds, so that it runs from its own folder too."""
+    base = _base_dir(source).resolve()
+
+    def anchored(section: Any) -> Any:
+        workload = section.get("workload") if isinstance(section, dict) else None
+        trace = workload.get("trace") if isinstance(workload, dict) else None
+        if not isinstance(trace, str) or not trace or Path(trace).is_absolute():
+            return section
+        return {**section, "workload": {**workload, "trace": str(base / trace)}}
+
+    doc = anchored(doc)
+    if isinstance(doc.get("jobs"), list):
+        doc = {**doc, "jobs": [anchored(job) for job in doc["jobs"]]}
+    return doc
+
+
 @dataclass
 class _Meeting:
     """Ranks of one collective group that have reached it, and its end event."""
