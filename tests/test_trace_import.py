@@ -113,6 +113,12 @@ def test_group_of_4_on_8_ranks_runs_as_two_blocks() -> None:
     assert [c.groups for c in part.collectives.values()] == [2, 2]
 
 
+def test_group_all_runs_every_collective_over_all_ranks() -> None:
+    """group: all -- the recorded group of 4 is ignored: one all-reduce over the 8 ranks."""
+    part = run(scenario(devices=8, kind="switch", group="all")).typed_summary.strategy
+    assert [(c.groups, c.group_size) for c in part.collectives.values()] == [(1, 8), (1, 8)]
+
+
 def _jsonizer_text(nodes: list[dict[str, Any]]) -> str:
     """``chakra_jsonizer``'s output: the metadata, then each node, protobuf's JSON names."""
     objects: list[dict[str, Any]] = [{"version": "0.0.4"}]

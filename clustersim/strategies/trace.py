@@ -7,6 +7,7 @@ workload:
   ranks: "rack0/*/gpu*"        # devices that replay it (default every GPU)
   algorithm: ring              # algorithm of the replayed collectives
   compute_scale: 1.0           # replayed compute = recorded duration x this
+  group: recorded              # recorded group sizes as rank blocks, or all: every rank
   order: recorded              # Kineto: recorded | streams (clustersim.workload_trace.kineto)
 ```
 
@@ -20,7 +21,9 @@ collective (``algorithm``, ``network.protocol``, the network model) over them.
 Process groups: a collective whose recorded group size is absent or equals the number
 of ranks runs over all of them; a group size k that divides the ranks runs as
 ranks / k collectives over consecutive blocks of k ranks (ranks 0..k-1, k..2k-1, ...,
-in device order); any other size is refused.
+in device order); any other size is refused.  ``group: all`` runs every collective over
+all the ranks, whatever size was recorded (a trace of 8 ranks replayed on 64 as if
+recorded there).
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ class TraceWorkload(BaseModel):
     algorithm: str = Field("ring", description="algorithm of the replayed collectives")
     compute_scale: Float = Field(
         1.0, ge=1e-6, le=1e6, description="replayed compute time = recorded duration x this"
+    )
+    group: Literal["recorded", "all"] = Field(
+        "recorded",
+        description="collective groups: the recorded group sizes as rank blocks, or all ranks",
     )
     order: Literal["recorded", "streams"] = Field(
         "recorded", description="Kineto dependencies: streams alone, or also the recorded order"
@@ -125,14 +132,15 @@ class TraceReplay(Strategy):
     def _calls(self, op: TraceOp) -> list[CollectiveCall]:
         """The calls of collective ``op``: one per block of its group size (module docstring)."""
         n = len(self.ranks)
-        k = op.group_size if op.group_size and op.group_size != n else n
+        recorded = op.group_size if self.config.group == "recorded" else None
+        k = recorded or n
         if n % k or k < 1:
             raise ScenarioError(
                 Problem(
                     "workload.trace",
                     f"{self.workload_trace.path}: collective {op.id} ({op.name}) has a process "
                     f"group of {k} ranks, which does not divide the {n} ranks replaying it",
-                    "workload.ranks matching a multiple of every group size",
+                    "workload.ranks matching a multiple of every group size, or group: all",
                 )
             )
         protocol = self.scenario.network.protocol
