@@ -208,6 +208,24 @@ def program_documents(draw: st.DrawFn) -> Doc:
     return _document("program", cluster, draw, workload={"program": ops})
 
 
+TRACES = Path(__file__).resolve().parent / "data"
+"""The small Kineto and Chakra traces of tests/test_trace_import.py."""
+
+
+@st.composite
+def trace_documents(draw: st.DrawFn) -> Doc:
+    """A trace replayed on every GPU: the Chakra one (no group size), or the Kineto one
+    (groups of 4) when the GPUs come in fours."""
+    cluster = draw(clusters)
+    names = ["chakra_step.json"] + (["kineto_step.json"] if len(cluster.gpus) % 4 == 0 else [])
+    workload: Doc = {"trace": str(TRACES / draw(st.sampled_from(names)))}
+    if draw(st.booleans()):
+        workload["compute_scale"] = draw(st.sampled_from([0.5, 1.0, 3.0]))
+    if draw(st.booleans()):
+        workload["order"] = draw(st.sampled_from(["recorded", "streams"]))
+    return _document("trace", cluster, draw, workload=workload)
+
+
 def _algorithms(op: str, cluster: Cluster) -> list[str]:
     """Registered algorithms that implement ``op`` and apply to ``cluster``."""
     names = [name for name, cls in registered_algorithms().items() if op in cls.ops]
@@ -526,6 +544,7 @@ def _split(total: int, parts: int) -> list[int]:
 DOCUMENTS: dict[str, st.SearchStrategy[Doc]] = {
     "program": program_documents(),
     "collective": collective_documents(),
+    "trace": trace_documents(),
     "data_parallel": data_parallel_documents(),
     "zero": data_parallel_documents(zero=True),
     **{f"parameter_server/{mode}": parameter_server_documents(mode) for mode in PS_MODES},

@@ -170,7 +170,7 @@ def test_output_modules_stay_under_600_lines() -> None:
 
 LAYERS = (
     ("errors", "units", "version", "registry", "budget"),
-    ("scenario",),
+    ("scenario", "workload_trace"),
     ("topology",),
     ("network",),
     ("engine", "devices", "records"),

@@ -192,6 +192,9 @@ BASES: dict[str, dict[str, Any]] = {
         _SWITCH,
         {"collective": "broadcast", "bytes": "1MB", "root": 1, "chunk": "256kB", "iterations": 2},
     ),
+    "trace": _workload(
+        _SWITCH, {"trace": str(Path(__file__).parent / "data" / "kineto_step.json")}
+    ),
     "transformer": _training(
         {"racks": 1, "nodes_per_rack": 2, "node": {**_NODE, "nvlink": {"bandwidth": "300GB/s"}}},
         model={
@@ -493,6 +496,7 @@ KEYS: list[Key] = [
         chunk=("workload", "chunk"),
         iterations=("workload", "iterations"),
     ),
+    Key("TraceWorkload", "compute_scale", "trace", ("workload", "compute_scale")),
     *_keys(
         "TransformerSpec",
         "transformer",

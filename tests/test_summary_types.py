@@ -23,6 +23,7 @@ from clustersim.metrics import (
     Summary,
     SummaryFormatError,
     SummaryPart,
+    TraceSummary,
     TrainingSummary,
     UntypedSummary,
     ZeroSummary,
@@ -40,6 +41,7 @@ ONE_PER_FAMILY = {
     "parameter_server/backup_straggler.yaml": ParameterServerSummary,
     "pipeline/interleaved_m8.yaml": HybridSummary,
     "megatron/table1_18.4b.yaml": HybridSummary,
+    "traces/resnet50_ddp_step.yaml": TraceSummary,
 }
 """A shipped scenario of every strategy family (and of the optional keys: ssp's staleness,
 backup's backup_k and cancelled work, tensor parallelism's communication block)."""

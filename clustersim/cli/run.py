@@ -14,6 +14,7 @@ from ..metrics import (
     GoodputSummary,
     ParameterServerSummary,
     Summary,
+    TraceSummary,
     TrainingSummary,
     UsageSummary,
 )
@@ -26,12 +27,12 @@ from .progress import Progress, SimulationProgress, wanted
 class RunCommand(Command):
     name = "run"
     order = 10
-    help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training)"
+    help = "simulate a scenario and write summary.json, timeline.csv, links.csv, trace.json (and gantt.png/svg for training and traces)"
     description = (
         "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv, "
         "DIR/trace.json and DIR/scenario.resolved.yaml (the scenario as run: every --set, --network, "
         "--seed and --max-events applied; `clustersim run DIR/scenario.resolved.yaml` runs it "
-        "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios. DIR is "
+        "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios and replayed traces. DIR is "
         "checked before simulating and replaced as a unit: the files are written into a "
         "temporary folder beside it, which then takes its place, so DIR holds the old "
         "complete set or the new one, never a mix. Prints a short summary."
@@ -74,6 +75,7 @@ class RunCommand(Command):
         from ..outputs.paths import check_output_folder
         from ..scenario import with_seed
         from ..scenario.overrides import described, load_with_settings, resolved_yaml
+        from ..strategies.trace import anchor_trace_paths
 
         settings = override_settings(args, source=args.scenario)
         if args.seed is not None and any(s.key == "seed" for s in settings):
@@ -87,7 +89,8 @@ class RunCommand(Command):
             scenario = with_seed(scenario, args.seed, "--seed")
             doc = {**doc, "seed": args.seed}
         source = described(args.scenario, [s.text() for s in settings])
-        resolved = resolved_yaml(with_limit(doc, args.max_events), source)
+        anchored = anchor_trace_paths(doc, args.scenario)  # a trace beside the scenario
+        resolved = resolved_yaml(with_limit(anchored, args.max_events), source)
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()
@@ -152,6 +155,13 @@ def _print_summary(result: Any, wall_s: float) -> None:
         out(
             f"collective {format_time(part.time_s)}, algbw {part.algbw_GBps:.2f} GB/s, "
             f"busbw {part.busbw_GBps:.2f} GB/s"
+        )
+    if isinstance(part, TraceSummary):
+        out(
+            f"trace     recorded span {format_time(part.trace_span_s)}; compute "
+            f"{format_time(part.compute_s)} (recorded {format_time(part.trace_compute_s)}), "
+            f"collectives {format_time(part.communication_s)} "
+            f"(recorded {format_time(part.trace_communication_s)})"
         )
     if s.resilience is not None:
         _print_goodput(s.resilience)

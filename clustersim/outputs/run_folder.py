@@ -8,7 +8,7 @@
 * ``trace.json`` -- the records as Chrome trace events (:mod:`.trace`);
 * ``scenario.resolved.yaml`` -- the scenario as run, every override applied
   (``clustersim run``; :func:`clustersim.scenario.overrides.resolved_yaml`);
-* ``gantt.png`` and ``gantt.svg`` -- for a training run (:mod:`.gantt`).
+* ``gantt.png`` and ``gantt.svg`` -- for a training run or a replayed trace (:mod:`.gantt`).
 
 The folder is replaced as a unit (:func:`.folder.replace_folder`): every file
 is written into a temporary sibling folder, which then takes the old folder's
@@ -67,9 +67,10 @@ def run_texts(
 
 
 def is_training(summary: Mapping[str, Any], records: Sequence[Record]) -> bool:
-    """Whether a run gets a Gantt chart: a training summary (``iteration_times_s``) or a
-    multi-job one (``jobs``), with records."""
-    return ("iteration_times_s" in summary or "jobs" in summary) and bool(records)
+    """Whether a run gets a Gantt chart: a training summary (``iteration_times_s``), a
+    multi-job one (``jobs``) or a replayed trace (``workload: trace``), with records."""
+    charted = "iteration_times_s" in summary or "jobs" in summary
+    return (charted or summary.get("workload") == "trace") and bool(records)
 
 
 def write_run_folder(

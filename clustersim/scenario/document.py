@@ -71,7 +71,7 @@ class Scenario(_Spec):
     """ZeRO stage / FSDP (training scenarios)."""
     workload: dict[str, Any] | None = Field(None, min_length=1)
     """What runs, for scenarios that are not training: checked by the workload plugin named
-    by its key (program, collective)."""
+    by its key (program, collective, trace)."""
     engine: EngineSpec = EngineSpec()
     """Limits of the run (how many events it may take)."""
     jobs: list[JobSpec] | None = Field(None, min_length=1)
@@ -103,7 +103,7 @@ class Scenario(_Spec):
             raise Invalid(
                 Problem(
                     "",
-                    "nothing to run: give workload (program, collective) or model and training",
+                    "nothing to run: give workload (program, collective, trace) or model and training",
                     "workload: {...} or model: {...} with training: {...}",
                 )
             )

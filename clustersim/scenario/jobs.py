@@ -63,7 +63,7 @@ class JobSpec(_Spec):
     zero: ZeroSpec | None = None
     """ZeRO stage (training jobs)."""
     workload: dict[str, Any] | None = Field(None, min_length=1)
-    """What runs, for jobs that are not training (program, collective)."""
+    """What runs, for jobs that are not training (program, collective, trace)."""
 
     @model_validator(mode="after")
     def _where_and_what(self) -> JobSpec:
@@ -113,7 +113,7 @@ def _what_problems(job: JobSpec) -> list[Problem]:
         return [
             Problem(
                 "",
-                "nothing to run: give workload (program, collective) or model and training",
+                "nothing to run: give workload (program, collective, trace) or model and training",
                 "workload: {...} or model: {...} with training: {...}",
             )
         ]

@@ -101,6 +101,14 @@ class Strategy(Registered):
     def check(self) -> None:
         """Check the workload against the topology (devices exist, ...); raise ScenarioError."""
 
+    def devices_of(self, glob: str | None, path: str) -> tuple[str, ...]:
+        """Names of the devices ``glob`` matches, in build order (ScenarioError at ``path``
+        if none); without a glob every GPU, or every device of a cluster without GPUs."""
+        if glob is not None:
+            return tuple(d.name for d in self.topology.select(glob, path))
+        devices = [d for d in self.topology.devices.values() if d.kind == "gpu"]
+        return tuple(d.name for d in devices or self.topology.devices.values())
+
     def estimate_work(self) -> WorkEstimate | None:
         """The run's work (transfers, records), estimated from the checked configuration
         without running it and within a small factor (:mod:`clustersim.budget`); None if
@@ -215,6 +223,7 @@ def load_plugins() -> None:
         hybrid,
         parameter_server,
         program,
+        trace,
         zero,
     )
 

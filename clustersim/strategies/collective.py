@@ -97,12 +97,7 @@ class Collective(Strategy):
         """Operation known, group matches devices, root in range, algorithm applies."""
         cfg = self.config
         op = canonical_op(cfg.collective, "workload.collective")
-        if cfg.group is None:
-            devices = [d for d in self.topology.devices.values() if d.kind == "gpu"]
-            devices = devices or list(self.topology.devices.values())
-        else:
-            devices = self.topology.select(cfg.group, "workload.group")
-        names = tuple(d.name for d in devices)
+        names = self.devices_of(cfg.group, "workload.group")
         for problem in (
             timed_group_problem(names, "workload.group", "a glob matching 2 or more devices"),
             root_problem(cfg.root, len(names), "workload.root"),
