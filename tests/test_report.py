@@ -228,6 +228,8 @@ def test_report_command_writes_html(tmp_path, capsys) -> None:
     assert page.count("data:image/png;base64,") == 3  # Gantt, heatmap, links (no memory)
     assert 'id="gantt-image"' in page and 'id="heatmap-image"' in page
     assert "iteration_time_s" in page  # in the raw summary only
+    devices = (tmp_path / "devices.csv").read_text().splitlines()
+    assert len(devices) == 5 and all(row.split(",")[-1] for row in devices)  # every bubble
 
 
 def test_report_is_the_same_from_a_finished_folder(tmp_path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from matplotlib.figure import Figure
 
-from ..metrics import Summary
+from ..metrics import DeviceTimes, Summary
 from ..records import Record
 from .atomic import write_atomic
 from .card import (
@@ -100,15 +100,19 @@ def _cells(rows: Iterable[Sequence[str]], numeric_from: int = 1) -> list[list[Ce
 
 
 def _bubbles(summary: Summary, data: GanttData | None) -> dict[str, float | None]:
-    """Each device's bubble: the summary's ``per_device_bubble``, else the Gantt chart's."""
+    """Each device's bubble: the summary's ``per_device_bubble``, else its idle time / run
+    time (the iterations' sum, else the makespan), else the Gantt chart's."""
     drawn = dict(zip(data.rows, data.bubble)) if data else {}
     given = summary.strategy.device_bubbles()
-    return {
-        name: as_fraction(given.get(name))
-        if as_fraction(given.get(name)) is not None
-        else drawn.get(name)
-        for name in summary.devices
-    }
+    times = summary.strategy.iteration_times()
+    run_s = float(sum(times)) if times else float(summary.header.makespan_s or 0.0)
+    out: dict[str, float | None] = {}
+    for name, row in summary.devices.items():
+        value = as_fraction(given.get(name))
+        if value is None and run_s > 0 and isinstance(row, DeviceTimes):
+            value = float(row.idle_s or 0.0) / run_s
+        out[name] = drawn.get(name) if value is None else value
+    return out
 
 
 def _device_rows(summary: Summary, data: GanttData | None) -> list[Any]:
