@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   ?= scenarios/pipeline/1f1b_m8.yaml
 
-.PHONY: demo test lint bench fuzz install clean ps-vs-ring
+.PHONY: demo test lint bench fuzz install clean ps-vs-ring browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,18 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check clustersim tests bench
 	$(VENV)/bin/ruff format --check clustersim tests bench
 
-test: $(STAMP) lint
+# Chromium for tests/test_report_browser.py: Debian's package, installed by apt when make runs
+# as root; otherwise the command is printed and that test skips, saying so.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) \
+	  || echo "make browser: apt-get could not install chromium; tests/test_report_browser.py will skip"; \
+	else \
+	  echo "make browser: no chromium; install it (Debian/Ubuntu: sudo apt-get install chromium) or tests/test_report_browser.py skips"; \
+	fi
+
+test: $(STAMP) lint browser
 	$(PY) -m pytest
 	$(VENV)/bin/clustersim reproduce -q -o reports/reproduce
 

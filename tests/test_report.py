@@ -33,14 +33,20 @@ COMM = ("transfer", "collective")
 
 
 def pipeline_records(
-    stages: int = 2, dp: int = 2, micro: int = 4, iterations: int = 2, t: float = 1e-3
+    stages: int = 2,
+    dp: int = 2,
+    micro: int = 4,
+    iterations: int = 2,
+    t: float = 1e-3,
+    skew: float = 1e-6,
 ) -> tuple[list[Record], dict[str, Any]]:
-    """A GPipe-like timeline: device ``d{r}s{s}`` runs stage s for replica r."""
+    """A GPipe-like timeline: device ``d{r}s{s}`` runs stage s for replica r, replica r
+    ``r * skew`` seconds late (``skew=0``: identical replicas, folded in the Gantt chart)."""
     records: list[Record] = []
     it_len = (2 * micro + 2 * (stages - 1)) * t + t
     for it in range(iterations):
-        base = it * it_len
         for r in range(dp):
+            base = it * it_len + r * skew
             for s in range(stages):
                 dev = f"d{r}s{s}"
                 for m in range(micro):
@@ -175,9 +181,9 @@ def test_many_boxes_zoom_to_one_iteration_and_say_so() -> None:
 def test_data_parallel_run_gantt() -> None:
     result = simulate(DP)
     data = gantt_data(result.records, result.summary)
-    assert data.rows == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    assert data.rows == ["gpu0"] and data.counts == [4]  # four identical replicas, x 4
     compute = [r for r in result.records if r.kind == "compute"]
-    assert sum(b.kind != "communication" for b in data.boxes) == len(compute)
+    assert sum(b.kind != "communication" for b in data.boxes) == len(compute) / 4
     assert {b.kind for b in data.boxes} == {"forward", "backward", "compute", "communication"}
     assert len(data.iteration_ends_s) == 3
 
@@ -219,8 +225,11 @@ def test_report_command_writes_html(tmp_path, capsys) -> None:
     page = (tmp_path / "report.html").read_text()
     assert (tmp_path / "gantt.png").exists() and (tmp_path / "gantt.svg").exists()
     assert "dp-overlap" in page and "Per device" in page and "gpu3" in page
-    assert page.count("data:image/png;base64,") == 2  # Gantt and links (no activation memory)
-    assert "iteration_time_s" in page
+    assert page.count("data:image/png;base64,") == 3  # Gantt, heatmap, links (no memory)
+    assert 'id="gantt-image"' in page and 'id="heatmap-image"' in page
+    assert "iteration_time_s" in page  # in the raw summary only
+    devices = (tmp_path / "devices.csv").read_text().splitlines()
+    assert len(devices) == 5 and all(row.split(",")[-1] for row in devices)  # every bubble
 
 
 def test_report_is_the_same_from_a_finished_folder(tmp_path) -> None:
@@ -330,7 +339,7 @@ def test_report_fails_cleanly(tmp_path, capsys, breakage: str, named: str) -> No
 def test_write_report_returns_paths(tmp_path) -> None:
     simulate(DP).write(tmp_path)
     names = [p.name for p in write_report(tmp_path)]
-    assert names == ["gantt.png", "gantt.svg", "report.html"]
+    assert names == ["gantt.png", "gantt.svg", "devices.csv", "report.html"]
 
 
 PIPELINE = SCENARIOS / "pipeline"

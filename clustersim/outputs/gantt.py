@@ -16,9 +16,12 @@ when present, else idle / run time from the records (idle = neither compute nor
 communication, the summary's ``bubble_fraction`` definition,
 :data:`clustersim.metrics.training.BUBBLE_FRACTION`).
 
-Large runs (more than :data:`MAX_ROWS` rows or :data:`MAX_BOXES` boxes) are
-reduced and the title says how: one row per stage or node (its first device),
-then the last iteration only, then no communication lane.
+Rows are folded first (:mod:`.fold`): in one-replica mode only the simulated
+replica's workers are drawn, and rows with identical boxes are drawn once,
+labelled ``device x N`` with the number of devices the row stands for.  Large
+runs (still more than :data:`MAX_ROWS` rows, or more than :data:`MAX_BOXES`
+boxes) are reduced and the title says how: one row per stage or node (its
+first device), then the last iteration only, then no communication lane.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from ..network.failures import FAULT_KINDS  # noqa: E402
 from ..records import Record, phase_of, sorted_records  # noqa: E402
 from .atomic import save_figure  # noqa: E402
 from .figures import fit_title  # noqa: E402
+from .fold import fold_rows, simulated_workers  # noqa: E402
 from .trace import natural_key, node_of  # noqa: E402
 
 MAX_ROWS = 64
@@ -117,6 +121,8 @@ class GanttData:
     """How a large run was reduced (also in the title)."""
     window_s: tuple[float, float] = (0.0, 0.0)
     """Time range shown."""
+    counts: list[int] = field(default_factory=list)
+    """Devices each row stands for (identical rows folded, ``x N``); empty: one each."""
     job_colours: list[str] = field(default_factory=list)
     """In a multi-job run: the colour of each row's job (boxes drawn in it, communication
     paler); empty otherwise (boxes coloured by kind)."""
@@ -210,12 +216,12 @@ def _title(summary: Summary, title: str | None) -> str:
     name = str(summary.header.scenario or "run")
     part = summary.strategy
     if isinstance(part, HybridSummary) and part.schedule:
-        return f"{name}: " + ", ".join(_pipeline_parts(part))
+        return f"{name}: " + ", ".join(pipeline_parts(part))
     workload = summary.header.workload
     return f"{name} ({workload})" if workload else name
 
 
-def _pipeline_parts(part: HybridSummary) -> list[str]:
+def pipeline_parts(part: HybridSummary) -> list[str]:
     """The title's words for a pipeline run: schedule, p, m, v, tp, dp, ZeRO, recompute."""
     parts = [f"{part.schedule} schedule"]
     if part.stages:
@@ -248,8 +254,19 @@ def gantt_data(
     groups = _row_groups(records) if jobs is None else _job_groups(records, jobs)
     rows = _ordered_rows(groups) if jobs is None else list(groups)
     notes: list[str] = []
+    workers, weight = simulated_workers(summary)
+    if workers:
+        rows = [d for d in rows if d in workers]
+        notes.append(f"1 simulated replica of {weight}")
+    shown, counts = fold_rows(rows, records, weight) if jobs is None else (rows, [1] * len(rows))
+    if len(shown) < len(rows):
+        notes.append(f"identical rows drawn once, x N: {len(rows)} rows in {len(shown)}")
+    rows, count_of = shown, dict(zip(shown, counts))
     if len(rows) > MAX_ROWS:
+        before = len(notes)
         rows = _aggregate_rows(rows, groups, notes)
+        count_of = {} if any("one row per" in n for n in notes[before:]) else count_of
+    counts = [count_of[d] for d in rows] if count_of else []
     bubble = _bubbles(records, summary, rows)
     ends = _iteration_ends(summary)
     end_s = max([r.end_s for r in records] + ends[-1:], default=0.0)
@@ -280,6 +297,7 @@ def gantt_data(
         title=full_title,
         notes=notes,
         window_s=window,
+        counts=counts if any(n > 1 for n in counts) else [],
         job_colours=[] if jobs is None else _job_colours(jobs, rows, groups),
     )
 
@@ -433,7 +451,8 @@ def _label_rows(ax: Any, data: GanttData) -> None:
     labels = []
     for i, (device, group) in enumerate(zip(data.rows, data.groups)):
         first = i == 0 or data.groups[i - 1] != group
-        labels.append(f"{group}   {device}" if group and first and group != device else device)
+        shown = f"{device} x {data.counts[i]}" if data.counts and data.counts[i] > 1 else device
+        labels.append(f"{group}   {shown}" if group and first and group != device else shown)
         if first and i > 0:
             ax.axhline(i, color="#333333", linewidth=0.8)
     ax.set_yticks([i + 0.5 for i in range(len(data.rows))], labels, fontsize=8)

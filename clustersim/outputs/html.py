@@ -1,11 +1,14 @@
 """``report.html``: one self-contained page per run folder.
 
 :func:`write_report` reads a finished run folder (``summary.json``,
-``timeline.csv``, ``links.csv``), redraws the Gantt chart and renders
-``templates/report.html.j2`` (Jinja2, every value escaped): the summary's
-top-level values, the per-device breakdown (compute, communication, exposed
-communication, idle, in ms, and the bubble), then the Gantt chart, activation
-memory and the busiest links as PNG images embedded in the page.
+``timeline.csv``, ``links.csv`` and, when there, ``scenario.resolved.yaml``),
+redraws the Gantt chart and renders ``templates/report.html.j2`` (Jinja2,
+every value escaped): a header card with units (:mod:`.card`), the Gantt
+chart (identical rows folded, ``x N``), the per-device table folded to its
+top and bottom rows (the whole of it in ``devices.csv``, written beside the
+page), the link-utilisation heatmap (:mod:`.heatmap`), the busiest links
+with units, activation memory, and the raw summary in a collapsed section.
+Images are PNGs embedded in the page, so it opens without its folder.
 """
 
 from __future__ import annotations
@@ -24,25 +27,27 @@ from matplotlib.figure import Figure
 from ..metrics import DeviceTimes, Summary
 from ..records import Record
 from .atomic import write_atomic
+from .card import (
+    DEVICE_HEADER,
+    DEVICES_CSV,
+    LINK_HEADER,
+    device_rows,
+    device_table,
+    devices_csv,
+    header_card,
+    link_table,
+)
+from .fold import simulated_workers
 from .gantt import GanttData, as_fraction, gantt_figure, save_gantt
+from .heatmap import ClusterContext, heatmap_figure, link_heatmap, read_cluster
 from .paths import check_output_folder
 from .plots import links_figure, memory_figure
 from .run_folder import read_run_folder
 
 TEMPLATE = "report.html.j2"
 """The page's template, in ``clustersim/outputs/templates`` (package data)."""
-DEVICE_HEADER = (
-    "device",
-    "compute (ms)",
-    "communication (ms)",
-    "exposed comm. (ms)",
-    "idle (ms)",
-    "bubble",
-)
-DEVICE_TIMES = ("compute_s", "communication_s", "exposed_communication_s", "idle_s")
-"""Keys of a summary's ``devices`` rows shown (in ms) in the per-device table."""
 LIST_SHOWN = 12
-"""Items of a list value shown in the summary table before ``... (N in all)``."""
+"""Items of a list value shown in the raw summary table before ``... (N in all)``."""
 
 Cell = tuple[str, bool]
 """A table cell: its text, and whether it reads as a number (aligned right)."""
@@ -84,8 +89,9 @@ def _summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _numeric(text: str) -> bool:
-    """Whether a cell reads as a number (right-aligned)."""
-    return bool(re.fullmatch(r"[-+0-9.,e%]+", text.replace(", ", ",")))
+    """Whether a cell reads as a number, perhaps with a unit (right-aligned)."""
+    text = text.replace(", ", ",")
+    return bool(re.fullmatch(r"[-+0-9.,e%]+|[-+]?[0-9][0-9.,e+-]* [A-Za-z/%-]+", text))
 
 
 def _cells(rows: Iterable[Sequence[str]], numeric_from: int = 1) -> list[list[Cell]]:
@@ -93,21 +99,32 @@ def _cells(rows: Iterable[Sequence[str]], numeric_from: int = 1) -> list[list[Ce
     return [[(c, i >= numeric_from and _numeric(c)) for i, c in enumerate(row)] for row in rows]
 
 
-def _device_rows(summary: Summary, data: GanttData | None) -> list[list[str]]:
-    bubble = dict(zip(data.rows, data.bubble)) if data else {}
+def _bubbles(summary: Summary, data: GanttData | None) -> dict[str, float | None]:
+    """Each device's bubble: the summary's ``per_device_bubble``, else its idle time / run
+    time (the iterations' sum, else the makespan), else the Gantt chart's."""
+    drawn = dict(zip(data.rows, data.bubble)) if data else {}
     given = summary.strategy.device_bubbles()
-    rows = []
+    times = summary.strategy.iteration_times()
+    run_s = float(sum(times)) if times else float(summary.header.makespan_s or 0.0)
+    out: dict[str, float | None] = {}
     for name, row in summary.devices.items():
-        if not isinstance(row, DeviceTimes):
-            continue
         value = as_fraction(given.get(name))
-        value = bubble.get(name) if value is None else value
-        rows.append(
-            [name]
-            + [f"{1e3 * float(getattr(row, k) or 0.0):.4g}" for k in DEVICE_TIMES]
-            + ["" if value is None else f"{100 * value:.1f}%"]
-        )
-    return rows
+        if value is None and run_s > 0 and isinstance(row, DeviceTimes):
+            value = float(row.idle_s or 0.0) / run_s
+        out[name] = drawn.get(name) if value is None else value
+    return out
+
+
+def _device_rows(summary: Summary, data: GanttData | None) -> list[Any]:
+    """The per-device rows (:func:`.card.device_rows`): the simulated workers only."""
+    workers, _ = simulated_workers(summary)
+    return device_rows(summary, _bubbles(summary, data), workers)
+
+
+def _png(fig: Figure | None, png: bytes | None = None) -> str:
+    if png is not None:
+        return base64.b64encode(png).decode("ascii")
+    return _png_base64(fig) if fig is not None else ""
 
 
 def report_html(
@@ -115,39 +132,52 @@ def report_html(
     records: Sequence[Record],
     links: Sequence[Mapping[str, Any]],
     gantt: Figure | None = None,
+    context: ClusterContext | None = None,
+    gantt_png: bytes | None = None,
 ) -> str:
-    """The text of ``report.html``: summary, per-device table, Gantt, memory and link plots.
+    """The text of ``report.html`` (see the module docstring).
 
-    ``summary``: the run's :class:`~clustersim.metrics.Summary` or a mapping of its keys."""
+    ``summary``: the run's :class:`~clustersim.metrics.Summary` or a mapping of its keys;
+    ``context``: the cluster and description of the scenario (the heatmap needs its
+    topology); ``gantt_png``: the Gantt chart's PNG when already drawn (else drawn here)."""
     summary = Summary.of(summary)
-    rows = _summary_rows(summary.as_dict())
-    tables = [{"heading": "Summary", "header": ("key", "value"), "rows": rows}]
+    context = context or ClusterContext()
     if gantt is None and records:
         gantt = gantt_figure(records, summary)
-    device_rows = _device_rows(summary, getattr(gantt, "gantt_data", None))
-    if device_rows:
-        tables.append({"heading": "Per device", "header": DEVICE_HEADER, "rows": device_rows})
-    figures = [
-        ("Gantt chart", gantt, "gantt.svg"),
-        ("Activation memory", memory_figure(summary), ""),
-        ("Links", links_figure(links), "links.csv"),
-    ]
+    data = getattr(gantt, "gantt_data", None)
+    workers, _ = simulated_workers(summary)
+    devices, folded = device_table(_device_rows(summary, data))
+    heatmap = link_heatmap(records, context.topology) if context.topology else None
+    images = {
+        "gantt": _png(gantt, gantt_png),
+        "heatmap": _png(heatmap_figure(heatmap)) if heatmap else "",
+        "links": _png(links_figure(links)),
+        "memory": _png(memory_figure(summary)),
+    }
     page = _environment().get_template(TEMPLATE)
     return page.render(
         name=str(summary.header.scenario or "run"),
-        tables=[{**t, "rows": _cells(t["rows"])} for t in tables],
-        figures=[
-            {"heading": heading, "link": link, "png": _png_base64(fig), "wide": fig is gantt}
-            for heading, fig, link in figures
-            if fig is not None
-        ],
+        card=header_card(summary, context.description, context.cluster),
+        images=images,
+        gantt_rows=len(data.rows) if data else 0,
+        devices=_cells(devices),
+        device_header=DEVICE_HEADER,
+        devices_folded=folded,
+        devices_csv=DEVICES_CSV,
+        left_out=sum(1 for d in summary.devices if workers and d not in workers),
+        link_rows=_cells(link_table(links)),
+        link_header=LINK_HEADER,
+        heatmap_links=len(heatmap.links) if heatmap else 0,
+        raw=_cells(_summary_rows(summary.as_dict())),
     )
 
 
 def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> list[Path]:
-    """Redraw ``gantt.png``/``gantt.svg`` and write ``report.html`` from a finished run folder.
+    """Redraw ``gantt.png``/``gantt.svg``, write ``devices.csv`` (when the summary has
+    per-device times) and ``report.html`` from a finished run folder.
 
-    Reads ``summary.json``, ``timeline.csv`` and ``links.csv``; a missing
+    Reads ``summary.json``, ``timeline.csv``, ``links.csv`` and
+    ``scenario.resolved.yaml`` (optional: the cluster, for the heatmap); a missing
     folder or file, or one that cannot be read, is a ScenarioError naming it,
     and so is a folder that cannot be written (at key path ``flag``), checked
     before drawing.  Each file is replaced on its own, atomically: the folder
@@ -156,11 +186,17 @@ def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> l
     out = Path(run_dir)
     run = read_run_folder(out)
     check_output_folder(out, flag, whole=False)
+    summary = Summary.of(run.summary)
     written: list[Path] = []
-    gantt = None
+    gantt, png = None, None
     if run.records:
-        gantt = gantt_figure(run.records, run.summary)
+        gantt = gantt_figure(run.records, summary)
         written += save_gantt(gantt, out)
-    page = report_html(run.summary, run.records, run.links, gantt)
+        png = written[0].read_bytes()  # gantt.png, not drawn twice
+    rows = _device_rows(summary, getattr(gantt, "gantt_data", None))
+    context = read_cluster(out)
+    page = report_html(summary, run.records, run.links, gantt, context, png)
+    if rows:
+        written.append(write_atomic(out / DEVICES_CSV, devices_csv(rows)))
     written.append(write_atomic(out / "report.html", page))
     return written

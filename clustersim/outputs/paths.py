@@ -39,6 +39,7 @@ RUN_FILES = (
     "gantt.png",
     "gantt.svg",
     "report.html",
+    "devices.csv",
 )
 """What a run folder may hold: ``clustersim run`` and ``clustersim report`` write them."""
 COMPARE_FILES = ("compare.csv", "compare.md", "compare.png", "compare.svg")
