@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 import clustersim
-from clustersim.cli import main
 from clustersim.metrics import JobsSummary, Summary, canonical_json
 from clustersim.scenario import parse_scenario
 
 from .conftest import SCENARIOS
+from .test_number_checks import _cli
 
 JOBS = SCENARIOS / "jobs"
 SHARED = JOBS / "shared_uplinks.yaml"
@@ -28,14 +28,6 @@ def _doc(path: Path) -> dict[str, Any]:
 
 def _run(doc: dict[str, Any]) -> clustersim.Result:
     return clustersim.simulate(parse_scenario(copy.deepcopy(doc)))
-
-
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    return code, capsys.readouterr().err
 
 
 def test_shared_uplink_slowdowns_match_the_hand_derivation() -> None:

@@ -66,6 +66,14 @@ def checkpoint_bytes(scenario: Any, topology: Topology) -> dict[str, float]:
     plan (gradients are not saved).  ScenarioError at ``checkpoint`` for a strategy without
     a memory plan (parameter servers, workloads)."""
     strategy = strategy_for_scenario(scenario).from_scenario(scenario, topology)
+    plan = rank_state(strategy, scenario.source)
+    return {name: float(m.weights + m.optimizer_states) for name, m in plan.items()}
+
+
+def rank_state(strategy: Any, source: str) -> dict[str, Any]:
+    """The strategy's memory plan (what each rank holds), which a checkpoint saves;
+    ScenarioError at ``checkpoint`` (naming ``source``) for a strategy without one
+    (parameter servers, workloads)."""
     plan_of = getattr(strategy, "memory_plan", None)
     plan = plan_of() if plan_of is not None else None
     if not plan:
@@ -75,9 +83,9 @@ def checkpoint_bytes(scenario: Any, topology: Topology) -> dict[str, float]:
                 f"the {strategy.name} strategy does not say what each rank holds",
                 "data_parallel, zero or pipeline training",
             ),
-            scenario.source,
+            source,
         )
-    return {name: float(m.weights + m.optimizer_states) for name, m in plan.items()}
+    return plan
 
 
 def checkpoint_cost(

@@ -40,7 +40,7 @@ from ..goodput import (
 )
 from ..metrics.goodput import GoodputSummary
 from ..metrics.training import IterationTimes
-from .checkpoint import checkpoint_cost, training_with_drain
+from .checkpoint import checkpoint_cost, rank_state, training_with_drain
 from .failures import ResolvedFailures
 from .length import job_length
 
@@ -150,16 +150,7 @@ def check(scenario: Any, strategy: Any, failures: ResolvedFailures | None) -> No
     if failures is not None and failures.elastic:
         _refuse_elastic(strategy, scenario.source)
     if scenario.checkpoint is not None:
-        plan_of = getattr(strategy, "memory_plan", None)
-        if plan_of is None or not plan_of():
-            raise ScenarioError(
-                Problem(
-                    "checkpoint",
-                    f"the {strategy.name} strategy does not say what each rank holds",
-                    "data_parallel, zero or pipeline training",
-                ),
-                scenario.source,
-            )
+        rank_state(strategy, scenario.source)
 
 
 def _refuse_elastic(strategy: Any, source: str) -> None:

@@ -166,13 +166,18 @@ class Connections:
         else:
             self.admitted[message.src] -= 1
 
+    def _leave(self, message: Message, queue: deque[Message]) -> None:
+        """``message``, the head of its connection's ``queue``, left the wire: the next one
+        of the connection starts, and its sender's credit is given back."""
+        queue.popleft()
+        if queue:
+            self._start(queue[0], queue)
+        self._release(message)
+
     def _start(self, message: Message, queue: deque[Message] | None) -> None:
         def arrived() -> None:
             if queue is not None:
-                queue.popleft()
-                if queue:
-                    self._start(queue[0], queue)
-                self._release(message)
+                self._leave(message, queue)
             if message.state == "sent":
                 message.state = "arrived"
                 message.then()
@@ -201,8 +206,7 @@ class Connections:
                 waiting.remove(message)
                 return 0.0
             self.queues[message.src, message.dst].remove(message)
-            if self._uses_credit(message):
-                self._release(message)
+            self._release(message)
             return 0.0
         if state != "sent":
             return 0.0
@@ -226,9 +230,5 @@ class Connections:
         )
         queue = self.queues.get((message.src, message.dst)) if self.ordered else None
         if queue:
-            queue.popleft()
-            if queue:
-                self._start(queue[0], queue)
-            if self._uses_credit(message):
-                self._release(message)
+            self._leave(message, queue)
         return moved
