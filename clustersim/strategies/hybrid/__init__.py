@@ -2,7 +2,8 @@
 
 * :mod:`.stages` -- what each stage holds and costs;
 * :mod:`.layout` -- the configuration, checked (:class:`HybridLayout`);
-* :mod:`.strategy` -- running it and its summary (:class:`Pipeline`);
+* :mod:`.strategy` -- running it (:class:`Pipeline`);
+* :mod:`.summary` -- its summary, FLOPs and traffic (:class:`HybridReport`);
 * :mod:`.accounting` -- activation memory, bubbles per iteration, link sharing.
 """
 

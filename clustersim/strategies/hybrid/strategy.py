@@ -78,32 +78,20 @@ from ...budget import WorkEstimate
 from ...collectives import CollectiveCall, hold_group, run_collective
 from ...collectives.work import calls_work
 from ...engine import Simulation
-from ...errors import SimulationError
-from ...metrics import (
-    HybridSummary,
-    HybridTraffic,
-    IterationBubble,
-    ModelInfo,
-    StageActivations,
-    TensorParallelTraffic,
-    flop_rates,
-    training_summary,
-)
 from ...model.memory import DeviceMemory, model_states
 from ...parallel.schedules import (
     BACKWARD,
     FORWARD,
     Op,
 )
-from ...parallel.tensor_parallel import SPLIT_KINDS, layer_collectives
 from ...scenario import DataParallelSpec
 from .. import training
-from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
-from .layout import HybridLayout
+from .accounting import ActivationMemory
 from .stages import StagePlan, peak_stored
+from .summary import HybridReport
 
 
-class Pipeline(HybridLayout):
+class Pipeline(HybridReport):
     """3D hybrid: pipeline stages of tensor-parallel groups, replicated for data parallelism."""
 
     name = "pipeline"
@@ -272,22 +260,6 @@ class Pipeline(HybridLayout):
         elif k < last:
             self._send(sim, d, it, "activation", j, k, k + 1, tag)
 
-    def _tp_ops(self, plan: StagePlan) -> tuple[tuple[str, float], ...]:
-        """One pass's collectives of a stage's attention/MLP layers for one micro-batch."""
-        layer = next(
-            x
-            for x in self.model.layers[plan.first_layer : plan.first_layer + plan.layers]
-            if x.kind in SPLIT_KINDS
-        )
-        per_layer = layer_collectives(
-            layer,
-            self.model,
-            self.micro_batch,
-            bytes_per_value=self.options.bytes_per_value,
-            sequence_parallel=self.options.sequence_parallel,
-        )
-        return per_layer * plan.split_layers
-
     def _tensor_parallel(
         self, sim: Simulation, d: int, s: int, it: int, j: int, plan: StagePlan, passes: int
     ) -> simpy.Event:
@@ -380,137 +352,3 @@ class Pipeline(HybridLayout):
             sim.all_of(events).callbacks.append(lambda _e: done.succeed())
             del self._flush[what, s, it]
         return done
-
-    # -- summary -------------------------------------------------------------
-
-    def flops_per_iteration(self) -> tuple[float, float]:
-        """(model FLOPs, hardware FLOPs) of one iteration over all replicas: forward +
-        backward, and the same plus recomputation (what Megatron-LM's 96 B s l h^2 formula
-        counts)."""
-        batch = self.train.global_batch
-        model = sum(p.forward_flops + p.backward_flops for p in self.plans) * batch
-        hardware = model + sum(p.recompute_flops for p in self.plans) * batch
-        return model, hardware
-
-    def summarize(self, sim: Simulation) -> HybridSummary:
-        """Training keys plus schedule, bubbles (measured and theoretical), stages, memory."""
-        iterations = self.train.iterations
-        ended = len(self.clock.iteration_ends(iterations))
-        if ended != iterations:
-            raise SimulationError(
-                f"pipeline finished {ended} of {iterations} iterations (schedule deadlock?)"
-            )
-        workers = self.workers
-        measured = training_summary(
-            self.clock, sim.records, iterations, self.train.global_batch, workers
-        )
-        windows = iteration_windows(self.clock.iteration_ends(iterations))
-        per_iteration = bubble_by_iteration(sim.records, workers, windows)
-        run_s = windows[-1][1] if windows else 0.0
-        per_device = {
-            device: sum(row["idle_s"] for row in rows) / run_s if run_s > 0 else 0.0
-            for device, rows in per_iteration.items()
-        }
-        s = self.schedule
-        gpus = len(self.placement.workers)
-        return HybridSummary(
-            times=measured.times,
-            flops=flop_rates(*self.flops_per_iteration(), measured.iteration_time_s, gpus),
-            model=ModelInfo(self.model.name, self.model.params),
-            workers=workers,
-            global_batch=self.train.global_batch,
-            schedule=s.name,
-            stages=s.stages,
-            micro_batches=s.micro_batches,
-            chunks=s.chunks,
-            recompute=self.recompute != "none",
-            recompute_mode=self.recompute,
-            dp=self.dp,
-            tp=self.tp,
-            pp=self.pp,
-            order=list(self.placement.order),
-            sequence_parallel=self.parallelism.sequence_parallel,
-            zero_stage=self.zero,
-            simulated_replicas=self.simulated,
-            micro_batch_size=self.micro_batch,
-            stage_devices=[list(r) for r in self.grid],
-            tensor_groups=[[list(g) for g in r] for r in self.groups],
-            stage_layers=list(self.stage_layers),
-            stage_layer_names=[
-                [
-                    self.model.layers[p.first_layer].name,
-                    self.model.layers[p.first_layer + p.layers - 1].name,
-                ]
-                for p in self.plans
-            ],
-            theoretical_bubble_fraction=s.theoretical_bubble(),
-            idle_fraction=measured.shares.bubble_fraction,
-            bubble_fraction=sum(per_device.values()) / len(per_device) if per_device else 0.0,
-            non_compute_fraction=measured.shares.non_compute_fraction,
-            per_device_bubble=per_device,
-            per_device_iteration={
-                device: [IterationBubble(**row) for row in rows]
-                for device, rows in per_iteration.items()
-            },
-            activation_memory=self._memory_summary(),
-            communication=self._communication(),
-            per_iteration=measured.shares.per_iteration,
-            workers_simulated=len(workers) if self.simulated < self.dp else None,
-            workers_total=gpus if self.simulated < self.dp else None,
-        )
-
-    def _memory_summary(self) -> dict[str, StageActivations]:
-        """Per device stage: peak stored activations (max over replicas) and replica 0's timeline."""
-        out: dict[str, StageActivations] = {}
-        for s in range(self.pp):
-            tracks = [self.memory[d, s] for d in range(self.simulated)]
-            working = None
-            if self.recompute != "none":
-                working = max(
-                    self.plans[k].working_bytes * self.micro_batch for k in self._chunks_of(s)
-                )
-            out[str(s)] = StageActivations(
-                peak_bytes=max(t.peak_bytes for t in tracks),
-                peak_microbatches=max(t.peak_count for t in tracks),
-                recompute_working_bytes=working,
-                timeline=tracks[0].timeline,
-            )
-        return out
-
-    def _communication(self) -> HybridTraffic:
-        """Bytes per micro-batch at each stage boundary, the dp sync, the tensor-parallel bytes."""
-        return HybridTraffic(
-            boundary_bytes=[p.output_bytes * self.micro_batch for p in self.plans[:-1]],
-            allreduce_bytes=[calls[0].size_bytes for calls in self.calls.values()],
-            dp_op="reducescatter+allgather" if self.zero >= 1 else "allreduce",
-            algorithm=self.sync.algorithm if self.dp > 1 else None,
-            network_model=self.scenario.network.model,
-            dp_network_model=self.dp_network_model,
-            dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
-            tensor_parallel=self._tensor_parallel_traffic() if self.tp > 1 else None,
-        )
-
-    def _tensor_parallel_traffic(self) -> TensorParallelTraffic:
-        """The tensor-parallel ops, their bytes per layer and per block, and the seconds of
-        one micro-batch's forward per stage (priced analytically)."""
-        first = next((p for p in self.plans if p.split_layers), None)
-        ops = self._tp_ops(first) if first is not None else ()
-        per_layer = sum(size for _, size in ops) / max(first.split_layers, 1) if first else 0.0
-        return TensorParallelTraffic(
-            algorithm=self.parallelism.tp_algorithm,
-            ops=[op for op, _ in ops[: 2 if self.options.sequence_parallel else 1]],
-            bytes_per_layer_per_pass=per_layer,
-            bytes_per_block_per_pass=2 * per_layer,
-            seconds_per_microbatch_forward=[
-                self.tp_timers[0, s].seconds(
-                    tuple(
-                        op
-                        for k in self._chunks_of(s)
-                        if self.plans[k].split_layers
-                        for op in self._tp_ops(self.plans[k])
-                    )
-                )
-                for s in range(self.pp)
-            ],
-            priced="analytical",
-        )
