@@ -29,6 +29,8 @@ block's bytes are split the same way:
 * Models without dropout (``Transformer.dropout`` false, e.g. LLaMA) keep no
   masks and no dropout output: attention 12 sbh + 2 a s^2 b (with
   whole part 4 sbh), mlp 4 sbh + the FFN values (whole part 4 sbh).
+* moe (a mixture-of-experts layer, :mod:`clustersim.model.moe`): as mlp, with the
+  FFN values of ``c k + shared`` experts of width f_e (c the capacity factor).
 * selective recomputation drops the a s^2 terms (softmax and dropout are
   recomputed); full recomputation keeps only each block's input, 2 sbh
   (2 sbh / t with sequence parallelism), counted on the attention layer.
@@ -115,6 +117,18 @@ def _mlp(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> fl
     return _split(whole, values * sbh, tp, sp)
 
 
+def _moe(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
+    sbh, _s, h = _dims(shape, samples)
+    if recompute == "full":
+        return 0.0
+    moe = shape.moe  # type: ignore[attr-defined]
+    dropout = getattr(shape, "dropout", True)
+    copies = moe.capacity_factor * moe.top_k + moe.shared_experts
+    values = (6 if getattr(shape, "gated_ffn", False) else 4) * copies * moe.expert_ffn / h
+    whole = (2 + 2 + (1 if dropout else 0)) * sbh
+    return _split(whole, values * sbh, tp, sp)
+
+
 def _embedding(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
     sbh, _s, _h = _dims(shape, samples)
     if not getattr(shape, "dropout", True):
@@ -129,4 +143,10 @@ def _head(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> f
     return norm + logits
 
 
-_BY_KIND = {"attention": _attention, "mlp": _mlp, "embedding": _embedding, "head": _head}
+_BY_KIND = {
+    "attention": _attention,
+    "mlp": _mlp,
+    "moe": _moe,
+    "embedding": _embedding,
+    "head": _head,
+}

@@ -77,7 +77,7 @@ class Model:
         return self.params * BYTES_PER_VALUE[precision]
 
 
-RECOMPUTED_KINDS = frozenset({"attention", "mlp"})
+RECOMPUTED_KINDS = frozenset({"attention", "mlp", "moe"})
 """Layer kinds that activation recomputation re-runs (transformer blocks)."""
 
 

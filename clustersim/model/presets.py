@@ -41,8 +41,10 @@ bucketed and communicated as soon as that copy's backward ends.
 
 Transformer presets: BERT-large, GPT-2 XL, the GPT-3 family (Brown et al.
 2020), LLaMA-2 7B/13B/70B (Touvron et al. 2023) and the ten GPT models of
-Narayanan et al. 2021 (Megatron-LM).  A ``model.transformer`` section builds
-the same way from its keys (:func:`transformer_from_spec`).
+Narayanan et al. 2021 (Megatron-LM); mixtures of experts (Mixtral 8x7B, DeepSeekMoE
+16B, DeepSeek-V3) in :mod:`clustersim.model.moe_models`.  A ``model.transformer``
+section builds the same way from its keys (:func:`transformer_from_spec`), and
+``model.moe`` gives either experts (:func:`~clustersim.model.moe_models.with_moe`).
 
 Presets register themselves with the :func:`preset` decorator; list them with
 :func:`registered_presets` or ``clustersim list models``.
@@ -131,6 +133,8 @@ def build_model(spec: ModelSpec, path: str = "model") -> Model:
     errors); with ``embedding``, its sparse table as the first layer
     (:mod:`clustersim.model.embedding`)."""
     model = _build_dense(spec, path)
+    if spec.moe is not None:
+        model = moe_models.with_moe(model, spec.moe, join_path(path, "moe"))
     if spec.embedding is None:
         return model
     table = EmbeddingTable.from_spec(spec.embedding)
@@ -503,3 +507,7 @@ for _name, _heads, _hidden, _layers in MEGATRON_MODELS:
         f"{_heads} heads, sequence {MEGATRON_CONTEXT}",
         megatron_gpt(_heads, _hidden, _layers),
     )
+
+from . import moe_models  # noqa: E402  (the MoE presets register after the dense ones)
+
+moe_models._register()

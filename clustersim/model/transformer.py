@@ -43,6 +43,8 @@ tensor/sequence parallelism and recomputation):
   softmax output is itself the input of the product with V: attention
   8 sh + 4 s h_kv + 2 a s^2, mlp 4 sh + 4 sf (6 sf gated).
 * embedding: the dropout mask of its output, sh (none without dropout).
+* moe: a mixture-of-experts block's feed-forward layer (``moe`` set; its
+  parameters, FLOPs and activations in :mod:`clustersim.model.moe`).
 * head: the final norm's input 2sh (if the model has a final norm) and the
   fp32 logits the cross entropy keeps, 4 s V (if it has an LM head).  BERT's
   embedding layer norm and pooler (a few h values) are not counted.
@@ -54,6 +56,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .layers import Layer, Model
+from .moe import MoE
 
 __all__ = [
     "ACTIVATION_BYTES_PER_VALUE",
@@ -107,6 +110,11 @@ class Transformer:
     head: str | None = "tied"
     pooler: bool = False
     dropout: bool = True
+    moe: MoE | None = None
+    """Mixture of experts: which blocks replace their MLP by experts, and the experts."""
+    head_dims: tuple[int, int] | None = None
+    """(query/key, value) width of one head in the score products QK^T and PV (None:
+    hidden / heads each); DeepSeek's multi-head latent attention uses (192, 128)."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -135,9 +143,31 @@ class Transformer:
 
     @property
     def params(self) -> int:
-        """Number of parameters, exact (as PyTorch counts them; tied weights once)."""
-        block = self.attention_params + self.mlp_params
-        return self.embedding_params + self.layers * block + self.head_params
+        """Number of parameters, exact (as PyTorch counts them; tied weights once; every
+        expert of an MoE model)."""
+        ffn = sum(self.ffn_params(i) for i in range(self.layers))
+        return self.embedding_params + self.layers * self.attention_params + ffn + self.head_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: :attr:`params` with only its top_k routed experts (+
+        shared and router) in each MoE block (= :attr:`params` for a dense model)."""
+        if self.moe is None:
+            return self.params
+        idle = (self.moe.experts - self.moe.top_k) * self.expert_params
+        return self.params - idle * len(self.moe.blocks)
+
+    def is_moe_block(self, block: int) -> bool:
+        """Whether block ``block`` (0-based) has experts in place of its MLP."""
+        return self.moe is not None and self.moe.is_moe(block)
+
+    def ffn_params(self, block: int) -> int:
+        """Parameters of block ``block``'s feed-forward layer: MLP or experts."""
+        return self.moe_params if self.is_moe_block(block) else self.mlp_params
+
+    def ffn_flops(self, block: int) -> float:
+        """Forward FLOPs per sequence of block ``block``'s feed-forward layer."""
+        return self.moe_flops if self.is_moe_block(block) else self.mlp_flops
 
     # ------------------------------------------------------------------ parameters
 
@@ -164,6 +194,29 @@ class Transformer:
         return self.ffn_matrices * h * f + (f + h if self.bias else 0) + self._norm
 
     @property
+    def expert_params(self) -> int:
+        """Parameters of one expert: ``m h f_e`` (+ biases of its up and down layers if any)."""
+        h, f = self.hidden, self._moe.expert_ffn
+        return self.ffn_matrices * h * f + (f + h if self.bias else 0)
+
+    @property
+    def router_params(self) -> int:
+        """The router of one MoE layer: ``h E`` (no bias)."""
+        return self.hidden * self._moe.experts
+
+    @property
+    def moe_params(self) -> int:
+        """Norm, router, routed and shared experts of one MoE layer."""
+        experts = self._moe.experts + self._moe.shared_experts
+        return self._norm + self.router_params + experts * self.expert_params
+
+    @property
+    def _moe(self) -> MoE:
+        if self.moe is None:
+            raise ValueError("a dense transformer has no experts")
+        return self.moe
+
+    @property
     def head_params(self) -> int:
         """Final norm, untied LM head and pooler: those the model has."""
         h = self.hidden
@@ -177,12 +230,38 @@ class Transformer:
     def attention_flops(self) -> float:
         """Forward FLOPs of one attention layer per sequence: projections + scores and values."""
         s, h = self.seq, self.hidden
-        return 2 * s * h * (h + 2 * self.kv_hidden) + 2 * s * h * h + 4 * s * s * h
+        return 2 * s * h * (h + 2 * self.kv_hidden) + 2 * s * h * h + self.score_flops
+
+    @property
+    def score_flops(self) -> float:
+        """Forward FLOPs per sequence of QK^T and PV: ``2 s^2 a (d_qk + d_v)`` (``4 s^2 h``)."""
+        s = self.seq
+        if self.head_dims is None:
+            return 4 * s * s * self.hidden
+        qk, v = self.head_dims
+        return 2 * s * s * self.heads * (qk + v)
 
     @property
     def mlp_flops(self) -> float:
         """Forward FLOPs of one MLP layer per sequence: ``2 s h f`` per matrix."""
         return 2 * self.ffn_matrices * self.seq * self.hidden * self.ffn
+
+    @property
+    def expert_flops(self) -> float:
+        """Forward FLOPs of one expert per sequence if every token passed through it."""
+        return 2 * self.ffn_matrices * self.seq * self.hidden * self._moe.expert_ffn
+
+    @property
+    def moe_flops(self) -> float:
+        """Forward FLOPs of one MoE layer per sequence: router ``2 s h E`` and the active
+        experts, ``(k + shared)`` x :attr:`expert_flops` (no capacity padding)."""
+        router = 2 * self.seq * self.hidden * self._moe.experts
+        return router + self._moe.active_experts * self.expert_flops
+
+    @property
+    def routed_flops(self) -> float:
+        """Forward FLOPs per sequence of the routed experts of one MoE layer: k x expert."""
+        return self._moe.top_k * self.expert_flops
 
     @property
     def head_flops(self) -> float:
@@ -194,7 +273,8 @@ class Transformer:
     def flops_per_token(self, recompute: bool) -> float:
         """Training FLOPs per token: forward + backward (2 x forward) of every layer, plus a second
         forward of the blocks with full activation recomputation (the head is not recomputed)."""
-        blocks = self.layers * (self.attention_flops + self.mlp_flops)
+        ffn = sum(self.ffn_flops(i) for i in range(self.layers))
+        blocks = self.layers * self.attention_flops + ffn
         per_sequence = (1 + BACKWARD_FACTOR) * (blocks + self.head_flops)
         if recompute:
             per_sequence += blocks
@@ -232,6 +312,18 @@ class Transformer:
         return ACTIVATION_BYTES_PER_VALUE * values + mask
 
     @property
+    def moe_activation_bytes(self) -> float:
+        """Bytes one MoE layer keeps for backward per sequence (:mod:`clustersim.model.moe`):
+        norm and expert inputs (2 s h each), then ``c k + shared`` times one expert's
+        ``s f_e`` tensors (3 gated, else 2), c the capacity factor."""
+        s, h, moe = self.seq, self.hidden, self._moe
+        ffn_tensors = 3 if self.gated_ffn else 2
+        copies = moe.capacity_factor * moe.top_k + moe.shared_experts
+        values = 2 * s * h + copies * ffn_tensors * s * moe.expert_ffn
+        mask = s * h if self.dropout else 0
+        return ACTIVATION_BYTES_PER_VALUE * values + mask
+
+    @property
     def embedding_activation_bytes(self) -> float:
         """Bytes the embedding keeps per sequence: the dropout mask of its output (1 byte each)."""
         return self.seq * self.hidden if self.dropout else 0.0
@@ -250,7 +342,10 @@ class Transformer:
         """The model: embedding, attention and MLP of each block, then the head."""
         layers = [self.embedding()]
         for i in range(self.layers):
-            layers += [self.attention(f"layer{i}.attention"), self.mlp(f"layer{i}.mlp")]
+            ffn = (
+                self.experts(f"layer{i}.moe") if self.is_moe_block(i) else self.mlp(f"layer{i}.mlp")
+            )
+            layers += [self.attention(f"layer{i}.attention"), ffn]
         head = self.output()
         if head.params or head.forward_flops:
             layers.append(head)
@@ -275,6 +370,10 @@ class Transformer:
     def mlp(self, name: str) -> Layer:
         """Norm and the feed-forward network (two matrices, three when gated)."""
         return _layer(name, "mlp", self.mlp_params, self.mlp_flops, self.mlp_activation_bytes)
+
+    def experts(self, name: str) -> Layer:
+        """Norm, router and experts of an MoE block (kind ``moe``)."""
+        return _layer(name, "moe", self.moe_params, self.moe_flops, self.moe_activation_bytes)
 
     def output(self) -> Layer:
         """Final norm, LM head (logits over the vocabulary) and pooler: those the model has."""

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from ..model.layers import Layer, Model
     from ..topology import Topology
 
-SPLIT_KINDS = ("attention", "mlp")
-"""Layer kinds whose compute and activations divide over a tensor-parallel group."""
+SPLIT_KINDS = ("attention", "mlp", "moe")
+"""Layer kinds whose compute and activations divide over a tensor-parallel group (the
+experts of an MoE layer split over it too: Megatron-Core's expert tensor parallelism = tp)."""
 
 
 def layer_collectives(

@@ -123,6 +123,7 @@ from .training import (  # noqa: F401
     EmbeddingSpec,
     LayerSpec,
     ModelSpec,
+    MoESpec,
     NetworkSpec,
     ParallelAxis,
     ParallelismSpec,
