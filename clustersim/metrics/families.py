@@ -396,6 +396,34 @@ class HybridTraffic(SummaryPart):
 
 
 @dataclass(frozen=True)
+class MoESummary(SummaryPart):
+    """A mixture-of-experts run's ``moe`` block (:mod:`clustersim.strategies.hybrid.experts`)."""
+
+    experts: int
+    top_k: int
+    shared_experts: int
+    expert_ffn: int
+    capacity_factor: float
+    skew: str
+    moe_layers: int
+    ep: int
+    expert_dp: int
+    """Ranks of an expert-data-parallel group (dp / ep): where expert gradients sync."""
+    experts_per_gpu: int
+    total_params: float
+    active_params: float
+    """Parameters one token uses (top_k routed + shared experts, router, dense layers)."""
+    busiest_load: float
+    """The busiest GPU's expert tokens over the mean (capacity padding and skew)."""
+    alltoall_bytes_per_microbatch: float
+    """A rank's padded buffer in one all-to-all (dispatch or combine) of one MoE layer."""
+    alltoalls_per_microbatch: list[int]
+    """Per device stage: all-to-alls of one micro-batch's forward (2 per MoE layer)."""
+    alltoall_seconds_per_microbatch_forward: list[float]
+    """Per device stage: their priced seconds."""
+
+
+@dataclass(frozen=True)
 class HybridSummary(FlopTrainingSummary):
     """3D hybrid training: pipeline x tensor parallel x data parallel (ZeRO-1)."""
 
@@ -439,6 +467,8 @@ class HybridSummary(FlopTrainingSummary):
     workers_total: int | None = field(default=None, metadata=OPTIONAL)
     """One-replica mode: the workers of the job, every replica's (dp x tp x pp; the
     replicas are identical)."""
+    moe: MoESummary | None = field(default=None, metadata=OPTIONAL)
+    """Mixture of experts: experts, expert parallelism, parameters, all-to-alls."""
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])

@@ -248,7 +248,7 @@ def registered_strategies() -> dict[str, type[Strategy]]:
 TRAINING_STRATEGIES = {"allreduce": "data_parallel", "ps": "parameter_server"}
 """Training scenarios without pipeline or tensor parallelism and without ZeRO: the
 strategy for each ``data_parallel.sync``.  With ``parallelism.pp > 1``, ``parallelism.tp
-> 1`` or a ``pipeline`` section the strategy is ``pipeline`` (3D hybrid); otherwise with
+> 1``, ``parallelism.ep > 1`` or a ``pipeline`` section the strategy is ``pipeline`` (3D hybrid); otherwise with
 ``zero.stage`` >= 1 it is ``zero``."""
 
 
@@ -258,7 +258,8 @@ def training_strategy_name(scenario: Scenario) -> str:
     parallelism = scenario.parallelism
     pp = parallelism.pp if parallelism is not None else 1
     tp = parallelism.tp if parallelism is not None else 1
-    if pp > 1 or tp > 1 or scenario.pipeline is not None:
+    ep = parallelism.ep if parallelism is not None else 1
+    if pp > 1 or tp > 1 or ep > 1 or scenario.pipeline is not None:
         return "pipeline"
     if scenario.zero is not None and scenario.zero.level >= 1:
         return "zero"

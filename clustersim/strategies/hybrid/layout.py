@@ -12,6 +12,7 @@ from ...parallel.tensor_parallel import SPLIT_KINDS, CollectiveTimer
 from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
 from .. import training
 from ..base import TrainingStrategy
+from . import experts as moe
 from .accounting import link_sharing
 from .stages import StageOptions, plan_stages
 
@@ -65,6 +66,9 @@ class HybridLayout(TrainingStrategy):
             training.BYTES_PER_VALUE[self.train.precision],
         )
         self.plans = plan_stages(self.model, self.stage_layers, self.options)
+        self.experts = moe.plan_experts(self)
+        self._ep_costs: dict[tuple[int, int], float] = {}
+        """(first replica of an ep group, stage) -> seconds of one dispatch all-to-all."""
         self.sync = spec.allreduce
         self.calls = self._dp_calls() if self.dp > 1 else {}
         for calls in self.calls.values():
@@ -200,12 +204,14 @@ class HybridLayout(TrainingStrategy):
 
         All-reduce of the stage's gradients (params / t x bytes per value); with ZeRO-1 a
         reduce-scatter (then an all-gather of the updated parameters, see ``_dp_gather``).
+        Under expert parallelism the routed experts' gradients sync apart, over the
+        expert-data-parallel groups (:func:`~clustersim.strategies.hybrid.experts.expert_calls`).
         """
         op = "reducescatter" if self.zero >= 1 else "allreduce"
         per_value = training.BYTES_PER_VALUE[self.train.precision]
         out: dict[int, list[CollectiveCall]] = {}
         for s in range(self.pp):
-            nbytes = self._stage_params(s) / self.tp * per_value
+            nbytes = moe.device_params(self, s)[0] * per_value
             out[s] = [
                 CollectiveCall(
                     op,
@@ -216,7 +222,7 @@ class HybridLayout(TrainingStrategy):
                     protocol=self.scenario.network.protocol,
                 )
                 for t in range(self.tp)
-            ]
+            ] + moe.expert_calls(self, s, op, per_value)
         return out
 
     def _stage_params(self, stage: int) -> float:
@@ -258,6 +264,7 @@ class HybridLayout(TrainingStrategy):
         recompute = f", {self.recompute} recompute" if self.recompute != "none" else ""
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""
+        zero += f", ep {self.experts.ep}" if self.experts is not None else ""
         return (
             f"pipeline training of {self.model.name} ({self.model.params:.4g} params): "
             f"{s.name} over pp {self.pp}{tp} x dp {self.dp}, {s.micro_batches} micro-batches "

@@ -78,7 +78,7 @@ from ...budget import WorkEstimate
 from ...collectives import CollectiveCall, hold_group, run_collective
 from ...collectives.work import calls_work
 from ...engine import Simulation
-from ...model.memory import DeviceMemory, model_states
+from ...model.memory import DeviceMemory
 from ...parallel.schedules import (
     BACKWARD,
     FORWARD,
@@ -86,6 +86,7 @@ from ...parallel.schedules import (
 )
 from ...scenario import DataParallelSpec
 from .. import training
+from . import experts as moe
 from .accounting import ActivationMemory
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
@@ -113,6 +114,8 @@ class Pipeline(HybridReport):
         m, tp = s.micro_batches, self.tp
         split = sum(1 for plan in self.plans if plan.split_layers) if tp > 1 else 0
         computes = 2 * m * (s.virtual_stages + split) * tp + self.pp * tp
+        if self.experts is not None and self.experts.ep > 1:  # the ep all-to-all holds
+            computes += 2 * m * sum(1 for n in self.experts.moe_layers if n) * tp
         transfers = 2 * m * (s.virtual_stages - 1) * tp if self.pp > 1 else 0
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
@@ -137,13 +140,7 @@ class Pipeline(HybridReport):
         return dict(sorted(out.items(), key=lambda kv: order[kv[0]]))
 
     def _stage_memory(self, s: int) -> tuple[Any, float, float]:
-        states = model_states(
-            self._stage_params(s) / self.tp,
-            zero_stage=self.zero,
-            dp=self.dp,
-            precision=self.train.precision,
-            optimizer=self.train.optimizer,
-        )
+        states = moe.stage_states(self, s)
         _, held = peak_stored(self.ops[s])
         mb = self.micro_batch
         activations = sum(
@@ -183,7 +180,9 @@ class Pipeline(HybridReport):
     def _stage(self, sim: Simulation, d: int, s: int) -> Generator[Any, Any, None]:
         """The process of stage ``s`` of replica ``d``: its operations, flush, step."""
         group = self.groups[d][s]
-        params = self._stage_params(s) / self.tp / (self.dp if self.zero >= 1 else 1)
+        dense, routed = moe.device_params(self, s)
+        shards = (self.dp, self.dp // (self.experts.ep if routed else 1))
+        params = dense / shards[0] + routed / shards[1] if self.zero >= 1 else dense + routed
         step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         for it in range(self.train.iterations):
             for device in group:
@@ -229,13 +228,14 @@ class Pipeline(HybridReport):
             if k > 0:
                 yield self._arrival((d, it, "activation", j, k))
             memory.store((j, op.chunk), plan.activation_bytes * mb, sim.now, it)
-            flops = plan.forward_flops * mb
             passes = 1
+            flops = (plan.forward_flops + moe.extra_flops(self, k, False, passes)) * mb
         else:
             if k < last:
                 yield self._arrival((d, it, "gradient", j, k))
-            flops = (plan.backward_flops + plan.recompute_flops) * mb
             passes = 2 if self.recompute == "full" else 1
+            extra = moe.extra_flops(self, k, True, passes)
+            flops = (plan.backward_flops + plan.recompute_flops + extra) * mb
         per_device = flops / self.tp
         yield self._on_group(
             sim,
@@ -253,6 +253,9 @@ class Pipeline(HybridReport):
         )
         if self.tp > 1 and plan.split_layers:
             yield self._tensor_parallel(sim, d, s, it, j, plan, passes)
+        alltoalls = moe.hold_alltoalls(self, sim, d, s, it, j, k, passes)
+        if alltoalls is not None:
+            yield alltoalls
         if op.kind == BACKWARD:
             memory.free((j, op.chunk), sim.now, it)
             if k > 0:

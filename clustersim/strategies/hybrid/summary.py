@@ -21,6 +21,7 @@ from ...metrics import (
 )
 from ...parallel.tensor_parallel import SPLIT_KINDS, layer_collectives
 from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
+from .experts import summary_block
 from .layout import HybridLayout
 from .stages import StagePlan
 
@@ -123,6 +124,7 @@ class HybridReport(HybridLayout):
             per_iteration=measured.shares.per_iteration,
             workers_simulated=len(workers) if self.simulated < self.dp else None,
             workers_total=gpus if self.simulated < self.dp else None,
+            moe=summary_block(self),
         )
 
     def _memory_summary(self) -> dict[str, StageActivations]:
