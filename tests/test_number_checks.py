@@ -212,6 +212,36 @@ BASES: dict[str, dict[str, Any]] = {
         parallelism={"tp": 2, "pp": 2, "dp": 2},
         pipeline={"schedule": "1f1b", "micro_batches": 8, "chunks": 1, "stage_layers": [5, 5]},
     ),
+    "moe": _training(
+        _SWITCH,
+        model={
+            "transformer": {"layers": 4, "hidden": 64, "heads": 2, "seq": 16, "vocab": 100},
+            "moe": {
+                "experts": 4,
+                "top_k": 2,
+                "capacity_factor": 1.25,
+                "expert_ffn": 128,
+                "shared_experts": 1,
+                "expert_layers": [0, 2],
+                "skew": {"zipf": 1.0},
+            },
+        },
+        training={"global_batch": 16, "micro_batch": 1, "iterations": 1},
+        parallelism={"dp": 4, "ep": 2},
+    ),
+    "moe_rule": _training(
+        _SWITCH,
+        model={
+            "transformer": {"layers": 4, "hidden": 64, "heads": 2, "seq": 16, "vocab": 100},
+            "moe": {
+                "experts": 4,
+                "expert_layers": {"every": 2, "first_dense": 1},
+                "skew": {"max_load": 2.0},
+            },
+        },
+        training={"global_batch": 16, "micro_batch": 1, "iterations": 1},
+        parallelism={"dp": 4, "ep": 2},
+    ),
     "failures": _training(
         _SWITCH,
         training={"global_batch": 16, "iterations": 2, "duration": "30d"},
@@ -519,6 +549,26 @@ KEYS: list[Key] = [
         chunks=("pipeline", "chunks"),
         stage_layers=("pipeline", "stage_layers", 0),
     ),
+    Key("ParallelismSpec", "ep", "moe", ("parallelism", "ep")),
+    *_keys(
+        "MoESpec",
+        "moe",
+        zero=("shared_experts", "expert_layers"),
+        **{
+            k: ("model", "moe", k)
+            for k in ("experts", "top_k", "capacity_factor", "expert_ffn", "shared_experts")
+        },
+        expert_layers=("model", "moe", "expert_layers", 0),
+    ),
+    Key("ZipfSkew", "zipf", "moe", ("model", "moe", "skew", "zipf"), zero_ok=True),
+    *_keys(
+        "ExpertLayersSpec",
+        "moe_rule",
+        zero=("first_dense",),
+        every=("model", "moe", "expert_layers", "every"),
+        first_dense=("model", "moe", "expert_layers", "first_dense"),
+    ),
+    Key("MaxLoadSkew", "max_load", "moe_rule", ("model", "moe", "skew", "max_load")),
 ]
 """Every numeric key of every scenario model and workload, and where it is swept."""
 
