@@ -267,3 +267,31 @@ def test_example_scenario_shows_the_alltoalls() -> None:
     holds = [r for r in result.records if r.label == "ep alltoall"]
     # 32 GPUs x 4 micro-batches x (forward + backward) x 2 iterations
     assert len(holds) == 32 * 4 * 2 * 2
+
+
+@pytest.mark.parametrize("nic", ["1GB/s", "100GB/s"])
+def test_overlapped_alltoalls_expose_only_what_outlasts_compute(nic: str) -> None:
+    """ep_overlap: each op's all-to-alls start with its compute; the op ends at
+    max(compute end, all-to-all end).  Across 4 one-GPU nodes behind a slow NIC the
+    all-to-alls outlast the compute, behind a fast one they are hidden."""
+    document = moe_doc(dp=4, nodes=4, gpus=1, ep=4, batch=4, nic=nic, ep_overlap=True)
+    result = run(document)
+    compute = {
+        (r.resource, r.microbatch, r.label): r
+        for r in result.records
+        if r.kind == "compute" and r.label in ("fwd", "bwd")
+    }
+    holds = [r for r in result.records if r.label == "ep alltoall"]
+    assert len(holds) == 2 * 4
+    for hold in holds:
+        ops = [
+            c for (dev, j, _), c in compute.items() if dev == hold.resource and j == hold.microbatch
+        ]
+        op = next(c for c in ops if c.start_s == pytest.approx(hold.start_s))
+        end = max(op.end_s, hold.end_s)
+        after = [c.start_s for c in ops if c.start_s > op.start_s] or [result.makespan_s]
+        assert min(after) >= end - 1e-12
+    hidden = all(
+        h.end_s <= compute[h.resource, h.microbatch, "fwd"].end_s + 1e-12 for h in holds[:1]
+    )
+    assert hidden == (nic == "100GB/s")

@@ -490,6 +490,9 @@ class ParallelismSpec(_Spec):
     ep: Count = 1
     """Expert-parallel degree (Megatron-Core): the experts of an MoE model spread over ep
     ranks of each data-parallel group; must divide dp and the number of experts."""
+    ep_overlap: Bool = False
+    """Hide each op's expert-parallel all-to-alls behind its compute (DualPipe-like
+    schedules); only the part longer than the compute is exposed."""
     tp_algorithm: str = "ring"
     """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
     simulate_replicas: Literal["all", "one"] = "all"

@@ -39,6 +39,12 @@ The model follows Megatron-Core's MoE (Shoeybi et al.; the Megatron-Core MoE gui
   record per device of the tensor group, held for their priced time after the
   compute (as the tensor-parallel collectives); the other replicas of the group run
   the same schedule, so they are not waited for.
+* **Overlap** (``parallelism.ep_overlap: true``).  Schedules that interleave one
+  micro-batch's all-to-alls with another's compute (DeepSeek-V3's DualPipe, Megatron-Core's
+  ``--overlap-moe-expert-parallel-comm``) hide them behind compute: the all-to-alls of
+  an op then run from the start of its compute, and only the part longer than the
+  compute (and tensor-parallel collectives) is waited for.  Steady state of such a
+  schedule, with the op's own compute standing for its partner micro-batch's.
 
 Units: seconds, bytes, FLOPs.
 """
@@ -321,25 +327,34 @@ def alltoall_seconds(layout: Any, d: int, s: int) -> float:
     return cost
 
 
-def hold_alltoalls(layout: Any, sim: Any, d: int, s: int, it: int, j: int, k: int, passes: int):
+def hold_alltoalls(
+    layout: Any, sim: Any, op: tuple[int, int, int, int, int, int], compute_start_s: float
+) -> Any:
     """Hold stage ``s``'s tensor group of replica ``d`` for virtual stage ``k``'s
-    all-to-alls of one pass of micro-batch ``j`` (None when it has no MoE layer, or ep = 1)."""
-    from ...collectives import hold_group
+    all-to-alls of one pass of micro-batch ``j``; ``op`` is (d, s, it, j, k, passes).
+    None when the stage has no MoE layer, or ep = 1.
 
+    With ``parallelism.ep_overlap`` the all-to-alls run from ``compute_start_s``, alongside
+    the op's compute, and only what outlasts it is waited for."""
+    d, s, it, j, k, passes = op
     experts: ExpertParallel | None = layout.experts
     if experts is None or experts.ep == 1 or not experts.moe_layers[k]:
         return None
     count = experts.alltoalls(k, passes)
-    return hold_group(
-        sim,
+    seconds = count * alltoall_seconds(layout, d, s)
+    start = compute_start_s if layout.parallelism.ep_overlap else sim.now
+    sim.book_collective(
         layout.groups[d][s],
-        count * alltoall_seconds(layout, d, s),
         "ep alltoall",
-        iteration=it,
-        nbytes=count * experts.alltoall_bytes,
-        microbatch=j,
-        stage=s,
+        start,
+        start + seconds,
+        count * experts.alltoall_bytes,
+        it,
+        j,
+        s,
     )
+    wait = max(start + seconds - sim.now, 0.0)
+    return sim.timeout(wait, "the priced time of the expert-parallel all-to-alls")
 
 
 def extra_flops(layout: Any, k: int, backward: bool, passes: int) -> float:

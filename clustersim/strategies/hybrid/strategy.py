@@ -237,6 +237,7 @@ class Pipeline(HybridReport):
             extra = moe.extra_flops(self, k, True, passes)
             flops = (plan.backward_flops + plan.recompute_flops + extra) * mb
         per_device = flops / self.tp
+        started = sim.now
         yield self._on_group(
             sim,
             group,
@@ -253,7 +254,7 @@ class Pipeline(HybridReport):
         )
         if self.tp > 1 and plan.split_layers:
             yield self._tensor_parallel(sim, d, s, it, j, plan, passes)
-        alltoalls = moe.hold_alltoalls(self, sim, d, s, it, j, k, passes)
+        alltoalls = moe.hold_alltoalls(self, sim, (d, s, it, j, k, passes), started)
         if alltoalls is not None:
             yield alltoalls
         if op.kind == BACKWARD:
