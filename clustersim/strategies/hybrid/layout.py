@@ -136,7 +136,8 @@ class HybridLayout(TrainingStrategy):
         kind = Schedule.registry.lookup(name, "pipeline.schedule")
         if kind.micro_batch_per_stage:
             rules.enforce(rules.micro_batch_per_stage_problem(name, self.pp, m, key))
-        return kind(self.pp, m, self.pipe.chunks)
+        given = "chunks" in self.pipe.model_fields_set
+        return kind(self.pp, m, self.pipe.chunks if given else kind.default_chunks)
 
     def _micro_batch_size(self) -> float:
         """Samples per micro-batch: global batch / dp / m."""

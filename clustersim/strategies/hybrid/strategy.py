@@ -81,12 +81,15 @@ from ...engine import Simulation
 from ...model.memory import DeviceMemory, model_states
 from ...parallel.schedules import (
     BACKWARD,
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
     FORWARD,
     Op,
 )
 from ...scenario import DataParallelSpec
 from .. import training
 from .accounting import ActivationMemory
+from . import flush_free, split_backward
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
 
@@ -112,7 +115,8 @@ class Pipeline(HybridReport):
         s = self.schedule
         m, tp = s.micro_batches, self.tp
         split = sum(1 for plan in self.plans if plan.split_layers) if tp > 1 else 0
-        computes = 2 * m * (s.virtual_stages + split) * tp + self.pp * tp
+        per_microbatch = 3 if s.split_backward else 2
+        computes = per_microbatch * m * s.virtual_stages * tp + 2 * m * split * tp + self.pp * tp
         transfers = 2 * m * (s.virtual_stages - 1) * tp if self.pp > 1 else 0
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
@@ -144,12 +148,18 @@ class Pipeline(HybridReport):
             precision=self.train.precision,
             optimizer=self.train.optimizer,
         )
-        _, held = peak_stored(self.ops[s])
         mb = self.micro_batch
-        activations = sum(
-            self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
-            for _, chunk in held
-        )
+        if self.schedule.split_backward:
+            activations = split_backward.peak_activation_bytes(
+                self.ops[s],
+                lambda c: self.plans[self.schedule.virtual_stage(s, c)].activation_bytes * mb,
+            )
+        else:
+            _, held = peak_stored(self.ops[s])
+            activations = sum(
+                self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
+                for _, chunk in held
+            )
         working = max(self.plans[k].working_bytes for k in self._chunks_of(s)) * mb
         buffers = 2 * max(self.plans[k].output_bytes for k in self._chunks_of(s)) * mb / self.tp
         if self.pp == 1:
@@ -182,32 +192,44 @@ class Pipeline(HybridReport):
 
     def _stage(self, sim: Simulation, d: int, s: int) -> Generator[Any, Any, None]:
         """The process of stage ``s`` of replica ``d``: its operations, flush, step."""
+        if not self.schedule.flush:
+            yield from flush_free.run_stage(self, sim, d, s)
+            return
         group = self.groups[d][s]
-        params = self._stage_params(s) / self.tp / (self.dp if self.zero >= 1 else 1)
-        step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
             for op in self.ops[s]:
                 yield from self._run_op(sim, d, s, it, op)
-            if self.dp > 1:
-                yield self._dp_sync(sim, "grad", s, it, d)
-            yield self._on_group(
-                sim,
-                group,
-                lambda device, it=it: sim.compute(
-                    device,
-                    bytes=step_bytes,
-                    label="optimizer",
-                    iteration=it,
-                    stage=s,
-                    phase="optimizer",
-                ),
-            )
-            if self.dp > 1 and self.zero >= 1:
-                yield self._dp_sync(sim, "param", s, it, d)
+            yield from self._update(sim, d, s, it)
             for device in group:
                 self.clock.end(device, it, sim.now)
+
+    def _update(
+        self, sim: Simulation, d: int, s: int, it: int, key: str = ""
+    ) -> Generator[Any, Any, None]:
+        """Stage ``s``'s weight update: gradient sync with its dp peers, optimizer step,
+        ZeRO-1's parameter all-gather.  ``key`` tells apart several updates of one
+        iteration (PipeDream's per micro-batch)."""
+        group = self.groups[d][s]
+        params = self._stage_params(s) / self.tp / (self.dp if self.zero >= 1 else 1)
+        step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
+        if self.dp > 1:
+            yield self._dp_sync(sim, "grad" + key, s, it, d)
+        yield self._on_group(
+            sim,
+            group,
+            lambda device, it=it: sim.compute(
+                device,
+                bytes=step_bytes,
+                label="optimizer",
+                iteration=it,
+                stage=s,
+                phase="optimizer",
+            ),
+        )
+        if self.dp > 1 and self.zero >= 1:
+            yield self._dp_sync(sim, "param" + key, s, it, d)
 
     @staticmethod
     def _on_group(sim: Simulation, group: Sequence[str], work: Any) -> simpy.Event:
@@ -232,9 +254,13 @@ class Pipeline(HybridReport):
             flops = plan.forward_flops * mb
             passes = 1
         else:
-            if k < last:
+            if k < last and op.kind != BACKWARD_WEIGHT:
                 yield self._arrival((d, it, "gradient", j, k))
-            flops = (plan.backward_flops + plan.recompute_flops) * mb
+            if op.kind == BACKWARD:
+                flops = (plan.backward_flops + plan.recompute_flops) * mb
+            else:
+                w = split_backward.weight_gradient_flops(self.model, plan)
+                flops = split_backward.split_flops(plan, op.kind, w) * mb
             passes = 2 if self.recompute == "full" else 1
         per_device = flops / self.tp
         yield self._on_group(
@@ -251,13 +277,16 @@ class Pipeline(HybridReport):
                 phase="forward" if op.kind == FORWARD else "backward",
             ),
         )
-        if self.tp > 1 and plan.split_layers:
+        if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
             yield self._tensor_parallel(sim, d, s, it, j, plan, passes)
-        if op.kind == BACKWARD:
+        if op.kind == BACKWARD_INPUT:
+            memory.shrink((j, op.chunk), split_backward.HELD_FOR_W, sim.now, it)
+        if op.kind in (BACKWARD, BACKWARD_WEIGHT):
             memory.free((j, op.chunk), sim.now, it)
+        if op.kind in (BACKWARD, BACKWARD_INPUT):
             if k > 0:
                 self._send(sim, d, it, "gradient", j, k, k - 1, tag)
-        elif k < last:
+        elif op.kind == FORWARD and k < last:
             self._send(sim, d, it, "activation", j, k, k + 1, tag)
 
     def _tensor_parallel(
@@ -295,7 +324,9 @@ class Pipeline(HybridReport):
         boundary = min(src, dst)
         nbytes = self.plans[boundary].output_bytes * self.micro_batch / self.tp
         event = self._arrival((d, it, what, j, dst))
-        senders, receivers = self.groups[d][src % self.pp], self.groups[d][dst % self.pp]
+        src_stage = self.schedule.device_of(src)[0]
+        senders = self.groups[d][src_stage]
+        receivers = self.groups[d][self.schedule.device_of(dst)[0]]
         if senders == receivers:
             event.succeed()
             return
@@ -315,7 +346,7 @@ class Pipeline(HybridReport):
                 label=what,
                 iteration=it,
                 microbatch=j,
-                stage=src % self.pp,
+                stage=src_stage,
                 op=tag,
             )
 
@@ -326,7 +357,7 @@ class Pipeline(HybridReport):
         arrived.append(d)
         if len(arrived) == self.simulated:
             calls = self.calls[s]
-            if what == "param":
+            if what.startswith("param"):
                 calls = [
                     CollectiveCall(
                         "allgather",
