@@ -54,8 +54,7 @@ def run_stage(pipe: Pipeline, sim: Simulation, d: int, s: int) -> Generator[Any,
                 _end(pipe, group, it, sim.now)
         elif last:
             updates[it] = sim.process(_update_then_end(pipe, sim, d, s, it))
-    for event in updates.values():
-        yield event
+    yield from updates.values()
 
 
 def _update_then_end(

@@ -88,8 +88,8 @@ from ...parallel.schedules import (
 )
 from ...scenario import DataParallelSpec
 from .. import training
-from .accounting import ActivationMemory
 from . import flush_free, split_backward
+from .accounting import ActivationMemory
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
 
