@@ -223,6 +223,11 @@ class HybridLayout(TrainingStrategy):
     def _stage_params(self, stage: int) -> float:
         return sum(self.plans[k].params for k in self._chunks_of(stage))
 
+    def _stage_weight_bytes(self, stage: int) -> float:
+        """One weight version of ``stage`` on one of its devices (bytes; ZeRO-3 would shard
+        it, but the hybrid refuses ZeRO-3)."""
+        return self._stage_params(stage) / self.tp * training.BYTES_PER_VALUE[self.train.precision]
+
     def _tp_timers(self) -> dict[tuple[int, int], CollectiveTimer]:
         if self.tp == 1:
             return {}

@@ -69,6 +69,7 @@ Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -148,6 +149,10 @@ class Pipeline(HybridReport):
             precision=self.train.precision,
             optimizer=self.train.optimizer,
         )
+        versions = self.schedule.weight_versions(s)
+        if versions > 1:  # stashed weights (PipeDream, PipeDream-2BW)
+            extra = (versions - 1) * self._stage_weight_bytes(s)
+            states = dataclasses.replace(states, weights=states.weights + extra)
         mb = self.micro_batch
         if self.schedule.split_backward:
             activations = split_backward.peak_activation_bytes(
