@@ -112,7 +112,9 @@ def test_peak_memory_is_1f1b_peak(p: int, m: int) -> None:
         for name, chunk_bytes in (("zb-h1", 1.0), ("zb-v", 0.5)):
             schedule = make_schedule(name, p, m)
             peaks = [
-                split_backward.peak_activation_bytes(schedule.operations(s), lambda c: chunk_bytes)
+                split_backward.peak_activation_bytes(
+                    schedule.operations(s), lambda c, b=chunk_bytes: b
+                )
                 for s in range(p)
             ]
             assert max(peaks) == pytest.approx(one)
