@@ -116,7 +116,7 @@ def _load_schedules() -> None:
 
 def _schedule_line(name: str, cls: type[Schedule]) -> str:
     """``clustersim list schedules``: name and description."""
-    return f"{name:<12} {cls.description}"
+    return f"{name:<14} {cls.description}"
 
 
 class Schedule(Registered):
