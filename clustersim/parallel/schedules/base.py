@@ -2,8 +2,10 @@
 
 A pipeline of ``p`` stage devices trains ``m`` micro-batches per iteration and
 ends each iteration with a *flush* (every backward done, then the optimizer
-step).  A :class:`Schedule` says, for each stage device, the order in which
-it runs its operations: :class:`Op` ``("fwd" | "bwd", micro-batch j, chunk c)``.
+step; the flush-free PipeDream schedules excepted, :attr:`Schedule.flush`).  A
+:class:`Schedule` says, for each stage device, the order in which it runs its
+operations: :class:`Op` ``("fwd" | "bwd", micro-batch j, chunk c)``, or with a split
+backward (:attr:`Schedule.split_backward`) ``"bwd_input"`` (B) and ``"bwd_weight"`` (W).
 Schedules are plugins: a subclass of :class:`Schedule` that defines ``name``
 registers itself (:func:`registered_schedules`).  Built in:
 
@@ -24,7 +26,9 @@ registers itself (:func:`registered_schedules`).  Built in:
 Dependencies (what the simulator enforces, not the schedule): the forward of
 ``(j, c)`` on virtual stage ``k`` needs the activation of ``(j, c)`` from
 virtual stage ``k-1`` (none for ``k = 0``); its backward needs the gradient
-from virtual stage ``k+1`` (the last virtual stage needs its own forward).
+from virtual stage ``k+1`` (the last virtual stage needs its own forward); so does a
+B, and a W needs only its own B (:func:`dependency`).  Which device holds virtual stage
+``k`` is the schedule's to say (:meth:`Schedule.device_of`; ZB-V's V shape differs).
 :func:`ideal_timeline` plays a schedule under those rules with fixed times
 and free communication -- the textbook setting of the bubble formulas.
 
@@ -188,6 +192,10 @@ class Schedule(Registered):
 
     def weight_versions(self, stage: int) -> int:
         """Weight versions stage ``stage`` holds at once (1: no weight stashing)."""
+        return 1
+
+    def updates_per_iteration(self) -> int:
+        """Weight updates (gradient sync and optimizer step) per stage per iteration."""
         return 1
 
     def operations(self, stage: int) -> list[Op]:

@@ -49,6 +49,10 @@ class PipeDreamSchedule(Schedule):
         """``p - s``: one per micro-batch in flight on stage ``s`` (0-indexed)."""
         return self.stages - stage
 
+    def updates_per_iteration(self) -> int:
+        """PipeDream: one per micro-batch; 2BW: one."""
+        return self.micro_batches if self.update_every_microbatch else 1
+
     def theoretical_bubble(self) -> float:
         """Zero: no flush, so in steady state no stage waits (the run's one warm-up and
         cool-down shrink with the iterations)."""

@@ -1,4 +1,5 @@
-"""Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B), optionally with data parallelism.
+"""Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B, zero-bubble, PipeDream),
+optionally with tensor and data parallelism.
 
 ```yaml
 model: {preset: gpt2-1.5b}
@@ -47,7 +48,12 @@ given):
   the forward to the end of the backward; the transient working set of one
   micro-batch during recomputation is reported apart.
 
-Records: compute ``fwd`` / ``bwd`` / ``optimizer``, transfers ``activation`` /
+Zero-bubble schedules (``zb-h1``, ``zb-v``) split each backward into B and W
+(:mod:`.split_backward`: their FLOPs, what each frees); flush-free ones (``pipedream``,
+``pipedream-2bw``) run on across iterations (:mod:`.flush_free`) and stash weight
+versions, added to the memory plan's weights.
+
+Records: compute ``fwd`` / ``bwd`` (``bwd_input`` / ``bwd_weight`` when split) / ``optimizer``, transfers ``activation`` /
 ``gradient``, all tagged ``iteration``, ``microbatch`` and ``stage`` = the
 *device* stage s (of the sending device for transfers); with ``v > 1`` the
 chunk is in ``op`` (``chunk{c}``).
@@ -122,7 +128,7 @@ class Pipeline(HybridReport):
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
-        per_iteration = replica + sync * (2 if self.zero >= 1 else 1)
+        per_iteration = replica + sync * (2 if self.zero >= 1 else 1) * s.updates_per_iteration()
         return per_iteration * self.train.iterations
 
     # -- memory --------------------------------------------------------------
