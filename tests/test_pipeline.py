@@ -41,6 +41,18 @@ SAMPLES = 100
 STAGES = (2, 4, 8)
 MICRO_BATCHES = (1, 4, 8, 32)
 GRID = [(p, m) for p in STAGES for m in MICRO_BATCHES]
+BUILTIN_NAMES = (
+    "naive",
+    "gpipe",
+    "1f1b",
+    "interleaved",
+    "zb-h1",
+    "zb-v",
+    "pipedream",
+    "pipedream-2bw",
+)
+"""The built-in schedules in ``clustersim list schedules`` order (zero-bubble and
+PipeDream ones: tests/test_schedule_zero_bubble.py, tests/test_schedule_pipedream.py)."""
 
 
 def doc(
@@ -148,7 +160,7 @@ def test_a_new_schedule_runs_from_a_scenario(new_schedule: type[Schedule]) -> No
     # before it one backward behind: stage 0 ends at 11 t_f + 11 t_b
     assert close(summary["iteration_time_s"], 11 * (T_F + T_B), 1e-3)
     schema = scenario_json_schema()["$defs"]["PipelineSpec"]["properties"]["schedule"]
-    assert schema["enum"] == ["naive", "gpipe", "1f1b", "interleaved", "test-fifo"]
+    assert schema["enum"] == [*BUILTIN_NAMES, "test-fifo"]
     Schedule.registry.remove("test-fifo")
     with pytest.raises(ScenarioError) as info:
         parse_scenario(doc(4, 8, "test-fifo"))
@@ -161,8 +173,8 @@ def test_every_module_of_the_schedules_folder_is_loaded() -> None:
     folder = Path(schedules.__file__).parent
     files = {path.stem for path in folder.glob("*.py")} - {"__init__", "base"}
     assert set(schedule_modules()) == files
-    assert schedule_modules()[:4] == list(BUILTIN_SCHEDULES)
-    assert list(registered_schedules())[:4] == ["naive", "gpipe", "1f1b", "interleaved"]
+    assert schedule_modules()[: len(BUILTIN_SCHEDULES)] == list(BUILTIN_SCHEDULES)
+    assert list(registered_schedules())[: len(BUILTIN_NAMES)] == list(BUILTIN_NAMES)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +195,7 @@ def test_an_unknown_schedule_names_the_key_and_the_schedules(value: Any, message
     [problem] = info.value.problems
     assert problem.path == "pipeline.schedule"
     assert problem.message == message
-    assert problem.allowed == "naive, gpipe, 1f1b, interleaved"
+    assert problem.allowed == ", ".join(BUILTIN_NAMES)
 
 
 @pytest.mark.parametrize("name", ["naive", "gpipe", "1f1b", "interleaved"])

@@ -409,6 +409,8 @@ ESTIMATED = [
     ("data_parallel/straggler.yaml", {"training.iterations": 5}),
     ("pipeline/1f1b_m8.yaml", {}),
     ("pipeline/interleaved_m32.yaml", {}),
+    ("pipeline/zb_v.yaml", {}),
+    ("pipeline/pipedream.yaml", {"parallelism.pp": 4, "parallelism.dp": 2}),
     ("megatron/gpt3_175b_1024.yaml", {}),
     ("parameter_server/sync_straggler.yaml", {}),
     ("parameter_server/backup_straggler.yaml", {}),

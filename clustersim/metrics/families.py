@@ -370,6 +370,19 @@ class StageActivations(SummaryPart):
 
 
 @dataclass(frozen=True)
+class StageWeightVersions(SummaryPart):
+    """One pipeline stage's weight versions under a flush-free schedule (PipeDream's
+    weight stashing, PipeDream-2BW's double buffer): how many, and their bytes per device."""
+
+    versions: int
+    bytes_per_version: float
+    """Weights of the stage on one of its devices (params / tp x bytes per value)."""
+    extra_bytes: float
+    """The versions beyond the first: (versions - 1) x bytes_per_version, counted in the
+    device's ``memory.per_device`` weights."""
+
+
+@dataclass(frozen=True)
 class TensorParallelTraffic(SummaryPart):
     """The tensor-parallel part of a hybrid run's ``communication`` block."""
 
@@ -469,6 +482,9 @@ class HybridSummary(FlopTrainingSummary):
     replicas are identical)."""
     moe: MoESummary | None = field(default=None, metadata=OPTIONAL)
     """Mixture of experts: experts, expert parallelism, parameters, all-to-alls."""
+    weight_versions: dict[str, StageWeightVersions] | None = field(default=None, metadata=OPTIONAL)
+    """Flush-free schedules (pipedream, pipedream-2bw): per device stage, its weight
+    versions and their bytes."""
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])

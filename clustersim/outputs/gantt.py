@@ -7,7 +7,8 @@ The Gantt chart (:func:`gantt_data`, :func:`gantt_figure`) has one row per
 device that has records, grouped by pipeline stage (the ``stage`` tag of its
 compute records) or else by node.  In each row the compute stream is the upper
 lane: forward, backward, recomputation and other compute (optimizer, reduce)
-in four colours, micro-batch numbers inside boxes wide enough for them; the
+in four colours (the zero-bubble schedules' B and W passes, labels ``bwd_input`` and
+``bwd_weight``, in two more), micro-batch numbers inside boxes wide enough for them; the
 communication stream (transfers from the device, collectives it takes part in)
 is a thinner lane below it; idle time is blank.  Dashed vertical lines mark
 iteration ends (cumulative ``iteration_times_s``), and the bubble fraction of
@@ -61,12 +62,23 @@ MAX_BOXES = 20_000
 MAX_TEXT_LABELS = 3_000
 """Micro-batch numbers drawn at most (text artists are slow)."""
 
-KINDS = ("forward", "backward", "recompute", "compute", "communication", "fault")
+KINDS = (
+    "forward",
+    "backward",
+    "backward_input",
+    "backward_weight",
+    "recompute",
+    "compute",
+    "communication",
+    "fault",
+)
 """Box kinds, in legend order (``compute`` = other compute: optimizer, reduce, ...;
 ``fault`` = a link down or a flow stalled with no route, :mod:`clustersim.network.failures`)."""
 COLOURS = {
     "forward": "#4c72b0",
     "backward": "#dd8452",
+    "backward_input": "#c44e8a",
+    "backward_weight": "#8172b3",
     "recompute": "#9fb4e0",
     "compute": "#8c8c8c",
     "communication": "#55a868",
@@ -75,11 +87,15 @@ COLOURS = {
 LEGEND = {
     "forward": "forward",
     "backward": "backward",
+    "backward_input": "backward B (input gradient)",
+    "backward_weight": "backward W (weight gradient)",
     "recompute": "recompute",
     "compute": "other compute",
     "communication": "communication",
     "fault": "link down / flow stalled",
 }
+SPLIT_BACKWARD = {"bwd_input": "backward_input", "bwd_weight": "backward_weight"}
+"""Labels of the zero-bubble schedules' B and W records and the kinds they draw as."""
 HATCHES = {"recompute": "///", "fault": "xx"}
 """Hatching of the box kinds that have one."""
 GANTT_FILES = ("gantt.png", "gantt.svg")
@@ -134,6 +150,8 @@ def box_kind(record: Record) -> str:
     or fault (a link's down window, a flow's stall)."""
     if record.kind in FAULT_KINDS:
         return "fault"
+    if record.kind == "compute" and record.label in SPLIT_BACKWARD:
+        return SPLIT_BACKWARD[record.label]
     phase = phase_of(record)
     return phase if phase in ("forward", "backward", "recompute", "communication") else "compute"
 

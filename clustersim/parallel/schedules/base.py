@@ -2,8 +2,10 @@
 
 A pipeline of ``p`` stage devices trains ``m`` micro-batches per iteration and
 ends each iteration with a *flush* (every backward done, then the optimizer
-step).  A :class:`Schedule` says, for each stage device, the order in which
-it runs its operations: :class:`Op` ``("fwd" | "bwd", micro-batch j, chunk c)``.
+step; the flush-free PipeDream schedules excepted, :attr:`Schedule.flush`).  A
+:class:`Schedule` says, for each stage device, the order in which it runs its
+operations: :class:`Op` ``("fwd" | "bwd", micro-batch j, chunk c)``, or with a split
+backward (:attr:`Schedule.split_backward`) ``"bwd_input"`` (B) and ``"bwd_weight"`` (W).
 Schedules are plugins: a subclass of :class:`Schedule` that defines ``name``
 registers itself (:func:`registered_schedules`).  Built in:
 
@@ -24,7 +26,9 @@ registers itself (:func:`registered_schedules`).  Built in:
 Dependencies (what the simulator enforces, not the schedule): the forward of
 ``(j, c)`` on virtual stage ``k`` needs the activation of ``(j, c)`` from
 virtual stage ``k-1`` (none for ``k = 0``); its backward needs the gradient
-from virtual stage ``k+1`` (the last virtual stage needs its own forward).
+from virtual stage ``k+1`` (the last virtual stage needs its own forward); so does a
+B, and a W needs only its own B (:func:`dependency`).  Which device holds virtual stage
+``k`` is the schedule's to say (:meth:`Schedule.device_of`; ZB-V's V shape differs).
 :func:`ideal_timeline` plays a schedule under those rules with fixed times
 and free communication -- the textbook setting of the bubble formulas.
 
@@ -46,8 +50,11 @@ from ...registry import Registered, Registry
 from .. import rules
 
 __all__ = [
+    "BACKWARD_INPUT",
+    "BACKWARD_WEIGHT",
     "Op",
     "Schedule",
+    "dependency",
     "ideal_timeline",
     "make_schedule",
     "registered_schedules",
@@ -56,6 +63,12 @@ __all__ = [
 
 FORWARD = "fwd"
 BACKWARD = "bwd"
+BACKWARD_INPUT = "bwd_input"
+"""B of the zero-bubble schedules: the gradient of the stage input (sent to the previous stage)."""
+BACKWARD_WEIGHT = "bwd_weight"
+"""W of the zero-bubble schedules: the gradient of the stage's weights (needs only B)."""
+LETTERS = {FORWARD: "F", BACKWARD: "B", BACKWARD_INPUT: "B", BACKWARD_WEIGHT: "W"}
+"""The letter of each op kind, as the papers draw them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +76,25 @@ class Op:
     """One operation of a stage device: the forward or backward of micro-batch ``j``, chunk ``c``."""
 
     kind: str
-    """``"fwd"`` or ``"bwd"``."""
+    """``"fwd"`` or ``"bwd"``; the zero-bubble schedules split ``"bwd"`` into
+    ``"bwd_input"`` (B) and ``"bwd_weight"`` (W)."""
     microbatch: int
     chunk: int = 0
 
     def __str__(self) -> str:
-        letter = "F" if self.kind == FORWARD else "B"
-        return f"{letter}{self.microbatch}" + (f".{self.chunk}" if self.chunk else "")
+        return f"{LETTERS[self.kind]}{self.microbatch}" + (f".{self.chunk}" if self.chunk else "")
 
 
-BUILTIN_SCHEDULES = ("naive", "gpipe", "one_f_one_b", "interleaved")
+BUILTIN_SCHEDULES = (
+    "naive",
+    "gpipe",
+    "one_f_one_b",
+    "interleaved",
+    "zb_h1",
+    "zb_v",
+    "pipedream",
+    "pipedream_2bw",
+)
 """Modules of :mod:`clustersim.parallel.schedules` holding one built-in schedule each, in
 the order ``clustersim list schedules`` shows them."""
 
@@ -98,7 +120,7 @@ def _load_schedules() -> None:
 
 def _schedule_line(name: str, cls: type[Schedule]) -> str:
     """``clustersim list schedules``: name and description."""
-    return f"{name:<12} {cls.description}"
+    return f"{name:<14} {cls.description}"
 
 
 class Schedule(Registered):
@@ -120,6 +142,13 @@ class Schedule(Registered):
     description: ClassVar[str] = ""
     multi_chunk: ClassVar[bool] = False
     """Whether the schedule accepts more than one model chunk per device."""
+    split_backward: ClassVar[bool] = False
+    """Whether the backward is split into B (``bwd_input``) and W (``bwd_weight``) ops."""
+    flush: ClassVar[bool] = True
+    """Whether each iteration ends with a flush; False: the pipeline runs on across
+    iterations (PipeDream, PipeDream-2BW; see :meth:`run_operations`)."""
+    default_chunks: ClassVar[int] = 1
+    """Chunks per device when ``pipeline.chunks`` is not given."""
     micro_batch_per_stage: ClassVar[bool] = False
     """Whether a run needs at least one micro-batch per stage (m >= p), as 1F1B's warm-up
     does: the hybrid strategy then enforces
@@ -152,8 +181,22 @@ class Schedule(Registered):
         return self.stages * self.chunks
 
     def virtual_stage(self, stage: int, chunk: int) -> int:
-        """Position of chunk ``chunk`` of device ``stage`` in the pipeline: ``c p + s``."""
+        """Position of chunk ``chunk`` of device ``stage`` in the pipeline: ``c p + s``
+        (a schedule may place its chunks otherwise, as ZB-V's V shape does; everything
+        asks this method and :meth:`device_of`)."""
         return chunk * self.stages + stage
+
+    def device_of(self, virtual_stage: int) -> tuple[int, int]:
+        """(device stage, chunk) holding ``virtual_stage``: the inverse of :meth:`virtual_stage`."""
+        return virtual_stage % self.stages, virtual_stage // self.stages
+
+    def weight_versions(self, stage: int) -> int:
+        """Weight versions stage ``stage`` holds at once (1: no weight stashing)."""
+        return 1
+
+    def updates_per_iteration(self) -> int:
+        """Weight updates (gradient sync and optimizer step) per stage per iteration."""
+        return 1
 
     def operations(self, stage: int) -> list[Op]:
         """The operations of stage device ``stage`` in one iteration, in the order it runs them."""
@@ -170,27 +213,38 @@ def registered_schedules() -> dict[str, type[Schedule]]:
     return Schedule.registry.entries()
 
 
-def make_schedule(name: str, stages: int, micro_batches: int, chunks: int = 1) -> Schedule:
-    """The schedule ``name`` for ``p`` stages, ``m`` micro-batches and ``v`` chunks; ScenarioError if forbidden."""
-    return Schedule.registry.lookup(name, "pipeline.schedule")(stages, micro_batches, chunks)
+def make_schedule(
+    name: str, stages: int, micro_batches: int, chunks: int | None = None
+) -> Schedule:
+    """The schedule ``name`` for ``p`` stages, ``m`` micro-batches and ``v`` chunks (default:
+    the schedule's :attr:`~Schedule.default_chunks`); ScenarioError if forbidden."""
+    kind = Schedule.registry.lookup(name, "pipeline.schedule")
+    return kind(stages, micro_batches, kind.default_chunks if chunks is None else chunks)
 
 
 # --------------------------------------------------------------------------- ideal timing
 
 
 def ideal_timeline(
-    schedule: Schedule, forward_s: float, backward_s: float
+    schedule: Schedule, forward_s: float, backward_s: float, weight_s: float = 0.0
 ) -> dict[tuple[int, Op], tuple[float, float]]:
     """Start and end (s) of every operation of one iteration, communication free.
 
     ``forward_s`` and ``backward_s`` are the times of one micro-batch through
-    one *chunk*.  Each device runs its operations in order, each as soon as its
-    dependencies (module docstring) have ended.  Raises ValueError when the
-    schedule deadlocks (its dependencies form a cycle).
+    one *chunk*; with a split backward ``backward_s`` is B's and ``weight_s`` W's,
+    and an unsplit backward takes ``backward_s + weight_s``.  Each device runs its
+    operations in order, each as soon as its dependencies (module docstring) have
+    ended.  Raises ValueError when the schedule deadlocks (its dependencies form a
+    cycle).
     """
     p, v = schedule.stages, schedule.chunks
-    last = schedule.virtual_stages - 1
     lists = [schedule.operations(s) for s in range(p)]
+    cost = {
+        FORWARD: forward_s,
+        BACKWARD: backward_s + weight_s,
+        BACKWARD_INPUT: backward_s,
+        BACKWARD_WEIGHT: weight_s,
+    }
     position = [0] * p
     free = [0.0] * p
     end: dict[tuple[int, Op], float] = {}
@@ -201,21 +255,11 @@ def ideal_timeline(
         for s in range(p):
             while position[s] < len(lists[s]):
                 op = lists[s][position[s]]
-                k = schedule.virtual_stage(s, op.chunk)
-                if op.kind == FORWARD:
-                    dep = (
-                        None if k == 0 else ((k - 1) % p, Op(FORWARD, op.microbatch, (k - 1) // p))
-                    )
-                else:
-                    dep = (
-                        (s, Op(FORWARD, op.microbatch, op.chunk))
-                        if k == last
-                        else ((k + 1) % p, Op(BACKWARD, op.microbatch, (k + 1) // p))
-                    )
+                dep = dependency(schedule, s, op)
                 if dep is not None and dep not in end:
                     break
                 start = max(free[s], end[dep] if dep is not None else 0.0)
-                free[s] = start + (forward_s if op.kind == FORWARD else backward_s)
+                free[s] = start + cost[op.kind]
                 end[s, op] = free[s]
                 out[s, op] = (start, free[s])
                 position[s] += 1
@@ -224,3 +268,26 @@ def ideal_timeline(
         if not progressed:
             raise ValueError(f"schedule {schedule.name} deadlocks (p={p}, v={v})")
     return out
+
+
+def dependency(schedule: Schedule, stage: int, op: Op) -> tuple[int, Op] | None:
+    """The (device stage, op) whose end ``op`` of device ``stage`` waits for, or None.
+
+    Forward: the forward of the same micro-batch on the previous virtual stage.  Backward
+    (or B): the gradient of the next virtual stage, sent after its backward (or B); on the
+    last virtual stage its own forward.  W: the same stage's B.
+    """
+    k = schedule.virtual_stage(stage, op.chunk)
+    j = op.microbatch
+    if op.kind == FORWARD:
+        return None if k == 0 else _on(schedule, k - 1, FORWARD, j)
+    if op.kind == BACKWARD_WEIGHT:
+        return stage, Op(BACKWARD_INPUT, j, op.chunk)
+    if k == schedule.virtual_stages - 1:
+        return stage, Op(FORWARD, j, op.chunk)
+    return _on(schedule, k + 1, op.kind, j)
+
+
+def _on(schedule: Schedule, k: int, kind: str, j: int) -> tuple[int, Op]:
+    s, c = schedule.device_of(k)
+    return s, Op(kind, j, c)

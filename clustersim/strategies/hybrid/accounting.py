@@ -53,6 +53,13 @@ class ActivationMemory:
         self.peak_count = max(self.peak_count, len(self.held))
         self._note(now, it)
 
+    def shrink(self, key: tuple[int, int], share: float, now: float, it: int) -> None:
+        """Keep ``share`` of what ``key`` stores (a zero-bubble B frees the rest)."""
+        kept = self.held[key] * share
+        self.bytes -= self.held[key] - kept
+        self.held[key] = kept
+        self._note(now, it)
+
     def free(self, key: tuple[int, int], now: float, it: int) -> None:
         self.bytes -= self.held.pop(key)
         if not self.held:

@@ -140,7 +140,8 @@ class HybridLayout(TrainingStrategy):
         kind = Schedule.registry.lookup(name, "pipeline.schedule")
         if kind.micro_batch_per_stage:
             rules.enforce(rules.micro_batch_per_stage_problem(name, self.pp, m, key))
-        return kind(self.pp, m, self.pipe.chunks)
+        given = "chunks" in self.pipe.model_fields_set
+        return kind(self.pp, m, self.pipe.chunks if given else kind.default_chunks)
 
     def _micro_batch_size(self) -> float:
         """Samples per micro-batch: global batch / dp / m."""
@@ -227,6 +228,11 @@ class HybridLayout(TrainingStrategy):
 
     def _stage_params(self, stage: int) -> float:
         return sum(self.plans[k].params for k in self._chunks_of(stage))
+
+    def _stage_weight_bytes(self, stage: int) -> float:
+        """One weight version of ``stage`` on one of its devices (bytes; ZeRO-3 would shard
+        it, but the hybrid refuses ZeRO-3)."""
+        return self._stage_params(stage) / self.tp * training.BYTES_PER_VALUE[self.train.precision]
 
     def _tp_timers(self) -> dict[tuple[int, int], CollectiveTimer]:
         if self.tp == 1:

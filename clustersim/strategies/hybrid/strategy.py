@@ -1,4 +1,5 @@
-"""Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B), optionally with data parallelism.
+"""Pipeline-parallel training (GPipe, 1F1B, interleaved 1F1B, zero-bubble, PipeDream),
+optionally with tensor and data parallelism.
 
 ```yaml
 model: {preset: gpt2-1.5b}
@@ -47,7 +48,12 @@ given):
   the forward to the end of the backward; the transient working set of one
   micro-batch during recomputation is reported apart.
 
-Records: compute ``fwd`` / ``bwd`` / ``optimizer``, transfers ``activation`` /
+Zero-bubble schedules (``zb-h1``, ``zb-v``) split each backward into B and W
+(:mod:`.split_backward`: their FLOPs, what each frees); flush-free ones (``pipedream``,
+``pipedream-2bw``) run on across iterations (:mod:`.flush_free`) and stash weight
+versions, added to the memory plan's weights.
+
+Records: compute ``fwd`` / ``bwd`` (``bwd_input`` / ``bwd_weight`` when split) / ``optimizer``, transfers ``activation`` /
 ``gradient``, all tagged ``iteration``, ``microbatch`` and ``stage`` = the
 *device* stage s (of the sending device for transfers); with ``v > 1`` the
 chunk is in ``op`` (``chunk{c}``).
@@ -69,6 +75,7 @@ Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -81,12 +88,15 @@ from ...engine import Simulation
 from ...model.memory import DeviceMemory
 from ...parallel.schedules import (
     BACKWARD,
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
     FORWARD,
     Op,
 )
 from ...scenario import DataParallelSpec
 from .. import training
 from . import experts as moe
+from . import flush_free, split_backward
 from .accounting import ActivationMemory
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
@@ -113,14 +123,15 @@ class Pipeline(HybridReport):
         s = self.schedule
         m, tp = s.micro_batches, self.tp
         split = sum(1 for plan in self.plans if plan.split_layers) if tp > 1 else 0
-        computes = 2 * m * (s.virtual_stages + split) * tp + self.pp * tp
+        per_microbatch = 3 if s.split_backward else 2
+        computes = per_microbatch * m * s.virtual_stages * tp + 2 * m * split * tp + self.pp * tp
         if self.experts is not None and self.experts.ep > 1:  # the ep all-to-all holds
             computes += 2 * m * sum(1 for n in self.experts.moe_layers if n) * tp
         transfers = 2 * m * (s.virtual_stages - 1) * tp if self.pp > 1 else 0
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
-        per_iteration = replica + sync * (2 if self.zero >= 1 else 1)
+        per_iteration = replica + sync * (2 if self.zero >= 1 else 1) * s.updates_per_iteration()
         return per_iteration * self.train.iterations
 
     # -- memory --------------------------------------------------------------
@@ -141,12 +152,22 @@ class Pipeline(HybridReport):
 
     def _stage_memory(self, s: int) -> tuple[Any, float, float]:
         states = moe.stage_states(self, s)
-        _, held = peak_stored(self.ops[s])
+        versions = self.schedule.weight_versions(s)
+        if versions > 1:  # stashed weights (PipeDream, PipeDream-2BW)
+            extra = (versions - 1) * self._stage_weight_bytes(s)
+            states = dataclasses.replace(states, weights=states.weights + extra)
         mb = self.micro_batch
-        activations = sum(
-            self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
-            for _, chunk in held
-        )
+        if self.schedule.split_backward:
+            activations = split_backward.peak_activation_bytes(
+                self.ops[s],
+                lambda c: self.plans[self.schedule.virtual_stage(s, c)].activation_bytes * mb,
+            )
+        else:
+            _, held = peak_stored(self.ops[s])
+            activations = sum(
+                self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
+                for _, chunk in held
+            )
         working = max(self.plans[k].working_bytes for k in self._chunks_of(s)) * mb
         buffers = 2 * max(self.plans[k].output_bytes for k in self._chunks_of(s)) * mb / self.tp
         if self.pp == 1:
@@ -179,34 +200,46 @@ class Pipeline(HybridReport):
 
     def _stage(self, sim: Simulation, d: int, s: int) -> Generator[Any, Any, None]:
         """The process of stage ``s`` of replica ``d``: its operations, flush, step."""
+        if not self.schedule.flush:
+            yield from flush_free.run_stage(self, sim, d, s)
+            return
         group = self.groups[d][s]
-        dense, routed = moe.device_params(self, s)
-        shards = (self.dp, self.dp // (self.experts.ep if routed else 1))
-        params = dense / shards[0] + routed / shards[1] if self.zero >= 1 else dense + routed
-        step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
             for op in self.ops[s]:
                 yield from self._run_op(sim, d, s, it, op)
-            if self.dp > 1:
-                yield self._dp_sync(sim, "grad", s, it, d)
-            yield self._on_group(
-                sim,
-                group,
-                lambda device, it=it: sim.compute(
-                    device,
-                    bytes=step_bytes,
-                    label="optimizer",
-                    iteration=it,
-                    stage=s,
-                    phase="optimizer",
-                ),
-            )
-            if self.dp > 1 and self.zero >= 1:
-                yield self._dp_sync(sim, "param", s, it, d)
+            yield from self._update(sim, d, s, it)
             for device in group:
                 self.clock.end(device, it, sim.now)
+
+    def _update(
+        self, sim: Simulation, d: int, s: int, it: int, key: str = ""
+    ) -> Generator[Any, Any, None]:
+        """Stage ``s``'s weight update: gradient sync with its dp peers, optimizer step,
+        ZeRO-1's parameter all-gather.  ``key`` tells apart several updates of one
+        iteration (PipeDream's per micro-batch)."""
+        group = self.groups[d][s]
+        dense, routed = moe.device_params(self, s)
+        shards = (self.dp, self.dp // (self.experts.ep if routed else 1))
+        params = dense / shards[0] + routed / shards[1] if self.zero >= 1 else dense + routed
+        step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
+        if self.dp > 1:
+            yield self._dp_sync(sim, "grad" + key, s, it, d)
+        yield self._on_group(
+            sim,
+            group,
+            lambda device, it=it: sim.compute(
+                device,
+                bytes=step_bytes,
+                label="optimizer",
+                iteration=it,
+                stage=s,
+                phase="optimizer",
+            ),
+        )
+        if self.dp > 1 and self.zero >= 1:
+            yield self._dp_sync(sim, "param" + key, s, it, d)
 
     @staticmethod
     def _on_group(sim: Simulation, group: Sequence[str], work: Any) -> simpy.Event:
@@ -231,11 +264,15 @@ class Pipeline(HybridReport):
             passes = 1
             flops = (plan.forward_flops + moe.extra_flops(self, k, False, passes)) * mb
         else:
-            if k < last:
+            if k < last and op.kind != BACKWARD_WEIGHT:
                 yield self._arrival((d, it, "gradient", j, k))
             passes = 2 if self.recompute == "full" else 1
             extra = moe.extra_flops(self, k, True, passes)
-            flops = (plan.backward_flops + plan.recompute_flops + extra) * mb
+            if op.kind == BACKWARD:
+                flops = (plan.backward_flops + plan.recompute_flops + extra) * mb
+            else:
+                w = split_backward.weight_gradient_flops(self.model, plan)
+                flops = split_backward.split_flops(plan, op.kind, w, extra) * mb
         per_device = flops / self.tp
         started = sim.now
         yield self._on_group(
@@ -252,16 +289,20 @@ class Pipeline(HybridReport):
                 phase="forward" if op.kind == FORWARD else "backward",
             ),
         )
-        if self.tp > 1 and plan.split_layers:
+        if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
             yield self._tensor_parallel(sim, d, s, it, j, plan, passes)
-        alltoalls = moe.hold_alltoalls(self, sim, (d, s, it, j, k, passes), started)
-        if alltoalls is not None:
-            yield alltoalls
-        if op.kind == BACKWARD:
+        if op.kind != BACKWARD_WEIGHT:  # W sends nothing; B carries the backward all-to-alls
+            alltoalls = moe.hold_alltoalls(self, sim, (d, s, it, j, k, passes), started)
+            if alltoalls is not None:
+                yield alltoalls
+        if op.kind == BACKWARD_INPUT:
+            memory.shrink((j, op.chunk), split_backward.HELD_FOR_W, sim.now, it)
+        if op.kind in (BACKWARD, BACKWARD_WEIGHT):
             memory.free((j, op.chunk), sim.now, it)
+        if op.kind in (BACKWARD, BACKWARD_INPUT):
             if k > 0:
                 self._send(sim, d, it, "gradient", j, k, k - 1, tag)
-        elif k < last:
+        elif op.kind == FORWARD and k < last:
             self._send(sim, d, it, "activation", j, k, k + 1, tag)
 
     def _tensor_parallel(
@@ -299,7 +340,9 @@ class Pipeline(HybridReport):
         boundary = min(src, dst)
         nbytes = self.plans[boundary].output_bytes * self.micro_batch / self.tp
         event = self._arrival((d, it, what, j, dst))
-        senders, receivers = self.groups[d][src % self.pp], self.groups[d][dst % self.pp]
+        src_stage = self.schedule.device_of(src)[0]
+        senders = self.groups[d][src_stage]
+        receivers = self.groups[d][self.schedule.device_of(dst)[0]]
         if senders == receivers:
             event.succeed()
             return
@@ -319,7 +362,7 @@ class Pipeline(HybridReport):
                 label=what,
                 iteration=it,
                 microbatch=j,
-                stage=src % self.pp,
+                stage=src_stage,
                 op=tag,
             )
 
@@ -330,7 +373,7 @@ class Pipeline(HybridReport):
         arrived.append(d)
         if len(arrived) == self.simulated:
             calls = self.calls[s]
-            if what == "param":
+            if what.startswith("param"):
                 calls = [
                     CollectiveCall(
                         "allgather",

@@ -15,6 +15,7 @@ from ...metrics import (
     IterationBubble,
     ModelInfo,
     StageActivations,
+    StageWeightVersions,
     TensorParallelTraffic,
     flop_rates,
     training_summary,
@@ -125,7 +126,17 @@ class HybridReport(HybridLayout):
             workers_simulated=len(workers) if self.simulated < self.dp else None,
             workers_total=gpus if self.simulated < self.dp else None,
             moe=summary_block(self),
+            weight_versions=None if s.flush else self._weight_versions(),
         )
+
+    def _weight_versions(self) -> dict[str, StageWeightVersions]:
+        """Per device stage: its weight versions and their bytes on one device."""
+        out: dict[str, StageWeightVersions] = {}
+        for s in range(self.pp):
+            versions = self.schedule.weight_versions(s)
+            one = self._stage_weight_bytes(s)
+            out[str(s)] = StageWeightVersions(versions, one, (versions - 1) * one)
+        return out
 
     def _memory_summary(self) -> dict[str, StageActivations]:
         """Per device stage: peak stored activations (max over replicas) and replica 0's timeline."""
