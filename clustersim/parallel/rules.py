@@ -136,6 +136,42 @@ def tensor_parallel_problem(tp: int, heads: int | None) -> Problem | None:
     return None
 
 
+def tensor_mode_problems(
+    mode: str, tp: int, depth: int, heads: int | None, sequence_parallel: bool
+) -> list[Problem]:
+    """What forbids ``parallelism.tp_mode`` ``mode`` with ``tp`` GPUs (``tp_depth``
+    ``depth``) on a model with ``heads`` attention heads: the mode's own grid rules
+    (:mod:`clustersim.parallel.tp_modes`), a transformer to split, and sequence parallelism
+    only with Megatron's 1-D mode."""
+    from .tp_modes import TensorParallelMode
+
+    cls = TensorParallelMode.registry.lookup(mode, "parallelism.tp_mode")
+    if cls.name == "1d":
+        problem = tensor_parallel_problem(tp, heads)
+        return [*cls.problems(tp, depth, heads), *([problem] if problem else [])]
+    if tp == 1 and depth == 1:
+        return []
+    out = cls.problems(tp, depth, heads)
+    if heads is None:
+        out.append(
+            Problem(
+                "parallelism.tp_mode",
+                f"tp_mode {mode} splits transformer layers; this model is a list of layers",
+                "a transformer model (a preset such as gpt3-1.3b, or model.transformer)",
+            )
+        )
+    if sequence_parallel:
+        out.append(
+            Problem(
+                "parallelism.sequence_parallel",
+                f"sequence parallelism is Megatron's 1-D scheme; tp_mode {mode} already "
+                "splits every activation over the grid",
+                "false, or tp_mode: 1d",
+            )
+        )
+    return out
+
+
 def sharded_zero_problem(stage: int, tp: int, pp: int, pipeline_section: bool) -> Problem | None:
     """Why ZeRO ``stage`` cannot run with ``tp`` x ``pp`` (and a ``pipeline`` section), or None."""
     if stage < SHARDED_STAGE or (tp == pp == 1 and not pipeline_section):

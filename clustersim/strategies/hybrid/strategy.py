@@ -138,7 +138,7 @@ class Pipeline(HybridReport):
 
     def _stage_memory(self, s: int) -> tuple[Any, float, float]:
         states = model_states(
-            self._stage_params(s) / self.tp,
+            self._stage_params(s) / self.param_shards,
             zero_stage=self.zero,
             dp=self.dp,
             precision=self.train.precision,
@@ -183,7 +183,7 @@ class Pipeline(HybridReport):
     def _stage(self, sim: Simulation, d: int, s: int) -> Generator[Any, Any, None]:
         """The process of stage ``s`` of replica ``d``: its operations, flush, step."""
         group = self.groups[d][s]
-        params = self._stage_params(s) / self.tp / (self.dp if self.zero >= 1 else 1)
+        params = self._stage_params(s) / self.param_shards / (self.dp if self.zero >= 1 else 1)
         step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         for it in range(self.train.iterations):
             for device in group:
@@ -252,7 +252,7 @@ class Pipeline(HybridReport):
             ),
         )
         if self.tp > 1 and plan.split_layers:
-            yield self._tensor_parallel(sim, d, s, it, j, plan, passes)
+            yield self._tensor_parallel(sim, d, s, it, j, plan, op.kind, passes)
         if op.kind == BACKWARD:
             memory.free((j, op.chunk), sim.now, it)
             if k > 0:
@@ -261,21 +261,28 @@ class Pipeline(HybridReport):
             self._send(sim, d, it, "activation", j, k, k + 1, tag)
 
     def _tensor_parallel(
-        self, sim: Simulation, d: int, s: int, it: int, j: int, plan: StagePlan, passes: int
+        self,
+        sim: Simulation,
+        d: int,
+        s: int,
+        it: int,
+        j: int,
+        plan: StagePlan,
+        kind: str,
+        passes: int,
     ) -> simpy.Event:
-        """Hold the tensor group for its collectives' alpha-beta time, recorded per device."""
-        key = (d, s, plan.first_layer, passes)
+        """Hold the tensor group for its collectives' alpha-beta time, recorded per device
+        (a backward with full recomputation also runs the forward's collectives)."""
+        key = (d, s, plan.first_layer, kind, passes)
         cost = self._tp_costs.get(key)
         if cost is None:
-            ops = self._tp_ops(plan) * passes
+            ops = self._tp_ops(plan, kind) + self._tp_ops(plan, FORWARD) * (passes - 1)
             cost = self._tp_costs[key] = (
                 self.tp_timers[d, s].seconds(ops),
-                sum(size for _, size in ops),
+                sum(c.size_bytes for c in ops),
             )
         seconds, nbytes = cost
-        label = "tp " + (
-            "reducescatter+allgather" if self.options.sequence_parallel else "allreduce"
-        )
+        label = "tp " + self.tp_label
         return hold_group(
             sim,
             self.groups[d][s],
