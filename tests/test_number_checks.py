@@ -511,6 +511,7 @@ KEYS: list[Key] = [
         dp=("parallelism", "dp"),
         pp=("parallelism", "pp"),
         tp=("parallelism", "tp"),
+        tp_depth=("parallelism", "tp_depth"),
     ),
     *_keys(
         "PipelineSpec",
