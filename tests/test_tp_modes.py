@@ -32,6 +32,7 @@ import pytest
 from clustersim.errors import ScenarioError
 from clustersim.model.transformer import Transformer
 from clustersim.parallel.tp_modes import tp_mode
+
 from .test_hybrid import LINK_LATENCY, NVLINK_BPS, RATE, SHAPE, doc, run, training_flops
 
 ALPHA = 2 * LINK_LATENCY
