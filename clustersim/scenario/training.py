@@ -210,6 +210,18 @@ class ModelSpec(_Spec):
         return self
 
 
+class MemorySpec(_Spec):
+    """How device memory is accounted beyond model states and activations."""
+
+    fragmentation: Float = Field(0.0, ge=0, lt=1)
+    """Allocator fragmentation allowance: a fraction of the device's other parts added to
+    its peak (0.10 is typical of PyTorch's caching allocator, see README "Memory");
+    default 0 (none)."""
+    buffers: Bool = True
+    """Count temporary communication buffers (buckets, gathered ZeRO-3 parameters, staging
+    of tensor-parallel grids, pipeline send/receive); false leaves them out."""
+
+
 class TrainingSpec(_Spec):
     """How training runs: batch, iterations, number format, optimizer."""
 
@@ -234,6 +246,8 @@ class TrainingSpec(_Spec):
     """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
     et al. 2022) or full (each transformer block re-runs its forward in backward; only block
     inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
+    memory: MemorySpec = MemorySpec()
+    """Memory accounting: ``fragmentation`` allowance and communication ``buffers``."""
 
     @model_validator(mode="before")
     @classmethod

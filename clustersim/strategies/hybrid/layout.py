@@ -287,6 +287,11 @@ class HybridLayout(TrainingStrategy):
             check_call(call, self.topology, "parallelism.tp_algorithm")
         return timers
 
+    def _layers_of(self, k: int) -> range:
+        """Indices of the layers of virtual stage ``k``."""
+        plan = self.plans[k]
+        return range(plan.first_layer, plan.first_layer + plan.layers)
+
     def _chunks_of(self, stage: int) -> list[int]:
         """Virtual stages on device stage ``stage``."""
         return [self.schedule.virtual_stage(stage, c) for c in range(self.schedule.chunks)]

@@ -87,6 +87,7 @@ from ...parallel.schedules import (
 from ...scenario import DataParallelSpec
 from .. import training
 from .accounting import ActivationMemory
+from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
 
@@ -117,7 +118,7 @@ class Pipeline(HybridReport):
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
-        per_iteration = replica + sync * (2 if self.zero >= 1 else 1)
+        per_iteration = replica + sync * dp_rounds(self.zero, s.micro_batches * s.chunks)
         return per_iteration * self.train.iterations
 
     # -- memory --------------------------------------------------------------
@@ -154,6 +155,14 @@ class Pipeline(HybridReport):
         buffers = 2 * max(self.plans[k].output_bytes for k in self._chunks_of(s)) * mb / self.tp
         if self.pp == 1:
             buffers = 0.0
+        layers = [self.model.layers[i] for k in self._chunks_of(s) for i in self._layers_of(k)]
+        buffers += sharded_buffer_bytes(
+            self.zero,
+            [x.params for x in layers],
+            self.param_shards,
+            self.options.bytes_per_value,
+            self.sync.bucket,
+        )
         return states, activations, working + buffers
 
     def _capacity(self, device: str) -> float:
@@ -165,7 +174,7 @@ class Pipeline(HybridReport):
         self.clock = training.IterationClock.new()
         self._sim = sim
         self._arrivals: dict[tuple[int, int, str, int, int], simpy.Event] = {}
-        self._flush: dict[tuple[str, int, int], tuple[list[int], simpy.Event]] = {}
+        self._flush: dict[tuple[Any, ...], tuple[list[int], simpy.Event]] = {}
         self.memory = {
             (d, s): ActivationMemory(record=d == 0) for d in range(self.dp) for s in range(self.pp)
         }
@@ -190,7 +199,7 @@ class Pipeline(HybridReport):
                 self.clock.start(device, it, sim.now)
             for op in self.ops[s]:
                 yield from self._run_op(sim, d, s, it, op)
-            if self.dp > 1:
+            if self.dp > 1 and self.zero < SHARDED_STAGE:
                 yield self._dp_sync(sim, "grad", s, it, d)
             yield self._on_group(
                 sim,
@@ -204,7 +213,7 @@ class Pipeline(HybridReport):
                     phase="optimizer",
                 ),
             )
-            if self.dp > 1 and self.zero >= 1:
+            if self.dp > 1 and 1 <= self.zero < PARAMETER_STAGE:
                 yield self._dp_sync(sim, "param", s, it, d)
             for device in group:
                 self.clock.end(device, it, sim.now)
@@ -225,6 +234,8 @@ class Pipeline(HybridReport):
         j, mb, memory = op.microbatch, self.micro_batch, self.memory[d, s]
         tag = f"chunk{op.chunk}" if self.schedule.chunks > 1 else ""
         group = self.groups[d][s]
+        if self.zero >= PARAMETER_STAGE and self.dp > 1:
+            yield self._dp_sync(sim, "gather", s, it, d, (j, op.kind, op.chunk))
         if op.kind == FORWARD:
             if k > 0:
                 yield self._arrival((d, it, "activation", j, k))
@@ -253,6 +264,8 @@ class Pipeline(HybridReport):
         )
         if self.tp > 1 and plan.split_layers:
             yield self._tensor_parallel(sim, d, s, it, j, plan, op.kind, passes)
+        if op.kind == BACKWARD and self.zero >= SHARDED_STAGE and self.dp > 1:
+            yield self._dp_sync(sim, "grad", s, it, d, (j, op.chunk))
         if op.kind == BACKWARD:
             memory.free((j, op.chunk), sim.now, it)
             if k > 0:
@@ -326,14 +339,18 @@ class Pipeline(HybridReport):
                 op=tag,
             )
 
-    def _dp_sync(self, sim: Simulation, what: str, s: int, it: int, d: int) -> simpy.Event:
-        """Stage ``s``'s gradient sync (``grad``) or ZeRO-1 parameter all-gather (``param``)
-        among its dp peers, one collective per tensor rank, started by the last replica."""
-        arrived, done = self._flush.setdefault((what, s, it), ([], sim.event()))
+    def _dp_sync(
+        self, sim: Simulation, what: str, s: int, it: int, d: int, step: tuple[Any, ...] = ()
+    ) -> simpy.Event:
+        """Stage ``s``'s gradient sync (``grad``), ZeRO-1/2 parameter all-gather after the step
+        (``param``) or ZeRO-3 gather before a pass (``gather``) among its dp peers, one
+        collective per tensor rank, started by the last replica; ``step`` tells apart the
+        per-micro-batch syncs of ZeRO-2/3 (:mod:`.sharded`)."""
+        arrived, done = self._flush.setdefault((what, s, it, step), ([], sim.event()))
         arrived.append(d)
         if len(arrived) == self.simulated:
             calls = self.calls[s]
-            if what == "param":
+            if what in ("param", "gather"):
                 calls = [
                     CollectiveCall(
                         "allgather",
@@ -357,5 +374,5 @@ class Pipeline(HybridReport):
                 for call in calls
             ]
             sim.all_of(events).callbacks.append(lambda _e: done.succeed())
-            del self._flush[what, s, it]
+            del self._flush[what, s, it, step]
         return done
