@@ -91,3 +91,45 @@ def test_sharded_zero_with_pipeline_parallelism_is_refused_as_deepspeed_does(zer
     problem = info.value.problems[0]
     assert problem.path == "zero.stage"
     assert "DeepSpeed's pipeline engine asserts ZeRO stage < 2" in problem.message
+
+
+# --------------------------------------------------------------------------- the zero strategy
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("devices, m", [(2, 1), (2, 4), (4, 2), (8, 5)])
+def test_zero_strategy_accumulates_gradients_over_micro_batches(
+    stage: int, devices: int, m: int
+) -> None:
+    """Data parallelism alone with ``training.micro_batch``: per iteration and worker,
+    ZeRO-1 reduce-scatters its buckets once (after the last micro-batch) and all-gathers
+    them once; ZeRO-2 reduce-scatters after every micro-batch (DeepSpeed's stage-2
+    default); ZeRO-3 also gathers every layer before each forward and backward of every
+    micro-batch.  Bytes per iteration: Psi x 2 bytes (fp16) x (1, m, m) reduce-scattered and
+    (1, 1, 2 m) gathered."""
+    from .test_zero import UNIFORM
+    from .test_zero import doc as zero_doc
+    from .test_zero import run as zero_run
+
+    batch = 400
+    micro = batch // devices // m
+    document = zero_doc(devices, stage=stage, iterations=1, bucket="50MB")
+    document["training"].update(micro_batch=micro, precision="fp16")
+    result = zero_run(document)
+    psi = sum(x["params"] * x.get("repeat", 1) for x in UNIFORM)
+    traffic = result.summary["communication"]
+    scatters, gathers = {1: (1, 1), 2: (m, 1), 3: (m, 2 * m)}[stage]
+    assert traffic["reducescatter_bytes"] == pytest.approx(scatters * 2 * psi, rel=1e-12)
+    assert traffic["allgather_bytes"] == pytest.approx(gathers * 2 * psi, rel=1e-12)
+    device = result.summary["workers"][0]
+    counted = Counter(
+        r.label.split()[0]
+        for r in result.records
+        if r.kind == "collective" and r.resource == device
+    )
+    buckets = result.summary["buckets"]["count"]
+    layers = 4
+    assert counted["reducescatter"] == scatters * buckets
+    assert counted["allgather"] == (2 * m * layers if stage == 3 else buckets)
+    computes = sum(1 for r in result.records if r.kind == "compute" and r.resource == device)
+    assert computes == m * 2 * layers + 1  # forward and backward per layer, optimizer step

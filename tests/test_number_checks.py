@@ -321,6 +321,7 @@ KEYS: list[Key] = [
         iterations=("training", "iterations"),
     ),
     Key("TrainingSpec", "micro_batch", "transformer", ("training", "micro_batch")),
+    Key("MemorySpec", "fragmentation", "flat", ("training", "memory", "fragmentation"), True),
     *_keys(
         "AllreduceSyncSpec",
         "flat",
