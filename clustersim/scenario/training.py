@@ -215,8 +215,8 @@ class MemorySpec(_Spec):
 
     fragmentation: Float = Field(0.0, ge=0, lt=1)
     """Allocator fragmentation allowance: a fraction of the device's other parts added to
-    its peak (0.10 is typical of PyTorch's caching allocator, see README "Memory");
-    default 0 (none)."""
+    its peak (about 0.15 on average for PyTorch's caching allocator on LLMs, GMLake 2024; see
+    README "Memory"); default 0 (none)."""
     buffers: Bool = True
     """Count temporary communication buffers (buckets, gathered ZeRO-3 parameters, staging
     of tensor-parallel grids, pipeline send/receive); false leaves them out."""

@@ -55,6 +55,14 @@ Stage 3 / ``fsdp`` (parameters sharded too):
 
 Bytes: two all-gathers and one reduce-scatter of Psi, 1.5 x an all-reduce.
 
+Gradient accumulation (``training.micro_batch``: each worker's samples in m
+micro-batches, each a forward and a backward): stage 1 accumulates the full gradients
+and reduce-scatters once, with the last micro-batch's backward; stage 2 reduce-scatters
+every micro-batch's buckets (DeepSpeed's stage-2 optimizer reduces each micro-batch's
+gradients, as a rank keeps only its shard), the worker waiting for all of them before
+its step; stage 3 also gathers every layer again before each micro-batch's forward and
+backward (DeepSpeed releases gathered parameters after use).  m = 1 without the key.
+
 ``training.recompute: full`` makes the backward of every attention and MLP
 layer cost one more forward (folded into its ``bwd`` record, as the pipeline
 strategy does); in stage 3 the backward gather serves the recomputation.
