@@ -424,7 +424,7 @@ class ParallelismSpec(_Spec):
     tp_algorithm: str = "ring"
     """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
     tp_mode: str = "1d"
-    """How the tp GPUs split a layer (``clustersim list tp_modes``): 1d (Megatron-LM), 2d
+    """How the tp GPUs split a layer (``clustersim list tp-modes``): 1d (Megatron-LM), 2d
     (Optimus, tp = q^2), 2.5d (Tesseract, tp = q^2 x tp_depth) or 3d (tp = q^3)."""
     tp_depth: Count = 1
     """tp_mode 2.5d: Tesseract's depth d (tp = q^2 d)."""

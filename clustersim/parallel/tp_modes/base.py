@@ -80,7 +80,7 @@ class TensorParallelMode(Registered):
     """A way of splitting a layer over ``tp`` GPUs (``depth``: Tesseract's d, else 1)."""
 
     registry: ClassVar[Registry[type[TensorParallelMode]]] = Registry(
-        "tp_modes",
+        "tp-modes",
         "tensor-parallel mode",
         describe=_mode_line,
         sort=True,
