@@ -240,10 +240,15 @@ def simulate(
 def memory_block(prepared: Prepared) -> MemoryBlock | None:
     """The summary's ``memory`` block of a prepared run (None if its strategy models no
     memory)."""
-    from .model.memory import memory_summary
+    from .model.memory import memory_summary, with_settings
 
     plan = prepared.strategy.memory_plan() if hasattr(prepared.strategy, "memory_plan") else None
-    return memory_summary(plan) if plan else None
+    if not plan:
+        return None
+    training = getattr(prepared.scenario, "training", None)
+    if training is not None:
+        plan = with_settings(plan, training.memory.fragmentation, training.memory.buffers)
+    return memory_summary(plan)
 
 
 def _result(

@@ -151,7 +151,6 @@ def test_order_maps_ranks_innermost_first(order: list[str], expected: list[Any])
         ({"pp": 8, "batch": 4}, "training.micro_batch", "4 micro-batches are fewer than the 8"),
         ({"tp": 16, "gpus": 16}, "parallelism.tp", "does not divide the model's 8 attention heads"),
         ({"pp": 2, "zero": 2}, "zero.stage", "pipeline parallelism"),
-        ({"tp": 2, "zero": 3}, "zero.stage", "data parallelism alone"),
         ({"micro_batch": 3}, "training.micro_batch", "do not divide"),
     ],
 )

@@ -351,6 +351,7 @@ KEYS: list[Key] = [
         iterations=("training", "iterations"),
     ),
     Key("TrainingSpec", "micro_batch", "transformer", ("training", "micro_batch")),
+    Key("MemorySpec", "fragmentation", "flat", ("training", "memory", "fragmentation"), True),
     *_keys(
         "AllreduceSyncSpec",
         "flat",
@@ -541,6 +542,7 @@ KEYS: list[Key] = [
         dp=("parallelism", "dp"),
         pp=("parallelism", "pp"),
         tp=("parallelism", "tp"),
+        tp_depth=("parallelism", "tp_depth"),
     ),
     *_keys(
         "PipelineSpec",

@@ -392,6 +392,13 @@ class TensorParallelTraffic(SummaryPart):
     bytes_per_block_per_pass: float
     seconds_per_microbatch_forward: list[float]
     priced: str
+    mode: str | None = field(default=None, metadata=OPTIONAL)
+    """``parallelism.tp_mode`` when not 1d (2d, 2.5d, 3d)."""
+    grid: list[int] | None = field(default=None, metadata=OPTIONAL)
+    """The mode's grid: [q, q], [q, q, d] or [q, q, q] (not written for 1d)."""
+    bytes_per_layer_backward: float | None = field(default=None, metadata=OPTIONAL)
+    """Mean S bytes of one split layer's backward collectives (not written for 1d, where
+    backward equals forward)."""
 
 
 @dataclass(frozen=True)

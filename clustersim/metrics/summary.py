@@ -77,9 +77,12 @@ class MemoryRow(SummaryPart):
     activations_bytes: float
     communication_buffers_bytes: float
     peak_bytes: float
-    """The sum of the parts above."""
+    """The sum of the parts (fragmentation included)."""
     capacity_bytes: float
     fits: bool
+    fragmentation_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    """Allocator fragmentation allowance (``training.memory.fragmentation``; not written
+    when none)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ leave forbidden configurations out of its search.
 * :func:`tensor_parallel_problem` -- tensor parallelism splits a transformer's
   attention heads, so ``tp`` must divide them (Megatron-LM);
 * :func:`sharded_zero_problem` -- ZeRO stages that shard gradients (2) or also
-  parameters (3) run on data parallelism alone (tp = pp = 1), as in DeepSpeed;
+  parameters (3) run without pipeline parallelism (pp = 1, any tp), as in DeepSpeed;
 * pipeline schedules, ``(p, m, v)``: :func:`schedule_problems` (what every schedule
   needs), :func:`micro_batch_per_stage_problem` (1F1B's warm-up),
   :func:`micro_batches_multiple_problem` (the interleaved schedule's groups);
@@ -136,24 +136,60 @@ def tensor_parallel_problem(tp: int, heads: int | None) -> Problem | None:
     return None
 
 
-def sharded_zero_problem(stage: int, tp: int, pp: int, pipeline_section: bool) -> Problem | None:
-    """Why ZeRO ``stage`` cannot run with ``tp`` x ``pp`` (and a ``pipeline`` section), or None."""
-    if stage < SHARDED_STAGE or (tp == pp == 1 and not pipeline_section):
-        return None
-    if pp > 1:
-        return Problem(
-            "zero.stage",
-            f"ZeRO stage {stage} shards gradients"
-            f"{' and parameters' if stage == 3 else ''}, which pipeline parallelism "
-            "accumulates over micro-batches on each stage (DeepSpeed does not combine "
-            "them either)",
-            "0 or 1 with pp > 1",
+def tensor_mode_problems(
+    mode: str, tp: int, depth: int, heads: int | None, sequence_parallel: bool
+) -> list[Problem]:
+    """What forbids ``parallelism.tp_mode`` ``mode`` with ``tp`` GPUs (``tp_depth``
+    ``depth``) on a model with ``heads`` attention heads: the mode's own grid rules
+    (:mod:`clustersim.parallel.tp_modes`), a transformer to split, and sequence parallelism
+    only with Megatron's 1-D mode."""
+    from .tp_modes import TensorParallelMode
+
+    cls = TensorParallelMode.registry.lookup(mode, "parallelism.tp_mode")
+    if cls.name == "1d":
+        problem = tensor_parallel_problem(tp, heads)
+        return [*cls.problems(tp, depth, heads), *([problem] if problem else [])]
+    if tp == 1 and depth == 1:
+        return []
+    out = cls.problems(tp, depth, heads)
+    if heads is None:
+        out.append(
+            Problem(
+                "parallelism.tp_mode",
+                f"tp_mode {mode} splits transformer layers; this model is a list of layers",
+                "a transformer model (a preset such as gpt3-1.3b, or model.transformer)",
+            )
         )
+    if sequence_parallel:
+        out.append(
+            Problem(
+                "parallelism.sequence_parallel",
+                f"sequence parallelism is Megatron's 1-D scheme; tp_mode {mode} already "
+                "splits every activation over the grid",
+                "false, or tp_mode: 1d",
+            )
+        )
+    return out
+
+
+def sharded_zero_problem(stage: int, tp: int, pp: int, pipeline_section: bool) -> Problem | None:
+    """Why ZeRO ``stage`` cannot run with ``tp`` x ``pp`` (and a ``pipeline`` section), or None.
+
+    Stages 2 and 3 run with tensor parallelism (Megatron-DeepSpeed: each tensor rank's
+    1/t slice is sharded over its dp group), with or without a pipeline section, but not
+    with pipeline parallelism: DeepSpeed's pipeline engine asserts a ZeRO stage below 2,
+    since sharded gradients would be reduced once per micro-batch on every stage.
+    ``pipeline_section`` no longer matters; it is kept for callers.
+    """
+    del pipeline_section
+    if stage < SHARDED_STAGE or pp == 1:
+        return None
     return Problem(
         "zero.stage",
-        f"ZeRO stage {stage} is simulated for data parallelism alone "
-        "(tp 1, pp 1, no pipeline section)",
-        "0 or 1 with tensor or pipeline parallelism; 2, 3 or fsdp with tp 1 and pp 1",
+        f"ZeRO stage {stage} shards gradients{' and parameters' if stage == 3 else ''}; "
+        "with pipeline parallelism DeepSpeed's pipeline engine asserts ZeRO stage < 2 "
+        "(gradients accumulate over the micro-batches of each stage)",
+        "0 or 1 with pp > 1; 2, 3 or fsdp with pp 1 (any tp)",
     )
 
 

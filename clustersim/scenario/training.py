@@ -213,6 +213,18 @@ class ModelSpec(_Spec):
         return self
 
 
+class MemorySpec(_Spec):
+    """How device memory is accounted beyond model states and activations."""
+
+    fragmentation: Float = Field(0.0, ge=0, lt=1)
+    """Allocator fragmentation allowance: a fraction of the device's other parts added to
+    its peak (about 0.15 on average for PyTorch's caching allocator on LLMs, GMLake 2024; see
+    README "Memory"); default 0 (none)."""
+    buffers: Bool = True
+    """Count temporary communication buffers (buckets, gathered ZeRO-3 parameters, staging
+    of tensor-parallel grids, pipeline send/receive); false leaves them out."""
+
+
 class TrainingSpec(_Spec):
     """How training runs: batch, iterations, number format, optimizer."""
 
@@ -237,6 +249,8 @@ class TrainingSpec(_Spec):
     """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
     et al. 2022) or full (each transformer block re-runs its forward in backward; only block
     inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
+    memory: MemorySpec = MemorySpec()
+    """Memory accounting: ``fragmentation`` allowance and communication ``buffers``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -418,6 +432,11 @@ class ParallelismSpec(_Spec):
     schedules); only the part longer than the compute is exposed."""
     tp_algorithm: str = "ring"
     """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
+    tp_mode: str = "1d"
+    """How the tp GPUs split a layer (``clustersim list tp-modes``): 1d (Megatron-LM), 2d
+    (Optimus, tp = q^2), 2.5d (Tesseract, tp = q^2 x tp_depth) or 3d (tp = q^3)."""
+    tp_depth: Count = 1
+    """tp_mode 2.5d: Tesseract's depth d (tp = q^2 d)."""
     simulate_replicas: Literal["all", "one"] = "all"
     """``one``: simulate data-parallel replica 0 only and run the data-parallel collectives
     in the congestion-aware analytical model -- dp times fewer events, for identical replicas

@@ -55,6 +55,14 @@ Stage 3 / ``fsdp`` (parameters sharded too):
 
 Bytes: two all-gathers and one reduce-scatter of Psi, 1.5 x an all-reduce.
 
+Gradient accumulation (``training.micro_batch``: each worker's samples in m
+micro-batches, each a forward and a backward): stage 1 accumulates the full gradients
+and reduce-scatters once, with the last micro-batch's backward; stage 2 reduce-scatters
+every micro-batch's buckets (DeepSpeed's stage-2 optimizer reduces each micro-batch's
+gradients, as a rank keeps only its shard), the worker waiting for all of them before
+its step; stage 3 also gathers every layer again before each micro-batch's forward and
+backward (DeepSpeed releases gathered parameters after use).  m = 1 without the key.
+
 ``training.recompute: full`` makes the backward of every attention and MLP
 layer cost one more forward (folded into its ``bwd`` record, as the pipeline
 strategy does); in stage 3 the backward gather serves the recomputation.
@@ -90,6 +98,7 @@ from ..metrics import (
     training_summary,
 )
 from ..model import memory
+from ..parallel import rules
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from . import training
@@ -178,6 +187,12 @@ class Zero(TrainingStrategy):
 
     def _check_batch(self) -> None:
         self.check_batch_covers(len(self.workers))
+        self.micro_batches = 1
+        """Micro-batches per iteration (gradient accumulation, ``training.micro_batch``)."""
+        b = self.train.micro_batch
+        if b is not None:
+            rules.enforce(rules.micro_batch_problem(self.train.global_batch, len(self.workers), b))
+            self.micro_batches = int(self.train.global_batch / len(self.workers) / b)
 
     def _gather_calls(self) -> list[tuple[str, CollectiveCall]]:
         """The iteration's all-gathers in launch order, with their labels."""
@@ -233,7 +248,9 @@ class Zero(TrainingStrategy):
     def estimate_work(self) -> WorkEstimate:
         """Per iteration: the workers' computes, each bucket's reduce-scatter and every
         all-gather (per bucket, or per layer and pass in stage 3)."""
-        calls = self.calls + [call for _label, call in self.gathers]
+        m = self.micro_batches
+        gathers = [call for _label, call in self.gathers]
+        calls = self.calls * (m if self.stage >= 2 else 1) + gathers * (m if self.stage >= 3 else 1)
         return iteration_work(self, calls) * self.train.iterations
 
     # -- memory --------------------------------------------------------------
@@ -267,54 +284,79 @@ class Zero(TrainingStrategy):
         for rank, device in enumerate(self.workers):
             sim.process(worker(sim, rank, device))
 
+    def _scatter_key(self, it: int, j: int) -> Any:
+        """The reduce-scatter round of micro-batch ``j``: one per micro-batch from stage 2
+        (DeepSpeed reduces every micro-batch's gradients), else one per iteration."""
+        return (it, j) if self.stage >= 2 and self.micro_batches > 1 else it
+
     def _stage12_worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
-        model, samples = self.run_model, self.samples[rank]
+        model, m = self.run_model, self.micro_batches
+        samples = self.samples[rank] / m
         for it in range(self.train.iterations):
             self.clock.start(device, it, sim.now)
-            yield from training.forward_pass(sim, device, model, samples, it)
-            on_gradient = self._scatter.gradient_callback(rank, it)
-            yield from training.backward_pass(sim, device, model, samples, it, on_gradient)
-            yield self._scatter.synced(it)
+            rounds = []
+            for j in range(m):
+                yield from training.forward_pass(sim, device, model, samples, it)
+                on_gradient = None
+                if self.stage >= 2 or j == m - 1:  # ZeRO-1 accumulates, reduces at the end
+                    rounds.append(self._scatter_key(it, j))
+                    on_gradient = self._scatter.gradient_callback(rank, rounds[-1])
+                yield from training.backward_pass(sim, device, model, samples, it, on_gradient)
+            for key in rounds:
+                yield self._scatter.synced(key)
             yield self._optimizer_step(sim, device, it)
             yield self._gather.request((it, -1))
             self.clock.end(device, it, sim.now)
 
     def _stage3_worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
-        model, samples = self.run_model, self.samples[rank]
+        m = self.micro_batches
         for it in range(self.train.iterations):
             self.clock.start(device, it, sim.now)
-            asked = _Asked(self._gather, it)
-            on_gradient = self._scatter.gradient_callback(rank, it)
-            for step in self.steps:
-                if step.gather is not None:
-                    yield asked.upto(step.gather)
-                layer = model.layers[step.layer]
-                flops = layer.forward_flops if step.phase == "fwd" else layer.backward_flops
-                label = f"{step.phase} {layer.name}"
-                work = sim.compute(
-                    device,
-                    flops=flops * samples,
-                    label=label,
-                    iteration=it,
-                    phase="forward" if step.phase == "fwd" else "backward",
-                )
-                if self.prefetch and step.prefetch is not None:
-                    asked.upto(step.prefetch)
-                yield work
-                if step.phase == "bwd":
-                    on_gradient(step.layer)
-            yield self._scatter.synced(it)
+            rounds = [self._scatter_key(it, j) for j in range(m)]
+            for j in range(m):
+                yield from self._stage3_pass(sim, rank, device, it, j, rounds[j])
+            for key in dict.fromkeys(rounds):
+                yield self._scatter.synced(key)
             yield self._optimizer_step(sim, device, it)
             self.clock.end(device, it, sim.now)
+
+    def _stage3_pass(
+        self, sim: Simulation, rank: int, device: str, it: int, j: int, key: Any
+    ) -> Generator[Any, Any, None]:
+        """Forward and backward of micro-batch ``j``: every layer's parameters gathered
+        again (DeepSpeed releases them after use), gradients reduce-scattered as round
+        ``key``."""
+        model, samples = self.run_model, self.samples[rank] / self.micro_batches
+        asked = _Asked(self._gather, it, j)
+        on_gradient = self._scatter.gradient_callback(rank, key)
+        for step in self.steps:
+            if step.gather is not None:
+                yield asked.upto(step.gather)
+            layer = model.layers[step.layer]
+            flops = layer.forward_flops if step.phase == "fwd" else layer.backward_flops
+            label = f"{step.phase} {layer.name}"
+            work = sim.compute(
+                device,
+                flops=flops * samples,
+                label=label,
+                iteration=it,
+                phase="forward" if step.phase == "fwd" else "backward",
+            )
+            if self.prefetch and step.prefetch is not None:
+                asked.upto(step.prefetch)
+            yield work
+            if step.phase == "bwd":
+                on_gradient(step.layer)
 
     def _optimizer_step(self, sim: Simulation, device: str, it: int) -> simpy.Event:
         """The step on this worker's shard: params / N parameters."""
         shard = self.model.params / len(self.workers)
         return training.optimizer_step(sim, device, shard, self.train.optimizer, it)
 
-    def _launch_gather(self, key: tuple[int, int]) -> simpy.Event:
-        """Start all-gather ``key`` = (iteration, position); position -1: every bucket at once."""
-        it, position = key
+    def _launch_gather(self, key: tuple[int, ...]) -> simpy.Event:
+        """Start all-gather ``key`` = (iteration, [micro-batch,] position); position -1:
+        every bucket at once."""
+        it, position = key[0], key[-1]
         chosen = self.gathers if position < 0 else [self.gathers[position]]
         events = [
             run_collective(
@@ -341,8 +383,11 @@ class Zero(TrainingStrategy):
             self.clock, sim.records, iterations, self.train.global_batch, self.workers
         )
         nbytes = [b.nbytes for b in self.buckets]
-        scattered = sum(nbytes)
-        gathered = sum(call.size_bytes for _label, call in self.gathers)
+        m = self.micro_batches
+        scattered = sum(nbytes) * (m if self.stage >= 2 else 1)
+        gathered = sum(call.size_bytes for _label, call in self.gathers) * (
+            m if self.stage >= 3 else 1
+        )
         flops = training.flops_per_iteration(self.model, self.train.global_batch, self.recompute)
         return ZeroSummary(
             times=measured.times,
@@ -366,24 +411,43 @@ class Zero(TrainingStrategy):
 
 
 class _ScatterSync(BucketSync):
-    """DDP's ordered bucket launches; the calls are reduce-scatters (labelled by their op)."""
+    """DDP's ordered bucket launches; the calls are reduce-scatters (labelled by their op).
+    A round is an iteration, or (iteration, micro-batch) when every micro-batch reduces."""
+
+    def _launch(self, it: Any, k: int) -> None:
+        if not isinstance(it, tuple):
+            super()._launch(it, k)
+            return
+        strategy = self.strategy
+        event = run_collective(
+            self.sim,
+            strategy.calls[k],
+            model=strategy.network_model,
+            label=f"{strategy.calls[k].op} bucket{k}",
+            iteration=it[0],
+            channels=strategy.channels,
+        )
+        events = self.pending.setdefault(it, [])
+        events.append(event)
+        if len(events) == len(self.sizes):
+            self.sim.all_of(events).callbacks.append(lambda _e: self.synced(it).succeed())
 
 
 class _Rendezvous:
     """Collectives every worker asks for once: each starts when the last of the N asks."""
 
     def __init__(
-        self, sim: Simulation, n: int, launch: Callable[[tuple[int, int]], simpy.Event]
+        self, sim: Simulation, n: int, launch: Callable[[tuple[int, ...]], simpy.Event]
     ) -> None:
         self.sim = sim
         self.n = n
         self.launch = launch
-        self.asked: dict[tuple[int, int], int] = {}
+        self.asked: dict[tuple[int, ...], int] = {}
         """Per collective not yet started: how many workers asked for it."""
-        self.done: dict[tuple[int, int], simpy.Event] = {}
+        self.done: dict[tuple[int, ...], simpy.Event] = {}
         """Per collective not yet started: the event its askers wait on."""
 
-    def request(self, key: tuple[int, int]) -> simpy.Event:
+    def request(self, key: tuple[int, ...]) -> simpy.Event:
         """One worker asks for collective ``key``; the event fires when the collective ends."""
         event = self.done.get(key)
         if event is None:
@@ -398,14 +462,15 @@ class _Rendezvous:
 class _Asked:
     """One worker's stage-3 gathers of one iteration, asked for in order, each once."""
 
-    def __init__(self, rendezvous: _Rendezvous, iteration: int) -> None:
+    def __init__(self, rendezvous: _Rendezvous, iteration: int, microbatch: int = 0) -> None:
         self.rendezvous = rendezvous
         self.iteration = iteration
+        self.microbatch = microbatch
         self.events: list[simpy.Event] = []
 
     def upto(self, position: int) -> simpy.Event:
         """Ask for every gather up to ``position`` not asked for yet; the event of ``position``."""
         while len(self.events) <= position:
-            key = (self.iteration, len(self.events))
+            key = (self.iteration, self.microbatch, len(self.events))
             self.events.append(self.rendezvous.request(key))
         return self.events[position]

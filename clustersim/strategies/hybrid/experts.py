@@ -259,10 +259,12 @@ def stage_routed_params(layout: Any, s: int) -> float:
 
 def device_params(layout: Any, s: int) -> tuple[float, float]:
     """(dense, routed-expert) parameters one GPU of device stage ``s`` holds:
-    (stage - routed) / t and routed / (t ep)."""
+    (stage - routed) / t and routed / (t ep), t being the tensor mode's parameter
+    shards (tp; q^2 for 2.5-D)."""
     routed = stage_routed_params(layout, s)
-    dense = (layout._stage_params(s) - routed) / layout.tp
-    return dense, routed / layout.tp / (layout.experts.ep if routed else 1)
+    shards = layout.param_shards
+    dense = (layout._stage_params(s) - routed) / shards
+    return dense, routed / shards / (layout.experts.ep if routed else 1)
 
 
 def stage_states(layout: Any, s: int) -> ModelStates:

@@ -8,13 +8,14 @@ from ...parallel import rules
 from ...parallel.placement import place
 from ...parallel.schedules import Schedule
 from ...parallel.stages import balanced_split, check_stage_layers
-from ...parallel.tensor_parallel import SPLIT_KINDS, CollectiveTimer
+from ...parallel.tensor_parallel import SPLIT_KINDS
+from ...parallel.tp_modes import GridCollective, GridTimer, TensorParallelMode, tp_mode
 from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
 from .. import training
 from ..base import TrainingStrategy
 from . import experts as moe
 from .accounting import link_sharing
-from .stages import StageOptions, plan_stages
+from .stages import StageOptions, StagePlan, plan_stages
 
 
 class HybridLayout(TrainingStrategy):
@@ -64,6 +65,7 @@ class HybridLayout(TrainingStrategy):
             self.tp,
             parallelism.sequence_parallel,
             training.BYTES_PER_VALUE[self.train.precision],
+            self.tp_mode,
         )
         self.plans = plan_stages(self.model, self.stage_layers, self.options)
         self.experts = moe.plan_experts(self)
@@ -75,8 +77,9 @@ class HybridLayout(TrainingStrategy):
             for call in calls:
                 check_call(call, self.topology, "data_parallel.allreduce.algorithm")
         self.tp_timers = self._tp_timers()
-        self._tp_costs: dict[tuple[int, int, int, int], tuple[float, float]] = {}
-        """(replica, stage, first layer, passes) -> (seconds, bytes) of a tensor-parallel hold."""
+        self._tp_costs: dict[tuple[int, int, int, str, int], tuple[float, float]] = {}
+        """(replica, stage, first layer, pass, passes) -> (seconds, bytes) of a tensor-parallel
+        hold."""
         self.simulated = self._simulated_replicas(parallelism)
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
@@ -102,7 +105,19 @@ class HybridLayout(TrainingStrategy):
 
     def _check_tensor_parallel(self, parallelism: ParallelismSpec) -> None:
         shape = self.model.transformer
-        rules.enforce(rules.tensor_parallel_problem(parallelism.tp, shape.heads if shape else None))
+        heads = shape.heads if shape else None
+        problems = rules.tensor_mode_problems(
+            parallelism.tp_mode,
+            parallelism.tp,
+            parallelism.tp_depth,
+            heads,
+            parallelism.sequence_parallel,
+        )
+        if problems:
+            raise ScenarioError(problems)
+        self.tp_mode: TensorParallelMode = tp_mode(
+            parallelism.tp_mode, parallelism.tp, parallelism.tp_depth
+        )
 
     def _select_workers(self, spec: DataParallelSpec) -> list[str]:
         """Devices of ``data_parallel.workers``; when not given, every GPU (else every device)."""
@@ -226,27 +241,69 @@ class HybridLayout(TrainingStrategy):
             ] + moe.expert_calls(self, s, op, per_value)
         return out
 
+    def _tp_ops(self, plan: StagePlan | None, phase: str) -> tuple[GridCollective, ...]:
+        """One pass's (``fwd`` / ``bwd``) tensor-parallel collectives of a stage's attention
+        and MLP layers for one micro-batch, from ``parallelism.tp_mode``, layer by layer."""
+        if plan is None or not plan.split_layers:
+            return ()
+        layers = self.model.layers[plan.first_layer : plan.first_layer + plan.layers]
+        out: list[GridCollective] = []
+        for layer in layers:
+            out += self.tp_mode.layer_collectives(
+                layer,
+                self.model,
+                self.micro_batch,
+                phase=phase,
+                bytes_per_value=self.options.bytes_per_value,
+                sequence_parallel=self.options.sequence_parallel,
+            )
+        return tuple(out)
+
     def _stage_params(self, stage: int) -> float:
         return sum(self.plans[k].params for k in self._chunks_of(stage))
 
     def _stage_weight_bytes(self, stage: int) -> float:
-        """One weight version of ``stage`` on one of its devices (bytes; ZeRO-3 would shard
-        it, but the hybrid refuses ZeRO-3)."""
-        return self._stage_params(stage) / self.tp * training.BYTES_PER_VALUE[self.train.precision]
+        """One weight version of ``stage`` on one of its devices (bytes, unsharded by ZeRO:
+        the flush-free schedules run without ZeRO-3)."""
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
+        return self._stage_params(stage) / self.param_shards * per_value
 
-    def _tp_timers(self) -> dict[tuple[int, int], CollectiveTimer]:
+    @property
+    def tp_label(self) -> str:
+        """The tensor-parallel holds' label: Megatron's ops, or the mode's name."""
+        if self.tp_mode.name != "1d":
+            return f"{self.tp_mode.name} grid collectives"
+        return "reducescatter+allgather" if self.options.sequence_parallel else "allreduce"
+
+    @property
+    def param_shards(self) -> float:
+        """A tensor rank holds its stage's parameters / this (t; q^2 for 2.5-D)."""
+        return self.tp_mode.param_shards
+
+    def _tp_timers(self) -> dict[tuple[int, int], GridTimer]:
+        """The grid timer of each (replica, stage) tensor group; the algorithm is checked on
+        the first group's ops (:mod:`clustersim.parallel.tp_modes`)."""
         if self.tp == 1:
             return {}
         algorithm = self.parallelism.tp_algorithm
+        axes = self.tp_mode.axes()
         timers = {
-            (d, s): CollectiveTimer(self.topology, self.groups[d][s], algorithm)
+            (d, s): GridTimer(self.topology, self.groups[d][s], algorithm, axes)
             for d in range(self.dp)
             for s in range(self.pp)
         }
         first = timers[0, 0]
-        op = "reducescatter" if self.parallelism.sequence_parallel else "allreduce"
-        check_call(first.call(op, 1.0), self.topology, "parallelism.tp_algorithm")
+        plan = next((p for p in self.plans if p.split_layers), None)
+        ops = {(c.op, c.axis) for c in self._tp_ops(plan, "fwd") + self._tp_ops(plan, "bwd")}
+        for op, axis in sorted(ops) if plan is not None else ():
+            call = first.first(axis).call(op, 1.0)
+            check_call(call, self.topology, "parallelism.tp_algorithm")
         return timers
+
+    def _layers_of(self, k: int) -> range:
+        """Indices of the layers of virtual stage ``k``."""
+        plan = self.plans[k]
+        return range(plan.first_layer, plan.first_layer + plan.layers)
 
     def _chunks_of(self, stage: int) -> list[int]:
         """Virtual stages on device stage ``stage``."""

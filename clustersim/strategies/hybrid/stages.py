@@ -16,6 +16,7 @@ from ...parallel.schedules import (
     Op,
 )
 from ...parallel.tensor_parallel import SPLIT_KINDS, boundary_bytes
+from ...parallel.tp_modes import TensorParallelMode
 from .. import training
 
 
@@ -56,6 +57,8 @@ class StageOptions:
     sequence_parallel: bool = False
     bytes_per_value: float = 4.0
     """Bytes of a communicated value (the training precision)."""
+    tp_mode: TensorParallelMode | None = None
+    """How the tp GPUs split activations (None: Megatron 1-D)."""
 
 
 def plan_stages(
@@ -91,6 +94,10 @@ def _plan(
     else:
 
         def kept(layer: training.Layer, mode: str) -> float:
+            if opt.tp_mode is not None:
+                return opt.tp_mode.activation_bytes(
+                    layer, model, 1.0, sequence_parallel=opt.sequence_parallel, recompute=mode
+                )
             return layer_activation_bytes(
                 layer,
                 model,

@@ -98,6 +98,7 @@ from .. import training
 from . import experts as moe
 from . import flush_free, split_backward
 from .accounting import ActivationMemory
+from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
 
@@ -131,7 +132,8 @@ class Pipeline(HybridReport):
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
-        per_iteration = replica + sync * (2 if self.zero >= 1 else 1) * s.updates_per_iteration()
+        rounds = dp_rounds(self.zero, s.micro_batches * s.chunks) * s.updates_per_iteration()
+        per_iteration = replica + sync * rounds
         return per_iteration * self.train.iterations
 
     # -- memory --------------------------------------------------------------
@@ -172,6 +174,14 @@ class Pipeline(HybridReport):
         buffers = 2 * max(self.plans[k].output_bytes for k in self._chunks_of(s)) * mb / self.tp
         if self.pp == 1:
             buffers = 0.0
+        layers = [self.model.layers[i] for k in self._chunks_of(s) for i in self._layers_of(k)]
+        buffers += sharded_buffer_bytes(
+            self.zero,
+            [x.params for x in layers],
+            self.param_shards,
+            self.options.bytes_per_value,
+            self.sync.bucket,
+        )
         return states, activations, working + buffers
 
     def _capacity(self, device: str) -> float:
@@ -183,7 +193,7 @@ class Pipeline(HybridReport):
         self.clock = training.IterationClock.new()
         self._sim = sim
         self._arrivals: dict[tuple[int, int, str, int, int], simpy.Event] = {}
-        self._flush: dict[tuple[str, int, int], tuple[list[int], simpy.Event]] = {}
+        self._flush: dict[tuple[Any, ...], tuple[list[int], simpy.Event]] = {}
         self.memory = {
             (d, s): ActivationMemory(record=d == 0) for d in range(self.dp) for s in range(self.pp)
         }
@@ -217,14 +227,14 @@ class Pipeline(HybridReport):
         self, sim: Simulation, d: int, s: int, it: int, key: str = ""
     ) -> Generator[Any, Any, None]:
         """Stage ``s``'s weight update: gradient sync with its dp peers, optimizer step,
-        ZeRO-1's parameter all-gather.  ``key`` tells apart several updates of one
+        ZeRO-1/2's parameter all-gather.  ``key`` tells apart several updates of one
         iteration (PipeDream's per micro-batch)."""
         group = self.groups[d][s]
         dense, routed = moe.device_params(self, s)
         shards = (self.dp, self.dp // (self.experts.ep if routed else 1))
         params = dense / shards[0] + routed / shards[1] if self.zero >= 1 else dense + routed
         step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
-        if self.dp > 1:
+        if self.dp > 1 and self.zero < SHARDED_STAGE:  # ZeRO-2/3 reduce-scattered per pass
             yield self._dp_sync(sim, "grad" + key, s, it, d)
         yield self._on_group(
             sim,
@@ -238,7 +248,7 @@ class Pipeline(HybridReport):
                 phase="optimizer",
             ),
         )
-        if self.dp > 1 and self.zero >= 1:
+        if self.dp > 1 and 1 <= self.zero < PARAMETER_STAGE:  # ZeRO-3 gathers per pass
             yield self._dp_sync(sim, "param" + key, s, it, d)
 
     @staticmethod
@@ -257,6 +267,8 @@ class Pipeline(HybridReport):
         j, mb, memory = op.microbatch, self.micro_batch, self.memory[d, s]
         tag = f"chunk{op.chunk}" if self.schedule.chunks > 1 else ""
         group = self.groups[d][s]
+        if self.zero >= PARAMETER_STAGE and self.dp > 1 and op.kind != BACKWARD_WEIGHT:
+            yield self._dp_sync(sim, "gather", s, it, d, (j, op.kind, op.chunk))
         if op.kind == FORWARD:
             if k > 0:
                 yield self._arrival((d, it, "activation", j, k))
@@ -290,14 +302,18 @@ class Pipeline(HybridReport):
             ),
         )
         if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
-            yield self._tensor_parallel(sim, d, s, it, j, plan, passes)
+            phase = FORWARD if op.kind == FORWARD else BACKWARD
+            yield self._tensor_parallel(sim, d, s, it, j, plan, phase, passes)
         if op.kind != BACKWARD_WEIGHT:  # W sends nothing; B carries the backward all-to-alls
             alltoalls = moe.hold_alltoalls(self, sim, (d, s, it, j, k, passes), started)
             if alltoalls is not None:
                 yield alltoalls
+        weights_done = op.kind in (BACKWARD, BACKWARD_WEIGHT)
+        if weights_done and self.zero >= SHARDED_STAGE and self.dp > 1:
+            yield self._dp_sync(sim, "grad", s, it, d, (j, op.chunk))
         if op.kind == BACKWARD_INPUT:
             memory.shrink((j, op.chunk), split_backward.HELD_FOR_W, sim.now, it)
-        if op.kind in (BACKWARD, BACKWARD_WEIGHT):
+        if weights_done:
             memory.free((j, op.chunk), sim.now, it)
         if op.kind in (BACKWARD, BACKWARD_INPUT):
             if k > 0:
@@ -306,21 +322,28 @@ class Pipeline(HybridReport):
             self._send(sim, d, it, "activation", j, k, k + 1, tag)
 
     def _tensor_parallel(
-        self, sim: Simulation, d: int, s: int, it: int, j: int, plan: StagePlan, passes: int
+        self,
+        sim: Simulation,
+        d: int,
+        s: int,
+        it: int,
+        j: int,
+        plan: StagePlan,
+        kind: str,
+        passes: int,
     ) -> simpy.Event:
-        """Hold the tensor group for its collectives' alpha-beta time, recorded per device."""
-        key = (d, s, plan.first_layer, passes)
+        """Hold the tensor group for its collectives' alpha-beta time, recorded per device
+        (a backward with full recomputation also runs the forward's collectives)."""
+        key = (d, s, plan.first_layer, kind, passes)
         cost = self._tp_costs.get(key)
         if cost is None:
-            ops = self._tp_ops(plan) * passes
+            ops = self._tp_ops(plan, kind) + self._tp_ops(plan, FORWARD) * (passes - 1)
             cost = self._tp_costs[key] = (
                 self.tp_timers[d, s].seconds(ops),
-                sum(size for _, size in ops),
+                sum(c.size_bytes for c in ops),
             )
         seconds, nbytes = cost
-        label = "tp " + (
-            "reducescatter+allgather" if self.options.sequence_parallel else "allreduce"
-        )
+        label = "tp " + self.tp_label
         return hold_group(
             sim,
             self.groups[d][s],
@@ -366,14 +389,18 @@ class Pipeline(HybridReport):
                 op=tag,
             )
 
-    def _dp_sync(self, sim: Simulation, what: str, s: int, it: int, d: int) -> simpy.Event:
-        """Stage ``s``'s gradient sync (``grad``) or ZeRO-1 parameter all-gather (``param``)
-        among its dp peers, one collective per tensor rank, started by the last replica."""
-        arrived, done = self._flush.setdefault((what, s, it), ([], sim.event()))
+    def _dp_sync(
+        self, sim: Simulation, what: str, s: int, it: int, d: int, step: tuple[Any, ...] = ()
+    ) -> simpy.Event:
+        """Stage ``s``'s gradient sync (``grad``), ZeRO-1/2 parameter all-gather after the step
+        (``param``) or ZeRO-3 gather before a pass (``gather``) among its dp peers, one
+        collective per tensor rank, started by the last replica; ``step`` tells apart the
+        per-micro-batch syncs of ZeRO-2/3 (:mod:`.sharded`)."""
+        arrived, done = self._flush.setdefault((what, s, it, step), ([], sim.event()))
         arrived.append(d)
         if len(arrived) == self.simulated:
             calls = self.calls[s]
-            if what.startswith("param"):
+            if what.startswith("param") or what == "gather":
                 calls = [
                     CollectiveCall(
                         "allgather",
@@ -397,5 +424,5 @@ class Pipeline(HybridReport):
                 for call in calls
             ]
             sim.all_of(events).callbacks.append(lambda _e: done.succeed())
-            del self._flush[what, s, it]
+            del self._flush[what, s, it, step]
         return done

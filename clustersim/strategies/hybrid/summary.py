@@ -20,11 +20,9 @@ from ...metrics import (
     flop_rates,
     training_summary,
 )
-from ...parallel.tensor_parallel import SPLIT_KINDS, layer_collectives
 from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
 from .experts import summary_block
 from .layout import HybridLayout
-from .stages import StagePlan
 
 
 class HybridReport(HybridLayout):
@@ -32,22 +30,6 @@ class HybridReport(HybridLayout):
 
     memory: dict[tuple[int, int], ActivationMemory]
     """Activation memory of (replica, device stage), filled while running."""
-
-    def _tp_ops(self, plan: StagePlan) -> tuple[tuple[str, float], ...]:
-        """One pass's collectives of a stage's attention/MLP layers for one micro-batch."""
-        layer = next(
-            x
-            for x in self.model.layers[plan.first_layer : plan.first_layer + plan.layers]
-            if x.kind in SPLIT_KINDS
-        )
-        per_layer = layer_collectives(
-            layer,
-            self.model,
-            self.micro_batch,
-            bytes_per_value=self.options.bytes_per_value,
-            sequence_parallel=self.options.sequence_parallel,
-        )
-        return per_layer * plan.split_layers
 
     # -- summary -------------------------------------------------------------
 
@@ -171,25 +153,34 @@ class HybridReport(HybridLayout):
 
     def _tensor_parallel_traffic(self) -> TensorParallelTraffic:
         """The tensor-parallel ops, their bytes per layer and per block, and the seconds of
-        one micro-batch's forward per stage (priced analytically)."""
+        one micro-batch's forward per stage (priced analytically).  Per layer: the mean
+        over the first stage with split layers (attention and MLP layers differ in 2-D,
+        2.5-D and 3-D); other modes than 1d add the mode, grid and backward bytes."""
         first = next((p for p in self.plans if p.split_layers), None)
-        ops = self._tp_ops(first) if first is not None else ()
-        per_layer = sum(size for _, size in ops) / max(first.split_layers, 1) if first else 0.0
+        ops = self._tp_ops(first, "fwd")
+        layers = max(first.split_layers, 1) if first else 1
+        per_layer = sum(c.size_bytes for c in ops) / layers if first else 0.0
+        megatron = self.tp_mode.name == "1d"
+        backward = sum(c.size_bytes for c in self._tp_ops(first, "bwd")) / layers
         return TensorParallelTraffic(
             algorithm=self.parallelism.tp_algorithm,
-            ops=[op for op, _ in ops[: 2 if self.options.sequence_parallel else 1]],
+            ops=(
+                [c.op for c in ops[: 2 if self.options.sequence_parallel else 1]]
+                if megatron
+                else sorted({f"{c.op} {c.axis}" for c in ops + self._tp_ops(first, "bwd")})
+            ),
             bytes_per_layer_per_pass=per_layer,
             bytes_per_block_per_pass=2 * per_layer,
             seconds_per_microbatch_forward=[
                 self.tp_timers[0, s].seconds(
                     tuple(
-                        op
-                        for k in self._chunks_of(s)
-                        if self.plans[k].split_layers
-                        for op in self._tp_ops(self.plans[k])
+                        op for k in self._chunks_of(s) for op in self._tp_ops(self.plans[k], "fwd")
                     )
                 )
                 for s in range(self.pp)
             ],
             priced="analytical",
+            mode=None if megatron else self.tp_mode.name,
+            grid=None if megatron else self.tp_mode.grid,
+            bytes_per_layer_backward=None if megatron else backward,
         )

@@ -22,6 +22,7 @@ from ...budget import WorkEstimate
 from ...engine import Simulation
 from ...errors import ScenarioError, join_path
 from ...metrics import JobsSummary, JobSummary, StrategySummary, UntypedSummary
+from ...model.memory import with_settings
 from ..base import Strategy, strategy_for_scenario
 from .placement import job_devices
 from .view import JobSimulation
@@ -92,6 +93,9 @@ class JobsStrategy(Strategy):
         plans: dict[str, Any] = {}
         for job in self.jobs:
             plan = getattr(job.strategy, "memory_plan", lambda: None)()
+            training = getattr(job.scenario, "training", None)
+            if plan and training is not None:
+                plan = with_settings(plan, training.memory.fragmentation, training.memory.buffers)
             plans.update(plan or {})
         return plans or None
 

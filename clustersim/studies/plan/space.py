@@ -393,7 +393,8 @@ def enumerate_points(space: SearchSpace, options: PlanOptions) -> list[Point]:
             dp = space.devices // (tp * pp)
             for zero in sorted(set(options.zero)):
                 if zero >= SHARDED_STAGE:
-                    if rules.sharded_zero_problem(zero, tp, pp, pipeline_section=False) is None:
+                    # plan searches ZeRO-2/3 on data parallelism alone (the zero strategy)
+                    if tp == pp == 1:
                         points.append(Point(dp, tp, pp, None, None, zero))
                     continue
                 for mb in sorted(set(options.micro_batch)):
