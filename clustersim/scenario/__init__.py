@@ -124,6 +124,7 @@ from .training import (  # noqa: F401
     LayerSpec,
     ModelSpec,
     NetworkSpec,
+    OffloadSpec,
     ParallelAxis,
     ParallelismSpec,
     ParameterServerSpec,

@@ -13,11 +13,12 @@ from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
 from .. import training
 from ..base import TrainingStrategy
 from .accounting import link_sharing
+from .context import ContextParallel
 from .stages import StageOptions, plan_stages
 
 
-class HybridLayout(TrainingStrategy):
-    """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp grid,
+class HybridLayout(ContextParallel, TrainingStrategy):
+    """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp (x cp) grid,
     schedule, micro-batches, recomputation, stage split and the collectives it needs.
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
 
@@ -50,8 +51,11 @@ class HybridLayout(TrainingStrategy):
         self._check_zero(parallelism)
         self._check_tensor_parallel(parallelism)
         self.pp, self.tp = parallelism.pp, parallelism.tp
+        self._check_context_parallel()
         self.placement = place(self._select_workers(spec), parallelism, self.topology)
         self.dp = self.placement.dp
+        self.grad_ranks = self.dp * self.cp
+        """Ranks each gradient shard is reduced over: dp x cp (Megatron)."""
         self.groups = self.placement.grid()
         self.grid = [[group[0] for group in replica] for replica in self.groups]
         self.schedule = self._make_schedule()
@@ -66,7 +70,7 @@ class HybridLayout(TrainingStrategy):
         )
         self.plans = plan_stages(self.model, self.stage_layers, self.options)
         self.sync = spec.allreduce
-        self.calls = self._dp_calls() if self.dp > 1 else {}
+        self.calls = self._dp_calls() if self.grad_ranks > 1 else {}
         for calls in self.calls.values():
             for call in calls:
                 check_call(call, self.topology, "data_parallel.allreduce.algorithm")
@@ -227,7 +231,7 @@ class HybridLayout(TrainingStrategy):
             return {}
         algorithm = self.parallelism.tp_algorithm
         timers = {
-            (d, s): CollectiveTimer(self.topology, self.groups[d][s], algorithm)
+            (d, s): CollectiveTimer(self.topology, self.placement.tp_group(d, s), algorithm)
             for d in range(self.dp)
             for s in range(self.pp)
         }
@@ -257,6 +261,7 @@ class HybridLayout(TrainingStrategy):
         chunks = f", {s.chunks} chunks" if s.chunks > 1 else ""
         recompute = f", {self.recompute} recompute" if self.recompute != "none" else ""
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
+        tp += f" x cp {self.cp}" if self.cp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""
         return (
             f"pipeline training of {self.model.name} ({self.model.params:.4g} params): "

@@ -112,8 +112,11 @@ class Pipeline(HybridReport):
         s = self.schedule
         m, tp = s.micro_batches, self.tp
         split = sum(1 for plan in self.plans if plan.split_layers) if tp > 1 else 0
-        computes = 2 * m * (s.virtual_stages + split) * tp + self.pp * tp
-        transfers = 2 * m * (s.virtual_stages - 1) * tp if self.pp > 1 else 0
+        computes = (2 * m * (s.virtual_stages + split) * tp + self.pp * tp) * self.cp
+        transfers = 2 * m * (s.virtual_stages - 1) * tp * self.cp if self.pp > 1 else 0
+        if self.ring is not None:  # a K/V flow and an overlapped compute per GPU and op
+            transfers += 2 * m * s.virtual_stages * tp * self.cp
+            computes += 2 * m * s.virtual_stages * tp * self.cp
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
@@ -140,12 +143,12 @@ class Pipeline(HybridReport):
         states = model_states(
             self._stage_params(s) / self.tp,
             zero_stage=self.zero,
-            dp=self.dp,
+            dp=self.grad_ranks,
             precision=self.train.precision,
             optimizer=self.train.optimizer,
         )
         _, held = peak_stored(self.ops[s])
-        mb = self.micro_batch
+        mb = self.micro_batch / self.cp  # a cp rank holds s/cp of each sample
         activations = sum(
             self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
             for _, chunk in held
@@ -154,6 +157,8 @@ class Pipeline(HybridReport):
         buffers = 2 * max(self.plans[k].output_bytes for k in self._chunks_of(s)) * mb / self.tp
         if self.pp == 1:
             buffers = 0.0
+        if self.ring is not None:  # two K/V receive buffers (double-buffered ring steps)
+            buffers += 2 * self.ring.step_bytes * self.micro_batch
         return states, activations, working + buffers
 
     def _capacity(self, device: str) -> float:
@@ -183,14 +188,14 @@ class Pipeline(HybridReport):
     def _stage(self, sim: Simulation, d: int, s: int) -> Generator[Any, Any, None]:
         """The process of stage ``s`` of replica ``d``: its operations, flush, step."""
         group = self.groups[d][s]
-        params = self._stage_params(s) / self.tp / (self.dp if self.zero >= 1 else 1)
+        params = self._stage_params(s) / self.tp / (self.grad_ranks if self.zero >= 1 else 1)
         step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
             for op in self.ops[s]:
                 yield from self._run_op(sim, d, s, it, op)
-            if self.dp > 1:
+            if self.grad_ranks > 1:
                 yield self._dp_sync(sim, "grad", s, it, d)
             yield self._on_group(
                 sim,
@@ -204,7 +209,7 @@ class Pipeline(HybridReport):
                     phase="optimizer",
                 ),
             )
-            if self.dp > 1 and self.zero >= 1:
+            if self.grad_ranks > 1 and self.zero >= 1:
                 yield self._dp_sync(sim, "param", s, it, d)
             for device in group:
                 self.clock.end(device, it, sim.now)
@@ -228,7 +233,7 @@ class Pipeline(HybridReport):
         if op.kind == FORWARD:
             if k > 0:
                 yield self._arrival((d, it, "activation", j, k))
-            memory.store((j, op.chunk), plan.activation_bytes * mb, sim.now, it)
+            memory.store((j, op.chunk), plan.activation_bytes * mb / self.cp, sim.now, it)
             flops = plan.forward_flops * mb
             passes = 1
         else:
@@ -236,7 +241,11 @@ class Pipeline(HybridReport):
                 yield self._arrival((d, it, "gradient", j, k))
             flops = (plan.backward_flops + plan.recompute_flops) * mb
             passes = 2 if self.recompute == "full" else 1
-        per_device = flops / self.tp
+        per_device = flops / (self.tp * self.cp)
+        if self.ring is not None:
+            per_device -= yield from self._ring_attention(
+                sim, d, s, it, j, plan, op.kind == BACKWARD
+            )
         yield self._on_group(
             sim,
             group,
@@ -293,7 +302,7 @@ class Pipeline(HybridReport):
         """Send ``what`` of micro-batch j from virtual stage ``src`` to ``dst``: tensor rank i
         to tensor rank i, 1/t of the tensor each (Megatron's scatter/gather)."""
         boundary = min(src, dst)
-        nbytes = self.plans[boundary].output_bytes * self.micro_batch / self.tp
+        nbytes = self.plans[boundary].output_bytes * self.micro_batch / (self.tp * self.cp)
         event = self._arrival((d, it, what, j, dst))
         senders, receivers = self.groups[d][src % self.pp], self.groups[d][dst % self.pp]
         if senders == receivers:

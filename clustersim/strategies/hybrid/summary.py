@@ -31,6 +31,9 @@ class HybridReport(HybridLayout):
     memory: dict[tuple[int, int], ActivationMemory]
     """Activation memory of (replica, device stage), filled while running."""
 
+    def _offload_traffic(self) -> None:
+        return None
+
     def _tp_ops(self, plan: StagePlan) -> tuple[tuple[str, float], ...]:
         """One pass's collectives of a stage's attention/MLP layers for one micro-batch."""
         layer = next(
@@ -41,7 +44,7 @@ class HybridReport(HybridLayout):
         per_layer = layer_collectives(
             layer,
             self.model,
-            self.micro_batch,
+            self.micro_batch / self.cp,
             bytes_per_value=self.options.bytes_per_value,
             sequence_parallel=self.options.sequence_parallel,
         )
@@ -123,6 +126,9 @@ class HybridReport(HybridLayout):
             per_iteration=measured.shares.per_iteration,
             workers_simulated=len(workers) if self.simulated < self.dp else None,
             workers_total=gpus if self.simulated < self.dp else None,
+            cp=self.cp if self.cp > 1 else None,
+            context_parallel=self._context_parallel_traffic(),
+            offload=self._offload_traffic(),
         )
 
     def _memory_summary(self) -> dict[str, StageActivations]:
@@ -133,7 +139,8 @@ class HybridReport(HybridLayout):
             working = None
             if self.recompute != "none":
                 working = max(
-                    self.plans[k].working_bytes * self.micro_batch for k in self._chunks_of(s)
+                    self.plans[k].working_bytes * self.micro_batch / self.cp
+                    for k in self._chunks_of(s)
                 )
             out[str(s)] = StageActivations(
                 peak_bytes=max(t.peak_bytes for t in tracks),
@@ -149,7 +156,7 @@ class HybridReport(HybridLayout):
             boundary_bytes=[p.output_bytes * self.micro_batch for p in self.plans[:-1]],
             allreduce_bytes=[calls[0].size_bytes for calls in self.calls.values()],
             dp_op="reducescatter+allgather" if self.zero >= 1 else "allreduce",
-            algorithm=self.sync.algorithm if self.dp > 1 else None,
+            algorithm=self.sync.algorithm if self.grad_ranks > 1 else None,
             network_model=self.scenario.network.model,
             dp_network_model=self.dp_network_model,
             dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
