@@ -14,10 +14,11 @@ from .. import training
 from ..base import TrainingStrategy
 from .accounting import link_sharing
 from .context import ContextParallel
+from .offload import Offload
 from .stages import StageOptions, plan_stages
 
 
-class HybridLayout(ContextParallel, TrainingStrategy):
+class HybridLayout(ContextParallel, Offload, TrainingStrategy):
     """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp (x cp) grid,
     schedule, micro-batches, recomputation, stage split and the collectives it needs.
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
@@ -80,6 +81,7 @@ class HybridLayout(ContextParallel, TrainingStrategy):
         self.simulated = self._simulated_replicas(parallelism)
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
+        self._check_offload()
         self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
 
     def _simulated_replicas(self, parallelism: ParallelismSpec) -> int:

@@ -78,7 +78,7 @@ from ...budget import WorkEstimate
 from ...collectives import CollectiveCall, hold_group, run_collective
 from ...collectives.work import calls_work
 from ...engine import Simulation
-from ...model.memory import DeviceMemory, model_states
+from ...model.memory import DeviceMemory, ModelStates, model_states
 from ...parallel.schedules import (
     BACKWARD,
     FORWARD,
@@ -139,15 +139,19 @@ class Pipeline(HybridReport):
         order = {device: i for i, device in enumerate(self.placement.workers)}
         return dict(sorted(out.items(), key=lambda kv: order[kv[0]]))
 
-    def _stage_memory(self, s: int) -> tuple[Any, float, float]:
-        states = model_states(
+    def _stage_states(self, s: int) -> ModelStates:
+        """Model states of one GPU of device stage s (ZeRO shards over dp x cp)."""
+        return model_states(
             self._stage_params(s) / self.tp,
             zero_stage=self.zero,
             dp=self.grad_ranks,
             precision=self.train.precision,
             optimizer=self.train.optimizer,
         )
-        _, held = peak_stored(self.ops[s])
+
+    def _stage_memory(self, s: int) -> tuple[Any, float, float]:
+        states = self._offload_states(self._stage_states(s))
+        held = self._resident_pairs(s, peak_stored(self.ops[s])[1])
         mb = self.micro_batch / self.cp  # a cp rank holds s/cp of each sample
         activations = sum(
             self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
@@ -193,22 +197,26 @@ class Pipeline(HybridReport):
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
-            for op in self.ops[s]:
-                yield from self._run_op(sim, d, s, it, op)
+            for i, op in enumerate(self.ops[s]):
+                self._prefetch(sim, d, s, it, i)
+                yield from self._run_op(sim, d, s, it, op, i)
             if self.grad_ranks > 1:
                 yield self._dp_sync(sim, "grad", s, it, d)
-            yield self._on_group(
-                sim,
-                group,
-                lambda device, it=it: sim.compute(
-                    device,
-                    bytes=step_bytes,
-                    label="optimizer",
-                    iteration=it,
-                    stage=s,
-                    phase="optimizer",
-                ),
-            )
+            if self._offloads_optimizer():
+                yield from self._optimizer_step_offloaded(sim, d, s, it)
+            else:
+                yield self._on_group(
+                    sim,
+                    group,
+                    lambda device, it=it: sim.compute(
+                        device,
+                        bytes=step_bytes,
+                        label="optimizer",
+                        iteration=it,
+                        stage=s,
+                        phase="optimizer",
+                    ),
+                )
             if self.grad_ranks > 1 and self.zero >= 1:
                 yield self._dp_sync(sim, "param", s, it, d)
             for device in group:
@@ -222,7 +230,7 @@ class Pipeline(HybridReport):
         return sim.all_of([work(device) for device in group])
 
     def _run_op(
-        self, sim: Simulation, d: int, s: int, it: int, op: Op
+        self, sim: Simulation, d: int, s: int, it: int, op: Op, index: int = -1
     ) -> Generator[Any, Any, None]:
         """Wait for the op's input, compute it (and its tensor-parallel collectives), send on."""
         k = self.schedule.virtual_stage(s, op.chunk)
@@ -239,6 +247,9 @@ class Pipeline(HybridReport):
         else:
             if k < last:
                 yield self._arrival((d, it, "gradient", j, k))
+            if self.offload is not None:
+                yield from self._await_fetch(sim, d, s, it, (j, op.chunk))
+                self._backward_started(sim, d, s, it, index)
             flops = (plan.backward_flops + plan.recompute_flops) * mb
             passes = 2 if self.recompute == "full" else 1
         per_device = flops / (self.tp * self.cp)
@@ -266,8 +277,11 @@ class Pipeline(HybridReport):
             memory.free((j, op.chunk), sim.now, it)
             if k > 0:
                 self._send(sim, d, it, "gradient", j, k, k - 1, tag)
-        elif k < last:
-            self._send(sim, d, it, "activation", j, k, k + 1, tag)
+        else:
+            if k < last:
+                self._send(sim, d, it, "activation", j, k, k + 1, tag)
+            if self.offload is not None:
+                self._offload_out(sim, d, s, it, (j, op.chunk))
 
     def _tensor_parallel(
         self, sim: Simulation, d: int, s: int, it: int, j: int, plan: StagePlan, passes: int

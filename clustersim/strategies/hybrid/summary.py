@@ -31,9 +31,6 @@ class HybridReport(HybridLayout):
     memory: dict[tuple[int, int], ActivationMemory]
     """Activation memory of (replica, device stage), filled while running."""
 
-    def _offload_traffic(self) -> None:
-        return None
-
     def _tp_ops(self, plan: StagePlan) -> tuple[tuple[str, float], ...]:
         """One pass's collectives of a stage's attention/MLP layers for one micro-batch."""
         layer = next(
