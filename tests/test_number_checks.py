@@ -511,7 +511,9 @@ KEYS: list[Key] = [
         dp=("parallelism", "dp"),
         pp=("parallelism", "pp"),
         tp=("parallelism", "tp"),
+        cp=("parallelism", "cp"),
     ),
+    Key("OffloadSpec", "resident", "transformer", ("training", "offload", "resident")),
     *_keys(
         "PipelineSpec",
         "transformer",

@@ -361,7 +361,7 @@ class Offload:
             cpu_s = max(self._grad_shard(s) * per_param for s in stages) / (
                 cpu.memory_bandwidth_Bps
             )
-        micro = [2 * sum(self._pair_bytes(s, p) for p in self._offloaded[s]) for s in stages]
+        micro = [2.0 * sum(self._pair_bytes(s, p) for p in self._offloaded[s]) for s in stages]
         iterations = self.train.iterations  # type: ignore[attr-defined]
         waits = [
             max(
