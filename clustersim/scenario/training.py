@@ -411,7 +411,8 @@ class ParallelismSpec(_Spec):
     """How the workers are split into data-, tensor- and pipeline-parallel groups."""
 
     dp: Count | None = None
-    """Data-parallel replicas (default: workers / (pp x tp)); dp x tp x pp must equal the workers."""
+    """Data-parallel replicas (default: workers / (pp x tp x cp)); dp x tp x cp x pp must equal
+    the workers."""
     pp: Count = 1
     """Pipeline stages."""
     tp: Count = 1

@@ -265,6 +265,10 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
         tp += f" x cp {self.cp}" if self.cp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""
+        offload = self.offload
+        if offload is not None:
+            kinds = [k for k in ("optimizer", "activations") if getattr(offload, k) == "cpu"]
+            zero += f", {'+'.join(kinds) or 'nothing'} offloaded to CPU"
         return (
             f"pipeline training of {self.model.name} ({self.model.params:.4g} params): "
             f"{s.name} over pp {self.pp}{tp} x dp {self.dp}, {s.micro_batches} micro-batches "

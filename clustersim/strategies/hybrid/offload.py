@@ -341,6 +341,16 @@ class Offload:
     ) -> Generator[Any, Any, None]:
         yield from self._cpu_step(sim, d, s, it, self._grads_out.pop((d, s, it), None))
 
+    def _offload_transfers(self) -> int:
+        """Copies per iteration and simulated replica: two per offloaded (micro-batch,
+        chunk) per GPU of its stage, and with the optimizer two per GPU (and a CPU step)."""
+        if self.offload is None:
+            return 0
+        per_stage = [2 * len(pairs) for pairs in self._offloaded]
+        if self._offloads_optimizer():
+            per_stage = [n + 2 for n in per_stage]
+        return sum(per_stage) * self.tp * self.cp  # type: ignore[attr-defined]
+
     def _offloads_optimizer(self) -> bool:
         return self.offload is not None and self.offload.optimizer == "cpu"
 

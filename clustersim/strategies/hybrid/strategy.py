@@ -47,6 +47,12 @@ given):
   the forward to the end of the backward; the transient working set of one
   micro-batch during recomputation is reported apart.
 
+Context parallelism (``parallelism.cp``, ring attention) is in
+:mod:`~clustersim.strategies.hybrid.context`, offload to CPU memory
+(``training.offload``) in :mod:`~clustersim.strategies.hybrid.offload`; with them the
+records add ``kv ring``, ``offload activations`` / ``fetch activations`` and
+``offload gradients`` / ``fetch parameters`` transfers and CPU ``optimizer`` computes.
+
 Records: compute ``fwd`` / ``bwd`` / ``optimizer``, transfers ``activation`` /
 ``gradient``, all tagged ``iteration``, ``microbatch`` and ``stage`` = the
 *device* stage s (of the sending device for transfers); with ``v > 1`` the
@@ -117,6 +123,7 @@ class Pipeline(HybridReport):
         if self.ring is not None:  # a K/V flow and an overlapped compute per GPU and op
             transfers += 2 * m * s.virtual_stages * tp * self.cp
             computes += 2 * m * s.virtual_stages * tp * self.cp
+        transfers += self._offload_transfers()
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
