@@ -342,14 +342,16 @@ class Offload:
         yield from self._cpu_step(sim, d, s, it, self._grads_out.pop((d, s, it), None))
 
     def _offload_transfers(self) -> int:
-        """Copies per iteration and simulated replica: two per offloaded (micro-batch,
-        chunk) per GPU of its stage, and with the optimizer two per GPU (and a CPU step)."""
-        if self.offload is None:
+        """Copies per iteration and simulated replica, at most (known before the operation
+        lists): two per (micro-batch, chunk) per GPU when activations are offloaded, and
+        with the optimizer two per GPU (and a CPU step)."""
+        spec = self.train.offload  # type: ignore[attr-defined]
+        if spec is None:
             return 0
-        per_stage = [2 * len(pairs) for pairs in self._offloaded]
-        if self._offloads_optimizer():
-            per_stage = [n + 2 for n in per_stage]
-        return sum(per_stage) * self.tp * self.cp  # type: ignore[attr-defined]
+        schedule = self.schedule  # type: ignore[attr-defined]
+        per_gpu = 2 * schedule.micro_batches * schedule.chunks if spec.activations == "cpu" else 0
+        per_gpu += 2 if spec.optimizer == "cpu" else 0
+        return per_gpu * self.pp * self.tp * self.cp  # type: ignore[attr-defined]
 
     def _offloads_optimizer(self) -> bool:
         return self.offload is not None and self.offload.optimizer == "cpu"
