@@ -123,18 +123,18 @@ class ContextParallel:
 
     def _check_context_parallel(self) -> None:
         """``parallelism.cp`` against the model, and the ring of this run (None if cp = 1)."""
-        cp = self.parallelism.cp  # type: ignore[attr-defined]
-        problem = context_parallel_problem(cp, self.model)  # type: ignore[attr-defined]
+        cp = self.parallelism.cp
+        problem = context_parallel_problem(cp, self.model)
         if problem is not None:
             raise ScenarioError(problem)
         self.cp = cp
         self.ring = None
         if cp > 1:
-            per_value = training.BYTES_PER_VALUE[self.train.precision]  # type: ignore[attr-defined]
-            self.ring = RingAttention.of(self.model, cp, self.tp, per_value)  # type: ignore[attr-defined]
+            per_value = training.BYTES_PER_VALUE[self.train.precision]
+            self.ring = RingAttention.of(self.model, cp, self.tp, per_value)
 
     def _attention_layers(self, plan: StagePlan) -> int:
-        layers = self.model.layers[plan.first_layer : plan.first_layer + plan.layers]  # type: ignore[attr-defined]
+        layers = self.model.layers[plan.first_layer : plan.first_layer + plan.layers]
         return sum(1 for x in layers if x.kind == "attention")
 
     def _ring_attention(
@@ -147,15 +147,15 @@ class ContextParallel:
         layers = self._attention_layers(plan)
         if ring is None or layers == 0:
             return 0.0
-        mb = self.micro_batch  # type: ignore[attr-defined]
-        recompute = self.recompute  # type: ignore[attr-defined]
+        mb = self.micro_batch
+        recompute = self.recompute
         byte_passes, flop_passes = ring.passes(backward, recompute)
         nbytes = layers * ring.layer_bytes(mb, backward, recompute)
         flops = layers * ring.steps * ring.block_flops * mb * flop_passes
-        placement = self.placement  # type: ignore[attr-defined]
+        placement = self.placement
         kind = "bwd" if backward else "fwd"
         events = []
-        for t in range(self.tp):  # type: ignore[attr-defined]
+        for t in range(self.tp):
             ring_devices = placement.cp_group(d, s, t)
             for c, device in enumerate(ring_devices):
                 done = sim.event()
@@ -190,9 +190,9 @@ class ContextParallel:
         ring = self.ring
         if ring is None:
             return None
-        mb = self.micro_batch  # type: ignore[attr-defined]
-        placement = self.placement  # type: ignore[attr-defined]
-        topology = self.topology  # type: ignore[attr-defined]
+        mb = self.micro_batch
+        placement = self.placement
+        topology = self.topology
         devices = placement.cp_group(0, 0, 0)
         rate = min(
             min(link.bandwidth_Bps for link in topology.routes(a, b)[0].links)
@@ -204,7 +204,7 @@ class ContextParallel:
             ring_steps=ring.steps,
             step_bytes=ring.step_bytes * mb,
             bytes_per_layer_forward=ring.layer_bytes(mb, False),
-            bytes_per_layer_backward=ring.layer_bytes(mb, True, self.recompute),  # type: ignore[attr-defined]
+            bytes_per_layer_backward=ring.layer_bytes(mb, True, self.recompute),
             compute_step_s=work_seconds(device, flops=ring.block_flops * mb),
             transfer_step_s=ring.step_bytes * mb / rate,
             priced="flows",

@@ -118,13 +118,13 @@ class Offload:
 
     def _check_offload(self) -> None:
         """Which pairs each device stage offloads, the node CPUs, their capacity."""
-        self.offload = spec = self.train.offload  # type: ignore[attr-defined]
+        self.offload = spec = self.train.offload
         self._offloaded: list[dict[Pair, tuple[int, int]]] = []
         if spec is None:
             return
-        topology = self.topology  # type: ignore[attr-defined]
+        topology = self.topology
         self._host: dict[str, str] = {}
-        for device in self.placement.workers:  # type: ignore[attr-defined]
+        for device in self.placement.workers:
             node = topology.devices[device].node
             cpu = f"{node}/cpu"
             if node is None or cpu not in topology.devices:
@@ -137,17 +137,13 @@ class Offload:
                 )
             self._host[device] = cpu
         if spec.activations == "cpu":
-            self._offloaded = [
-                offloaded_pairs(ops, spec.resident)
-                for ops in self.ops  # type: ignore[attr-defined]
-            ]
+            self._offloaded = [offloaded_pairs(ops, spec.resident) for ops in self.ops]
         else:
-            self._offloaded = [{} for _ in range(self.pp)]  # type: ignore[attr-defined]
+            self._offloaded = [{} for _ in range(self.pp)]
         self._offload_waits: dict[tuple[int, int, int], float] = {}
         self._grads_out: dict[tuple[int, int, int], simpy.Event] = {}
         self._last_backward = [
-            max(i for i, op in enumerate(ops) if op.kind != FORWARD)
-            for ops in self.ops  # type: ignore[attr-defined]
+            max(i for i, op in enumerate(ops) if op.kind != FORWARD) for ops in self.ops
         ]
         self._fetched: dict[tuple[int, int, int, Pair], simpy.Event] = {}
         self._stored_out: dict[tuple[int, int, int, Pair], simpy.Event] = {}
@@ -171,20 +167,20 @@ class Offload:
 
     def _pair_bytes(self, s: int, pair: Pair) -> float:
         """Activation bytes of one (micro-batch, chunk) of device stage s on one GPU."""
-        k = self.schedule.virtual_stage(s, pair[1])  # type: ignore[attr-defined]
-        return self.plans[k].activation_bytes * self.micro_batch / self.cp  # type: ignore[attr-defined]
+        k = self.schedule.virtual_stage(s, pair[1])
+        return self.plans[k].activation_bytes * self.micro_batch / self.cp
 
     def _resident_pairs(self, s: int, held: list[Pair]) -> list[Pair]:
         """The activations of device stage s on the GPU at its peak (``held`` without
         offload)."""
         if self.offload is None or self.offload.activations != "cpu":
             return held
-        return resident_peak(self.ops[s], self._offloaded[s])  # type: ignore[attr-defined]
+        return resident_peak(self.ops[s], self._offloaded[s])
 
     def _grad_shard(self, s: int) -> float:
         """Parameters of one GPU's optimizer shard on device stage s."""
-        shard = self.grad_ranks if self.zero >= 1 else 1  # type: ignore[attr-defined]
-        return self._stage_params(s) / self.tp / shard  # type: ignore[attr-defined]
+        shard = self.grad_ranks if self.zero >= 1 else 1
+        return self._stage_params(s) / self.tp / shard
 
     def _cpu_memory(self) -> dict[str, float]:
         """Bytes each CPU holds for its GPUs at most: optimizer states + activations."""
@@ -192,12 +188,12 @@ class Offload:
         spec = self.offload
         if spec is None:
             return out
-        for s in range(self.pp):  # type: ignore[attr-defined]
+        for s in range(self.pp):
             states = 0.0
             if spec.optimizer == "cpu":
-                states = self._stage_states(s).optimizer_states  # type: ignore[attr-defined]
-            acts = sum(self._pair_bytes(s, p) for p in cpu_peak(self.ops[s], self._offloaded[s]))  # type: ignore[attr-defined]
-            for replica in self.groups:  # type: ignore[attr-defined]
+                states = self._stage_states(s).optimizer_states
+            acts = sum(self._pair_bytes(s, p) for p in cpu_peak(self.ops[s], self._offloaded[s]))
+            for replica in self.groups:
                 for device in replica[s]:
                     cpu = self._host[device]
                     out[cpu] = out.get(cpu, 0.0) + states + acts
@@ -212,9 +208,9 @@ class Offload:
             return
         nbytes = self._pair_bytes(s, pair)
         done = self._stored_out[d, s, it, pair] = sim.event()
-        group = self.groups[d][s]  # type: ignore[attr-defined]
+        group = self.groups[d][s]
         left = [len(group)]
-        memory = self.memory[d, s]  # type: ignore[attr-defined]
+        memory = self.memory[d, s]
 
         def arrived() -> None:
             left[0] -= 1
@@ -236,7 +232,7 @@ class Offload:
 
     def _prefetch(self, sim: Simulation, d: int, s: int, it: int, index: int) -> None:
         """At the start of op ``index``: fetch back the pair whose backward is next."""
-        ops = self.ops[s]  # type: ignore[attr-defined]
+        ops = self.ops[s]
         if self.offload is None or index + 1 >= len(ops):
             return
         nxt = ops[index + 1]
@@ -251,8 +247,8 @@ class Offload:
     ) -> Generator[Any, Any, None]:
         yield self._stored_out.pop((d, s, it, pair))
         nbytes = self._pair_bytes(s, pair)
-        self.memory[d, s].store(pair, nbytes, sim.now, it)  # type: ignore[attr-defined]
-        group = self.groups[d][s]  # type: ignore[attr-defined]
+        self.memory[d, s].store(pair, nbytes, sim.now, it)
+        group = self.groups[d][s]
         events = []
         for device in group:
             done = sim.event()
@@ -290,7 +286,7 @@ class Offload:
     ) -> simpy.Event:
         """Every GPU of stage s of replica d copies ``nbytes`` to (or from) its CPU."""
         events = []
-        for device in self.groups[d][s]:  # type: ignore[attr-defined]
+        for device in self.groups[d][s]:
             done = sim.event()
             ends = (device, self._host[device]) if to_cpu else (self._host[device], device)
             sim.transfer_then(*ends, nbytes, done.succeed, label=label, iteration=it, stage=s)
@@ -299,7 +295,7 @@ class Offload:
 
     def _gradients_out(self, sim: Simulation, d: int, s: int, it: int) -> simpy.Event:
         """Start the gradient copy GPU->CPU of stage s (the shard each GPU steps)."""
-        per_value = training.BYTES_PER_VALUE[self.train.precision]  # type: ignore[attr-defined]
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
         return self._group_copy(
             sim, d, s, it, self._grad_shard(s) * per_value, True, "offload gradients"
         )
@@ -312,7 +308,7 @@ class Offload:
         yield grads if grads is not None else self._gradients_out(sim, d, s, it)
         self._note_wait(d, s, it, sim.now - start)
         shard = self._grad_shard(s)
-        optimizer_bytes = shard * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]  # type: ignore[attr-defined]
+        optimizer_bytes = shard * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
         steps = [
             sim.compute(
                 self._host[device],
@@ -322,10 +318,10 @@ class Offload:
                 stage=s,
                 phase="optimizer",
             )
-            for device in self.groups[d][s]  # type: ignore[attr-defined]
+            for device in self.groups[d][s]
         ]
         yield sim.all_of(steps)
-        per_value = training.BYTES_PER_VALUE[self.train.precision]  # type: ignore[attr-defined]
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
         start = sim.now
         yield self._group_copy(sim, d, s, it, shard * per_value, False, "fetch parameters")
         self._note_wait(d, s, it, sim.now - start)
@@ -333,7 +329,7 @@ class Offload:
     def _backward_started(self, sim: Simulation, d: int, s: int, it: int, index: int) -> None:
         """ZeRO-Offload: the stage's last backward has its input; its gradients stream to
         the CPU as it produces them (no reduction to wait for: dp x cp = 1)."""
-        if self._offloads_optimizer() and self.grad_ranks == 1 and index == self._last_backward[s]:  # type: ignore[attr-defined]
+        if self._offloads_optimizer() and self.grad_ranks == 1 and index == self._last_backward[s]:
             self._grads_out[d, s, it] = self._gradients_out(sim, d, s, it)
 
     def _optimizer_step_offloaded(
@@ -345,13 +341,13 @@ class Offload:
         """Copies per iteration and simulated replica, at most (known before the operation
         lists): two per (micro-batch, chunk) per GPU when activations are offloaded, and
         with the optimizer two per GPU (and a CPU step)."""
-        spec = self.train.offload  # type: ignore[attr-defined]
+        spec = self.train.offload
         if spec is None:
             return 0
-        schedule = self.schedule  # type: ignore[attr-defined]
+        schedule = self.schedule
         per_gpu = 2 * schedule.micro_batches * schedule.chunks if spec.activations == "cpu" else 0
         per_gpu += 2 if spec.optimizer == "cpu" else 0
-        return per_gpu * self.pp * self.tp * self.cp  # type: ignore[attr-defined]
+        return per_gpu * self.pp * self.tp * self.cp
 
     def _offloads_optimizer(self) -> bool:
         return self.offload is not None and self.offload.optimizer == "cpu"
@@ -362,19 +358,19 @@ class Offload:
         spec = self.offload
         if spec is None:
             return None
-        per_value = training.BYTES_PER_VALUE[self.train.precision]  # type: ignore[attr-defined]
-        stages = range(self.pp)  # type: ignore[attr-defined]
+        per_value = training.BYTES_PER_VALUE[self.train.precision]
+        stages = range(self.pp)
         optimizer = 0.0
         cpu_s = 0.0
         if spec.optimizer == "cpu":
             optimizer = max(2 * self._grad_shard(s) * per_value for s in stages)
-            cpu = self.topology.devices[self._host[self.placement.workers[0]]]  # type: ignore[attr-defined]
-            per_param = training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]  # type: ignore[attr-defined]
+            cpu = self.topology.devices[self._host[self.placement.workers[0]]]
+            per_param = training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
             cpu_s = max(self._grad_shard(s) * per_param for s in stages) / (
                 cpu.memory_bandwidth_Bps
             )
         micro = [2.0 * sum(self._pair_bytes(s, p) for p in self._offloaded[s]) for s in stages]
-        iterations = self.train.iterations  # type: ignore[attr-defined]
+        iterations = self.train.iterations
         waits = [
             max(
                 (w for (_, _, i), w in self._offload_waits.items() if i == it),
