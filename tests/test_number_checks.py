@@ -543,7 +543,9 @@ KEYS: list[Key] = [
         pp=("parallelism", "pp"),
         tp=("parallelism", "tp"),
         tp_depth=("parallelism", "tp_depth"),
+        cp=("parallelism", "cp"),
     ),
+    Key("OffloadSpec", "resident", "transformer", ("training", "offload", "resident")),
     *_keys(
         "PipelineSpec",
         "transformer",

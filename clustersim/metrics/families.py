@@ -444,6 +444,45 @@ class MoESummary(SummaryPart):
 
 
 @dataclass(frozen=True)
+class ContextParallelTraffic(SummaryPart):
+    """Ring attention (``parallelism.cp``): the key/value blocks one GPU sends per layer."""
+
+    cp: int
+    ring_steps: int
+    """cp - 1 steps per attention layer and pass."""
+    step_bytes: float
+    """Bytes one GPU sends per ring step, forward (K and V of its s/cp block, / tp)."""
+    bytes_per_layer_forward: float
+    bytes_per_layer_backward: float
+    """K/V and dK/dV (twice the forward), plus the forward again when recomputing."""
+    compute_step_s: float
+    """Seconds of one block of attention-score compute (forward, micro-batch, one GPU)."""
+    transfer_step_s: float
+    """Seconds of one step's transfer alone on the ring's slowest link (forward)."""
+    priced: str
+    """How the ring runs: ``flows`` (real flows on the links, sharing them)."""
+
+
+@dataclass(frozen=True)
+class OffloadTraffic(SummaryPart):
+    """``training.offload``: what crosses PCIe per iteration, what it costs, CPU memory."""
+
+    optimizer: str
+    activations: str
+    optimizer_bytes_per_iteration: float
+    """Per GPU: gradients GPU->CPU plus parameters CPU->GPU."""
+    activation_bytes_per_iteration: float
+    """Per GPU: activations GPU->CPU plus their return CPU->GPU."""
+    pcie_exposed_s: float
+    """Seconds per iteration (mean over iterations, max over GPUs) a GPU waits on offload
+    transfers."""
+    cpu_optimizer_s: float
+    """Seconds per iteration the CPU optimizer step takes (one GPU's share)."""
+    cpu_memory_bytes: dict[str, float]
+    """Per CPU: the bytes offloaded into it at the peak (optimizer states + activations)."""
+
+
+@dataclass(frozen=True)
 class HybridSummary(FlopTrainingSummary):
     """3D hybrid training: pipeline x tensor parallel x data parallel (ZeRO-1)."""
 
@@ -492,6 +531,10 @@ class HybridSummary(FlopTrainingSummary):
     weight_versions: dict[str, StageWeightVersions] | None = field(default=None, metadata=OPTIONAL)
     """Flush-free schedules (pipedream, pipedream-2bw): per device stage, its weight
     versions and their bytes."""
+    cp: int | None = field(default=None, metadata=OPTIONAL)
+    """Context-parallel degree (only when > 1)."""
+    context_parallel: ContextParallelTraffic | None = field(default=None, metadata=OPTIONAL)
+    offload: OffloadTraffic | None = field(default=None, metadata=OPTIONAL)
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])

@@ -1,4 +1,4 @@
-"""Hybrid placement: data-, tensor- and pipeline-parallel ranks mapped onto the workers.
+"""Hybrid placement: data-, tensor-, context- and pipeline-parallel ranks mapped onto the workers.
 
 ``parallelism: {dp, tp, pp, order}`` splits the workers (``data_parallel.workers``,
 default every GPU, in topology order: node by node) into a dp x pp grid of
@@ -10,6 +10,12 @@ tensor-parallel groups of tp GPUs.  ``order`` lists the axes innermost first
 holds coordinate c of each axis, so with the default the tp GPUs of a group
 are consecutive (one node), the stages of a replica follow each other and the
 replicas come last.
+
+Context parallelism (``cp``, ring attention) is a fourth axis: when ``order``
+does not list it, it comes right after ``tp`` (Megatron-Core's tp-cp-pp-dp),
+so with ``cp`` = 1 every rank is where it was with three axes.  A stage of a
+replica then holds ``cp`` tensor groups (its *stage group*, cp rank by cp
+rank), and the gradients are reduced over dp x cp (:meth:`Placement.dp_group`).
 
 Impossible combinations are errors naming the key: dp x tp x pp different
 from the number of workers, a tensor-parallel group spanning nodes without
@@ -28,7 +34,7 @@ from ..scenario import ParallelismSpec
 from ..topology import Topology
 from . import rules
 
-AXES = ("tp", "pp", "dp")
+AXES = ("tp", "cp", "pp", "dp")
 
 
 @dataclass(frozen=True)
@@ -39,33 +45,52 @@ class Placement:
     tp: int
     pp: int
     order: tuple[str, ...]
-    """Axes innermost first."""
+    """Axes innermost first, as given (``cp`` may be missing: see :attr:`axes`)."""
     workers: tuple[str, ...]
+    cp: int = 1
 
-    def rank(self, d: int, s: int, t: int) -> int:
-        """Index into ``workers`` of (replica d, stage s, tensor rank t)."""
-        coords = {"dp": d, "pp": s, "tp": t}
-        sizes = {"dp": self.dp, "pp": self.pp, "tp": self.tp}
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The four axes innermost first: ``order``, with ``cp`` right after ``tp`` if absent."""
+        if "cp" in self.order:
+            return self.order
+        at = self.order.index("tp") + 1
+        return (*self.order[:at], "cp", *self.order[at:])
+
+    def rank(self, d: int, s: int, t: int, c: int = 0) -> int:
+        """Index into ``workers`` of (replica d, stage s, tensor rank t, context rank c)."""
+        coords = {"dp": d, "pp": s, "tp": t, "cp": c}
+        sizes = {"dp": self.dp, "pp": self.pp, "tp": self.tp, "cp": self.cp}
         rank, stride = 0, 1
-        for axis in self.order:
+        for axis in self.axes:
             rank += coords[axis] * stride
             stride *= sizes[axis]
         return rank
 
-    def device(self, d: int, s: int, t: int) -> str:
-        return self.workers[self.rank(d, s, t)]
+    def device(self, d: int, s: int, t: int, c: int = 0) -> str:
+        return self.workers[self.rank(d, s, t, c)]
 
-    def tp_group(self, d: int, s: int) -> tuple[str, ...]:
-        """The devices of stage s of replica d, tensor rank 0 first."""
-        return tuple(self.device(d, s, t) for t in range(self.tp))
+    def tp_group(self, d: int, s: int, c: int = 0) -> tuple[str, ...]:
+        """The tensor group of context rank c of stage s of replica d, tensor rank 0 first."""
+        return tuple(self.device(d, s, t, c) for t in range(self.tp))
+
+    def cp_group(self, d: int, s: int, t: int) -> tuple[str, ...]:
+        """The context-parallel ring of tensor rank t of stage s of replica d, cp rank 0 first."""
+        return tuple(self.device(d, s, t, c) for c in range(self.cp))
+
+    def stage_group(self, d: int, s: int) -> tuple[str, ...]:
+        """Every device of stage s of replica d: the tensor groups of cp ranks 0, 1, ..."""
+        return tuple(x for c in range(self.cp) for x in self.tp_group(d, s, c))
 
     def dp_group(self, s: int, t: int) -> tuple[str, ...]:
-        """The devices holding the same shard (stage s, tensor rank t) in every replica."""
-        return tuple(self.device(d, s, t) for d in range(self.dp))
+        """The devices holding the same shard (stage s, tensor rank t) in every replica and
+        context rank (the gradients are reduced over dp x cp), in rank order."""
+        return tuple(self.device(d, s, t, c) for d in range(self.dp) for c in range(self.cp))
 
     def grid(self) -> list[list[tuple[str, ...]]]:
-        """``grid[d][s]``: the tensor-parallel group of stage s of replica d."""
-        return [[self.tp_group(d, s) for s in range(self.pp)] for d in range(self.dp)]
+        """``grid[d][s]``: the stage group of stage s of replica d (the tensor group when
+        cp = 1)."""
+        return [[self.stage_group(d, s) for s in range(self.pp)] for d in range(self.dp)]
 
 
 def place(
@@ -76,13 +101,13 @@ def place(
 ) -> Placement:
     """The placement of ``parallelism`` on ``workers``; ScenarioError for impossible ones
     (the rules of :mod:`clustersim.parallel.rules`)."""
-    n, tp, pp = len(workers), parallelism.tp, parallelism.pp
+    n, tp, pp, cp = len(workers), parallelism.tp, parallelism.pp, parallelism.cp
     dp = parallelism.dp
     if dp is None:
-        rules.enforce(rules.grid_split_problem(n, tp, pp, path))
-        dp = n // (tp * pp)
-    rules.enforce(rules.grid_size_problem(n, dp, tp, pp, path))
-    placement = Placement(dp, tp, pp, tuple(parallelism.order), tuple(workers))
+        rules.enforce(rules.grid_split_problem(n, tp, pp, path, cp=cp))
+        dp = n // (tp * pp * cp)
+    rules.enforce(rules.grid_size_problem(n, dp, tp, pp, path, cp=cp))
+    placement = Placement(dp, tp, pp, tuple(parallelism.order), tuple(workers), cp)
     if tp > 1 and not parallelism.allow_cross_node_tp:
         rules.enforce(_node_problem(placement, topology, path))
     return placement
@@ -92,8 +117,8 @@ def _node_problem(placement: Placement, topology: Topology, path: str) -> Proble
     """The first tensor-parallel group spread over nodes (clusters with nodes only)."""
     devices = topology.devices
     for d in range(placement.dp):
-        for s in range(placement.pp):
-            group = placement.tp_group(d, s)
+        for s, c in ((s, c) for s in range(placement.pp) for c in range(placement.cp)):
+            group = placement.tp_group(d, s, c)
             nodes = sorted({devices[x].node for x in group if devices[x].node is not None})
             if len(nodes) <= 1:
                 continue

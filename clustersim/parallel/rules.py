@@ -45,11 +45,19 @@ def enforce(problem: Problem | None) -> None:
 # --------------------------------------------------------------------------- workers and groups
 
 
-def grid_split_problem(workers: int, tp: int, pp: int, path: str = "parallelism") -> Problem | None:
-    """Why ``tp`` x ``pp`` does not split ``workers`` into whole data-parallel replicas
-    (``dp`` not given), or None.  The key is the degree that is not 1."""
-    if workers % (tp * pp) == 0:
+def grid_split_problem(
+    workers: int, tp: int, pp: int, path: str = "parallelism", cp: int = 1
+) -> Problem | None:
+    """Why ``tp`` x ``pp`` (x ``cp``) does not split ``workers`` into whole data-parallel
+    replicas (``dp`` not given), or None.  The key is the degree that is not 1."""
+    if workers % (tp * pp * cp) == 0:
         return None
+    if cp > 1:
+        return Problem(
+            path,
+            f"tp {tp} x cp {cp} x pp {pp} = {tp * cp * pp} does not divide the {workers} workers",
+            f"tp x cp x pp dividing {workers}",
+        )
     key = f"{path}.pp" if tp == 1 else f"{path}.tp" if pp == 1 else path
     return Problem(
         key,
@@ -59,11 +67,18 @@ def grid_split_problem(workers: int, tp: int, pp: int, path: str = "parallelism"
 
 
 def grid_size_problem(
-    workers: int, dp: int, tp: int, pp: int, path: str = "parallelism"
+    workers: int, dp: int, tp: int, pp: int, path: str = "parallelism", cp: int = 1
 ) -> Problem | None:
-    """Why ``dp`` x ``tp`` x ``pp`` is not the number of ``workers``, or None."""
-    if dp * tp * pp == workers:
+    """Why ``dp`` x ``tp`` x ``pp`` (x ``cp``) is not the number of ``workers``, or None."""
+    if dp * tp * pp * cp == workers:
         return None
+    if cp > 1:
+        return Problem(
+            f"{path}.dp",
+            f"dp {dp} x tp {tp} x cp {cp} x pp {pp} = {dp * tp * cp * pp}, but there are "
+            f"{workers} workers",
+            f"dp x tp x cp x pp = {workers} (or select workers with data_parallel.workers)",
+        )
     return Problem(
         f"{path}.dp",
         f"dp {dp} x tp {tp} x pp {pp} = {dp * tp * pp}, but there are {workers} workers",

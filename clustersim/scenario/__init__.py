@@ -125,6 +125,7 @@ from .training import (  # noqa: F401
     ModelSpec,
     MoESpec,
     NetworkSpec,
+    OffloadSpec,
     ParallelAxis,
     ParallelismSpec,
     ParameterServerSpec,

@@ -225,6 +225,21 @@ class MemorySpec(_Spec):
     of tensor-parallel grids, pipeline send/receive); false leaves them out."""
 
 
+class OffloadSpec(_Spec):
+    """What moves to the node's CPU memory over PCIe (ZeRO-Offload, Ren et al. 2021;
+    ZeRO-R/ZeRO-Infinity activation offload, Rajbhandari et al. 2020/2021)."""
+
+    optimizer: Literal["none", "cpu"] = "none"
+    """cpu: the fp32 optimizer states live in CPU memory; gradients go GPU->CPU, the CPU
+    runs the optimizer step, updated parameters come back CPU->GPU."""
+    activations: Literal["none", "cpu"] = "none"
+    """cpu: a micro-batch's stored activations go to CPU memory after its forward and come
+    back before its backward, overlapped with the other micro-batches' compute."""
+    resident: Count = 2
+    """activations: a micro-batch whose backward comes within this many forwards of its own
+    forward stays on the GPU (the prefetch window)."""
+
+
 class TrainingSpec(_Spec):
     """How training runs: batch, iterations, number format, optimizer."""
 
@@ -245,6 +260,8 @@ class TrainingSpec(_Spec):
     micro_batch: Count | None = None
     """Samples per micro-batch (pipeline/tensor parallel: sets micro-batches per iteration to
     global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``."""
+    offload: OffloadSpec | None = None
+    """Offload of optimizer states and/or activations to CPU memory (hybrid strategy)."""
     recompute: Literal["none", "selective", "full"] | None = None
     """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
     et al. 2022) or full (each transformer block re-runs its forward in backward; only block
@@ -404,21 +421,26 @@ class DataParallelSpec(_Spec):
     """Settings of sync: ps."""
 
 
-ParallelAxis = Literal["tp", "pp", "dp"]
+ParallelAxis = Literal["tp", "cp", "pp", "dp"]
 
 
 class ParallelismSpec(_Spec):
     """How the workers are split into data-, tensor- and pipeline-parallel groups."""
 
     dp: Count | None = None
-    """Data-parallel replicas (default: workers / (pp x tp)); dp x tp x pp must equal the workers."""
+    """Data-parallel replicas (default: workers / (pp x tp x cp)); dp x tp x cp x pp must equal
+    the workers."""
     pp: Count = 1
     """Pipeline stages."""
     tp: Count = 1
     """Tensor-parallel degree (Megatron-LM 1-D): GPUs that split each layer."""
+    cp: Count = 1
+    """Context-parallel degree (ring attention, Megatron-Core's CP): GPUs that split each
+    sequence, passing key/value blocks around a ring; transformers only, dividing ``seq``."""
     order: list[ParallelAxis] = ["tp", "pp", "dp"]
     """How ranks map onto the workers, innermost first: consecutive workers form a group of the
-    first axis (default: tensor groups inside a node, then pipeline stages, then replicas)."""
+    first axis (default: tensor groups inside a node, then pipeline stages, then replicas).
+    ``cp`` may be listed; when it is not it comes right after ``tp``."""
     allow_cross_node_tp: Bool = False
     """Allow a tensor-parallel group to span nodes (normally an error: TP needs NVLink)."""
     sequence_parallel: Bool = False
@@ -444,12 +466,13 @@ class ParallelismSpec(_Spec):
 
     @model_validator(mode="after")
     def _order_is_permutation(self) -> ParallelismSpec:
-        if sorted(self.order) != ["dp", "pp", "tp"]:
+        if sorted(self.order) not in (["dp", "pp", "tp"], ["cp", "dp", "pp", "tp"]):
             raise Invalid(
                 Problem(
                     "order",
-                    f"{list(self.order)} is not an order of the three axes",
-                    "each of tp, pp, dp once, innermost first, e.g. [tp, pp, dp]",
+                    f"{list(self.order)} is not an order of the axes",
+                    "each of tp, pp, dp once (and cp once, or left out: then it follows tp), "
+                    "innermost first, e.g. [tp, pp, dp] or [tp, cp, pp, dp]",
                 )
             )
         return self

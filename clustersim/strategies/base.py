@@ -153,6 +153,8 @@ class TrainingStrategy(Strategy):
     is_training = True
     default_sync: ClassVar[str] = "allreduce"
     """``data_parallel.sync`` this strategy stands for (used when the section is absent)."""
+    supports_offload: ClassVar[bool] = False
+    """Whether ``training.offload`` (CPU offload over PCIe) is modelled."""
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, topology: Topology) -> Strategy:
@@ -192,6 +194,15 @@ class TrainingStrategy(Strategy):
         assert scenario.model is not None and scenario.training is not None
         self.train = scenario.training
         self.model = models.build_model(scenario.model, path="model")
+        if self.train.offload is not None and not self.supports_offload:
+            raise ScenarioError(
+                Problem(
+                    "training.offload",
+                    f"offload to CPU memory is modelled by the pipeline (3D hybrid) strategy, "
+                    f"not by {self.name}",
+                    "no training.offload, or the hybrid: zero.stage 0 or 1 (any pp, tp, cp)",
+                )
+            )
 
     def check_batch_covers(self, workers: int) -> None:
         """ScenarioError at ``training.global_batch`` if it gives a worker no sample."""
@@ -248,8 +259,9 @@ def registered_strategies() -> dict[str, type[Strategy]]:
 TRAINING_STRATEGIES = {"allreduce": "data_parallel", "ps": "parameter_server"}
 """Training scenarios without pipeline or tensor parallelism and without ZeRO: the
 strategy for each ``data_parallel.sync``.  With ``parallelism.pp > 1``, ``parallelism.tp
-> 1``, ``parallelism.ep > 1`` or a ``pipeline`` section the strategy is ``pipeline`` (3D hybrid); otherwise with
-``zero.stage`` >= 1 it is ``zero``."""
+> 1``, ``parallelism.cp > 1``, ``parallelism.ep > 1`` or a ``pipeline`` section the strategy
+is ``pipeline`` (3D hybrid), also with ``training.offload`` unless ZeRO shards gradients
+(stage >= 2); otherwise with ``zero.stage`` >= 1 it is ``zero``."""
 
 
 def training_strategy_name(scenario: Scenario) -> str:
@@ -258,8 +270,12 @@ def training_strategy_name(scenario: Scenario) -> str:
     parallelism = scenario.parallelism
     pp = parallelism.pp if parallelism is not None else 1
     tp = parallelism.tp if parallelism is not None else 1
+    cp = parallelism.cp if parallelism is not None else 1
     ep = parallelism.ep if parallelism is not None else 1
-    if pp > 1 or tp > 1 or ep > 1 or scenario.pipeline is not None:
+    if pp > 1 or tp > 1 or cp > 1 or ep > 1 or scenario.pipeline is not None:
+        return "pipeline"
+    zero = scenario.zero.level if scenario.zero is not None else 0
+    if scenario.training is not None and scenario.training.offload is not None and zero < 2:
         return "pipeline"
     if scenario.zero is not None and scenario.zero.level >= 1:
         return "zero"

@@ -275,7 +275,7 @@ def stage_states(layout: Any, s: int) -> ModelStates:
     states = model_states(
         dense,
         zero_stage=layout.zero,
-        dp=layout.dp,
+        dp=layout.grad_ranks,
         precision=train.precision,
         optimizer=train.optimizer,
     )

@@ -15,11 +15,13 @@ from .. import training
 from ..base import TrainingStrategy
 from . import experts as moe
 from .accounting import link_sharing
+from .context import ContextParallel
+from .offload import Offload
 from .stages import StageOptions, StagePlan, plan_stages
 
 
-class HybridLayout(TrainingStrategy):
-    """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp grid,
+class HybridLayout(ContextParallel, Offload, TrainingStrategy):
+    """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp (x cp) grid,
     schedule, micro-batches, recomputation, stage split and the collectives it needs.
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
 
@@ -52,8 +54,11 @@ class HybridLayout(TrainingStrategy):
         self._check_zero(parallelism)
         self._check_tensor_parallel(parallelism)
         self.pp, self.tp = parallelism.pp, parallelism.tp
+        self._check_context_parallel()
         self.placement = place(self._select_workers(spec), parallelism, self.topology)
         self.dp = self.placement.dp
+        self.grad_ranks = self.dp * self.cp
+        """Ranks each gradient shard is reduced over: dp x cp (Megatron)."""
         self.groups = self.placement.grid()
         self.grid = [[group[0] for group in replica] for replica in self.groups]
         self.schedule = self._make_schedule()
@@ -72,7 +77,7 @@ class HybridLayout(TrainingStrategy):
         self._ep_costs: dict[tuple[int, int], float] = {}
         """(first replica of an ep group, stage) -> seconds of one dispatch all-to-all."""
         self.sync = spec.allreduce
-        self.calls = self._dp_calls() if self.dp > 1 else {}
+        self.calls = self._dp_calls() if self.grad_ranks > 1 else {}
         for calls in self.calls.values():
             for call in calls:
                 check_call(call, self.topology, "data_parallel.allreduce.algorithm")
@@ -83,7 +88,40 @@ class HybridLayout(TrainingStrategy):
         self.simulated = self._simulated_replicas(parallelism)
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
+        self._check_combinations()
+        self._check_offload()
         self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
+
+    def _check_combinations(self) -> None:
+        """Refuse the pairings of context parallelism, expert parallelism, the 2-D/3-D tensor
+        modes, offload and the split-backward or flush-free schedules that are not modelled
+        together (each works on its own)."""
+        par, offload = self.parallelism, self.train.offload
+        ep, mode, cp = par.ep, self.tp_mode.name, self.cp
+        flush_free = not self.schedule.flush or self.schedule.split_backward
+        pairs = [
+            (cp > 1 and ep > 1, "parallelism.ep", "expert parallelism with context parallelism"),
+            (cp > 1 and mode != "1d", "parallelism.tp_mode", f"tp_mode {mode} with cp > 1"),
+            (cp > 1 and self.zero >= 2, "zero.stage", "ZeRO-2/3 with context parallelism"),
+            (offload is not None and ep > 1, "training.offload", "offload with ep > 1"),
+            (offload is not None and mode != "1d", "training.offload", f"offload with {mode}"),
+            (
+                offload is not None and offload.activations == "cpu" and flush_free,
+                "training.offload.activations",
+                f"activation offload with the {self.schedule.name} schedule",
+            ),
+        ]
+        for refused, key, what in pairs:
+            if refused:
+                raise ScenarioError(
+                    Problem(
+                        key,
+                        f"{what} is not modelled (each works on its own)",
+                        "activation offload with naive, gpipe, 1f1b or interleaved"
+                        if key.endswith("activations")
+                        else "one of the two features, not both",
+                    )
+                )
 
     def _simulated_replicas(self, parallelism: ParallelismSpec) -> int:
         """How many replicas run as processes: all, or one (``simulate_replicas: one``)."""
@@ -252,7 +290,7 @@ class HybridLayout(TrainingStrategy):
             out += self.tp_mode.layer_collectives(
                 layer,
                 self.model,
-                self.micro_batch,
+                self.micro_batch / self.cp,  # a cp rank holds s/cp of each sequence
                 phase=phase,
                 bytes_per_value=self.options.bytes_per_value,
                 sequence_parallel=self.options.sequence_parallel,
@@ -288,7 +326,7 @@ class HybridLayout(TrainingStrategy):
         algorithm = self.parallelism.tp_algorithm
         axes = self.tp_mode.axes()
         timers = {
-            (d, s): GridTimer(self.topology, self.groups[d][s], algorithm, axes)
+            (d, s): GridTimer(self.topology, self.placement.tp_group(d, s), algorithm, axes)
             for d in range(self.dp)
             for s in range(self.pp)
         }
@@ -326,8 +364,13 @@ class HybridLayout(TrainingStrategy):
         chunks = f", {s.chunks} chunks" if s.chunks > 1 else ""
         recompute = f", {self.recompute} recompute" if self.recompute != "none" else ""
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
+        tp += f" x cp {self.cp}" if self.cp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""
         zero += f", ep {self.experts.ep}" if self.experts is not None else ""
+        offload = self.offload
+        if offload is not None:
+            kinds = [k for k in ("optimizer", "activations") if getattr(offload, k) == "cpu"]
+            zero += f", {'+'.join(kinds) or 'nothing'} offloaded to CPU"
         return (
             f"pipeline training of {self.model.name} ({self.model.params:.4g} params): "
             f"{s.name} over pp {self.pp}{tp} x dp {self.dp}, {s.micro_batches} micro-batches "

@@ -48,6 +48,12 @@ given):
   the forward to the end of the backward; the transient working set of one
   micro-batch during recomputation is reported apart.
 
+Context parallelism (``parallelism.cp``, ring attention) is in
+:mod:`~clustersim.strategies.hybrid.context`, offload to CPU memory
+(``training.offload``) in :mod:`~clustersim.strategies.hybrid.offload`; with them the
+records add ``kv ring``, ``offload activations`` / ``fetch activations`` and
+``offload gradients`` / ``fetch parameters`` transfers and CPU ``optimizer`` computes.
+
 Zero-bubble schedules (``zb-h1``, ``zb-v``) split each backward into B and W
 (:mod:`.split_backward`: their FLOPs, what each frees); flush-free ones (``pipedream``,
 ``pipedream-2bw``) run on across iterations (:mod:`.flush_free`) and stash weight
@@ -85,7 +91,7 @@ from ...budget import WorkEstimate
 from ...collectives import CollectiveCall, hold_group, run_collective
 from ...collectives.work import calls_work
 from ...engine import Simulation
-from ...model.memory import DeviceMemory
+from ...model.memory import DeviceMemory, ModelStates
 from ...parallel.schedules import (
     BACKWARD,
     BACKWARD_INPUT,
@@ -128,7 +134,12 @@ class Pipeline(HybridReport):
         computes = per_microbatch * m * s.virtual_stages * tp + 2 * m * split * tp + self.pp * tp
         if self.experts is not None and self.experts.ep > 1:  # the ep all-to-all holds
             computes += 2 * m * sum(1 for n in self.experts.moe_layers if n) * tp
-        transfers = 2 * m * (s.virtual_stages - 1) * tp if self.pp > 1 else 0
+        computes *= self.cp
+        transfers = 2 * m * (s.virtual_stages - 1) * tp * self.cp if self.pp > 1 else 0
+        if self.ring is not None:  # a K/V flow and an overlapped compute per GPU and op
+            transfers += 2 * m * s.virtual_stages * tp * self.cp
+            computes += 2 * m * s.virtual_stages * tp * self.cp
+        transfers += self._offload_transfers()
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
@@ -152,20 +163,28 @@ class Pipeline(HybridReport):
         order = {device: i for i, device in enumerate(self.placement.workers)}
         return dict(sorted(out.items(), key=lambda kv: order[kv[0]]))
 
-    def _stage_memory(self, s: int) -> tuple[Any, float, float]:
+    def _stage_states(self, s: int) -> ModelStates:
+        """Model states of one GPU of device stage s: ZeRO shards the dense part over
+        dp x cp and the routed experts' over their expert-data-parallel ranks
+        (:func:`.experts.stage_states`); flush-free schedules add their stashed weight
+        versions."""
         states = moe.stage_states(self, s)
         versions = self.schedule.weight_versions(s)
         if versions > 1:  # stashed weights (PipeDream, PipeDream-2BW)
             extra = (versions - 1) * self._stage_weight_bytes(s)
             states = dataclasses.replace(states, weights=states.weights + extra)
-        mb = self.micro_batch
+        return states
+
+    def _stage_memory(self, s: int) -> tuple[Any, float, float]:
+        states = self._offload_states(self._stage_states(s))
+        mb = self.micro_batch / self.cp  # a cp rank holds s/cp of each sample
         if self.schedule.split_backward:
             activations = split_backward.peak_activation_bytes(
                 self.ops[s],
                 lambda c: self.plans[self.schedule.virtual_stage(s, c)].activation_bytes * mb,
             )
         else:
-            _, held = peak_stored(self.ops[s])
+            held = self._resident_pairs(s, peak_stored(self.ops[s])[1])
             activations = sum(
                 self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
                 for _, chunk in held
@@ -182,6 +201,8 @@ class Pipeline(HybridReport):
             self.options.bytes_per_value,
             self.sync.bucket,
         )
+        if self.ring is not None:  # two K/V receive buffers (double-buffered ring steps)
+            buffers += 2 * self.ring.step_bytes * self.micro_batch
         return states, activations, working + buffers
 
     def _capacity(self, device: str) -> float:
@@ -217,8 +238,9 @@ class Pipeline(HybridReport):
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
-            for op in self.ops[s]:
-                yield from self._run_op(sim, d, s, it, op)
+            for i, op in enumerate(self.ops[s]):
+                self._prefetch(sim, d, s, it, i)
+                yield from self._run_op(sim, d, s, it, op, i)
             yield from self._update(sim, d, s, it)
             for device in group:
                 self.clock.end(device, it, sim.now)
@@ -231,24 +253,27 @@ class Pipeline(HybridReport):
         iteration (PipeDream's per micro-batch)."""
         group = self.groups[d][s]
         dense, routed = moe.device_params(self, s)
-        shards = (self.dp, self.dp // (self.experts.ep if routed else 1))
+        shards = (self.grad_ranks, self.grad_ranks // (self.experts.ep if routed else 1))
         params = dense / shards[0] + routed / shards[1] if self.zero >= 1 else dense + routed
         step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
-        if self.dp > 1 and self.zero < SHARDED_STAGE:  # ZeRO-2/3 reduce-scattered per pass
+        if self.grad_ranks > 1 and self.zero < SHARDED_STAGE:  # ZeRO-2/3: reduced per pass
             yield self._dp_sync(sim, "grad" + key, s, it, d)
-        yield self._on_group(
-            sim,
-            group,
-            lambda device, it=it: sim.compute(
-                device,
-                bytes=step_bytes,
-                label="optimizer",
-                iteration=it,
-                stage=s,
-                phase="optimizer",
-            ),
-        )
-        if self.dp > 1 and 1 <= self.zero < PARAMETER_STAGE:  # ZeRO-3 gathers per pass
+        if self._offloads_optimizer():
+            yield from self._optimizer_step_offloaded(sim, d, s, it)
+        else:
+            yield self._on_group(
+                sim,
+                group,
+                lambda device, it=it: sim.compute(
+                    device,
+                    bytes=step_bytes,
+                    label="optimizer",
+                    iteration=it,
+                    stage=s,
+                    phase="optimizer",
+                ),
+            )
+        if self.grad_ranks > 1 and 1 <= self.zero < PARAMETER_STAGE:  # ZeRO-3 gathers per pass
             yield self._dp_sync(sim, "param" + key, s, it, d)
 
     @staticmethod
@@ -259,7 +284,7 @@ class Pipeline(HybridReport):
         return sim.all_of([work(device) for device in group])
 
     def _run_op(
-        self, sim: Simulation, d: int, s: int, it: int, op: Op
+        self, sim: Simulation, d: int, s: int, it: int, op: Op, index: int = -1
     ) -> Generator[Any, Any, None]:
         """Wait for the op's input, compute it (and its tensor-parallel collectives), send on."""
         k = self.schedule.virtual_stage(s, op.chunk)
@@ -272,12 +297,15 @@ class Pipeline(HybridReport):
         if op.kind == FORWARD:
             if k > 0:
                 yield self._arrival((d, it, "activation", j, k))
-            memory.store((j, op.chunk), plan.activation_bytes * mb, sim.now, it)
+            memory.store((j, op.chunk), plan.activation_bytes * mb / self.cp, sim.now, it)
             passes = 1
             flops = (plan.forward_flops + moe.extra_flops(self, k, False, passes)) * mb
         else:
             if k < last and op.kind != BACKWARD_WEIGHT:
                 yield self._arrival((d, it, "gradient", j, k))
+            if self.offload is not None:
+                yield from self._await_fetch(sim, d, s, it, (j, op.chunk))
+                self._backward_started(sim, d, s, it, index)
             passes = 2 if self.recompute == "full" else 1
             extra = moe.extra_flops(self, k, True, passes)
             if op.kind == BACKWARD:
@@ -285,8 +313,12 @@ class Pipeline(HybridReport):
             else:
                 w = split_backward.weight_gradient_flops(self.model, plan)
                 flops = split_backward.split_flops(plan, op.kind, w, extra) * mb
-        per_device = flops / self.tp
+        per_device = flops / (self.tp * self.cp)
         started = sim.now
+        if self.ring is not None and op.kind != BACKWARD_WEIGHT:  # dK/dV travel with B
+            per_device -= yield from self._ring_attention(
+                sim, d, s, it, j, plan, op.kind != FORWARD
+            )
         yield self._on_group(
             sim,
             group,
@@ -318,8 +350,11 @@ class Pipeline(HybridReport):
         if op.kind in (BACKWARD, BACKWARD_INPUT):
             if k > 0:
                 self._send(sim, d, it, "gradient", j, k, k - 1, tag)
-        elif op.kind == FORWARD and k < last:
-            self._send(sim, d, it, "activation", j, k, k + 1, tag)
+        elif op.kind == FORWARD:
+            if k < last:
+                self._send(sim, d, it, "activation", j, k, k + 1, tag)
+            if self.offload is not None:
+                self._offload_out(sim, d, s, it, (j, op.chunk))
 
     def _tensor_parallel(
         self,
@@ -361,7 +396,7 @@ class Pipeline(HybridReport):
         """Send ``what`` of micro-batch j from virtual stage ``src`` to ``dst``: tensor rank i
         to tensor rank i, 1/t of the tensor each (Megatron's scatter/gather)."""
         boundary = min(src, dst)
-        nbytes = self.plans[boundary].output_bytes * self.micro_batch / self.tp
+        nbytes = self.plans[boundary].output_bytes * self.micro_batch / (self.tp * self.cp)
         event = self._arrival((d, it, what, j, dst))
         src_stage = self.schedule.device_of(src)[0]
         senders = self.groups[d][src_stage]

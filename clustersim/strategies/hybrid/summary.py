@@ -109,6 +109,9 @@ class HybridReport(HybridLayout):
             workers_total=gpus if self.simulated < self.dp else None,
             moe=summary_block(self),
             weight_versions=None if s.flush else self._weight_versions(),
+            cp=self.cp if self.cp > 1 else None,
+            context_parallel=self._context_parallel_traffic(),
+            offload=self._offload_traffic(),
         )
 
     def _weight_versions(self) -> dict[str, StageWeightVersions]:
@@ -128,7 +131,8 @@ class HybridReport(HybridLayout):
             working = None
             if self.recompute != "none":
                 working = max(
-                    self.plans[k].working_bytes * self.micro_batch for k in self._chunks_of(s)
+                    self.plans[k].working_bytes * self.micro_batch / self.cp
+                    for k in self._chunks_of(s)
                 )
             out[str(s)] = StageActivations(
                 peak_bytes=max(t.peak_bytes for t in tracks),
@@ -144,7 +148,7 @@ class HybridReport(HybridLayout):
             boundary_bytes=[p.output_bytes * self.micro_batch for p in self.plans[:-1]],
             allreduce_bytes=[calls[0].size_bytes for calls in self.calls.values()],
             dp_op="reducescatter+allgather" if self.zero >= 1 else "allreduce",
-            algorithm=self.sync.algorithm if self.dp > 1 else None,
+            algorithm=self.sync.algorithm if self.grad_ranks > 1 else None,
             network_model=self.scenario.network.model,
             dp_network_model=self.dp_network_model,
             dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
