@@ -87,6 +87,7 @@ from ...parallel.schedules import (
 from ...scenario import DataParallelSpec
 from .. import training
 from .accounting import ActivationMemory
+from .compute_time import StageTimes, scenario_folder
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
 
@@ -169,6 +170,9 @@ class Pipeline(HybridReport):
         self.memory = {
             (d, s): ActivationMemory(record=d == 0) for d in range(self.dp) for s in range(self.pp)
         }
+        layers = [(plan.first_layer, plan.layers) for plan in self.plans]
+        folder = scenario_folder(self.scenario.source or "")
+        self.stage_times = StageTimes(self.model, layers, self.tp, self.recompute, folder)
         for d in range(self.simulated):
             for s in range(self.pp):
                 sim.process(self._stage(sim, d, s))
@@ -237,12 +241,14 @@ class Pipeline(HybridReport):
             flops = (plan.backward_flops + plan.recompute_flops) * mb
             passes = 2 if self.recompute == "full" else 1
         per_device = flops / self.tp
+        times, devices = self.stage_times, self.topology.devices
         yield self._on_group(
             sim,
             group,
             lambda device: sim.compute(
                 device,
                 flops=per_device,
+                seconds=times.seconds(devices[device], k, op.kind == FORWARD, mb),
                 label=op.kind,
                 iteration=it,
                 microbatch=j,

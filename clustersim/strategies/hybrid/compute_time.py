@@ -1,0 +1,114 @@
+"""Seconds of a stage's forward or backward of one micro-batch under the device's compute model.
+
+The hybrid strategy asks :meth:`StageTimes.seconds` for virtual stage ``k``, ``forward`` or
+``backward`` and micro-batch size ``b``; the answer is the sum, over the stage's layers, of
+their kernels (:mod:`clustersim.model.operators`) priced by the device's compute model
+(:mod:`clustersim.compute`), cached per (device spec, stage, kind, b).  Backward includes
+the recomputation: with ``full`` the forward kernels of the attention and MLP layers again,
+with ``selective`` their attention scores, softmax and context.  None means "price the
+FLOPs as before": the model is ``flat``, or the model is not a transformer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...compute import DEFAULT_CURVE, EfficiencyCurve, compute_model, fit_curve, read_kernels
+from ...compute.models import ComputeModel, Operation
+from ...model.operators import backward_operations, forward_operations
+from ...parallel.tensor_parallel import SPLIT_KINDS
+from ...topology import Device
+from .. import training
+
+KERNELS_PATH = "cluster.node.gpu.compute.kernels"
+"""Key path named by problems with a kernels file."""
+SELECTIVE = frozenset({"scores", "softmax", "context"})
+"""Forward kernels selective recomputation re-runs."""
+
+
+def scenario_folder(source: str) -> Path:
+    """The folder of the scenario file ``source`` names (``a.yaml with --set ...`` too); the
+    working directory for a scenario not read from a file."""
+    for candidate in (source, source.split(" with --set ", 1)[0]):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate).parent
+    return Path()
+
+
+class StageTimes:
+    """Per-stage compute seconds of the hybrid strategy (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: training.Model,
+        stage_layers: Sequence[tuple[int, int]],
+        tp: int,
+        recompute: str,
+        base_dir: Path,
+    ) -> None:
+        self.model = model
+        self.stage_layers = stage_layers
+        self.tp = tp
+        self.recompute = recompute
+        self.base_dir = base_dir
+        self._models: dict[tuple[Any, ...], ComputeModel] = {}
+        self._curves: dict[str, EfficiencyCurve] = {}
+        self._cache: dict[tuple[Any, ...], float] = {}
+
+    def device_model(self, device: Device) -> ComputeModel:
+        """The compute model of ``device`` (its spec's ``compute``; roofline when none)."""
+        spec = device.compute
+        name = spec.model if spec is not None else "roofline"
+        kernels = spec.kernels if spec is not None else None
+        key = (name, kernels, device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps)
+        found = self._models.get(key)
+        if found is None:
+            curve = self._curve(kernels, device.flops_per_s) if kernels else DEFAULT_CURVE
+            found = compute_model(
+                name, device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps, curve
+            )
+            self._models[key] = found
+        return found
+
+    def _curve(self, kernels: str, peak: float) -> EfficiencyCurve:
+        file = Path(kernels)
+        if not file.is_absolute():
+            file = self.base_dir / file
+        key = f"{file}@{peak!r}"
+        if key not in self._curves:
+            self._curves[key] = fit_curve(read_kernels(file, peak, KERNELS_PATH), peak)
+        return self._curves[key]
+
+    def operations(self, k: int, forward: bool, b: int) -> list[Operation]:
+        """The kernels of virtual stage ``k``'s forward (or backward, with recomputation)."""
+        first, count = self.stage_layers[k]
+        shape = self.model.transformer
+        ops: list[Operation] = []
+        for layer in self.model.layers[first : first + count]:
+            fwd = forward_operations(layer, shape, b, self.tp)
+            if forward:
+                ops += fwd
+                continue
+            if layer.kind in SPLIT_KINDS and self.recompute == "full":
+                ops += fwd
+            elif layer.kind == "attention" and self.recompute == "selective":
+                ops += [op for op in fwd if op.name in SELECTIVE]
+            ops += backward_operations(fwd)
+        return ops
+
+    def seconds(self, device: Device, k: int, forward: bool, b: float) -> float | None:
+        """Seconds of stage ``k``'s forward or backward of ``b`` samples on ``device``;
+        None when the FLOPs should be priced as before (flat model, not a transformer, or a
+        fractional micro-batch)."""
+        if self.model.transformer is None or b != int(b) or b < 1:
+            return None
+        model = self.device_model(device)
+        if not model.shaped:
+            return None
+        key = (id(model), k, forward, int(b))
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = model.seconds(self.operations(k, forward, int(b)))
+        return found
