@@ -47,7 +47,10 @@ class StageTimes:
         tp: int,
         recompute: str,
         base_dir: Path,
+        devices: Sequence[Device] = (),
     ) -> None:
+        """``devices``: the workers, whose compute models (and kernels files) are read now,
+        before the simulation runs, so that a bad file is a ScenarioError, not a failed run."""
         self.model = model
         self.stage_layers = stage_layers
         self.tp = tp
@@ -56,6 +59,9 @@ class StageTimes:
         self._models: dict[tuple[Any, ...], ComputeModel] = {}
         self._curves: dict[str, EfficiencyCurve] = {}
         self._cache: dict[tuple[Any, ...], float] = {}
+        if model.transformer is not None:
+            for device in devices:
+                self.device_model(device)
 
     def device_model(self, device: Device) -> ComputeModel:
         """The compute model of ``device`` (its spec's ``compute``; roofline when none)."""

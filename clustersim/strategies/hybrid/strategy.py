@@ -172,7 +172,8 @@ class Pipeline(HybridReport):
         }
         layers = [(plan.first_layer, plan.layers) for plan in self.plans]
         folder = scenario_folder(self.scenario.source or "")
-        self.stage_times = StageTimes(self.model, layers, self.tp, self.recompute, folder)
+        workers = [self.topology.devices[w] for w in self.placement.workers]
+        self.stage_times = StageTimes(self.model, layers, self.tp, self.recompute, folder, workers)
         for d in range(self.simulated):
             for s in range(self.pp):
                 sim.process(self._stage(sim, d, s))
