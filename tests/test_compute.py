@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from clustersim import simulate
-from clustersim.compute import DEFAULT_CURVE, EfficiencyCurve, compute_model, fit_curve, read_kernels
+from clustersim.compute import (
+    DEFAULT_CURVE,
+    EfficiencyCurve,
+    compute_model,
+    fit_curve,
+    read_kernels,
+)
 from clustersim.errors import ScenarioError
 from clustersim.model.operators import backward_operations, forward_operations
 from clustersim.model.transformer import Transformer
@@ -151,8 +157,12 @@ def test_kernels_file_of_a_scenario_calibrates_it(tmp_path: Path) -> None:
     path.write_text(text)
     with pytest.raises(ScenarioError, match="k.csv"):
         simulate(path)
-    (tmp_path / "k.csv").write_text("m,n,k,dtype,tflops\n1024,1024,1024,bf16,100\n8192,8192,8192,bf16,280\n")
+    (tmp_path / "k.csv").write_text(
+        "m,n,k,dtype,tflops\n1024,1024,1024,bf16,100\n8192,8192,8192,bf16,280\n"
+    )
     slow = simulate(path).summary["tflops_per_gpu"]
-    (tmp_path / "k.csv").write_text("m,n,k,dtype,tflops\n1024,1024,1024,bf16,250\n8192,8192,8192,bf16,280\n")
+    (tmp_path / "k.csv").write_text(
+        "m,n,k,dtype,tflops\n1024,1024,1024,bf16,250\n8192,8192,8192,bf16,280\n"
+    )
     fast = simulate(path).summary["tflops_per_gpu"]
     assert slow < fast

@@ -47,7 +47,8 @@ def test_scenario_is_the_tables_row(row: str, summaries: dict[str, dict]) -> Non
     tp, pp, dp, batch, _, billions = TABLE_1[row]
     s = summaries[row]
     assert (s["tp"], s["pp"], s["dp"], s["global_batch"]) == (tp, pp, dp, batch)
-    assert s["model"]["params"] / 1e9 == pytest.approx(billions, rel=0.01)
+    # the paper rounds to 2 significant digits: 1.65B is its "1.7B"
+    assert s["model"]["params"] / 1e9 == pytest.approx(billions, rel=0.03)
     assert s["recompute_mode"] == "full"
     assert s["memory"]["fits"]
 

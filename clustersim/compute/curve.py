@@ -107,7 +107,8 @@ def read_kernels(file: str | Path, peak_flops: float, path: str = "") -> list[Ke
     try:
         lines = Path(file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise _problem(path, name, f"cannot be read ({exc.__class__.__name__})", "a CSV file")
+        message = f"cannot be read ({exc.__class__.__name__})"
+        raise _problem(path, name, message, "a CSV file") from None
     numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     numbered = [(i, line) for i, line in numbered if not line.lstrip().startswith("#")]
     if not numbered:
@@ -117,9 +118,12 @@ def read_kernels(file: str | Path, peak_flops: float, path: str = "") -> list[Ke
     timing = [c for c in ("tflops", "seconds") if c in header]
     if missing or len(timing) != 1:
         what = f"missing {', '.join(missing)}" if missing else "needs one of tflops or seconds"
-        raise _problem(path, f"{name} line {numbered[0][0]}", f"header {what}", ", ".join(
-            (*REQUIRED, "tflops | seconds", "batch (optional)")
-        ))
+        raise _problem(
+            path,
+            f"{name} line {numbered[0][0]}",
+            f"header {what}",
+            ", ".join((*REQUIRED, "tflops | seconds", "batch (optional)")),
+        )
     rows = numbered[1:]
     if not rows or len(rows) > MAX_ROWS:
         raise _problem(path, name, f"has {len(rows)} kernels", f"1 to {MAX_ROWS}")
@@ -139,7 +143,9 @@ def read_kernels(file: str | Path, peak_flops: float, path: str = "") -> list[Ke
         seconds = value if timing[0] == "seconds" else flops / (value * 1e12)
         if flops / seconds > peak_flops * 1.0001:
             raise _problem(
-                path, where, f"{flops / seconds / 1e12:.4g} TFLOP/s is above the peak",
+                path,
+                where,
+                f"{flops / seconds / 1e12:.4g} TFLOP/s is above the peak",
                 f"at most the device's flops ({peak_flops / 1e12:.4g} TFLOP/s)",
             )
         out.append(KernelSample(m, n, k, batch, row["dtype"], seconds))

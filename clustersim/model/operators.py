@@ -38,7 +38,9 @@ BACKWARD_BYTES = 1.5
 
 
 def _product(name: str, m: int, n: int, k: int, batch: int = 1) -> Operation:
-    return Operation(name, m, n, k, batch, 2.0 * batch * m * n * k, 2.0 * batch * (m * k + k * n + m * n))
+    return Operation(
+        name, m, n, k, batch, 2.0 * batch * m * n * k, 2.0 * batch * (m * k + k * n + m * n)
+    )
 
 
 def _memory(name: str, nbytes: float) -> Operation:
