@@ -58,7 +58,7 @@ class StageTimes:
         self.base_dir = base_dir
         self._models: dict[tuple[Any, ...], ComputeModel] = {}
         self._curves: dict[str, EfficiencyCurve] = {}
-        self._cache: dict[tuple[Any, ...], float] = {}
+        self._cache: dict[tuple[Any, ...], float | None] = {}
         if model.transformer is not None:
             for device in devices:
                 self.device_model(device)
@@ -108,13 +108,15 @@ class StageTimes:
         """Seconds of stage ``k``'s forward or backward of ``b`` samples on ``device``;
         None when the FLOPs should be priced as before (flat model, not a transformer, or a
         fractional micro-batch)."""
-        if self.model.transformer is None or b != int(b) or b < 1:
-            return None
-        model = self.device_model(device)
-        if not model.shaped:
-            return None
-        key = (id(model), k, forward, int(b))
-        found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = model.seconds(self.operations(k, forward, int(b)))
+        key = (device.name, k, forward, b)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        found = None
+        if self.model.transformer is not None and b == int(b) and b >= 1:
+            model = self.device_model(device)
+            if model.shaped:
+                found = model.seconds(self.operations(k, forward, int(b)))
+        self._cache[key] = found
         return found
