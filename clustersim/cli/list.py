@@ -1,6 +1,6 @@
 """``clustersim list``: what is registered, from :data:`clustersim.registry.REGISTRIES`
 (strategies, collective algorithms, model presets, fabrics, network models, pipeline
-schedules when present, and the commands themselves)."""
+schedules when present, compute models, and the commands themselves)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ REGISTERING_PACKAGES = (
     "clustersim.topology",
     "clustersim.network.models",
     "clustersim.parallel.schedules",
+    "clustersim.compute",
 )
 """Packages that create registries when imported (missing ones are skipped)."""
 
