@@ -166,3 +166,16 @@ def test_kernels_file_of_a_scenario_calibrates_it(tmp_path: Path) -> None:
     )
     fast = simulate(path).summary["tflops_per_gpu"]
     assert slow < fast
+
+
+def test_bad_kernels_file_exits_2_from_the_cli(tmp_path: Path, capsys) -> None:
+    """`clustersim run` names the key, the file, the line and the column; no traceback."""
+    from clustersim.cli import main
+
+    path = _scenario(tmp_path, 1)
+    path.write_text(path.read_text().replace("model: roofline", "model: roofline, kernels: k.csv"))
+    (tmp_path / "k.csv").write_text("m,n,k,dtype,tflops\n1024,1024,x,bf16,100\n")
+    assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "cluster.node.gpu.compute.kernels" in err and "k.csv line 2: column k is 'x'" in err
+    assert "Traceback" not in err
