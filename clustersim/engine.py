@@ -306,10 +306,11 @@ class Simulation:
         Work is ``flops`` (FLOPs), ``seconds`` (s) or ``bytes`` (memory-bound,
         bytes over the device's memory bandwidth), scaled by the device's
         slowdown in ``iteration``.  Work queues behind earlier work on the
-        same device (FIFO).
+        same device (FIFO).  ``seconds`` with ``flops``: the seconds are the duration (a
+        compute model priced the work) and the FLOPs are recorded.
         """
         stream = self._streams.get(device) or self._stream(device)
-        if seconds is not None and flops is None and bytes is None:
+        if seconds is not None and bytes is None:
             duration = seconds
         else:
             duration = work_seconds(stream.device, flops=flops, seconds=seconds, bytes=bytes)

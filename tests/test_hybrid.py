@@ -64,7 +64,14 @@ def doc(
             "nodes_per_rack": nodes,
             "node": {
                 "gpus": gpus,
-                "gpu": {"flops": "100TFLOPS", "memory": memory, "memory_bandwidth": "1000TB/s"},
+                # flat compute: these tests hold the tensor-parallel collectives, with the
+                # compute priced as FLOPs / RATE (the roofline is tests/test_compute.py's)
+                "gpu": {
+                    "flops": "100TFLOPS",
+                    "memory": memory,
+                    "memory_bandwidth": "1000TB/s",
+                    "compute": {"model": "flat"},
+                },
                 "pcie": {"bandwidth": "1000GB/s", "latency": "0s"},
                 "nvlink": {"bandwidth": nvlink, "latency": "1us"},
                 "nic": {"bandwidth": nic, "latency": "0s"},

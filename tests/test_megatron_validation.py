@@ -3,8 +3,10 @@
 Narayanan et al. 2021, Table 1 (GPT models on Selene's A100s, tensor x pipeline
 x data parallel, full activation recomputation): achieved TFLOP/s per GPU.
 The GPU efficiency of scenarios/megatron/ is calibrated on the 18.4B row (it
-must reproduce that row's 135 TFLOP/s); the 39.1B and 76.1B rows are then
-predictions, held within 15% of the paper.
+must reproduce that row's 135 TFLOP/s) under the roofline compute model; the other
+rows are then predictions, held within 15% of the paper.  The 529.6B and 1T rows
+(6 s and 26 s to simulate) are held by ``clustersim reproduce`` (clustersim/validation/megatron.py)
+instead of this suite.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ FOLDER = Path(__file__).resolve().parent.parent / "scenarios" / "megatron"
 CALIBRATION = "18.4b"
 TABLE_1 = {
     # row: (tp, pp, dp, global batch, TFLOP/s per GPU in the paper, parameters in billions)
+    "1.7b": (1, 1, 32, 512, 137.0, 1.7),
+    "3.6b": (2, 1, 32, 512, 138.0, 3.6),
+    "7.5b": (4, 1, 32, 512, 142.0, 7.5),
     "18.4b": (8, 1, 32, 1024, 135.0, 18.4),
     "39.1b": (8, 2, 32, 1536, 138.0, 39.1),
     "76.1b": (8, 4, 32, 1792, 140.0, 76.1),
+    "145.6b": (8, 8, 24, 2304, 148.0, 145.6),
+    "310.1b": (8, 16, 15, 2160, 155.0, 310.1),
 }
 
 
@@ -40,9 +47,18 @@ def test_scenario_is_the_tables_row(row: str, summaries: dict[str, dict]) -> Non
     tp, pp, dp, batch, _, billions = TABLE_1[row]
     s = summaries[row]
     assert (s["tp"], s["pp"], s["dp"], s["global_batch"]) == (tp, pp, dp, batch)
-    assert s["model"]["params"] / 1e9 == pytest.approx(billions, rel=0.01)
+    # the paper rounds to 2 significant digits: 1.65B is its "1.7B"
+    assert s["model"]["params"] / 1e9 == pytest.approx(billions, rel=0.03)
     assert s["recompute_mode"] == "full"
     assert s["memory"]["fits"]
+
+
+def test_larger_models_reach_more_of_the_peak(summaries: dict[str, dict]) -> None:
+    """Section 5.1: larger GEMMs give higher utilisation; from 18.4B on, each row's
+    prediction rises with the model, as the paper's 135 -> 155 TFLOP/s do."""
+    rows = ["18.4b", "76.1b", "145.6b", "310.1b"]
+    predicted = [summaries[r]["tflops_per_gpu"] for r in rows]
+    assert predicted == sorted(predicted) and predicted[-1] > 1.1 * predicted[0], predicted
 
 
 def test_every_row_uses_the_calibrated_efficiency() -> None:

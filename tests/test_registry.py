@@ -76,10 +76,18 @@ def test_subclasses_register_themselves() -> None:
 
 @pytest.mark.parametrize(
     ("label", "at_least"),
-    [("strategies", 6), ("algorithms", 8), ("models", 20), ("fabrics", 7), ("network-models", 2)],
+    [
+        ("strategies", 6),
+        ("algorithms", 8),
+        ("models", 20),
+        ("fabrics", 7),
+        ("network-models", 2),
+        ("compute-models", 2),
+    ],
 )
 def test_builtin_registries_list_their_entries(label: str, at_least: int) -> None:
     import clustersim.collectives  # noqa: F401  (registers the algorithms' registry)
+    import clustersim.compute  # noqa: F401
     import clustersim.model  # noqa: F401
     import clustersim.network.models  # noqa: F401
     import clustersim.strategies  # noqa: F401

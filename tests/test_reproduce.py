@@ -13,7 +13,7 @@ from clustersim.validation.case import Tolerance, format_value
 
 from .conftest import SCENARIOS
 
-FAMILY_SIZES = {"worked": 8, "alpha-beta": 7, "bubbles": 9, "zero": 4, "megatron": 4, "maxmin": 7}
+FAMILY_SIZES = {"worked": 8, "alpha-beta": 7, "bubbles": 9, "zero": 4, "megatron": 11, "maxmin": 7}
 """Cases per family of the shipped suite."""
 
 

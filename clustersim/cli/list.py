@@ -1,6 +1,7 @@
 """``clustersim list``: what is registered, from :data:`clustersim.registry.REGISTRIES`
 (strategies, collective algorithms, model presets, fabrics, network models, pipeline
-schedules, tensor-parallel modes when present, and the commands themselves)."""
+schedules, tensor-parallel modes and compute models when present, and the commands
+themselves)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ REGISTERING_PACKAGES = (
     "clustersim.network.models",
     "clustersim.parallel.schedules",
     "clustersim.parallel.tp_modes",
+    "clustersim.compute",
 )
 """Packages that create registries when imported (missing ones are skipped)."""
 

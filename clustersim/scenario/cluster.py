@@ -46,6 +46,26 @@ MAX_RATIO = 1e6
 """Largest oversubscription ratio."""
 
 
+class ComputeSpec(_Spec):
+    """How the device prices shaped work (``cluster.node.gpu.compute``; docs/compute.md)."""
+
+    model: str = "roofline"
+    """A compute model: ``roofline`` (default) or ``flat`` (``clustersim list compute-models``)."""
+    kernels: str | None = None
+    """A CSV of measured matrix products (m,n,k,dtype,tflops|seconds[,batch]) to fit the
+    efficiency curve to; relative to the scenario file's folder.  None: the built-in curve."""
+
+    @model_validator(mode="after")
+    def _known_model(self) -> ComputeSpec:
+        from clustersim.compute import ComputeModel
+
+        registry = ComputeModel.registry
+        if registry.get(self.model) is None:
+            message = hinted(f"unknown compute model {self.model!r}", self.model, registry.names())
+            raise Invalid(Problem("model", message, " | ".join(registry.names())))
+        return self
+
+
 class DeviceSpec(_Spec):
     """A compute device.  The defaults are those of a GPU (an A100); see :data:`CPU_DEFAULTS`."""
 
@@ -57,6 +77,8 @@ class DeviceSpec(_Spec):
     """Memory capacity, bytes."""
     memory_bandwidth_Bps: Bandwidth = _unit("2TB/s", "memory_bandwidth")
     """Memory bandwidth, bytes per second."""
+    compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    """The compute model of shaped work (transformer layers under the pipeline strategy)."""
 
     @model_validator(mode="after")
     def _usable_rate(self) -> DeviceSpec:

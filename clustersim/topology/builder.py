@@ -83,6 +83,7 @@ class _Builder:
             memory_bandwidth_Bps=float(spec.memory_bandwidth_Bps),
             node=node,
             rack=rack,
+            compute=getattr(spec, "compute", None),
         )
         return name
 

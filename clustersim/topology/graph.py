@@ -18,7 +18,7 @@ import math
 import re
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from clustersim.errors import Problem, ScenarioError, hinted
@@ -64,6 +64,8 @@ class Device:
     memory_bandwidth_Bps: float
     node: str | None = None
     rack: str | None = None
+    compute: Any = field(default=None, compare=False)
+    """The scenario's ``compute`` spec of the device (model and kernels file), if any."""
 
 
 @dataclass(frozen=True, slots=True)

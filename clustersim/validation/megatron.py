@@ -1,8 +1,9 @@
 """Megatron-LM's throughput table (Narayanan et al. 2021, Table 1: achieved TFLOP/s per GPU
 with full recomputation on Selene's A100s), one case per row of ``scenarios/megatron/``.
 
-The GPU efficiency of that folder is calibrated on the 18.4B row, held within 1%; the other
-rows are predictions, held within 15% (as in ``tests/test_megatron_validation.py``)."""
+The GPU efficiency of that folder (roofline compute model) is calibrated on the 18.4B row,
+held within 1%; the other nine rows, 1.7B to 1T, are predictions, held within 15% (as in
+``tests/test_megatron_validation.py``, which leaves the 529.6B and 1T rows to this list)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,18 @@ from .case import Case, Tolerance, Value, scenario
 
 FAMILY = "megatron"
 TABLE_1 = "Narayanan et al. 2021, Table 1"
+_TABLE = (
+    # id, params, tp, pp, GPUs, paper TFLOP/s per GPU
+    ("1.7b", "1.7B", 1, 1, 32, 137.0),
+    ("3.6b", "3.6B", 2, 1, 64, 138.0),
+    ("7.5b", "7.5B", 4, 1, 128, 142.0),
+    ("39.1b", "39.1B", 8, 2, 512, 138.0),
+    ("76.1b", "76.1B", 8, 4, 1024, 140.0),
+    ("145.6b", "145.6B", 8, 8, 1536, 148.0),
+    ("310.1b", "310.1B", 8, 16, 1920, 155.0),
+    ("529.6b", "529.6B", 8, 35, 2520, 163.0),
+    ("1t", "1008B", 8, 64, 3072, 163.0),
+)
 ROWS = (
     # id, file, title, source, paper TFLOP/s per GPU, relative tolerance
     (
@@ -21,8 +34,17 @@ ROWS = (
         135.0,
         0.01,
     ),
-    ("39.1b", "table1_39.1b.yaml", "39.1B, 8 x 2 x 32, 512 GPUs", "row 39.1B", 138.0, 0.15),
-    ("76.1b", "table1_76.1b.yaml", "76.1B, 8 x 4 x 32, 1024 GPUs", "row 76.1B", 140.0, 0.15),
+    *(
+        (
+            row,
+            f"table1_{row}.yaml",
+            f"{params}, {tp} x {pp} x {gpus // (tp * pp)}, {gpus} GPUs",
+            f"row {params}",
+            paper,
+            0.15,
+        )
+        for row, params, tp, pp, gpus, paper in _TABLE
+    ),
     ("175b", "gpt3_175b_1024.yaml", "GPT-3 175B, 8 x 8 x 16, 1024 GPUs", "", 140.0, 0.15),
 )
 

@@ -104,6 +104,7 @@ from .. import training
 from . import experts as moe
 from . import flush_free, split_backward
 from .accounting import ActivationMemory
+from .compute_time import StageTimes, scenario_folder
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
@@ -218,6 +219,10 @@ class Pipeline(HybridReport):
         self.memory = {
             (d, s): ActivationMemory(record=d == 0) for d in range(self.dp) for s in range(self.pp)
         }
+        layers = [(plan.first_layer, plan.layers) for plan in self.plans]
+        folder = scenario_folder(self.scenario.source or "")
+        workers = [self.topology.devices[w] for w in self.placement.workers]
+        self.stage_times = StageTimes(self.model, layers, self.tp, self.recompute, folder, workers)
         for d in range(self.simulated):
             for s in range(self.pp):
                 sim.process(self._stage(sim, d, s))
@@ -319,12 +324,15 @@ class Pipeline(HybridReport):
             per_device -= yield from self._ring_attention(
                 sim, d, s, it, j, plan, op.kind != FORWARD
             )
+        per_flop, devices = self.stage_times.seconds_per_flop, self.topology.devices
+        forward = op.kind == FORWARD
         yield self._on_group(
             sim,
             group,
             lambda device: sim.compute(
                 device,
                 flops=per_device,
+                seconds=_scaled(per_device, per_flop(devices[device], k, forward, mb)),
                 label=op.kind,
                 iteration=it,
                 microbatch=j,
@@ -461,3 +469,8 @@ class Pipeline(HybridReport):
             sim.all_of(events).callbacks.append(lambda _e: done.succeed())
             del self._flush[what, s, it, step]
         return done
+
+
+def _scaled(flops: float, seconds_per_flop: float | None) -> float | None:
+    """Seconds of ``flops`` at a shape-aware rate; None (price the FLOPs) without one."""
+    return None if seconds_per_flop is None else flops * seconds_per_flop

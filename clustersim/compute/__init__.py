@@ -1,0 +1,22 @@
+"""GPU compute models: how long shaped work (matrix products, memory-bound kernels) takes.
+
+:mod:`.curve` is the efficiency of a matrix product by its size and its calibration from a
+CSV of measured kernel times; :mod:`.models` the registry of compute models (``flat``,
+``roofline``) that price a list of operators on a device.  See docs/compute.md.
+"""
+
+from __future__ import annotations
+
+from .curve import DEFAULT_CURVE, EfficiencyCurve, KernelSample, fit_curve, read_kernels
+from .models import ComputeModel, Operation, compute_model
+
+__all__ = [
+    "DEFAULT_CURVE",
+    "ComputeModel",
+    "EfficiencyCurve",
+    "KernelSample",
+    "Operation",
+    "compute_model",
+    "fit_curve",
+    "read_kernels",
+]

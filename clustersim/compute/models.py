@@ -1,0 +1,115 @@
+"""Compute models: the seconds a list of operators takes on one device (a plugin registry).
+
+An :class:`Operation` is one kernel: a matrix product (``m x k`` by ``k x n``, ``batch``
+times; ``flops`` = 2 batch m n k) or a memory-bound kernel (``flops`` 0; softmax, GeLU,
+layer norm, dropout), with the ``bytes`` it reads and writes in device memory.
+
+* ``flat``: ``sum(flops) / (peak x efficiency)`` -- memory-bound kernels cost nothing, as
+  every FLOP of the model runs at one rate (the simulator's model before shaped work).
+* ``roofline`` (default): each operation takes
+  ``max(flops / (peak x efficiency x eff(flops)), bytes / memory bandwidth)`` with ``eff``
+  the :class:`~clustersim.compute.curve.EfficiencyCurve`; the scenario's ``efficiency``
+  multiplies the curve (the part of the end-to-end rate no kernel measurement sees:
+  framework, launches between kernels, kernels not listed).
+
+Units: FLOPs, bytes, FLOP/s, B/s, seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar, NamedTuple
+
+from ..registry import Registered, Registry
+from .curve import DEFAULT_CURVE, EfficiencyCurve
+
+
+class Operation(NamedTuple):
+    """One kernel of a layer on one GPU (see the module docstring); sizes in elements."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    batch: int
+    flops: float
+    """FLOPs (2 batch m n k for a product, 0 for a memory-bound kernel)."""
+    bytes: float
+    """Bytes read and written in device memory."""
+
+
+def _model_line(name: str, cls: type[ComputeModel]) -> str:
+    return f"{name:<12} {cls.description}"
+
+
+class ComputeModel(Registered):
+    """How long operations take on a device of peak ``peak_flops`` (FLOP/s), scenario
+    ``efficiency``, memory bandwidth ``bandwidth_Bps`` (B/s) and efficiency ``curve``."""
+
+    registry: ClassVar[Registry[type[ComputeModel]]] = Registry(
+        "compute-models", "compute model", describe=_model_line
+    )
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    shaped: ClassVar[bool] = True
+    """False: the model prices FLOPs alone, so callers may keep passing FLOPs."""
+
+    def __init__(
+        self,
+        peak_flops: float,
+        efficiency: float,
+        bandwidth_Bps: float,
+        curve: EfficiencyCurve = DEFAULT_CURVE,
+    ) -> None:
+        self.peak_flops = peak_flops
+        self.efficiency = efficiency
+        self.bandwidth_Bps = bandwidth_Bps
+        self.curve = curve
+
+    def operation_seconds(self, op: Operation) -> float:
+        """Seconds of one operation."""
+        raise NotImplementedError
+
+    def seconds(self, ops: Iterable[Operation]) -> float:
+        """Seconds of ``ops`` run one after the other."""
+        return sum(self.operation_seconds(op) for op in ops)
+
+
+class Flat(ComputeModel):
+    """flops / (peak x efficiency); memory-bound kernels cost nothing."""
+
+    name = "flat"
+    description = "flops / (peak x efficiency), whatever the shape (memory-bound kernels free)"
+    shaped = False
+
+    def operation_seconds(self, op: Operation) -> float:
+        return op.flops / (self.peak_flops * self.efficiency)
+
+
+class Roofline(ComputeModel):
+    """max(flops / (peak x efficiency x eff(flops)), bytes / bandwidth) per operation."""
+
+    name = "roofline"
+    description = (
+        "max(flops / (peak x efficiency x eff(F)), bytes / memory bandwidth) per kernel, "
+        "eff(F) = e_max F / (F + F_half)"
+    )
+
+    def operation_seconds(self, op: Operation) -> float:
+        compute = 0.0
+        if op.flops > 0:
+            compute = op.flops / (self.peak_flops * self.efficiency * self.curve(op.flops))
+        return max(compute, op.bytes / self.bandwidth_Bps)
+
+
+def compute_model(
+    name: str,
+    peak_flops: float,
+    efficiency: float,
+    bandwidth_Bps: float,
+    curve: EfficiencyCurve = DEFAULT_CURVE,
+    path: str = "",
+) -> ComputeModel:
+    """The registered model ``name`` for one device (a ScenarioError at ``path`` if unknown)."""
+    cls = ComputeModel.registry.lookup(name, path)
+    return cls(peak_flops, efficiency, bandwidth_Bps, curve)

@@ -1,0 +1,98 @@
+"""The kernels of a transformer layer on one GPU: matrix products with their shapes and the
+memory-bound kernels between them, for forward and backward (Megatron-LM's layout).
+
+For a micro-batch of ``b`` sequences of ``s`` tokens, hidden ``h``, ``a`` heads of size
+``d = h / a``, feed-forward ``f``, vocabulary ``V`` and tensor parallelism ``t`` (Narayanan et
+al. 2021, Section 2.3: heads, the first MLP matrix's columns, the second's rows and the
+vocabulary split ``t`` ways; layer norms, dropouts and residual adds are replicated):
+
+* attention: ``qkv`` (m = b s, n = (h + 2 h_kv) / t, k = h); ``scores`` (b a / t products
+  of s x d by d x s); ``softmax`` (memory-bound: scale, mask, softmax and dropout of the
+  b a s^2 / t scores: reads and writes 2 bytes each, plus a 1-byte mask, 9 bytes per
+  score with dropout, 4 without); ``context`` (b a / t products s x s by s x d); ``proj``
+  (m = b s, n = h, k = h / t); ``norm_residual`` (memory-bound: layer norm and
+  bias-dropout-add, 11 bytes per b s h value: 2 read + 2 written by the norm, 2 x 2 read +
+  2 written + 1 mask by the add).
+* mlp: ``fc1`` (m = b s, n = f / t, x 2 gated, k = h); ``activation`` (memory-bound: GeLU
+  reads and writes b s f / t values, 4 bytes each; gated: 3 reads and writes of them, 6);
+  ``fc2`` (m = b s, n = h, k = f / t); ``norm_residual`` as above.
+* head: ``logits`` (m = b s, n = V / t, k = h) and ``cross_entropy`` (memory-bound: the
+  fp32 logits written and read twice, 12 bytes per b s V / t value).
+
+Backward: each product twice (gradient of the input, m x n by n x k; of the weight, k x m
+by m x n: the same FLOPs), each memory-bound kernel 1.5 x its forward bytes (it reads the
+saved tensor and the incoming gradient and writes one gradient where the forward read one
+and wrote one).  The products' FLOPs add up to the layer's FLOPs (:mod:`.transformer`)
+divided by ``t``; the memory-bound kernels add time, no FLOPs.  Layers of other kinds (an
+embedding, a pooler) are one shapeless operation of their FLOPs.
+"""
+
+from __future__ import annotations
+
+from ..compute.models import Operation
+from .layers import Layer
+from .transformer import Transformer
+
+BACKWARD_BYTES = 1.5
+"""Bytes of a memory-bound kernel's backward per byte of its forward."""
+
+
+def _product(name: str, m: int, n: int, k: int, batch: int = 1) -> Operation:
+    return Operation(
+        name, m, n, k, batch, 2.0 * batch * m * n * k, 2.0 * batch * (m * k + k * n + m * n)
+    )
+
+
+def _memory(name: str, nbytes: float) -> Operation:
+    return Operation(name, 0, 0, 0, 0, 0.0, nbytes)
+
+
+def forward_operations(layer: Layer, shape: Transformer | None, b: int, tp: int) -> list[Operation]:
+    """The forward kernels of ``layer`` for a micro-batch of ``b`` sequences on one of ``tp`` GPUs."""
+    if shape is None or layer.kind not in ("attention", "mlp", "head"):
+        if layer.forward_flops <= 0:
+            return []
+        return [Operation(layer.kind or "layer", 0, 0, 0, 1, layer.forward_flops * b / tp, 0.0)]
+    s, h, a, t = shape.seq, shape.hidden, shape.heads, tp
+    rows, d, heads = b * s, h // a, b * a // t if (b * a) % t == 0 else b * a / t
+    norm = _memory("norm_residual", 11.0 * rows * h)
+    if layer.kind == "attention":
+        per_score = 9.0 if shape.dropout else 4.0
+        return [
+            _product("qkv", rows, (h + 2 * shape.kv_hidden) // t, h),
+            _product("scores", s, s, d, heads),
+            _memory("softmax", per_score * heads * s * s),
+            _product("context", s, d, s, heads),
+            _product("proj", rows, h, h // t),
+            norm,
+        ]
+    if layer.kind == "mlp":
+        f = shape.ffn // t
+        return [
+            _product("fc1", rows, f * (2 if shape.gated_ffn else 1), h),
+            _memory("activation", (6.0 if shape.gated_ffn else 4.0) * rows * f),
+            _product("fc2", rows, h, f),
+            norm,
+        ]
+    ops = []
+    if shape.head is not None:
+        v = shape.vocab // t
+        ops += [_product("logits", rows, v, h), _memory("cross_entropy", 12.0 * rows * v)]
+    if shape.pooler:
+        ops.append(Operation("pooler", 0, 0, 0, 1, 2.0 * h * h * b / t, 0.0))
+    return ops
+
+
+def backward_operations(forward: list[Operation]) -> list[Operation]:
+    """The backward kernels of ``forward``: two products per product, 1.5 x the bytes of
+    each memory-bound kernel, twice the FLOPs of a shapeless operation."""
+    out: list[Operation] = []
+    for op in forward:
+        if op.m:
+            out.append(_product(op.name + ".dgrad", op.m, op.k, op.n, op.batch))
+            out.append(_product(op.name + ".wgrad", op.k, op.n, op.m, op.batch))
+        elif op.flops:
+            out.append(op._replace(flops=2.0 * op.flops))
+        else:
+            out.append(op._replace(bytes=BACKWARD_BYTES * op.bytes))
+    return out
