@@ -17,7 +17,9 @@ import pytest
 
 from clustersim import api
 from clustersim.errors import ScenarioError
+from clustersim.model.memory import DEFAULT_FRAGMENTATION
 from clustersim.scenario import parse_scenario
+from clustersim.scenario.training import MemorySpec
 
 from .test_hybrid import doc, run
 
@@ -47,6 +49,7 @@ def test_fragmentation_is_a_fraction_of_the_parts_and_counts_in_fits(
     fraction: float, zero: int
 ) -> None:
     base = doc(tp=2, dp=4, batch=8, zero=zero)
+    base["training"]["memory"] = {"fragmentation": 0}
     plain = memory_of(base)
     base["training"]["memory"] = {"fragmentation": fraction}
     with_allowance = memory_of(base)
@@ -59,15 +62,27 @@ def test_fragmentation_is_a_fraction_of_the_parts_and_counts_in_fits(
     capacity = plain.peak_bytes * (1 + fraction / 2)
     base["cluster"]["node"]["gpu"]["memory"] = f"{capacity:.0f}B"
     assert memory_of(base).fits is False
-    base["training"]["memory"] = {}
+    base["training"]["memory"] = {"fragmentation": 0}
     assert memory_of(base).fits is True
+
+
+def test_the_default_allowance_is_ten_percent_of_the_parts() -> None:
+    """Without ``training.memory`` the documented default applies (scenario and model agree)."""
+    base = doc(tp=2, dp=4, batch=8)
+    default = memory_of(base)
+    base["training"]["memory"] = {"fragmentation": 0}
+    bare = memory_of(base)
+    assert MemorySpec().fragmentation == DEFAULT_FRAGMENTATION == 0.10
+    for name, row in bare.per_device.items():
+        assert default.per_device[name].peak_bytes == pytest.approx(1.1 * row.peak_bytes, rel=1e-12)
 
 
 def test_buffers_false_leaves_the_communication_buffers_out() -> None:
     base = doc(tp=2, dp=4, batch=8, zero=3)
+    base["training"]["memory"] = {"fragmentation": 0}
     counted = next(iter(memory_of(base).per_device.values()))
     assert counted.communication_buffers_bytes > 0
-    base["training"]["memory"] = {"buffers": False}
+    base["training"]["memory"] = {"buffers": False, "fragmentation": 0}
     left_out = next(iter(memory_of(base).per_device.values()))
     assert left_out.communication_buffers_bytes == 0
     assert left_out.peak_bytes == pytest.approx(

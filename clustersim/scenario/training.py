@@ -216,10 +216,10 @@ class ModelSpec(_Spec):
 class MemorySpec(_Spec):
     """How device memory is accounted beyond model states and activations."""
 
-    fragmentation: Float = Field(0.0, ge=0, lt=1)
+    fragmentation: Float = Field(0.10, ge=0, lt=1)
     """Allocator fragmentation allowance: a fraction of the device's other parts added to
-    its peak (about 0.15 on average for PyTorch's caching allocator on LLMs, GMLake 2024; see
-    README "Memory"); default 0 (none)."""
+    its peak; default 0.10 (PyTorch's caching allocator loses 15% on average on LLMs with
+    recomputation and offload, GMLake 2024; see README "Memory"); 0 for the bare sum."""
     buffers: Bool = True
     """Count temporary communication buffers (buckets, gathered ZeRO-3 parameters, staging
     of tensor-parallel grids, pipeline send/receive); false leaves them out."""
