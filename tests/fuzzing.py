@@ -494,8 +494,11 @@ def pipeline_documents(
     pp = draw(st.sampled_from(_divisors(workers // tp)))
     dp = workers // (tp * pp)
     schedule = schedule or draw(st.sampled_from(Schedule.registry.names()))
-    chunks = draw(st.integers(1, 2)) if schedule == "interleaved" else 1
-    multiple = pp if schedule in ("1f1b", "interleaved") else 1
+    kind = Schedule.registry.lookup(schedule, "pipeline.schedule")
+    chunks = kind.default_chunks
+    if kind.multi_chunk and chunks == 1:  # interleaved: any v
+        chunks = draw(st.integers(1, 2))
+    multiple = pp if kind.micro_batch_per_stage else 1
     micro_batches = multiple * draw(st.integers(1, 3))
     samples = draw(st.integers(1, 2))
     parallelism: Doc = {"pp": pp, "tp": tp}

@@ -64,12 +64,17 @@ def linear_shapes(model: Model, layer: Layer) -> list[tuple[float, float]]:
     return [(h, 2 * f if shape.gated_ffn else f), (f, h)]
 
 
+BUILTIN_MODES = ("one_d", "two_d", "two_and_half_d", "three_d")
+"""Modules of the built-in modes, in the order ``clustersim list tp-modes`` shows them."""
+
+
 def _load_modes() -> None:
-    """Import every module of this folder (each mode registers itself)."""
+    """Import every module of this folder (each mode registers itself): the built-ins in
+    :data:`BUILTIN_MODES` order, then any other by name."""
     folder = Path(__file__).parent
-    for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda m: m.name):
-        if info.name != "base":
-            importlib.import_module(f"{__package__}.{info.name}")
+    found = {info.name for info in pkgutil.iter_modules([str(folder)])} - {"base"}
+    for name in [*BUILTIN_MODES, *sorted(found.difference(BUILTIN_MODES))]:
+        importlib.import_module(f"{__package__}.{name}")
 
 
 def _mode_line(name: str, cls: type[TensorParallelMode]) -> str:
@@ -83,7 +88,6 @@ class TensorParallelMode(Registered):
         "tp-modes",
         "tensor-parallel mode",
         describe=_mode_line,
-        sort=True,
         loader=_load_modes,
         unknown="unknown tensor-parallel mode {name!r}",
     )
