@@ -133,7 +133,7 @@ def _flash_attention(shape: Transformer, b: int, t: int) -> Operation:
     values = b * s * (a * (qk + v) + kv * (qk + v)) / t  # Q and O; K and V
     nbytes = ACTIVATION_BYTES_PER_VALUE * values + FP32_BYTES * b * a * s / t
     work = CAUSAL_WORK if shape.causal else 1.0
-    return Operation(FLASH, s, s, qk + v, heads, flops, nbytes, work)  # type: ignore[arg-type]
+    return Operation(FLASH, s, s, qk + v, heads, flops, nbytes, work)
 
 
 def _flash_backward(op: Operation) -> Operation:

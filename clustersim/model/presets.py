@@ -467,8 +467,8 @@ LLAMA2_MODELS = (
 )
 """The LLaMA-2 family; 70B uses grouped-query attention with 8 key/value heads.  Trained with
 fused attention that stores no attention weights (LLaMA, Touvron et al. 2023a, Section 2.4:
-xformers' causal attention "using the backward from Dao et al. (2022)", i.e. FlashAttention;
-LLaMA-2 keeps LLaMA's pretraining setting, Touvron et al. 2023b, Section 2): flash_attention."""
+xformers' causal attention with FlashAttention's backward, Dao et al. 2022; LLaMA-2 keeps
+LLaMA's pretraining setting, Touvron et al. 2023b, Section 2): flash_attention."""
 
 
 def llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> Transformer:
