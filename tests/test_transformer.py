@@ -324,11 +324,14 @@ def test_grouped_query_attention_keeps_smaller_k_and_v(kv_heads: int) -> None:
 
 
 def test_llama2_without_dropout_keeps_no_masks() -> None:
-    """LLaMA-2 70B (no dropout, GQA 8/64, SwiGLU): attention 8 sh + 4 s h_kv + 2 a s^2 (the
-    softmax output feeds the product with V directly), mlp 4 sh + 6 s f, embedding nothing."""
+    """LLaMA-2 70B (no dropout, GQA 8/64, SwiGLU), unfused attention: attention 8 sh + 4 s h_kv
+    + 2 a s^2 (the softmax output feeds the product with V directly), mlp 4 sh + 6 s f,
+    embedding nothing; with its FlashAttention the 2 a s^2 become the logsumexp, 4 a s."""
     t = shape("llama2-70b")
     s, h, a, f = t.seq, t.hidden, t.heads, t.ffn
-    assert t.attention_activation_bytes == 8 * s * h + 4 * s * (h // 8) + 2 * a * s * s
+    unfused = replace(t, flash_attention=False)
+    assert unfused.attention_activation_bytes == 8 * s * h + 4 * s * (h // 8) + 2 * a * s * s
+    assert t.attention_activation_bytes == 8 * s * h + 4 * s * (h // 8) + 4 * a * s
     assert t.mlp_activation_bytes == 4 * s * h + 6 * s * f
     assert model("llama2-70b").layers[0].activation_bytes == 0
 

@@ -2,13 +2,15 @@
 
 An :class:`Operation` is one kernel: a matrix product (``m x k`` by ``k x n``, ``batch``
 times; ``flops`` = 2 batch m n k) or a memory-bound kernel (``flops`` 0; softmax, GeLU,
-layer norm, dropout), with the ``bytes`` it reads and writes in device memory.
+layer norm, dropout), with the ``bytes`` it reads and writes in device memory; ``work``
+(default 1) is the hardware FLOPs per counted FLOP of a kernel that recomputes inside itself
+(a fused FlashAttention backward), so ``flops`` stays the model's count.
 
 * ``flat``: ``sum(flops) / (peak x efficiency)`` -- memory-bound kernels cost nothing, as
   every FLOP of the model runs at one rate (the simulator's model before shaped work).
 * ``roofline`` (default): each operation takes
-  ``max(flops / (peak x efficiency x eff(flops)), bytes / memory bandwidth)`` with ``eff``
-  the :class:`~clustersim.compute.curve.EfficiencyCurve`; the scenario's ``efficiency``
+  ``max(W / (peak x efficiency x eff(W)), bytes / memory bandwidth)``, ``W = work x flops``,
+  with ``eff`` the :class:`~clustersim.compute.curve.EfficiencyCurve`; the scenario's ``efficiency``
   multiplies the curve (the part of the end-to-end rate no kernel measurement sees:
   framework, launches between kernels, kernels not listed).
 
@@ -36,6 +38,9 @@ class Operation(NamedTuple):
     """FLOPs (2 batch m n k for a product, 0 for a memory-bound kernel)."""
     bytes: float
     """Bytes read and written in device memory."""
+    work: float = 1.0
+    """FLOPs the hardware runs per counted FLOP: above 1 for a kernel that recomputes inside
+    itself what the model's FLOP count does not see (FlashAttention's backward: 1.25)."""
 
 
 def _model_line(name: str, cls: type[ComputeModel]) -> str:
@@ -96,9 +101,9 @@ class Roofline(ComputeModel):
     )
 
     def operation_seconds(self, op: Operation) -> float:
-        compute = 0.0
-        if op.flops > 0:
-            compute = op.flops / (self.peak_flops * self.efficiency * self.curve(op.flops))
+        compute, work = 0.0, op.flops * op.work
+        if work > 0:
+            compute = work / (self.peak_flops * self.efficiency * self.curve(work))
         return max(compute, op.bytes / self.bandwidth_Bps)
 
 

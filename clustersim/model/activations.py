@@ -29,6 +29,9 @@ block's bytes are split the same way:
 * Models without dropout (``Transformer.dropout`` false, e.g. LLaMA) keep no
   masks and no dropout output: attention 12 sbh + 2 a s^2 b (with
   whole part 4 sbh), mlp 4 sbh + the FFN values (whole part 4 sbh).
+* FlashAttention (``Transformer.flash_attention``): no a s^2 terms; the fused
+  kernel keeps the fp32 logsumexp of each row and head, 4 a s b bytes (divided by t
+  with the heads), and selective recomputation has nothing left to drop.
 * moe (a mixture-of-experts layer, :mod:`clustersim.model.moe`): as mlp, with the
   FFN values of ``c k + shared`` experts of width f_e (c the capacity factor).
 * selective recomputation drops the a s^2 terms (softmax and dropout are
@@ -49,6 +52,8 @@ if TYPE_CHECKING:
     from .layers import Layer, Model
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+LOGSUMEXP_BYTES = 4
+"""Bytes of one logsumexp a FlashAttention kernel keeps (fp32)."""
 
 
 def layer_activation_bytes(
@@ -100,7 +105,9 @@ def _attention(shape: object, samples: float, tp: int, sp: bool, recompute: str)
     dropout = getattr(shape, "dropout", True)
     whole = (2 + 2 + (1 if dropout else 0)) * sbh
     divided = (2 + 4 * kv + 2) * sbh
-    if recompute != "selective":
+    if getattr(shape, "flash_attention", False):
+        divided += LOGSUMEXP_BYTES * heads * s * samples  # fp32 logsumexp, a s b values
+    elif recompute != "selective":
         scores = heads * s * s * samples  # a s^2 b values
         divided += (5 if dropout else 2) * scores
     return _split(whole, divided, tp, sp)

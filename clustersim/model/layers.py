@@ -86,12 +86,13 @@ def with_recompute(model: Model, recompute: str) -> Model:
 
     ``full``: one more forward in the backward of each attention and MLP layer;
     ``selective``: the attention scores and their product with V again, 4 s^2 h
-    FLOPs per sample per attention layer (Korthikanti et al. 2022); ``none``: unchanged.
+    FLOPs per sample per attention layer (Korthikanti et al. 2022;
+    ``Transformer.selective_recompute_flops``: none with FlashAttention); ``none``: unchanged.
     """
     if recompute == "none":
         return model
     shape = model.transformer
-    scores = 4.0 * shape.seq * shape.seq * shape.hidden if shape is not None else 0.0
+    scores = shape.selective_recompute_flops if shape is not None else 0.0
 
     def extra(layer: Layer) -> float:
         if recompute == "full":

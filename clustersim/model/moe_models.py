@@ -23,6 +23,12 @@ replace the preset's.  The presets:
   value: ``head_dims``), so the attention FLOPs per token are within 3% of MLA's.  The
   multi-token-prediction module (14B more on Hugging Face) is not modelled.  672.1B
   parameters, 38.7B active (published: 671B and 37B).
+
+All three train with FlashAttention (``flash_attention``): Mistral AI's models run their
+attention on FlashAttention and xFormers kernels (Jiang et al. 2023, "Mistral 7B",
+Section 2; Mixtral keeps Mistral 7B's architecture, Jiang et al. 2024, Section 2);
+DeepSeek's HAI-LLM framework, which trained DeepSeekMoE and DeepSeek-V3, uses
+FlashAttention (DeepSeek-AI 2024, "DeepSeek LLM", Section 2.4).
 """
 
 from __future__ import annotations
@@ -157,6 +163,7 @@ def _register() -> None:
             norm_params=NORM_PARAMS["rmsnorm"],
             head="untied",
             dropout=False,
+            flash_attention=True,
             moe=MoE(experts=8, top_k=2, blocks=moe_blocks(32), expert_ffn=14336),
         ),
         ("mixtral",),
@@ -178,6 +185,7 @@ def _register() -> None:
             norm_params=NORM_PARAMS["rmsnorm"],
             head="untied",
             dropout=False,
+            flash_attention=True,
             moe=MoE(
                 experts=64,
                 top_k=6,
@@ -205,6 +213,7 @@ def _register() -> None:
             norm_params=NORM_PARAMS["rmsnorm"],
             head="untied",
             dropout=False,
+            flash_attention=True,
             moe=MoE(
                 experts=256,
                 top_k=8,

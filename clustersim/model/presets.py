@@ -145,7 +145,12 @@ def build_model(spec: ModelSpec, path: str = "model") -> Model:
 
 def _build_dense(spec: ModelSpec, path: str) -> Model:
     if spec.preset is not None:
-        return build_preset(spec.preset, path)
+        model = build_preset(spec.preset, path)
+        if spec.flash_attention is not None:
+            model = _with_flash_attention(
+                model, spec.flash_attention, join_path(path, "flash_attention")
+            )
+        return model
     if spec.transformer is not None:
         shape = transformer_from_spec(spec.transformer, join_path(path, "transformer"))
         return shape.build("transformer")
@@ -153,6 +158,20 @@ def _build_dense(spec: ModelSpec, path: str) -> Model:
         spec.layers is not None
     )  # ModelSpec guarantees exactly one of preset, transformer, layers
     return Model("custom", tuple(layers_from_specs(spec.layers)))
+
+
+def _with_flash_attention(model: Model, flash: bool, path: str) -> Model:
+    """``model`` with FlashAttention on or off (a ScenarioError if it is not a transformer)."""
+    shape = model.transformer
+    if shape is None:
+        raise ScenarioError(
+            Problem(
+                path,
+                f"{model.name} is not a transformer: flash_attention has no attention to fuse",
+                "a transformer preset (clustersim list models)",
+            )
+        )
+    return replace(shape, flash_attention=flash).build(model.name)
 
 
 def layers_from_specs(specs: Sequence[LayerSpec]) -> list[Layer]:
@@ -341,6 +360,7 @@ def transformer_from_spec(spec: TransformerSpec, path: str = "model.transformer"
             norm_params=NORM_PARAMS[spec.norm],
             head=LM_HEADS[spec.head],
             dropout=spec.dropout,
+            flash_attention=spec.flash_attention,
         )
     except ValueError as exc:  # TransformerSpec checks the same; kept as a clear error
         raise ScenarioError(Problem(path, str(exc))) from None
@@ -378,6 +398,7 @@ def bert_large() -> Model:
         final_norm=False,
         head=None,
         pooler=True,
+        causal=False,
     )
 
 
@@ -444,11 +465,15 @@ LLAMA2_MODELS = (
     ("llama2-13b", 40, 5120, 40, 40, 13824),
     ("llama2-70b", 80, 8192, 64, 8, 28672),
 )
-"""The LLaMA-2 family; 70B uses grouped-query attention with 8 key/value heads."""
+"""The LLaMA-2 family; 70B uses grouped-query attention with 8 key/value heads.  Trained with
+fused attention that stores no attention weights (LLaMA, Touvron et al. 2023a, Section 2.4:
+xformers' causal attention with FlashAttention's backward, Dao et al. 2022; LLaMA-2 keeps
+LLaMA's pretraining setting, Touvron et al. 2023b, Section 2): flash_attention."""
 
 
 def llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> Transformer:
-    """A LLaMA-2 shape: RMSNorm, SwiGLU, rotary positions, no biases, no dropout, untied head."""
+    """A LLaMA-2 shape: RMSNorm, SwiGLU, rotary positions, no biases, no dropout, untied head,
+    FlashAttention."""
     return Transformer(
         layers,
         hidden,
@@ -463,6 +488,7 @@ def llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> Tra
         norm_params=NORM_PARAMS["rmsnorm"],
         head="untied",
         dropout=False,
+        flash_attention=True,
     )
 
 

@@ -42,6 +42,13 @@ tensor/sequence parallelism and recomputation):
 * without dropout (``dropout=False``, LLaMA) the masks are not kept and the
   softmax output is itself the input of the product with V: attention
   8 sh + 4 s h_kv + 2 a s^2, mlp 4 sh + 4 sf (6 sf gated).
+* with FlashAttention (``flash_attention=True``; Dao et al. 2022, Dao 2023) scores,
+  softmax, dropout and the product with V are one fused kernel that never writes the
+  s x s scores to device memory: the a s^2 terms go, and the kernel keeps the
+  per-row logsumexp of the softmax, 4 a s bytes (fp32), for its backward (the
+  dropout mask is regenerated from the RNG state, a few bytes, not counted): attention
+  13 sh + 4 as with dropout, 8 sh + 4 s h_kv + 4 as without.  Q, K, V and the output
+  (the output projection's input) are kept as before.
 * embedding: the dropout mask of its output, sh (none without dropout).
 * moe: a mixture-of-experts block's feed-forward layer (``moe`` set; its
   parameters, FLOPs and activations in :mod:`clustersim.model.moe`).
@@ -62,6 +69,7 @@ __all__ = [
     "ACTIVATION_BYTES_PER_VALUE",
     "BACKWARD_FACTOR",
     "LOGIT_BYTES_PER_VALUE",
+    "LOGSUMEXP_BYTES_PER_VALUE",
     "Transformer",
     "megatron_flops_per_iteration",
     "transformer_builder",
@@ -75,6 +83,8 @@ ACTIVATION_BYTES_PER_VALUE = 2
 """Bytes of one stored transformer activation (16-bit training)."""
 LOGIT_BYTES_PER_VALUE = 4
 """Bytes of one logit kept by the cross entropy (fp32)."""
+LOGSUMEXP_BYTES_PER_VALUE = 4
+"""Bytes of one softmax logsumexp kept by a FlashAttention kernel for its backward (fp32)."""
 HEAD_KINDS = ("tied", "untied", None)
 """LM heads: sharing the token embedding, with their own matrix, or none."""
 
@@ -115,6 +125,12 @@ class Transformer:
     head_dims: tuple[int, int] | None = None
     """(query/key, value) width of one head in the score products QK^T and PV (None:
     hidden / heads each); DeepSeek's multi-head latent attention uses (192, 128)."""
+    flash_attention: bool = False
+    """Attention as one fused FlashAttention kernel (Dao et al. 2022): the s x s scores are
+    never stored, so no a s^2 activations and nothing for selective recomputation to redo."""
+    causal: bool = True
+    """Each token attends to the tokens before it (a decoder); False for an encoder (BERT).
+    Only a FlashAttention kernel makes use of it: it skips the masked half of the scores."""
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -242,6 +258,13 @@ class Transformer:
         return 2 * s * s * self.heads * (qk + v)
 
     @property
+    def selective_recompute_flops(self) -> float:
+        """Forward FLOPs per sequence of one attention layer that selective recomputation
+        runs again in its backward: the score products (:attr:`score_flops`; Korthikanti et
+        al. 2022), none with FlashAttention (nothing of the s x s scores is dropped)."""
+        return 0.0 if self.flash_attention else self.score_flops
+
+    @property
     def mlp_flops(self) -> float:
         """Forward FLOPs of one MLP layer per sequence: ``2 s h f`` per matrix."""
         return 2 * self.ffn_matrices * self.seq * self.hidden * self.ffn
@@ -295,9 +318,12 @@ class Transformer:
         s, h, a = self.seq, self.hidden, self.heads
         # layer-norm input, QKV input, Q, output-projection input (s h each); K and V (s h_kv)
         values = 4 * s * h + 2 * s * self.kv_hidden
+        masks = s * h if self.dropout else 0  # output dropout mask, one byte per element
+        if self.flash_attention:  # the fused kernel's logsumexp, fp32, one per row and head
+            return ACTIVATION_BYTES_PER_VALUE * values + masks + LOGSUMEXP_BYTES_PER_VALUE * a * s
         # softmax output (+ the dropout output that feeds the product with V)
         values += (2 if self.dropout else 1) * a * s * s
-        masks = (s * h + a * s * s) if self.dropout else 0  # one byte per element
+        masks += a * s * s if self.dropout else 0  # the attention dropout mask
         return ACTIVATION_BYTES_PER_VALUE * values + masks
 
     @property

@@ -86,6 +86,9 @@ class TransformerSpec(_Spec):
     """Position embeddings: learned (one vector per position) or rotary (no parameters)."""
     dropout: Bool = True
     """Dropout layers (GPT, BERT) or none (LLaMA): their masks count as stored activations."""
+    flash_attention: Bool = False
+    """Attention as one fused FlashAttention kernel (Dao et al. 2022): no s x s scores stored
+    or recomputed; false is Megatron-LM's unfused attention (softmax and dropout kernels)."""
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerSpec:
@@ -182,6 +185,9 @@ class ModelSpec(_Spec):
     ``layers`` as the dense MLPs); parameter servers move only the rows a batch touches."""
     moe: MoESpec | None = None
     """Mixture of experts on a transformer (preset or ``transformer``)."""
+    flash_attention: Bool | None = None
+    """FlashAttention on or off for a preset (default: the preset's own; true for the
+    LLaMA-2, Mixtral and DeepSeek presets); with ``transformer`` use its own key."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -196,6 +202,20 @@ class ModelSpec(_Spec):
             )
         if self.layers is not None and not self.layers:
             raise Invalid(Problem("layers", "needs at least one layer"))
+        if self.flash_attention is not None and self.preset is None:
+            raise Invalid(
+                Problem(
+                    "flash_attention",
+                    "applies to a preset; "
+                    + (
+                        "a list of layers has no attention to fuse"
+                        if self.layers is not None
+                        else "give it inside model.transformer"
+                    ),
+                    "model: {preset: NAME, flash_attention: true} or "
+                    "model.transformer.flash_attention",
+                )
+            )
         return self._not_too_many_layers()
 
     def _not_too_many_layers(self) -> ModelSpec:

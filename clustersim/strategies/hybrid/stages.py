@@ -131,12 +131,13 @@ def _transformer_recompute_flops(
     model: training.Model, layers: Sequence[training.Layer], mode: str
 ) -> float:
     """Full: the forward of every attention and MLP layer; selective: the attention scores
-    and their product with V (4 s^2 h per sample per attention layer)."""
+    and their product with V (``Transformer.selective_recompute_flops`` per sample per
+    attention layer: 4 s^2 h, none with FlashAttention)."""
     if mode == "full":
         return sum(x.forward_flops for x in layers if x.kind in SPLIT_KINDS)
     if mode == "selective":
         shape = model.transformer
-        per_layer = 4.0 * shape.seq * shape.seq * shape.hidden
+        per_layer = shape.selective_recompute_flops
         return per_layer * sum(1 for x in layers if x.kind == "attention")
     return 0.0
 
