@@ -102,8 +102,14 @@ def test_gpus_sharing_the_cpu_link_copy_at_a_shared_rate() -> None:
 def test_optimizer_states_leave_the_gpu_for_the_cpu() -> None:
     """The GPU keeps fp16 weights and gradients; Adam's 12 bytes per parameter go to the
     CPU (ZeRO-Offload), whose memory holds every GPU of its node's share."""
-    plain = run(doc(gpus=2, batch=4, zero=1)).summary["memory"]["per_device"]
-    offloaded = run(offload_doc(optimizer="cpu", gpus=2, batch=4, zero=1)).summary
+    bare = {"fragmentation": 0}  # the bare sum of the parts: no allocator allowance
+    plain_doc, offload = (
+        doc(gpus=2, batch=4, zero=1),
+        offload_doc(optimizer="cpu", gpus=2, batch=4, zero=1),
+    )
+    plain_doc["training"]["memory"] = offload["training"]["memory"] = bare
+    plain = run(plain_doc).summary["memory"]["per_device"]
+    offloaded = run(offload).summary
     rows = offloaded["memory"]["per_device"]
     assert rows[GPU0]["optimizer_states_bytes"] == 0.0
     assert rows[GPU0]["peak_bytes"] == pytest.approx(

@@ -34,7 +34,7 @@ from .conftest import SCENARIOS
 
 D1 = SCENARIOS / "validation" / "d1_one_gpu_aggregates.yaml"
 """One GPU, no Gantt chart: four files, about a second."""
-TRAINING = SCENARIOS / "pipeline" / "1f1b_m8.yaml"
+TRAINING = SCENARIOS / "pipeline" / "1f1b_m32.yaml"  # fits in memory: no warning on stderr
 """A training run that fits in memory: six files (Gantt chart included)."""
 SLOW_WRITE = SCENARIOS / "zero" / "gpt3_1.3b_stage1.yaml"
 """Half a second of simulation, then a few seconds of writing (53,000 records, a Gantt chart)."""

@@ -55,7 +55,7 @@ def test_a_long_simulation_reports_simulated_time(
 ) -> None:
     """`clustersim run` off a terminal: ``simulating: t = ... simulated, ... wall`` lines."""
     monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)
-    scenario = str(SCENARIOS / "pipeline" / "1f1b_m8.yaml")
+    scenario = str(SCENARIOS / "pipeline" / "1f1b_m32.yaml")  # fits: no memory warning
     assert main(["run", scenario, "-o", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err and all(re.fullmatch(r"simulating: t = .+ simulated, .+ wall", x) for x in err)

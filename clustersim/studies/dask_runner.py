@@ -110,7 +110,13 @@ def run_on_dask(
                 needed, wait_s = scheduler.local_workers, LOCAL_START_S
             client = _connect(distributed, address, scheduler, needed, wait_s)
             stack.callback(client.close)
-            return _gather(distributed, client, fn, calls, progress)
+            try:
+                return _gather(distributed, client, fn, calls, progress)
+            except BaseException:
+                # a sweep cut short (Ctrl-C, SIGTERM, a failed run): the scheduler's errors
+                # about the keys it forgets while closing say nothing the user needs
+                logger.setLevel(logging.CRITICAL)
+                raise
     finally:
         logger.setLevel(level)
 
