@@ -158,6 +158,7 @@ class ContextParallel:
         for t in range(self.tp):
             ring_devices = placement.cp_group(d, s, t)
             for c, device in enumerate(ring_devices):
+                seconds = self._block_seconds(device, plan.index, backward, flops)
                 done = sim.event()
                 sim.transfer_then(
                     device,
@@ -174,6 +175,7 @@ class ContextParallel:
                     sim.compute(
                         device,
                         flops=flops,
+                        seconds=seconds,
                         label=kind,
                         iteration=it,
                         microbatch=j,
@@ -184,6 +186,15 @@ class ContextParallel:
                 )
         yield sim.all_of(events)
         return flops
+
+    def _block_seconds(self, device: str, k: int, backward: bool, flops: float) -> float | None:
+        """Seconds of ``flops`` of virtual stage ``k``'s attention blocks on ``device`` at
+        the stage's shape-aware rate (the roofline's seconds per FLOP of its pass, the same
+        rate as the rest of the operation); None prices the FLOPs flat."""
+        rate = self.stage_times.seconds_per_flop(
+            self.topology.devices[device], k, not backward, self.micro_batch
+        )
+        return None if rate is None else flops * rate
 
     def _context_parallel_traffic(self) -> ContextParallelTraffic | None:
         """The ring's bytes per layer and its step times (one forward micro-batch, alone)."""
@@ -205,7 +216,8 @@ class ContextParallel:
             step_bytes=ring.step_bytes * mb,
             bytes_per_layer_forward=ring.layer_bytes(mb, False),
             bytes_per_layer_backward=ring.layer_bytes(mb, True, self.recompute),
-            compute_step_s=work_seconds(device, flops=ring.block_flops * mb),
+            compute_step_s=self._block_seconds(devices[0], 0, False, ring.block_flops * mb)
+            or work_seconds(device, flops=ring.block_flops * mb),
             transfer_step_s=ring.step_bytes * mb / rate,
             priced="flows",
         )
