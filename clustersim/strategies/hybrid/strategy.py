@@ -115,8 +115,8 @@ class Pipeline(HybridReport):
 
     name = "pipeline"
     description = (
-        "3D hybrid training: pipeline (naive, GPipe, 1F1B, interleaved) x tensor parallel "
-        "(Megatron-LM) x data parallel (all-reduce or ZeRO-1)"
+        "hybrid training: pipeline (clustersim list schedules) x tensor parallel (1-D to 3-D) "
+        "x context parallel x data parallel (all-reduce, ZeRO), experts, offload"
     )
     config_model = DataParallelSpec
 
