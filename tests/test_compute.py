@@ -179,3 +179,28 @@ def test_bad_kernels_file_exits_2_from_the_cli(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "cluster.node.gpu.compute.kernels" in err and "k.csv line 2: column k is 'x'" in err
     assert "Traceback" not in err
+
+
+def test_resolved_scenario_finds_the_kernels_file_from_its_own_folder(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scenario.resolved.yaml holds the kernels path made absolute, so running it from the
+    output folder (another working directory) gives the same summary, byte for byte."""
+    from clustersim.cli import main
+
+    path = _scenario(tmp_path, 1)
+    path.write_text(path.read_text().replace("model: roofline", "model: roofline, kernels: k.csv"))
+    (tmp_path / "k.csv").write_text(
+        "m,n,k,dtype,tflops\n1024,1024,1024,bf16,100\n8192,8192,8192,bf16,280\n"
+    )
+    first = tmp_path / "first"
+    assert main(["run", str(path), "-o", str(first), "-q"]) == 0
+    resolved = first / "scenario.resolved.yaml"
+    assert str(tmp_path.resolve() / "k.csv") in resolved.read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["run", str(resolved), "-o", str(tmp_path / "second"), "-q"]) == 0
+    summaries = [(tmp_path / d / "summary.json").read_text() for d in ("first", "second")]
+    strip = [s.split('"engine"')[0] for s in summaries]
+    assert strip[0] == strip[1]

@@ -75,6 +75,7 @@ class RunCommand(Command):
         from ..outputs.paths import check_output_folder
         from ..scenario import with_seed
         from ..scenario.overrides import described, load_with_settings, resolved_yaml
+        from ..strategies.hybrid.compute_time import anchor_kernel_paths
         from ..strategies.trace import anchor_trace_paths
 
         settings = override_settings(args, source=args.scenario)
@@ -90,6 +91,7 @@ class RunCommand(Command):
             doc = {**doc, "seed": args.seed}
         source = described(args.scenario, [s.text() for s in settings])
         anchored = anchor_trace_paths(doc, args.scenario)  # a trace beside the scenario
+        anchored = anchor_kernel_paths(anchored, args.scenario)  # and a kernels CSV
         resolved = resolved_yaml(with_limit(anchored, args.max_events), source)
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")

@@ -37,6 +37,23 @@ def scenario_folder(source: str) -> Path:
     return Path()
 
 
+def anchor_kernel_paths(doc: Any, source: str) -> Any:
+    """``doc`` with every relative ``compute.kernels`` path (a GPU spec's, wherever the
+    cluster puts it) made absolute from the folder of the scenario file ``source``: what
+    ``scenario.resolved.yaml`` holds, so that it runs from its own folder too."""
+    base = scenario_folder(source).resolve()
+    if isinstance(doc, list):
+        return [anchor_kernel_paths(item, source) for item in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out = {key: anchor_kernel_paths(value, source) for key, value in doc.items()}
+    compute = out.get("compute")
+    kernels = compute.get("kernels") if isinstance(compute, dict) else None
+    if isinstance(kernels, str) and kernels and not Path(kernels).is_absolute():
+        out["compute"] = {**compute, "kernels": str(base / kernels)}
+    return out
+
+
 class StageTimes:
     """Per-stage compute seconds of the hybrid strategy (see the module docstring)."""
 
