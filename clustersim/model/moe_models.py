@@ -143,7 +143,7 @@ def _skew(spec: MoESpec, base: MoE | None, experts: int, path: str) -> tuple[str
 
 
 def _register() -> None:
-    from .presets import NORM_PARAMS, _register_transformer
+    from .presets import LLAMA_STYLE, _register_transformer
 
     _register_transformer(
         "mixtral-8x7b",
@@ -156,14 +156,8 @@ def _register() -> None:
             14336,
             32000,
             4096,
-            max_positions=0,
             kv_heads=8,
-            bias=False,
-            gated_ffn=True,
-            norm_params=NORM_PARAMS["rmsnorm"],
-            head="untied",
-            dropout=False,
-            flash_attention=True,
+            **LLAMA_STYLE,
             moe=MoE(experts=8, top_k=2, blocks=moe_blocks(32), expert_ffn=14336),
         ),
         ("mixtral",),
@@ -179,13 +173,7 @@ def _register() -> None:
             10944,
             102400,
             4096,
-            max_positions=0,
-            bias=False,
-            gated_ffn=True,
-            norm_params=NORM_PARAMS["rmsnorm"],
-            head="untied",
-            dropout=False,
-            flash_attention=True,
+            **LLAMA_STYLE,
             moe=MoE(
                 experts=64,
                 top_k=6,
@@ -206,14 +194,8 @@ def _register() -> None:
             18432,
             129280,
             4096,
-            max_positions=0,
             head_dims=(192, 128),
-            bias=False,
-            gated_ffn=True,
-            norm_params=NORM_PARAMS["rmsnorm"],
-            head="untied",
-            dropout=False,
-            flash_attention=True,
+            **LLAMA_STYLE,
             moe=MoE(
                 experts=256,
                 top_k=8,

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..errors import Problem, ScenarioError, join_path
 from ..registry import Registry
@@ -471,6 +472,20 @@ xformers' causal attention with FlashAttention's backward, Dao et al. 2022; LLaM
 LLaMA's pretraining setting, Touvron et al. 2023b, Section 2): flash_attention."""
 
 
+LLAMA_STYLE: dict[str, Any] = {
+    "max_positions": 0,
+    "bias": False,
+    "gated_ffn": True,
+    "norm_params": NORM_PARAMS["rmsnorm"],
+    "head": "untied",
+    "dropout": False,
+    "flash_attention": True,
+}
+"""The LLaMA-style architecture choices shared by LLaMA-2, Mixtral and the DeepSeek models:
+rotary positions (no learned ones), no biases, SwiGLU, RMSNorm, untied LM head, no dropout,
+FlashAttention."""
+
+
 def llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> Transformer:
     """A LLaMA-2 shape: RMSNorm, SwiGLU, rotary positions, no biases, no dropout, untied head,
     FlashAttention."""
@@ -481,14 +496,8 @@ def llama2(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int) -> Tra
         ffn,
         LLAMA2_VOCAB,
         LLAMA2_CONTEXT,
-        max_positions=0,
         kv_heads=kv_heads,
-        bias=False,
-        gated_ffn=True,
-        norm_params=NORM_PARAMS["rmsnorm"],
-        head="untied",
-        dropout=False,
-        flash_attention=True,
+        **LLAMA_STYLE,
     )
 
 

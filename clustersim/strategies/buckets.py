@@ -106,14 +106,20 @@ class BucketSync:
             k += 1
         self.launched[it] = k
 
-    def _launch(self, it: int, k: int) -> None:
+    @staticmethod
+    def _iteration(it: Any) -> int:
+        """The iteration a round's collectives are recorded under (a round is an iteration
+        here; subclasses may key rounds finer)."""
+        return it
+
+    def _launch(self, it: Any, k: int) -> None:
         strategy = self.strategy
         event = run_collective(
             self.sim,
             strategy.calls[k],
             model=strategy.network_model,
             label=f"{strategy.calls[k].op} bucket{k}",
-            iteration=it,
+            iteration=self._iteration(it),
             channels=strategy.channels,
         )
         events = self.pending.setdefault(it, [])

@@ -414,23 +414,9 @@ class _ScatterSync(BucketSync):
     """DDP's ordered bucket launches; the calls are reduce-scatters (labelled by their op).
     A round is an iteration, or (iteration, micro-batch) when every micro-batch reduces."""
 
-    def _launch(self, it: Any, k: int) -> None:
-        if not isinstance(it, tuple):
-            super()._launch(it, k)
-            return
-        strategy = self.strategy
-        event = run_collective(
-            self.sim,
-            strategy.calls[k],
-            model=strategy.network_model,
-            label=f"{strategy.calls[k].op} bucket{k}",
-            iteration=it[0],
-            channels=strategy.channels,
-        )
-        events = self.pending.setdefault(it, [])
-        events.append(event)
-        if len(events) == len(self.sizes):
-            self.sim.all_of(events).callbacks.append(lambda _e: self.synced(it).succeed())
+    @staticmethod
+    def _iteration(it: Any) -> int:
+        return it[0] if isinstance(it, tuple) else it
 
 
 class _Rendezvous:

@@ -223,6 +223,12 @@ class Pipeline(HybridReport):
         folder = scenario_folder(self.scenario.source or "")
         workers = [self.topology.devices[w] for w in self.placement.workers]
         self.stage_times = StageTimes(self.model, layers, self.tp, self.recompute, folder, workers)
+        self.weight_flops = [  # W's FLOPs per sample of each virtual stage (split schedules)
+            split_backward.weight_gradient_flops(self.model, plan)
+            if self.schedule.split_backward
+            else 0.0
+            for plan in self.plans
+        ]
         for d in range(self.simulated):
             for s in range(self.pp):
                 sim.process(self._stage(sim, d, s))
@@ -316,16 +322,14 @@ class Pipeline(HybridReport):
             if op.kind == BACKWARD:
                 flops = (plan.backward_flops + plan.recompute_flops + extra) * mb
             else:
-                w = split_backward.weight_gradient_flops(self.model, plan)
+                w = self.weight_flops[k]
                 flops = split_backward.split_flops(plan, op.kind, w, extra) * mb
         per_device = flops / (self.tp * self.cp)
-        started = sim.now
-        if self.ring is not None and op.kind != BACKWARD_WEIGHT:  # dK/dV travel with B
-            per_device -= yield from self._ring_attention(
-                sim, d, s, it, j, plan, op.kind != FORWARD
-            )
         per_flop, devices = self.stage_times.seconds_per_flop, self.topology.devices
         forward = op.kind == FORWARD
+        started = sim.now
+        if self.ring is not None and op.kind != BACKWARD_WEIGHT:  # dK/dV travel with B
+            per_device -= yield from self._ring_attention(sim, d, s, it, j, plan, not forward)
         yield self._on_group(
             sim,
             group,
@@ -338,11 +342,11 @@ class Pipeline(HybridReport):
                 microbatch=j,
                 stage=s,
                 op=tag,
-                phase="forward" if op.kind == FORWARD else "backward",
+                phase="forward" if forward else "backward",
             ),
         )
         if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
-            phase = FORWARD if op.kind == FORWARD else BACKWARD
+            phase = FORWARD if forward else BACKWARD
             yield self._tensor_parallel(sim, d, s, it, j, plan, phase, passes)
         if op.kind != BACKWARD_WEIGHT:  # W sends nothing; B carries the backward all-to-alls
             alltoalls = moe.hold_alltoalls(self, sim, (d, s, it, j, k, passes), started)
