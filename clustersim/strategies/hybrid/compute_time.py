@@ -76,6 +76,7 @@ class StageTimes:
         self._models: dict[tuple[Any, ...], ComputeModel] = {}
         self._curves: dict[str, EfficiencyCurve] = {}
         self._cache: dict[tuple[Any, ...], float | None] = {}
+        self._operations: dict[tuple[int, bool, int], list[Operation]] = {}
         if model.transformer is not None:
             for device in devices:
                 self.device_model(device)
@@ -105,7 +106,15 @@ class StageTimes:
         return self._curves[key]
 
     def operations(self, k: int, forward: bool, b: int) -> list[Operation]:
-        """The kernels of virtual stage ``k``'s forward (or backward, with recomputation)."""
+        """The kernels of virtual stage ``k``'s forward (or backward, with recomputation),
+        built once per (stage, pass, micro-batch size)."""
+        key = (k, forward, b)
+        found = self._operations.get(key)
+        if found is None:
+            found = self._operations[key] = self._build_operations(k, forward, b)
+        return found
+
+    def _build_operations(self, k: int, forward: bool, b: int) -> list[Operation]:
         first, count = self.stage_layers[k]
         shape = self.model.transformer
         ops: list[Operation] = []
@@ -125,18 +134,15 @@ class StageTimes:
         """Seconds of stage ``k``'s forward or backward of ``b`` samples on ``device``;
         None when the FLOPs should be priced as before (flat model, not a transformer, or a
         fractional micro-batch)."""
-        key = (device.name, k, forward, b)
-        try:
-            return self._cache[key]
-        except KeyError:
-            pass
-        found = None
-        if self.model.transformer is not None and b == int(b) and b >= 1:
-            model = self.device_model(device)
-            if model.shaped:
-                found = model.seconds(self.operations(k, forward, int(b)))
-        self._cache[key] = found
-        return found
+        if self.model.transformer is None or b != int(b) or b < 1:
+            return None
+        model = self.device_model(device)
+        if not model.shaped:
+            return None
+        key = (id(model), k, forward, b)  # devices of one spec share their stage times
+        if key not in self._cache:
+            self._cache[key] = model.seconds(self.operations(k, forward, int(b)))
+        return self._cache[key]
 
     def seconds_per_flop(self, device: Device, k: int, forward: bool, b: float) -> float | None:
         """Seconds per FLOP of stage ``k``'s forward or backward of ``b`` samples on
