@@ -7,7 +7,14 @@ CSV of measured kernel times; :mod:`.models` the registry of compute models (``f
 
 from __future__ import annotations
 
-from .curve import DEFAULT_CURVE, EfficiencyCurve, KernelSample, fit_curve, read_kernels
+from .curve import (
+    DEFAULT_CURVE,
+    EfficiencyCurve,
+    KernelSample,
+    curve_at,
+    fit_curve,
+    read_kernels,
+)
 from .models import ComputeModel, Operation, compute_model
 
 __all__ = [
@@ -17,6 +24,7 @@ __all__ = [
     "KernelSample",
     "Operation",
     "compute_model",
+    "curve_at",
     "fit_curve",
     "read_kernels",
 ]

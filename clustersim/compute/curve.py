@@ -51,20 +51,31 @@ class EfficiencyCurve:
         return self.e_max * flops / (flops + self.half_flops)
 
 
+def curve_at(e_max: float, kernel_s: float, peak_flops: float) -> EfficiencyCurve:
+    """The curve of a device of peak ``peak_flops`` (FLOP/s) whose large products reach ``e_max``
+    of it and whose every product pays a fixed ``kernel_s`` seconds (launch, ramp-up, last
+    wave): ``F_half = kernel_s x e_max x peak`` -- the FLOPs done in that time at the ceiling."""
+    return EfficiencyCurve(e_max, kernel_s * e_max * peak_flops)
+
+
 A100_MAMF_TFLOPS = 271.2
 """Maximum achievable bf16 matmul TFLOP/s of an A100 SXM (Bekman, "Machine Learning
 Engineering", compute/accelerator/README.md, Maximum Achievable Matmul FLOPS table:
 1024x10240x5120, torch 2.6.0+cu126)."""
+A100_PEAK_TFLOPS = 312.0
+"""Dense bf16 peak of an A100 SXM, TFLOP/s (NVIDIA A100 datasheet; docs/hardware.md)."""
 H100_KERNEL_OVERHEAD_S = 6.7e-6
 """Fixed cost of one product, s: F_half / (peak e_max) of the curve fitted to the H100 table
 (F_half 5.10e9 FLOPs, e_max 0.767, peak 989 TFLOP/s)."""
-DEFAULT_CURVE = EfficiencyCurve(
-    e_max=A100_MAMF_TFLOPS / 312.0,
-    half_flops=H100_KERNEL_OVERHEAD_S * A100_MAMF_TFLOPS * 1e12,
+DEFAULT_CURVE = curve_at(
+    A100_MAMF_TFLOPS * 1e12 / (A100_PEAK_TFLOPS * 1e12),
+    H100_KERNEL_OVERHEAD_S,
+    A100_PEAK_TFLOPS * 1e12,
 )
 """The built-in curve (A100 bf16): e_max = 271.2 / 312 = 0.869 (the A100's MAMF), and the
-H100 table's fixed kernel cost, 6.7 us, at that rate: F_half = 1.82e9 FLOPs.  No public sweep
-of A100 shapes was at hand; give ``compute.kernels`` to calibrate on measured ones."""
+H100 table's fixed kernel cost, 6.7 us, at that rate: F_half = 1.82e9 FLOPs.  The catalog's
+A100 presets (``a100-sxm4-80gb``, ``a100-sxm4-40gb``; docs/hardware.md) give exactly this curve.
+Give ``compute.kernels`` to calibrate on measured shapes instead."""
 
 
 @dataclass(frozen=True, slots=True)
