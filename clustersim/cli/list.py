@@ -1,7 +1,7 @@
 """``clustersim list``: what is registered, from :data:`clustersim.registry.REGISTRIES`
 (strategies, collective algorithms, model presets, fabrics, network models, pipeline
-schedules, tensor-parallel modes and compute models when present, and the commands
-themselves)."""
+schedules, tensor-parallel modes, compute models, the hardware catalog's GPUs and nodes, and
+the commands themselves)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ REGISTERING_PACKAGES = (
     "clustersim.parallel.schedules",
     "clustersim.parallel.tp_modes",
     "clustersim.compute",
+    "clustersim.hardware",
 )
 """Packages that create registries when imported (missing ones are skipped)."""
 
@@ -40,7 +41,7 @@ class ListCommand(Command):
     order = 40
     help = (
         "list registered plugins (strategies, collective algorithms, model presets, fabrics, "
-        "network models, ...) or commands"
+        "network models, ...), the hardware catalog (gpus, nodes) or commands"
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
