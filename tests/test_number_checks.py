@@ -37,7 +37,13 @@ _LAYERS = [{"name": "block", "params": 1e6, "flops": 1e9, "activations": "1MB", 
 _SWITCH = {
     "kind": "switch",
     "devices": 4,
-    "device": {"flops": "100TFLOPS", "memory": "80GB", "memory_bandwidth": "1TB/s"},
+    "device": {
+        "flops": "100TFLOPS",
+        "memory": "80GB",
+        "memory_bandwidth": "1TB/s",
+        "peaks": {"fp32": "50TFLOPS"},
+        "compute": {"curve": {"e_max": 0.8, "kernel_time": "5us"}},
+    },
     "link": {"bandwidth": "100GB/s", "latency": "1us"},
 }
 _NODE = {
@@ -174,7 +180,13 @@ BASES: dict[str, dict[str, Any]] = {
         {
             "kind": "custom",
             "devices": [
-                {"name": "a", "flops": "1TFLOPS", "efficiency": 0.5, "memory": "1GB"},
+                {
+                    "name": "a",
+                    "flops": "1TFLOPS",
+                    "efficiency": 0.5,
+                    "memory": "1GB",
+                    "peaks": {"fp32": "1TFLOPS"},
+                },
                 {"name": "b", "memory_bandwidth": "1TB/s"},
             ],
             "links": [{"src": "a", "dst": "b", "bandwidth": "10GB/s", "latency": "1us"}],
@@ -315,6 +327,14 @@ KEYS: list[Key] = [
         efficiency=(*_DEVICE, "efficiency"),
         memory=(*_DEVICE, "memory"),
         memory_bandwidth=(*_DEVICE, "memory_bandwidth"),
+        peaks=(*_DEVICE, "peaks", "fp32"),
+    ),
+    *_keys(
+        "CurveSpec",
+        "flat",
+        zero=("kernel_time",),
+        e_max=(*_DEVICE, "compute", "curve", "e_max"),
+        kernel_time=(*_DEVICE, "compute", "curve", "kernel_time"),
     ),
     *_keys(
         "LinkSpec",
@@ -501,6 +521,7 @@ KEYS: list[Key] = [
         efficiency=("cluster", "devices", 0, "efficiency"),
         memory=("cluster", "devices", 0, "memory"),
         memory_bandwidth=("cluster", "devices", 1, "memory_bandwidth"),
+        peaks=("cluster", "devices", 0, "peaks", "fp32"),
     ),
     *_keys(
         "CustomLink",

@@ -358,7 +358,7 @@ def test_unknown_key_did_you_mean_and_allowed_keys() -> None:
     doc["cluster"]["node"]["nicc"] = {"bandwidth": "1GB/s"}
     text = rendered(doc)
     assert "cluster.node.nicc: unknown key; did you mean 'nic'?" in text
-    assert "(allowed: gpus, gpu, cpu, pcie, nvlink, nic, nvlink_domain, nics)" in text
+    assert "(allowed: gpus, gpu, cpu, pcie, nvlink, nic, nvlink_domain, nics, preset)" in text
 
 
 def test_unknown_key_without_close_match() -> None:
@@ -513,12 +513,17 @@ def test_nvlink_pair_problems_at_their_index(pair: list[int], message: str, allo
 
 
 def test_nvlink_pair_of_wrong_length() -> None:
-    """A pair must have two entries."""
+    """A pair has two entries (two GPUs) or three (and its number of links)."""
     doc = two_tier_doc()
-    doc["cluster"]["node"]["nvlink"] = {"bandwidth": "300GB/s", "pairs": [[0, 1, 2], [3]]}
+    pairs = [[0, 1, 2], [3], [0, 2, 3, 1]]
+    doc["cluster"]["node"]["nvlink"] = {"bandwidth": "300GB/s", "pairs": pairs}
     text = rendered(doc)
-    assert "cluster.node.nvlink.pairs[0]: must have exactly 2 items, got 3" in text
-    assert "cluster.node.nvlink.pairs[1]: must have exactly 2 items" in text
+    assert "pairs[0]" not in text
+    wrong = "must have 2 items (two GPU indices) or 3 (and a link count), got"
+    assert f"cluster.node.nvlink.pairs[1]: {wrong} 1" in text
+    assert f"cluster.node.nvlink.pairs[2]: {wrong} 4" in text
+    doc["cluster"]["node"]["nvlink"]["pairs"] = [[0, 1, 2], [1, 2, 0]]
+    assert "cluster.node.nvlink.pairs[1][2]: 0 links (allowed: 1 or more)" in rendered(doc)
 
 
 def test_straggler_matching_no_form_lists_the_three_forms() -> None:

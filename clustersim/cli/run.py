@@ -75,6 +75,7 @@ class RunCommand(Command):
         from ..outputs.paths import check_output_folder
         from ..scenario import with_seed
         from ..scenario.overrides import described, load_with_settings, resolved_yaml
+        from ..scenario.presets import expanded_document
         from ..strategies.hybrid.compute_time import anchor_kernel_paths
         from ..strategies.trace import anchor_trace_paths
 
@@ -90,9 +91,10 @@ class RunCommand(Command):
             scenario = with_seed(scenario, args.seed, "--seed")
             doc = {**doc, "seed": args.seed}
         source = described(args.scenario, [s.text() for s in settings])
-        anchored = anchor_trace_paths(doc, args.scenario)  # a trace beside the scenario
+        expanded, presets = expanded_document(doc, args.scenario)  # catalog values written out
+        anchored = anchor_trace_paths(expanded, args.scenario)  # a trace beside the scenario
         anchored = anchor_kernel_paths(anchored, args.scenario)  # and a kernels CSV
-        resolved = resolved_yaml(with_limit(anchored, args.max_events), source)
+        resolved = resolved_yaml(with_limit(anchored, args.max_events), source, presets)
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()

@@ -56,11 +56,12 @@ FP32_BYTES = 4
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
-    """K: optimizer-state bytes per parameter (fp32 states, plus fp32 master weights unless fp32).
+    """K: optimizer-state bytes per parameter (fp32 states, plus fp32 master weights when the
+    weights are kept in 16 bits: fp16, bf16, fp8; fp32 and tf32 keep fp32 weights).
 
     Adam in mixed precision: 4 (master) + 4 (momentum) + 4 (variance) = 12.
     """
-    master = FP32_BYTES if precision != "fp32" else 0
+    master = FP32_BYTES if BYTES_PER_VALUE[precision] < FP32_BYTES else 0
     return master + FP32_BYTES * OPTIMIZER_STATES[optimizer]
 
 

@@ -14,7 +14,9 @@ The package, one module per concept; each imports only the modules listed above 
 
 * :mod:`.fields` -- field types (quantities with units, strict numbers), the base
   model, tagged unions;
-* :mod:`.cluster` -- the ``cluster:`` section (devices, links, nodes, shapes);
+* :mod:`.devices` -- compute devices (``DeviceSpec``), hardware presets, peaks by
+  precision and pricing at the training precision;
+* :mod:`.cluster` -- the ``cluster:`` section (links, nodes, shapes);
 * :mod:`.stragglers` -- the ``stragglers:`` section;
 * :mod:`.failures` -- the ``failures:`` and ``recovery:`` sections;
 * :mod:`.checkpoint` -- the ``checkpoint:`` section;
@@ -24,6 +26,8 @@ The package, one module per concept; each imports only the modules listed above 
 * :mod:`.document` -- :class:`Scenario` and :func:`parse_scenario`;
 * :mod:`.loader` -- :func:`load_scenario`: the file, its YAML, its limits;
 * :mod:`.schema` -- :func:`scenario_json_schema`;
+* :mod:`.presets` -- presets written out in a document (``scenario.resolved.yaml``) and the
+  folder a scenario's relative files are read from;
 * :mod:`.shorthand` -- cluster sections from a few parameters (``flat_cluster``,
   ``two_tier_cluster``), a minimal scenario around one, a file holding either
   (imported as ``clustersim.scenario.shorthand``; nothing of it is re-exported here).
@@ -43,6 +47,8 @@ from .cluster import (  # noqa: F401
     MAX_DEVICES,
     MAX_LINKS,
     ClusterSpec,
+    ComputeSpec,
+    CurveSpec,
     CustomCluster,
     CustomDevice,
     CustomLink,
@@ -56,6 +62,7 @@ from .cluster import (  # noqa: F401
     TwoTierCluster,
     UplinkSpec,
 )
+from .devices import PRECISIONS, Precision  # noqa: F401
 from .document import (  # noqa: F401
     EngineSpec,
     Scenario,

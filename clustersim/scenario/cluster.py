@@ -11,93 +11,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, Tag, model_validator
+from pydantic import BeforeValidator, Field, Tag, ValidationInfo, WithJsonSchema, model_validator
 
 from clustersim.errors import Problem, hinted, join_path
 
+from .devices import (  # noqa: F401  (CPU_DEFAULTS, ComputeSpec: their former home)
+    CPU_DEFAULTS,
+    ComputeSpec,
+    CurveSpec,
+    DeviceSpec,
+    _with_cpu_defaults,
+    expanded,
+)
 from .fields import (
     Bandwidth,
     Bool,
     Count,
     Float,
-    FlopRate,
     GpuIndex,
     Int,
     Invalid,
-    Size,
     TimeSpan,
     _Spec,
     _tagged,
     _unit,
 )
 
-CPU_DEFAULTS: dict[str, Any] = {
-    "flops": "2TFLOPS",
-    "efficiency": 1.0,
-    "memory": "1TB",
-    "memory_bandwidth": "200GB/s",
-}
-"""What a CPU has when the scenario does not say (YAML keys and spellings)."""
-
-
 MIN_RATIO = 1e-6
 """Smallest oversubscription ratio."""
 MAX_RATIO = 1e6
 """Largest oversubscription ratio."""
-
-
-class ComputeSpec(_Spec):
-    """How the device prices shaped work (``cluster.node.gpu.compute``; docs/compute.md)."""
-
-    model: str = "roofline"
-    """A compute model: ``roofline`` (default) or ``flat`` (``clustersim list compute-models``)."""
-    kernels: str | None = None
-    """A CSV of measured matrix products (m,n,k,dtype,tflops|seconds[,batch]) to fit the
-    efficiency curve to; relative to the scenario file's folder.  None: the built-in curve."""
-
-    @model_validator(mode="after")
-    def _known_model(self) -> ComputeSpec:
-        from clustersim.compute import ComputeModel
-
-        registry = ComputeModel.registry
-        if registry.get(self.model) is None:
-            message = hinted(f"unknown compute model {self.model!r}", self.model, registry.names())
-            raise Invalid(Problem("model", message, " | ".join(registry.names())))
-        return self
-
-
-class DeviceSpec(_Spec):
-    """A compute device.  The defaults are those of a GPU (an A100); see :data:`CPU_DEFAULTS`."""
-
-    flops_per_s: FlopRate = _unit("312TFLOPS", "flops")
-    """Peak compute rate, FLOP/s."""
-    efficiency: Float = Field(1.0, gt=0, le=1)
-    """Fraction of the peak that is reached (0 < e <= 1)."""
-    memory_bytes: Size = _unit("80GB", "memory")
-    """Memory capacity, bytes."""
-    memory_bandwidth_Bps: Bandwidth = _unit("2TB/s", "memory_bandwidth")
-    """Memory bandwidth, bytes per second."""
-    compute: ComputeSpec = Field(default_factory=ComputeSpec)
-    """The compute model of shaped work (transformer layers under the pipeline strategy)."""
-
-    @model_validator(mode="after")
-    def _usable_rate(self) -> DeviceSpec:
-        if not self.flops_per_s * self.efficiency > 0:
-            message = f"flops x efficiency is {self.flops_per_s * self.efficiency!r} FLOP/s"
-            raise Invalid(Problem("efficiency", message, "a product above 0"))
-        return self
-
-
-def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:
-    """``device`` (raw YAML mapping) with the CPU defaults for every key it does not give."""
-    if not isinstance(device, dict):
-        return device
-    filled = dict(device)
-    for key, value in CPU_DEFAULTS.items():
-        name = next(n for n, f in model.model_fields.items() if (f.alias or n) == key)
-        if key not in filled and name not in filled:
-            filled[key] = value
-    return filled
 
 
 class LinkSpec(_Spec):
@@ -109,15 +52,51 @@ class LinkSpec(_Spec):
     """Latency of each direction, seconds."""
 
 
-class NvlinkSpec(LinkSpec):
-    """GPU-to-GPU links inside a node."""
+def _pair_shape(value: object) -> object:
+    """An NVLink pair has 2 items (two GPU indices) or 3 (and its number of links)."""
+    if isinstance(value, (list, tuple)) and len(value) not in (2, 3):
+        message = f"must have 2 items (two GPU indices) or 3 (and a link count), got {len(value)}"
+        raise Invalid(Problem("", message, "[a, b] or [a, b, links]"))
+    return value
 
-    pairs: list[tuple[GpuIndex, GpuIndex]] | None = None
-    """GPU index pairs joined by a link; absent means an NVSwitch joining all GPUs."""
+
+NvlinkPair = Annotated[
+    tuple[GpuIndex, ...],
+    BeforeValidator(_pair_shape),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0},
+            "minItems": 2,
+            "maxItems": 3,
+            "description": "[a, b]: GPUs a and b joined by one link; [a, b, n]: by n links",
+        }
+    ),
+]
+"""GPUs ``[a, b]`` joined by one link, or ``[a, b, n]`` by ``n`` (n x the bandwidth)."""
+
+
+class NvlinkSpec(LinkSpec):
+    """GPU-to-GPU links inside a node (``bandwidth``: of one link, per direction)."""
+
+    pairs: list[NvlinkPair] | None = None
+    """GPU index pairs joined by a link, ``[a, b]``, or by ``n`` links, ``[a, b, n]`` (a
+    hybrid cube-mesh has doubled pairs); absent means an NVSwitch joining all GPUs."""
+
+
+def _preset_or_links(schema: dict[str, Any]) -> None:
+    """JSON Schema of a node: ``pcie`` and ``nic`` are required unless a ``preset`` gives them."""
+    required = [key for key in schema.get("required", []) if key not in ("pcie", "nic")]
+    schema["required"] = required
+    schema["anyOf"] = [{"required": ["preset"]}, {"required": ["pcie", "nic"]}]
+    if not required:
+        schema.pop("required")
 
 
 class NodeSpec(_Spec):
     """One server: GPUs and a CPU on PCIe, optional NVLink, one NIC or several."""
+
+    model_config = {**_Spec.model_config, "json_schema_extra": _preset_or_links}
 
     gpus: Int = Field(8, ge=0)
     """Number of GPUs (0 for a node that only holds a CPU and a NIC)."""
@@ -140,10 +119,15 @@ class NodeSpec(_Spec):
     GPU i on switch floor(i N / gpus) (GPUs 2j, 2j+1 with 8 GPUs and 4 NICs; one NIC per
     GPU with 8: rail-optimised DGX/HGX nodes), the switches joined by the node's PCIe
     root, where the CPU sits and uses NIC 0."""
+    preset: str | None = None
+    """A catalog node kind (``clustersim list nodes``) or a YAML file of one: its values are
+    this node's; keys beside it replace them (deep merge: ``nic: {bandwidth: ...}`` keeps the
+    preset's NIC latency)."""
 
     @model_validator(mode="before")
     @classmethod
-    def _cpu_defaults(cls, data: Any) -> Any:
+    def _preset_and_cpu_defaults(cls, data: Any, info: ValidationInfo) -> Any:
+        data = expanded(data, "node", info)
         if isinstance(data, dict):
             return {**data, "cpu": _with_cpu_defaults(data.get("cpu", {}))}
         return data
@@ -165,13 +149,15 @@ class NodeSpec(_Spec):
         return self
 
 
-def _pair_problems(pairs: Sequence[tuple[int, int]], gpus: int) -> list[Problem]:
+def _pair_problems(pairs: Sequence[tuple[int, ...]], gpus: int) -> list[Problem]:
     """What is wrong with NVLink ``pairs`` in a node of ``gpus`` GPUs."""
     problems: list[Problem] = []
     seen: dict[frozenset[int], int] = {}
-    for i, (a, b) in enumerate(pairs):
+    for i, (a, b, *links) in enumerate(pairs):
         path = join_path("nvlink", "pairs", i)
-        if a >= gpus or b >= gpus:
+        if links and links[0] < 1:
+            problems.append(Problem(join_path(path, 2), f"{links[0]} links", "1 or more"))
+        elif a >= gpus or b >= gpus:
             problems.append(
                 Problem(path, f"GPU index out of range in [{a}, {b}]", f"0 to {gpus - 1}")
             )

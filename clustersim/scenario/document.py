@@ -7,13 +7,15 @@ from typing import Annotated, Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from clustersim.budget import DEFAULT_MAX_EVENTS
-from clustersim.errors import Problem, ScenarioError
+from clustersim.errors import Problem, ScenarioError, join_path
 
 from .checkpoint import CheckpointSpec
 from .cluster import ClusterSpec
+from .devices import MissingPeak, needs_precision, price_devices
 from .failures import FailureSpec, RecoverySpec
 from .fields import MAX_SEED, Count, Invalid, Seed, _Spec
 from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
+from .presets import scenario_folder
 from .stragglers import StragglerSpec
 from .training import (
     DataParallelSpec,
@@ -111,6 +113,44 @@ class Scenario(_Spec):
             raise Invalid(Problem(missing[0], "required key missing for a training scenario"))
         return self
 
+    @model_validator(mode="after")
+    def _priced_devices(self) -> Scenario:
+        """Devices with ``peaks`` and no ``flops`` take the peak (and curve) of the training
+        precision: the cluster is replaced by its priced copy (a validator's one change to its
+        own model; the scenario is frozen once validated)."""
+        precision, path = self._precision()
+        try:
+            priced = price_devices(self.cluster, precision)
+        except MissingPeak as missing:
+            raise Invalid(missing.problem(path)) from None
+        if priced is not self.cluster:
+            self.__dict__["cluster"] = priced
+        return self
+
+    def _precision(self) -> tuple[str | None, str]:
+        """The precision devices are priced at and the key that chose it: the training's, the
+        jobs' one (mixed ones refused when a device is priced by precision), or None."""
+        if self.jobs is None:
+            if self.training is None:
+                return None, ""
+            return self.training.precision, "training.precision"
+        chosen = [
+            (join_path("jobs", i, "training", "precision"), job.training.precision)
+            for i, job in enumerate(self.jobs)
+            if job.training is not None
+        ]
+        if len({precision for _, precision in chosen}) > 1:
+            device = needs_precision(self.cluster)
+            if device:
+                (first_path, first), *_ = chosen
+                path, other = next((p, x) for p, x in chosen if x != first)
+                message = (
+                    f"the jobs train at {first} ({first_path}) and {other}: the GPUs at "
+                    f"{device} are priced by precision (peaks, no flops), one price per cluster"
+                )
+                raise Invalid(Problem(path, message, f"{first} in every job, or {device}.flops"))
+        return (chosen[0][1], chosen[0][0]) if chosen else (None, "")
+
     def _jobs_alone(self) -> Scenario:
         """With ``jobs``: no workload or training section at the top level, unique names."""
         assert self.jobs is not None
@@ -183,6 +223,7 @@ def parse_scenario(doc: object, source: str = "") -> Scenario:
         raise ScenarioError(
             Problem("", f"a scenario must be a mapping of keys to values, got {got}"), source
         )
-    scenario = validate_model(Scenario, doc, source=source)
+    context = {"base_dir": scenario_folder(source)}
+    scenario = validate_model(Scenario, doc, source=source, context=context)
     scenario._source = source
     return scenario

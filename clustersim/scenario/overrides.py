@@ -259,12 +259,18 @@ def load_with_settings(
     return doc, scenario
 
 
-def resolved_yaml(doc: dict[str, Any], source: str = "") -> str:
+def resolved_yaml(doc: dict[str, Any], source: str = "", presets: Sequence[str] = ()) -> str:
     """The text of ``scenario.resolved.yaml``: a comment naming ``source`` (the file and the
-    overrides, as :func:`described` words them), then ``doc`` as block YAML, keys in
-    document order; loading it gives ``doc`` back."""
+    overrides, as :func:`described` words them) and the hardware ``presets`` written out in
+    ``doc`` (:func:`clustersim.scenario.presets.expanded_document`), then ``doc`` as block
+    YAML, keys in document order; loading it gives ``doc`` back."""
     header = "# The scenario as clustersim ran it, every override applied"
     header += f": {source}\n" if source else ".\n"
+    if presets:
+        from clustersim.version import __version__
+
+        header += f"# Hardware presets written out (the catalog of clustersim {__version__}):\n"
+        header += "".join(f"#   {note}\n" for note in presets)
     body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False)
     return header + body
 

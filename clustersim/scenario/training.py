@@ -13,6 +13,7 @@ from pydantic import BeforeValidator, Discriminator, Field, Strict, Tag, model_v
 
 from clustersim.errors import Problem, hinted
 
+from .devices import Precision
 from .experts import MoESpec
 from .fields import (
     Bool,
@@ -273,8 +274,10 @@ class TrainingSpec(_Spec):
     tokens: LargeCount | None = None
     """Tokens the whole job trains on (``2T``): iterations = tokens / (global_batch x sequence
     length), transformer models only; extrapolated like ``duration``."""
-    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
-    """Number format of gradients and communicated values (4 or 2 bytes)."""
+    precision: Precision = "fp32"
+    """Number format: of gradients and communicated values (fp32, tf32: 4 bytes; fp16, bf16,
+    fp8: 2 bytes -- fp8 as Transformer Engine trains, its matrix products in fp8, weights,
+    gradients and communication in 16 bits), and the peak a GPU with ``peaks`` runs at."""
     optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
     """Optimizer; its step costs memory traffic (bytes per parameter: sgd 12, momentum 20, adam 28)."""
     micro_batch: Count | None = None

@@ -23,14 +23,21 @@ from .fields import TAG_ERROR, Invalid
 M = TypeVar("M", bound=BaseModel)
 
 
-def validate_model(model_cls: type[M], data: Any, path_prefix: str = "", source: str = "") -> M:
+def validate_model(
+    model_cls: type[M],
+    data: Any,
+    path_prefix: str = "",
+    source: str = "",
+    context: Mapping[str, Any] | None = None,
+) -> M:
     """``model_cls`` validated from ``data``, or :class:`ScenarioError` with every problem.
 
     Paths use the YAML key names and list indices, prefixed with ``path_prefix``
-    (e.g. ``"workload.program"``); ``source`` names the file in the messages.
+    (e.g. ``"workload.program"``); ``source`` names the file in the messages.  ``context``
+    reaches the models' validators (``base_dir``: the folder preset files are relative to).
     """
     try:
-        return model_cls.model_validate(data)
+        return model_cls.model_validate(data, context=dict(context) if context else None)
     except ValidationError as exc:
         problems = _problems(model_cls, data, exc.errors(include_url=False))
         prefixed = [Problem(join_path(path_prefix, p.path), p.message, p.allowed) for p in problems]
@@ -64,6 +71,8 @@ def _error_problems(model_cls: type[BaseModel], error: Any) -> list[Problem]:
         parent_path = join_path(*parts[:-1])
         return [Problem(parent_path, f"must have exactly {_tuple_length(parent)} items")]
     message, allowed = _message(error, annotation)
+    if loc and loc[-1] == "[key]":
+        message = message.replace("unknown value", "unknown key", 1)
     if loc and (kind in _RANGE_ERRORS or kind in _NUMBER_ERRORS):
         allowed = _range_text(parent, loc[-1], whole=kind in _RANGE_ERRORS) or allowed
     return [Problem(path, message, allowed)]
@@ -253,6 +262,9 @@ def _walk(model_cls: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[st
     annotation: Any = model_cls
     for item in loc:
         annotation = _unwrap(annotation)
+        if item == "[key]":  # a mapping's key itself is wrong: the path ends at the key
+            annotation = typing.get_args(annotation)[0] if typing.get_args(annotation) else Any
+            continue
         if _is_union(annotation):
             annotation = _union_member(annotation, item)
             continue

@@ -285,8 +285,10 @@ def _build_racks(
     nic_bw, nic_lat = float(node_spec.nic.bandwidth_Bps), float(node_spec.nic.latency_s)
     nvlink = node_spec.nvlink
     nvswitch = nvlink is not None and nvlink.pairs is None
-    pairs = (
-        [(int(x), int(y)) for x, y in nvlink.pairs] if nvlink is not None and not nvswitch else []
+    pairs = (  # (a, b, links): a pair of n links is one cable of n x the bandwidth
+        [(int(x), int(y), int(n[0]) if n else 1) for x, y, *n in nvlink.pairs]
+        if nvlink is not None and not nvswitch
+        else []
     )
     nv_bw = float(nvlink.bandwidth_Bps) if nvlink is not None else 0.0
     nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
@@ -341,8 +343,8 @@ def _build_racks(
             if nvswitch:
                 for name in gpu_names:
                     nv_links[name] = b.cable(name, nvs, nv_bw, nv_lat)
-            for ga, gb in pairs:
-                there, back = b.cable(gpu_names[ga], gpu_names[gb], nv_bw, nv_lat)
+            for ga, gb, links in pairs:
+                there, back = b.cable(gpu_names[ga], gpu_names[gb], links * nv_bw, nv_lat)
                 router.pair_links[(there.src, there.dst)] = there
                 router.pair_links[(back.src, back.dst)] = back
             for name, home, to_pcie, from_pcie in attached:

@@ -15,10 +15,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...compute import DEFAULT_CURVE, EfficiencyCurve, compute_model, fit_curve, read_kernels
+from ...compute import (
+    DEFAULT_CURVE,
+    EfficiencyCurve,
+    compute_model,
+    curve_at,
+    fit_curve,
+    read_kernels,
+)
 from ...compute.models import ComputeModel, Operation
 from ...model.operators import backward_operations, forward_operations
 from ...parallel.tensor_parallel import SPLIT_KINDS
+from ...scenario.presets import scenario_folder
 from ...topology import Device
 from .. import training
 
@@ -26,15 +34,6 @@ KERNELS_PATH = "cluster.node.gpu.compute.kernels"
 """Key path named by problems with a kernels file."""
 SELECTIVE = frozenset({"scores", "softmax", "context"})
 """Forward kernels selective recomputation re-runs."""
-
-
-def scenario_folder(source: str) -> Path:
-    """The folder of the scenario file ``source`` names (``a.yaml with --set ...`` too); the
-    working directory for a scenario not read from a file."""
-    for candidate in (source, source.split(" with --set ", 1)[0]):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate).parent
-    return Path()
 
 
 def anchor_kernel_paths(doc: Any, source: str) -> Any:
@@ -82,17 +81,23 @@ class StageTimes:
                 self.device_model(device)
 
     def device_model(self, device: Device) -> ComputeModel:
-        """The compute model of ``device`` (its spec's ``compute``; roofline when none)."""
+        """The compute model of ``device`` (its spec's ``compute``; roofline when none), with
+        the curve fitted to its ``kernels`` file, else its ``curve`` (a preset's, at the
+        training precision), else the built-in curve."""
         spec = device.compute
         name = spec.model if spec is not None else "roofline"
         kernels = spec.kernels if spec is not None else None
-        key = (name, kernels, device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps)
+        given = getattr(spec, "curve", None)
+        rates = (device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps)
+        key = (name, kernels, given, *rates)
         found = self._models.get(key)
         if found is None:
-            curve = self._curve(kernels, device.flops_per_s) if kernels else DEFAULT_CURVE
-            found = compute_model(
-                name, device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps, curve
-            )
+            curve = DEFAULT_CURVE
+            if kernels:
+                curve = self._curve(kernels, device.flops_per_s)
+            elif given is not None:
+                curve = curve_at(given.e_max, given.kernel_time_s, device.flops_per_s)
+            found = compute_model(name, *rates, curve)
             self._models[key] = found
         return found
 
