@@ -287,6 +287,11 @@ def test_an_unknown_preset_exits_2_with_the_key_path_and_a_hint(
         ("kind: gpu\nspec: {memory: 1GB}\nwhat: 1\n", "unknown key 'what'"),
         ("kind: gpu\nspec: {memory: {value: 1GB, source: nowhere}}\n", "'nowhere' is not among"),
         ("[1, 2", "not YAML"),
+        ("kind: gpu\naliases: 5\nspec: {}\n", "aliases a list"),
+        (
+            "kind: gpu\nspec: {peaks: {bf16: 1TFLOPS}, compute: {curves: {bf16: {mamf: x}}}}\n",
+            "a curve is",
+        ),
     ],
 )
 def test_a_bad_preset_file_is_refused_naming_it(

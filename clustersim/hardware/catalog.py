@@ -119,10 +119,11 @@ def parse_preset(
     if doc.get("kind") not in KINDS or (kind is not None and doc.get("kind") != kind):
         wanted = kind or " | ".join(KINDS)
         raise _problem(file, f"kind is {doc.get('kind')!r}", f"kind: {wanted}")
-    name = doc.get("name", Path(file).stem)
+    name, aliases = doc.get("name", Path(file).stem), doc.get("aliases", [])
     spec, references = doc.get("spec", {}), doc.get("references", {})
-    if not isinstance(name, str) or not isinstance(spec, dict) or not isinstance(references, dict):
-        raise _problem(file, "name must be text, spec and references mappings")
+    shapes = (isinstance(name, str), isinstance(aliases, list), isinstance(spec, dict))
+    if not all(shapes) or not isinstance(references, dict):
+        raise _problem(file, "name must be text, aliases a list, spec and references mappings")
     recorded: dict[str, dict[str, str]] = {"sources": {}, "notes": {}, "unsourced": {}}
     plain_spec = _plain(spec, "spec", recorded)
     interconnect = _plain(doc.get("interconnect", {}), "interconnect", recorded)
@@ -138,7 +139,7 @@ def parse_preset(
         kind=doc["kind"],
         name=name,
         title=str(doc.get("title", name)),
-        aliases=tuple(str(a) for a in doc.get("aliases", ())),
+        aliases=tuple(str(a) for a in aliases),
         spec=plain_spec,
         sources=recorded["sources"],
         notes=recorded["notes"],
@@ -161,6 +162,8 @@ def read_preset_file(path: Path, kind: str) -> Preset:
         return _cached_file(str(path.resolve()), path.stat().st_mtime_ns, kind)
     except OSError as exc:
         raise _problem(file, f"cannot be read ({exc.strerror})") from None
+    except ValueError:  # a NUL byte in the name
+        raise _problem(file, "not a file name (it holds a NUL byte)") from None
 
 
 @lru_cache(maxsize=64)
