@@ -102,6 +102,8 @@ def flat_clusters(draw: st.DrawFn, max_devices: int = 8) -> Cluster:
     }
     if draw(st.booleans()):
         doc["device"] = {"flops": f"{draw(st.integers(1, 400))}TFLOPS", "memory": "16GB"}
+        if draw(st.booleans()):  # a catalog GPU (every precision), priced by the training's
+            doc["device"] = {"preset": "h100-sxm", "memory": "16GB"}
     return Cluster(doc, tuple(f"gpu{i}" for i in range(n)), switched=kind == "switch")
 
 
@@ -116,6 +118,8 @@ def _node(draw: st.DrawFn, gpus: int) -> Doc:
         node["nvlink"] = {"bandwidth": draw(_bandwidth())}
     if draw(st.booleans()):
         node["gpu"] = {"flops": "100TFLOPS", "efficiency": draw(st.sampled_from([0.3, 0.5, 1]))}
+        if draw(st.booleans()):
+            node["gpu"] = {"preset": "b200", "efficiency": node["gpu"]["efficiency"]}
     return node
 
 
@@ -326,7 +330,7 @@ def _model(draw: st.DrawFn, tp: int = 1, parts: int = 1) -> Doc:
 def _training(draw: st.DrawFn, global_batch: int) -> Doc:
     training: Doc = {"global_batch": global_batch, "iterations": draw(st.integers(1, 2))}
     for key, values in {
-        "precision": ["fp32", "fp16", "bf16"],
+        "precision": ["fp32", "tf32", "fp16", "bf16", "fp8"],
         "optimizer": ["sgd", "momentum", "adam"],
     }.items():
         if draw(st.booleans()):
