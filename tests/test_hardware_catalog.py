@@ -226,8 +226,9 @@ def test_the_preset_key_works_wherever_a_device_is_accepted() -> None:
     }
     a, b = parse_scenario(custom).cluster.devices
     device = parse_scenario(flat({"preset": "mi300x"})).cluster.device
-    gpu = parse_scenario(collective({"preset": "mi300x-platform"})).cluster.node.gpu
-    assert a.flops_per_s == device.flops_per_s == gpu.flops_per_s == 1307.4e12
+    node = parse_scenario(collective({"preset": "mi300x-platform", "cpu": {"preset": "mi300x"}}))
+    gpu, cpu = node.cluster.node.gpu, node.cluster.node.cpu
+    assert a.flops_per_s == device.flops_per_s == gpu.flops_per_s == cpu.flops_per_s == 1307.4e12
     assert (a.name, a.memory_bytes, b.memory_bytes) == ("a", 192e9, 96e9)
 
 

@@ -169,8 +169,9 @@ class DeviceSpec(_Spec):
 
 
 def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:
-    """``device`` (raw YAML mapping) with the CPU defaults for every key it does not give."""
-    if not isinstance(device, dict):
+    """``device`` (raw YAML mapping) with the CPU defaults for every key it does not give (a
+    device naming a preset takes the preset's instead)."""
+    if not isinstance(device, dict) or "preset" in device:
         return device
     filled = dict(device)
     for key, value in CPU_DEFAULTS.items():
