@@ -65,9 +65,11 @@ def brute_force(
     node: int | None,
     micro_batches: tuple[int, ...] = (1, 2, 4, 8),
     zero: tuple[int, ...] = (0, 1),
-) -> set[tuple[int, int, int, int | None, int]]:
-    """Every (dp, tp, pp, micro_batch, zero) by trying all numbers up to N against the rules
-    as the brief states them (independent of clustersim.plan)."""
+) -> set[tuple[int, int, int, int | None, int, int]]:
+    """Every (dp, tp, pp, micro_batch, zero, chunks) by trying all numbers up to N against the
+    rules as the brief states them (independent of clustersim.plan); chunks 2 (interleaved,
+    Narayanan et al. 2021) where pp > 1, the blocks split into pp x 2 virtual stages (layers:
+    at least one each) and the micro-batches come in whole groups of pp."""
     found = set()
     for tp, pp in itertools.product(range(1, n + 1), repeat=2):
         if n % (tp * pp):
@@ -81,16 +83,20 @@ def brute_force(
         for z in zero:
             if z >= 2:
                 if tp == pp == 1:
-                    found.add((dp, tp, pp, None, z))
+                    found.add((dp, tp, pp, None, z, 1))
                 continue
             for mb in micro_batches:
                 if batch % (dp * mb) == 0 and batch // (dp * mb) >= pp:
-                    found.add((dp, tp, pp, mb, z))
+                    found.add((dp, tp, pp, mb, z, 1))
+                    m = batch // (dp * mb)
+                    split = blocks % (2 * pp) == 0 if heads is not None else 2 * pp <= blocks
+                    if pp > 1 and split and m % pp == 0:
+                        found.add((dp, tp, pp, mb, z, 2))
     return found
 
 
-def as_tuples(points: list[plan.Point]) -> list[tuple[int, int, int, int | None, int]]:
-    return [(p.dp, p.tp, p.pp, p.micro_batch, p.zero) for p in points]
+def as_tuples(points: list[plan.Point]) -> list[tuple[int, int, int, int | None, int, int]]:
+    return [(p.dp, p.tp, p.pp, p.micro_batch, p.zero, p.chunks) for p in points]
 
 
 @pytest.mark.parametrize(
@@ -116,7 +122,7 @@ def test_enumeration_matches_brute_force(
         assert len(got) == len(set(got))
         assert set(got) == brute_force(n, heads, blocks, batch, node, zero=zero)
         assert got == as_tuples(plan.enumerate_points(space, plan.PlanOptions(zero=zero)))
-        order = [(p.tp, p.pp, p.zero, p.micro_batch or 0) for p in points]
+        order = [(p.tp, p.pp, p.zero, p.micro_batch or 0, p.chunks) for p in points]
         assert order == sorted(order)
         for p in points:
             assert p.dp * p.tp * p.pp == n
@@ -131,6 +137,29 @@ def test_enumeration_hand_count() -> None:
     space = plan.SearchSpace(4, 4, 2, 2, 8)
     assert len(plan.enumerate_points(space, plan.PlanOptions())) == 20
     assert len(plan.enumerate_points(space, plan.PlanOptions(zero=(0, 1, 2, 3)))) == 22
+
+
+def test_enumeration_hand_count_with_interleaving() -> None:
+    """N = 4, 2 heads, 4 blocks, batch 8: tp1 pp1: mb 1,2; tp1 pp2: mb 1,2 and each
+    interleaved (m = 4, 2 multiples of pp, 4 blocks = 2 x 2); tp1 pp4: mb 1,2, none
+    interleaved (4 blocks < 4 x 2); tp2 pp1: mb 1,2,4; tp2 pp2: mb 1,2,4 and each
+    interleaved = 17 per ZeRO stage; --chunks 1: 12."""
+    space = plan.SearchSpace(4, 4, 2, 4, 8)
+    points = plan.enumerate_points(space, plan.PlanOptions())
+    assert len(points) == 34
+    assert {p.pp for p in points if p.chunks == 2} == {2}
+    assert len(plan.enumerate_points(space, plan.PlanOptions(chunks=(1,)))) == 24
+    doc = {"training": {"global_batch": 8}, "pipeline": {"schedule": "1f1b"}}
+    interleaved = next(p for p in points if p.chunks == 2)
+    assert plan.candidate_document(doc, interleaved, plan.PlanOptions())["pipeline"] == {
+        "schedule": "interleaved",
+        "chunks": 2,
+    }
+    doc["pipeline"] = {"schedule": "interleaved", "chunks": 2}
+    plain = next(p for p in points if p.chunks == 1 and p.zero < 2)
+    assert plan.candidate_document(doc, plain, plan.PlanOptions())["pipeline"] == {
+        "schedule": "1f1b"
+    }
 
 
 def test_tp_limits() -> None:

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...outputs.figures import fit_title
+from .options import PLOT_BARS
 from .runs import Outcome
-from .space import PLOT_BARS, point_label
+from .space import point_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -100,7 +101,7 @@ def plot_figure(ranked: Sequence[Outcome], title: str = "") -> Figure:
     ax.set_xlim(start, 100 + LABEL_ROOM * (100 - start))
     ax.set_xticks([t for t in ax.get_xticks() if start <= t <= 100])
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=100))
-    ax.set_ylabel("dp/tp/pp/micro_batch/zero")
+    ax.set_ylabel("dp/tp/pp/micro_batch/zero[/v chunks]")
     ax.set_xlabel(_axis_label(rows, start))
     if start > 0:
         _break_mark(ax)
