@@ -345,8 +345,14 @@ def test_recipes_that_cannot_run_are_refused(changes: dict[str, Any], path: str)
         run(document)
 
 
-LAYOUTS = [(8, 2, 4, "1f1b"), (8, 2, 4, "interleaved"), (8, 2, 4, "zb-h1"), (2, 1, 2, "1f1b")]
-"""(tp, pp, nodes, schedule): each stage a node of its own (dp rings on their own NICs)."""
+LAYOUTS = [
+    (8, 2, 4, "1f1b"),
+    (8, 2, 4, "interleaved"),
+    (8, 2, 4, "zb-h1"),
+    (4, 2, 2, "gpipe"),
+    (2, 1, 2, "1f1b"),
+]
+"""(tp, pp, nodes, schedule): a stage per node, two stages sharing a node's NIC, pp 1."""
 
 
 @pytest.mark.parametrize("nic", ["1GB/s", "1000GB/s"])
@@ -355,10 +361,9 @@ def test_transformer_recipes_never_lengthen_the_iteration(
     nic: str, tp: int, pp: int, nodes: int, schedule: str
 ) -> None:
     """Megatron-Core's defaults against the same distributed optimizer after the flush
-    (``overlap: false``), across schedules and NIC speeds, each stage's data-parallel rings
-    on NICs of their own: never longer, beyond the latency of the extra chunk collectives
-    (1e-5).  (Stages sharing a NIC share it when their gathers start together, as Megatron-
-    Core's aligned launch does: README "Production recipes".)"""
+    (``overlap: false``), across schedules, layouts and NIC speeds: never longer, beyond the
+    latency of the extra chunk collectives (1e-5).  (Buckets far smaller than the default
+    can be: each pays the ring's latency.)"""
     dp = nodes * 8 // (tp * pp)
     shape = {**SHAPE, "layers": 8}
     document = doc(tp=tp, pp=pp, dp=dp, nodes=nodes, gpus=8, batch=dp * 4, nic=nic, shape=shape)

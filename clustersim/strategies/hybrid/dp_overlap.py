@@ -16,13 +16,17 @@ exposed (:mod:`.recipes` says when; :mod:`.grad_buckets` what the buckets hold).
   (they run one after another on each group's communicator); the stage goes on to its next
   iteration, whose first forward of each chunk runs in parts, one per bucket in forward
   order, each waiting for its bucket's all-gather first.  So only the first bucket's gather
-  is exposed when the forward is longer than the gathers.  Iteration 0 starts with the
-  gathers of the (unsimulated) previous step, launched at time 0, and the last iteration
-  launches none: every simulated iteration holds one set of each, as in steady state.
-  Megatron-Core's interleaved schedules launch the gathers at the start of the iteration on
-  every pipeline stage (``align_param_gather``), as here; its other schedules launch a
-  stage's first gather when its first forward needs it, which on a later pipeline stage
-  exposes what here hides in the pipeline's fill.
+  is exposed when the forward is longer than the gathers.  The run keeps one set of
+  gathers per stage and iteration, where steady state has them: the first pipeline stage's
+  previous step ends as its iteration starts, so its iteration 0 starts with the previous
+  step's gathers, launched at time 0, and it launches none after its last step; a later
+  stage's previous step ends earlier (its backward finishes before the first stage's), so
+  its iteration-0 gathers are taken as done, and it launches its gathers after its last
+  step too (none waits for them), beside the first stage's last backward.  Megatron-Core's
+  interleaved schedules launch the gathers at the start of the iteration on every pipeline
+  stage (``align_param_gather``); its other schedules launch a stage's first gather when
+  its first forward needs it, which on a later pipeline stage exposes what here hides in the
+  pipeline's fill.
 
 **Exposed and hidden.**  Per device stage and iteration (replica 0): the data-parallel
 communication time is how long any of the stage's data-parallel collectives was in flight
@@ -114,9 +118,13 @@ class DataParallelOverlap:
 
     # -- running -------------------------------------------------------------
 
-    def _op_parts(self: Any, s: int, index: int) -> tuple[str, list[GradBucket]]:
-        """How operation ``index`` of stage ``s`` runs: ("", []) in one piece."""
-        return self._parts.get((s, index), ("", []))
+    def _op_parts(self: Any, s: int, it: int, index: int) -> tuple[str, list[GradBucket]]:
+        """How operation ``index`` of stage ``s`` runs in iteration ``it``: ("", []) in one
+        piece (a later stage's first forwards of iteration 0 too: nothing to wait for)."""
+        mode, buckets = self._parts.get((s, index), ("", []))
+        if mode == GATHER and it == 0 and s > 0:
+            return "", []
+        return mode, buckets
 
     def _grads_ready(
         self: Any, sim: Simulation, d: int, s: int, it: int, bucket: GradBucket
@@ -130,16 +138,26 @@ class DataParallelOverlap:
         """The event of every bucket of stage ``s`` reduced in iteration ``it``."""
         return sim.all_of(self._reduced.pop((d, s, it), []))
 
-    def _issue_gathers(self: Any, sim: Simulation, d: int, s: int, it: int) -> None:
-        """Launch the all-gathers iteration ``it``'s forwards wait for: chunk by chunk, each
-        chunk's buckets in forward order."""
-        if it >= self.train.iterations:
-            return
+    def _gathers_after_step(self: Any, sim: Simulation, d: int, s: int, it: int) -> None:
+        """After iteration ``it``'s step: the gathers iteration ``it + 1`` waits for; after
+        the last one, a later stage's own gathers, which none waits for (module docstring)."""
+        if it + 1 < self.train.iterations:
+            self._issue_gathers(sim, d, s, it + 1)
+        elif s > 0:
+            self._issue_gathers(sim, d, s, it, waited=False)
+
+    def _issue_gathers(
+        self: Any, sim: Simulation, d: int, s: int, it: int, waited: bool = True
+    ) -> None:
+        """Launch stage ``s``'s all-gathers, recorded under iteration ``it`` (whose forwards
+        wait for them when ``waited``): chunk by chunk, each chunk's buckets in forward
+        order."""
         for bucket in sorted(self.layout_buckets.get(s, []), key=lambda b: (b.chunk, -b.index)):
-            key = (d, s, it, bucket.chunk, bucket.index)
-            step = ("overlap", bucket.chunk, bucket.index)
+            step = ("overlap" if waited else "last", bucket.chunk, bucket.index)
             part = self._part(bucket)
-            self._gathered[key] = self._dp_sync(sim, "param", s, it, d, step, bucket.gather, part)
+            event = self._dp_sync(sim, "param", s, it, d, step, bucket.gather, part)
+            if waited:
+                self._gathered[d, s, it, bucket.chunk, bucket.index] = event
 
     def _part(self: Any, bucket: GradBucket) -> str:
         """`` chunk1 bucket2`` (the chunk only with several): a bucket in records' labels."""

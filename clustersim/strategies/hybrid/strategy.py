@@ -256,7 +256,7 @@ class Pipeline(HybridReport):
             yield from flush_free.run_stage(self, sim, d, s)
             return
         group = self.groups[d][s]
-        if self.recipes.overlap_param_gather and self.layout_buckets:
+        if self.recipes.overlap_param_gather and self.layout_buckets and s == 0:
             self._issue_gathers(sim, d, s, 0)  # the previous step's, in flight at time 0
         for it in range(self.train.iterations):
             for device in group:
@@ -303,7 +303,7 @@ class Pipeline(HybridReport):
             )
         if self.grad_ranks > 1 and 1 <= self.zero < PARAMETER_STAGE:  # ZeRO-3 gathers per pass
             if overlapped and self.recipes.overlap_param_gather:  # beside the next forwards
-                self._issue_gathers(sim, d, s, it + 1)
+                self._gathers_after_step(sim, d, s, it)
             else:
                 yield from self._wait_dp(sim, d, s, it, self._dp_sync(sim, "param" + key, s, it, d))
 
@@ -346,7 +346,7 @@ class Pipeline(HybridReport):
                 w = self.weight_flops[k]
                 flops = split_backward.split_flops(plan, op.kind, w, extra) * mb
         forward = op.kind == FORWARD
-        mode, buckets = self._op_parts(s, index)  # bucket by bucket (:mod:`.dp_overlap`)
+        mode, buckets = self._op_parts(s, it, index)  # bucket by bucket (:mod:`.dp_overlap`)
         parts = [(b.forward_share if forward else b.backward_share, b) for b in buckets]
         if parts:  # the first bucket's gathered parameters, before any of the op's compute
             yield from self._before_part(sim, d, s, it, mode, parts[0][1])
