@@ -394,6 +394,17 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
         tp += f" x cp {self.cp}" if self.cp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""
+        chosen = self.recipes
+        overlaps = [
+            what
+            for what, on in (
+                ("gradient reduce", chosen.overlap_grad_reduce),
+                ("parameter gather", chosen.overlap_param_gather),
+                ("tensor-parallel", chosen.tp_comm_overlap),
+            )
+            if on and (what == "tensor-parallel" or self.grad_ranks > 1)
+        ]
+        zero += f", overlapped {' + '.join(overlaps)}" if overlaps else ""
         zero += f", ep {self.experts.ep}" if self.experts is not None else ""
         offload = self.offload
         if offload is not None:
