@@ -101,7 +101,7 @@ def plot_figure(ranked: Sequence[Outcome], title: str = "") -> Figure:
     ax.set_xlim(start, 100 + LABEL_ROOM * (100 - start))
     ax.set_xticks([t for t in ax.get_xticks() if start <= t <= 100])
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=100))
-    ax.set_ylabel("dp/tp/pp/micro_batch/zero[/v chunks]")
+    ax.set_ylabel("dp/tp/pp/micro_batch/zero")
     ax.set_xlabel(_axis_label(rows, start))
     if start > 0:
         _break_mark(ax)
