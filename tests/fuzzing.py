@@ -1207,6 +1207,7 @@ DOMAINS: dict[str, str] = {
     "tp": "list",
     "pp": "list",
     "micro_batch": "list",
+    "chunks": "list",
     "zero": "zero",
     "settings": "set",
     "metric": "metric",

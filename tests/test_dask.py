@@ -98,7 +98,7 @@ def test_plan_on_a_scheduler_address_is_byte_identical(
     path = write_doc(tmp_path, training_doc())
     argv = ["plan", path, "--tp", "1,2", "--pp", "1,2", "--micro-batch", "4", "--verify", "2"]
     out = _same_as_the_pool([*argv, "-q"], scheduler, tmp_path, capsys)
-    assert "simulating 8 configuration(s)" in out
+    assert "simulating 12 configuration(s)" in out  # 4 of them interleaved (chunks 2)
     assert "verifying the best 2 with the flow-level model, every replica" in out
 
 

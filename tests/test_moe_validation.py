@@ -6,7 +6,7 @@ Table 1: pre-training costs 180K H800 GPU-hours per trillion tokens on a cluster
 data parallelism (Section 3.2).  scenarios/moe/deepseek_v3_2048.yaml documents the
 setup; its GPU efficiency comes from Megatron-LM's A100 calibration (roofline, 0.754), not
 from this figure.  Simulated with FlashAttention (the deepseek-v3 preset's): 18.6 s per
-iteration, 168K GPU-hours per trillion tokens (-6%); with unfused attention 227K (+26%).
+iteration, 168K GPU-hours per trillion tokens (-7%); with unfused attention 227K (+26%).
 Held within 20%.
 """
 

@@ -88,8 +88,8 @@ def test_gpus_sharing_the_cpu_link_copy_at_a_shared_rate() -> None:
     """The GPUs of a node reach their CPU through one PCIe cable: two GPUs copying their
     gradients at once each get half of it (max-min fair), so each copy takes twice as long
     as one GPU's alone (same bytes: no ZeRO, each copies all gradients)."""
-    one = run(offload_doc(pcie="10GB/s", optimizer="cpu", gpus=1, batch=2))
-    two = run(offload_doc(pcie="10GB/s", optimizer="cpu", gpus=2, batch=2))
+    one = run(offload_doc(pcie="10GB/s", optimizer="cpu", gpus=1, batch=2, zero=0))
+    two = run(offload_doc(pcie="10GB/s", optimizer="cpu", gpus=2, batch=2, zero=0))
     (a,) = _copy_rows(one, "offload gradients")
     rows = [r for r in two.records if r.label == "offload gradients" and r.iteration == 0]
     assert len(rows) == 2 and rows[0].bytes == pytest.approx(a.bytes, rel=1e-12)

@@ -412,6 +412,25 @@ ESTIMATED = [
     ("pipeline/zb_v.yaml", {}),
     ("pipeline/pipedream.yaml", {"parallelism.pp": 4, "parallelism.dp": 2}),
     ("megatron/gpt3_175b_1024.yaml", {}),
+    # Megatron-Core's recipes: bucketed, overlapped reduce-scatters and gathers
+    ("megatron/gpt3_175b_1024.yaml", {"zero": {"stage": 1}, "data_parallel": {}}),
+    (
+        "pipeline/1f1b_m8.yaml",
+        {
+            "parallelism.pp": 2,
+            "parallelism.dp": 4,
+            "data_parallel": {"allreduce": {"bucket": "10MB"}},
+        },
+    ),
+    (
+        "pipeline/interleaved_m32.yaml",
+        {
+            "parallelism.pp": 2,
+            "parallelism.dp": 4,
+            "pipeline.micro_batches": 8,
+            "data_parallel": {"allreduce": {"bucket": "5MB"}},
+        },
+    ),
     ("parameter_server/sync_straggler.yaml", {}),
     ("parameter_server/backup_straggler.yaml", {}),
     ("parameter_server/replicated_failover.yaml", {}),

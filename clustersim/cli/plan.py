@@ -22,11 +22,11 @@ from .progress import QUIET_HELP, Progress, wanted
 class PlanCommand(Command):
     name = "plan"
     order = 70
-    help = "search dp x tp x pp x micro-batch x ZeRO configurations of a training scenario"
+    help = "search dp x tp x pp x micro-batch x ZeRO x chunks configurations of a training scenario"
     description = (
-        "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero) of the training "
-        "SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate them in "
-        "parallel on local cores (or a Dask cluster: --scheduler) and print them ranked by "
+        "Enumerate the parallel configurations (dp, tp, pp, micro_batch, zero, chunks) of the "
+        "training SCENARIO on --devices GPUs, check each with the scenario's strategy, simulate "
+        "them in parallel on local cores (or a Dask cluster: --scheduler) and print them ranked by "
         "throughput (--set KEY=VALUE changes the scenario first, as in clustersim run), with "
         "peak memory per device and whether it fits; then the best configuration that fits. "
         "-o DIR writes DIR/plan.csv, DIR/plan.md, DIR/plan.png and DIR/plan.svg (DIR checked "
@@ -67,6 +67,12 @@ class PlanCommand(Command):
             metavar="LIST",
             default=zero,
             help=f"ZeRO stages 0-3 (fsdp = 3); 2 and 3 only with tp = pp = 1 (default: {zero})",
+        )
+        search.add_argument(
+            "--chunks",
+            metavar="LIST",
+            help="model chunks per device: 1 runs the scenario's schedule (1f1b by default), "
+            "more the interleaved schedule where pp > 1 (default: 1,2 and the scenario's own)",
         )
         run = parser.add_argument_group("how to simulate")
         add_override_arguments(run, network=False)
@@ -204,6 +210,7 @@ def _plan_options(args: argparse.Namespace, network: str) -> Any:
         pp=plan.parse_counts(args.pp, "--pp") if args.pp else None,
         micro_batch=plan.parse_counts(args.micro_batch, "--micro-batch"),
         zero=plan.parse_zero_stages(args.zero),
+        chunks=plan.parse_counts(args.chunks, "--chunks") if args.chunks else None,
         network=network,
         iterations=args.iterations,
         all_replicas=args.all_replicas,

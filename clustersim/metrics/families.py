@@ -416,6 +416,32 @@ class HybridTraffic(SummaryPart):
 
 
 @dataclass(frozen=True)
+class TrainingRecipes(SummaryPart):
+    """A hybrid run's ``recipes`` block: Megatron-Core's production settings in force
+    (:mod:`clustersim.strategies.hybrid.recipes`) and what the overlaps hid.  Seconds are per
+    iteration (mean), one value per device stage, replica 0."""
+
+    distributed_optimizer: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    tp_comm_overlap: bool
+    bucket_bytes: float
+    """Gradient bucket size (per GPU) where a model chunk is bucketed."""
+    buckets: list[int]
+    """Gradient buckets per device stage (over its chunks; 0: nothing to sync)."""
+    dp_communication_s: list[float]
+    """How long the stage's data-parallel collectives were in flight."""
+    dp_exposed_s: list[float]
+    """The part of it the stage waited for."""
+    dp_hidden_s: list[float]
+    """The rest: hidden behind compute (or the pipeline's bubbles)."""
+    tp_communication_s: list[float] | None = field(default=None, metadata=OPTIONAL)
+    """Seconds of the tensor-parallel collectives (tp > 1)."""
+    tp_exposed_s: list[float] | None = field(default=None, metadata=OPTIONAL)
+    """The part of them not hidden behind matrix products (all without tp_comm_overlap)."""
+
+
+@dataclass(frozen=True)
 class MoESummary(SummaryPart):
     """A mixture-of-experts run's ``moe`` block (:mod:`clustersim.strategies.hybrid.experts`)."""
 
@@ -535,6 +561,8 @@ class HybridSummary(FlopTrainingSummary):
     """Context-parallel degree (only when > 1)."""
     context_parallel: ContextParallelTraffic | None = field(default=None, metadata=OPTIONAL)
     offload: OffloadTraffic | None = field(default=None, metadata=OPTIONAL)
+    recipes: TrainingRecipes | None = field(default=None, metadata=OPTIONAL)
+    """Megatron-Core's production recipes in force, data-parallel time exposed and hidden."""
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])

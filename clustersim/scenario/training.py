@@ -320,9 +320,11 @@ class AllreduceSyncSpec(_Spec):
     algorithm: str = "ring"
     """Collective algorithm (``clustersim list algorithms``)."""
     bucket: Size = _unit("25MB", "bucket")
-    """Gradient bucket size; a full bucket is all-reduced at once."""
+    """Gradient bucket size; a full bucket is all-reduced at once (the pipeline strategy's
+    default: Megatron-Core's max(40M, 1M x dp) parameters)."""
     overlap: Bool = True
-    """All-reduce buckets while backward goes on (false: wait for the whole backward)."""
+    """All-reduce (or reduce-scatter) buckets while backward goes on (false: after it); the
+    pipeline strategy's default: on for transformers, off for lists of layers."""
     options: dict[str, Any] = {}
     """Algorithm options (hierarchical: inter, intra)."""
     channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] | None = None
@@ -475,6 +477,10 @@ class ParallelismSpec(_Spec):
     ep_overlap: Bool = False
     """Hide each op's expert-parallel all-to-alls behind its compute (DualPipe-like
     schedules); only the part longer than the compute is exposed."""
+    tp_comm_overlap: Bool = False
+    """Megatron-Core's ``--tp-comm-overlap``: each sequence-parallel all-gather and
+    reduce-scatter runs beside the matrix product next to it; only what outlasts it is
+    exposed (needs ``sequence_parallel``)."""
     tp_algorithm: str = "ring"
     """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
     tp_mode: str = "1d"
@@ -506,9 +512,14 @@ class ZeroSpec(_Spec):
 
     stage: Literal[0, 1, 2, 3, "fsdp"] = 0
     """0: plain data parallel; 1: optimizer states sharded; 2: + gradients; 3 (or fsdp):
-    + parameters, all-gathered layer by layer before forward and backward."""
+    + parameters, all-gathered layer by layer before forward and backward (not given: 1 for
+    a transformer in the pipeline strategy, Megatron-Core's distributed optimizer)."""
     prefetch: Bool = True
     """Stage 3: all-gather the next layer's parameters while the current layer computes."""
+    overlap_param_gather: Bool | None = None
+    """Stage 1, pipeline strategy: all-gather the updated parameters bucket by bucket beside
+    the next forward (``--overlap-param-gather``; false: after the step); default: on for
+    transformers with ``data_parallel.allreduce.overlap``."""
 
     @property
     def level(self) -> int:

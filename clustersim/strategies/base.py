@@ -155,6 +155,8 @@ class TrainingStrategy(Strategy):
     """``data_parallel.sync`` this strategy stands for (used when the section is absent)."""
     supports_offload: ClassVar[bool] = False
     """Whether ``training.offload`` (CPU offload over PCIe) is modelled."""
+    supports_param_gather_overlap: ClassVar[bool] = False
+    """Whether ``zero.overlap_param_gather`` (the distributed optimizer's) is modelled."""
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, topology: Topology) -> Strategy:
@@ -201,6 +203,20 @@ class TrainingStrategy(Strategy):
                     f"offload to CPU memory is modelled by the pipeline (3D hybrid) strategy, "
                     f"not by {self.name}",
                     "no training.offload, or the hybrid: zero.stage 0 or 1 (any pp, tp, cp)",
+                )
+            )
+        zero = scenario.zero
+        if (
+            zero is not None
+            and zero.overlap_param_gather
+            and not self.supports_param_gather_overlap
+        ):
+            raise ScenarioError(
+                Problem(
+                    "zero.overlap_param_gather",
+                    f"the overlapped parameter all-gather of Megatron-Core's distributed "
+                    f"optimizer is modelled by the pipeline (3D hybrid) strategy, not by {self.name}",
+                    "leave it out, or a pipeline: section (the hybrid with zero.stage 1)",
                 )
             )
 

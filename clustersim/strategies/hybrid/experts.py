@@ -295,10 +295,14 @@ def stage_states(layout: Any, s: int) -> ModelStates:
     )
 
 
-def expert_calls(layout: Any, s: int, op: str, per_value: float) -> list[CollectiveCall]:
-    """The expert gradients' syncs of device stage ``s``: per tensor rank and ep rank,
-    among the dp / ep ranks holding the same experts (none when dp = ep)."""
-    routed = stage_routed_params(layout, s)
+def expert_calls(
+    layout: Any, s: int, op: str, per_value: float, routed: float | None = None
+) -> list[CollectiveCall]:
+    """The expert gradients' syncs of device stage ``s`` (or of ``routed`` of its routed-expert
+    parameters: a gradient bucket's): per tensor rank and ep rank, among the dp / ep ranks
+    holding the same experts (none when dp = ep)."""
+    if routed is None:
+        routed = stage_routed_params(layout, s)
     experts: ExpertParallel | None = layout.experts
     if not routed or experts is None or experts.expert_dp < 2:
         return []

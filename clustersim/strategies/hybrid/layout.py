@@ -14,8 +14,10 @@ from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
 from .. import training
 from ..base import TrainingStrategy
 from . import experts as moe
+from . import recipes
 from .accounting import link_sharing
 from .context import ContextParallel
+from .grad_buckets import GradBucket, plan_buckets
 from .offload import Offload
 from .stages import StageOptions, StagePlan, plan_stages
 
@@ -24,6 +26,8 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
     """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp (x cp) grid,
     schedule, micro-batches, recomputation, stage split and the collectives it needs.
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
+
+    supports_param_gather_overlap = True
 
     # -- checks --------------------------------------------------------------
 
@@ -34,7 +38,8 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         self.load_training()
         self.pipe = scenario.pipeline or PipelineSpec()
         self.parallelism = parallelism = scenario.parallelism or ParallelismSpec()
-        self.zero = scenario.zero.level if scenario.zero is not None else 0
+        transformer = self.model.transformer is not None
+        self.zero = recipes.default_zero_stage(scenario, transformer, spec.allreduce.algorithm)
         if self.model.embedding is not None:
             raise ScenarioError(
                 Problem(
@@ -81,16 +86,26 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         for calls in self.calls.values():
             for call in calls:
                 check_call(call, self.topology, "data_parallel.allreduce.algorithm")
+        self.recipes = recipes.resolve(self)
+        self.layout_buckets = self._grad_buckets()
         self.tp_timers = self._tp_timers()
-        self._tp_costs: dict[tuple[int, int, int, str, int], tuple[float, float]] = {}
-        """(replica, stage, first layer, pass, passes) -> (seconds, bytes) of a tensor-parallel
-        hold."""
+        self._tp_costs: dict[tuple[int, int, int, str, int], tuple[float, float, float]] = {}
+        """(replica, stage, first layer, pass, passes) -> (seconds, bytes, exposed seconds) of
+        a tensor-parallel hold."""
         self.simulated = self._simulated_replicas(parallelism)
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
         self._check_combinations()
         self._check_offload()
         self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
+
+    def _grad_buckets(self) -> dict[int, list[GradBucket]]:
+        """Per device stage, the gradient buckets the overlapped recipes sync (none when
+        neither overlap is on or nothing syncs)."""
+        chosen = self.recipes
+        if self.grad_ranks < 2 or not (chosen.overlap_grad_reduce or chosen.overlap_param_gather):
+            return {}
+        return plan_buckets(self, chosen.bucket_params, chosen.overlap_grad_reduce)
 
     def _check_combinations(self) -> None:
         """Refuse the pairings of context parallelism, expert parallelism, the 2-D/3-D tensor
@@ -261,23 +276,36 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         Under expert parallelism the routed experts' gradients sync apart, over the
         expert-data-parallel groups (:func:`~clustersim.strategies.hybrid.experts.expert_calls`).
         """
-        op = "reducescatter" if self.zero >= 1 else "allreduce"
-        per_value = training.BYTES_PER_VALUE[self.train.precision]
-        out: dict[int, list[CollectiveCall]] = {}
-        for s in range(self.pp):
-            nbytes = moe.device_params(self, s)[0] * per_value
-            out[s] = [
-                CollectiveCall(
-                    op,
-                    self.placement.dp_group(s, t),
-                    nbytes,
-                    algorithm=self.sync.algorithm,
-                    options=dict(self.sync.options),
-                    protocol=self.scenario.network.protocol,
-                )
-                for t in range(self.tp)
-            ] + moe.expert_calls(self, s, op, per_value)
-        return out
+        per_value = self.options.bytes_per_value
+        return {
+            s: self.sync_calls(s, self.dp_op, moe.device_params(self, s)[0] * per_value)
+            for s in range(self.pp)
+        }
+
+    @property
+    def dp_op(self) -> str:
+        """The gradient collective: a reduce-scatter with ZeRO (the distributed optimizer),
+        else an all-reduce."""
+        return "reducescatter" if self.zero >= 1 else "allreduce"
+
+    def sync_calls(
+        self, s: int, op: str, dense_bytes: float, routed: float | None = None
+    ) -> list[CollectiveCall]:
+        """Device stage ``s``'s ``op`` over its dp groups: ``dense_bytes`` per tensor rank,
+        and the routed experts' (all of the stage's, or ``routed`` parameters) over their
+        expert-data-parallel groups."""
+        per_value = self.options.bytes_per_value
+        return [
+            CollectiveCall(
+                op,
+                self.placement.dp_group(s, t),
+                dense_bytes,
+                algorithm=self.sync.algorithm,
+                options=dict(self.sync.options),
+                protocol=self.scenario.network.protocol,
+            )
+            for t in range(self.tp)
+        ] + moe.expert_calls(self, s, op, per_value, routed)
 
     def _tp_ops(self, plan: StagePlan | None, phase: str) -> tuple[GridCollective, ...]:
         """One pass's (``fwd`` / ``bwd``) tensor-parallel collectives of a stage's attention
@@ -366,6 +394,17 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
         tp += f" x cp {self.cp}" if self.cp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""
+        chosen = self.recipes
+        overlaps = [
+            what
+            for what, on in (
+                ("gradient reduce", chosen.overlap_grad_reduce),
+                ("parameter gather", chosen.overlap_param_gather),
+                ("tensor-parallel", chosen.tp_comm_overlap),
+            )
+            if on and (what == "tensor-parallel" or self.grad_ranks > 1)
+        ]
+        zero += f", overlapped {' + '.join(overlaps)}" if overlaps else ""
         zero += f", ep {self.experts.ep}" if self.experts is not None else ""
         offload = self.offload
         if offload is not None:

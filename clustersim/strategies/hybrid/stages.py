@@ -127,6 +127,16 @@ def _plan(
     )
 
 
+def layer_backward_flops(model: training.Model, layer: training.Layer, recompute: str) -> float:
+    """Backward FLOPs per sample of one layer with its recomputation (what a stage's
+    ``backward_flops + recompute_flops`` adds up from)."""
+    if model.transformer is None:
+        extra = layer.forward_flops if recompute == "full" else 0.0
+    else:
+        extra = _transformer_recompute_flops(model, [layer], recompute)
+    return layer.backward_flops + extra
+
+
 def _transformer_recompute_flops(
     model: training.Model, layers: Sequence[training.Layer], mode: str
 ) -> float:

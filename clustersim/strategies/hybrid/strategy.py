@@ -40,7 +40,10 @@ given):
   all-reduces its stages' gradients (their parameters x bytes per value) with
   its ``dp`` peers (same stage, other replicas; the collective starts when the
   last peer arrives, algorithm ``data_parallel.allreduce.algorithm``), runs its
-  optimizer step and starts the next iteration.
+  optimizer step and starts the next iteration.  A transformer runs Megatron-Core's
+  recipes by default (:mod:`.recipes`): the distributed optimizer (ZeRO-1) with its
+  reduce-scatters bucket by bucket beside the last backward and its parameter
+  all-gathers beside the next forwards (:mod:`.dp_overlap`).
 * **Activation memory.** A forward stores its stage's activation bytes for j
   (with ``recompute`` only the stage input: the previous stage's boundary
   activation, or for the first stage its first layer's activation bytes, a
@@ -75,7 +78,8 @@ mean (``idle_fraction``, the same number, is kept for older scripts);
 communication: what ``bubble_fraction`` meant here before); ``per_device_iteration`` the same
 split per iteration window; ``activation_memory`` per device stage:
 ``peak_bytes``, ``peak_microbatches`` (stored (micro-batch, chunk) pairs) and
-replica 0's ``timeline`` of ``[time_s, stored, bytes]`` in iteration 0.
+replica 0's ``timeline`` of ``[time_s, stored, bytes]`` in iteration 0; ``recipes``: the
+production recipes in force and the data-parallel seconds exposed and hidden per stage.
 Units: seconds, bytes, FLOPs.
 """
 
@@ -102,9 +106,11 @@ from ...parallel.schedules import (
 from ...scenario import DataParallelSpec
 from .. import training
 from . import experts as moe
-from . import flush_free, split_backward
+from . import flush_free, split_backward, tp_overlap
 from .accounting import ActivationMemory
 from .compute_time import StageTimes, scenario_folder
+from .dp_overlap import REDUCE
+from .grad_buckets import as_gather
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
 from .stages import StagePlan, peak_stored
 from .summary import HybridReport
@@ -142,6 +148,8 @@ class Pipeline(HybridReport):
             computes += 2 * m * s.virtual_stages * tp * self.cp
         transfers += self._offload_transfers()
         replica = WorkEstimate(transfers, computes + transfers) * self.simulated
+        if self.layout_buckets:  # the overlapped recipes: bucketed collectives, split ops
+            return (replica + self.overlap_work()) * self.train.iterations
         calls = [call for calls in self.calls.values() for call in calls]
         sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
         rounds = dp_rounds(self.zero, s.micro_batches * s.chunks) * s.updates_per_iteration()
@@ -229,6 +237,8 @@ class Pipeline(HybridReport):
             else 0.0
             for plan in self.plans
         ]
+        self._plan_overlap()
+        self._start_overlap()
         for d in range(self.simulated):
             for s in range(self.pp):
                 sim.process(self._stage(sim, d, s))
@@ -246,6 +256,8 @@ class Pipeline(HybridReport):
             yield from flush_free.run_stage(self, sim, d, s)
             return
         group = self.groups[d][s]
+        if self.recipes.overlap_param_gather and self.layout_buckets and s == 0:
+            self._issue_gathers(sim, d, s, 0)  # the previous step's, in flight at time 0
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
@@ -267,8 +279,13 @@ class Pipeline(HybridReport):
         shards = (self.grad_ranks, self.grad_ranks // (self.experts.ep if routed else 1))
         params = dense / shards[0] + routed / shards[1] if self.zero >= 1 else dense + routed
         step_bytes = params * training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
+        overlapped = bool(self.layout_buckets)
         if self.grad_ranks > 1 and self.zero < SHARDED_STAGE:  # ZeRO-2/3: reduced per pass
-            yield self._dp_sync(sim, "grad" + key, s, it, d)
+            if overlapped and self.recipes.overlap_grad_reduce:  # launched bucket by bucket
+                reduced = self._reduced_event(sim, d, s, it)
+            else:
+                reduced = self._dp_sync(sim, "grad" + key, s, it, d)
+            yield from self._wait_dp(sim, d, s, it, reduced)
         if self._offloads_optimizer():
             yield from self._optimizer_step_offloaded(sim, d, s, it)
         else:
@@ -285,7 +302,10 @@ class Pipeline(HybridReport):
                 ),
             )
         if self.grad_ranks > 1 and 1 <= self.zero < PARAMETER_STAGE:  # ZeRO-3 gathers per pass
-            yield self._dp_sync(sim, "param" + key, s, it, d)
+            if overlapped and self.recipes.overlap_param_gather:  # beside the next forwards
+                self._gathers_after_step(sim, d, s, it)
+            else:
+                yield from self._wait_dp(sim, d, s, it, self._dp_sync(sim, "param" + key, s, it, d))
 
     @staticmethod
     def _on_group(sim: Simulation, group: Sequence[str], work: Any) -> simpy.Event:
@@ -304,7 +324,8 @@ class Pipeline(HybridReport):
         tag = f"chunk{op.chunk}" if self.schedule.chunks > 1 else ""
         group = self.groups[d][s]
         if self.zero >= PARAMETER_STAGE and self.dp > 1 and op.kind != BACKWARD_WEIGHT:
-            yield self._dp_sync(sim, "gather", s, it, d, (j, op.kind, op.chunk))
+            gathered = self._dp_sync(sim, "gather", s, it, d, (j, op.kind, op.chunk))
+            yield from self._wait_dp(sim, d, s, it, gathered)
         if op.kind == FORWARD:
             if k > 0:
                 yield self._arrival((d, it, "activation", j, k))
@@ -324,37 +345,53 @@ class Pipeline(HybridReport):
             else:
                 w = self.weight_flops[k]
                 flops = split_backward.split_flops(plan, op.kind, w, extra) * mb
+        forward = op.kind == FORWARD
+        mode, buckets = self._op_parts(s, it, index)  # bucket by bucket (:mod:`.dp_overlap`)
+        parts = [(b.forward_share if forward else b.backward_share, b) for b in buckets]
+        if parts:  # the first bucket's gathered parameters, before any of the op's compute
+            yield from self._before_part(sim, d, s, it, mode, parts[0][1])
         per_device = flops / (self.tp * self.cp)
         per_flop, devices = self.stage_times.seconds_per_flop, self.topology.devices
-        forward = op.kind == FORWARD
         started = sim.now
         if self.ring is not None and op.kind != BACKWARD_WEIGHT:  # dK/dV travel with B
             per_device -= yield from self._ring_attention(sim, d, s, it, j, plan, not forward)
-        yield self._on_group(
-            sim,
-            group,
-            lambda device: sim.compute(
-                device,
-                flops=per_device,
-                seconds=_scaled(per_device, per_flop(devices[device], k, forward, mb)),
-                label=op.kind,
-                iteration=it,
-                microbatch=j,
-                stage=s,
-                op=tag,
-                phase="forward" if forward else "backward",
-            ),
-        )
-        if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
-            phase = FORWARD if forward else BACKWARD
-            yield self._tensor_parallel(sim, d, s, it, j, plan, phase, passes)
+        for n, (share, bucket) in enumerate(parts or [(1.0, None)]):
+            if n:
+                yield from self._before_part(sim, d, s, it, mode, bucket)
+            work = per_device * share if len(parts) > 1 else per_device
+            part_start = sim.now
+            yield self._on_group(
+                sim,
+                group,
+                lambda device, work=work: sim.compute(
+                    device,
+                    flops=work,
+                    seconds=_scaled(work, per_flop(devices[device], k, forward, mb)),
+                    label=op.kind,
+                    iteration=it,
+                    microbatch=j,
+                    stage=s,
+                    op=tag,
+                    phase="forward" if forward else "backward",
+                ),
+            )
+            if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
+                phase = FORWARD if forward else BACKWARD
+                part = (share if len(parts) > 1 else 1.0, part_start)
+                yield self._tensor_parallel(sim, d, s, it, j, plan, phase, passes, part)
+            if mode == REDUCE and bucket is not None and n < len(parts) - 1:
+                self._grads_ready(sim, d, s, it, bucket)
         if op.kind != BACKWARD_WEIGHT:  # W sends nothing; B carries the backward all-to-alls
             alltoalls = moe.hold_alltoalls(self, sim, (d, s, it, j, k, passes), started)
             if alltoalls is not None:
                 yield alltoalls
+        if mode == REDUCE:  # the chunk's first layers: ready when the whole op has ended
+            self._grads_ready(sim, d, s, it, buckets[-1])
         weights_done = op.kind in (BACKWARD, BACKWARD_WEIGHT)
         if weights_done and self.zero >= SHARDED_STAGE and self.dp > 1:
-            yield self._dp_sync(sim, "grad", s, it, d, (j, op.chunk))
+            yield from self._wait_dp(
+                sim, d, s, it, self._dp_sync(sim, "grad", s, it, d, (j, op.chunk))
+            )
         if op.kind == BACKWARD_INPUT:
             memory.shrink((j, op.chunk), split_backward.HELD_FOR_W, sim.now, it)
         if weights_done:
@@ -378,29 +415,43 @@ class Pipeline(HybridReport):
         plan: StagePlan,
         kind: str,
         passes: int,
+        part: tuple[float, float] = (1.0, -1.0),
     ) -> simpy.Event:
         """Hold the tensor group for its collectives' alpha-beta time, recorded per device
-        (a backward with full recomputation also runs the forward's collectives)."""
+        (a backward with full recomputation also runs the forward's collectives); ``part``:
+        (share of the op, its compute's start) when the op runs in bucket parts.  With
+        ``tp_comm_overlap`` only what the matrix products leave exposed is held
+        (:mod:`.tp_overlap`), the collectives recorded as ending then."""
         key = (d, s, plan.first_layer, kind, passes)
         cost = self._tp_costs.get(key)
         if cost is None:
             ops = self._tp_ops(plan, kind) + self._tp_ops(plan, FORWARD) * (passes - 1)
-            cost = self._tp_costs[key] = (
-                self.tp_timers[d, s].seconds(ops),
-                sum(c.size_bytes for c in ops),
-            )
-        seconds, nbytes = cost
+            seconds = self.tp_timers[d, s].seconds(ops)
+            exposed = seconds
+            if self.recipes.tp_comm_overlap:
+                exposed = tp_overlap.exposed_seconds(
+                    self, d, s, self._layers_of(plan.index), kind, passes
+                )
+            cost = self._tp_costs[key] = (seconds, sum(c.size_bytes for c in ops), exposed)
+        share, compute_start = part
+        seconds, nbytes, exposed = (x * share for x in cost) if share != 1.0 else cost
+        self._note_tp(d, s, seconds, exposed)
         label = "tp " + self.tp_label
-        return hold_group(
-            sim,
-            self.groups[d][s],
-            seconds,
-            label,
-            iteration=it,
-            nbytes=nbytes,
-            microbatch=j,
-            stage=s,
-        )
+        if not self.recipes.tp_comm_overlap:
+            return hold_group(
+                sim,
+                self.groups[d][s],
+                seconds,
+                label,
+                iteration=it,
+                nbytes=nbytes,
+                microbatch=j,
+                stage=s,
+            )
+        end = sim.now + exposed
+        start = max(end - seconds, compute_start)
+        sim.book_collective(self.groups[d][s], label, start, end, nbytes, it, j, s)
+        return sim.timeout(exposed, f"the exposed time of collective '{label}'")
 
     def _send(
         self, sim: Simulation, d: int, it: int, what: str, j: int, src: int, dst: int, tag: str
@@ -437,40 +488,47 @@ class Pipeline(HybridReport):
             )
 
     def _dp_sync(
-        self, sim: Simulation, what: str, s: int, it: int, d: int, step: tuple[Any, ...] = ()
+        self,
+        sim: Simulation,
+        what: str,
+        s: int,
+        it: int,
+        d: int,
+        step: tuple[Any, ...] = (),
+        calls: Sequence[CollectiveCall] | None = None,
+        part: str = "",
     ) -> simpy.Event:
         """Stage ``s``'s gradient sync (``grad``), ZeRO-1/2 parameter all-gather after the step
         (``param``) or ZeRO-3 gather before a pass (``gather``) among its dp peers, one
-        collective per tensor rank, started by the last replica; ``step`` tells apart the
-        per-micro-batch syncs of ZeRO-2/3 (:mod:`.sharded`)."""
+        collective per tensor rank (the whole stage's, or ``calls``: a bucket's), started by
+        the last replica; ``step`` tells apart the per-micro-batch syncs of ZeRO-2/3
+        (:mod:`.sharded`) and the buckets (:mod:`.dp_overlap`), ``part`` names a bucket in
+        the records' labels."""
         arrived, done = self._flush.setdefault((what, s, it, step), ([], sim.event()))
         arrived.append(d)
         if len(arrived) == self.simulated:
-            calls = self.calls[s]
-            if what.startswith("param") or what == "gather":
-                calls = [
-                    CollectiveCall(
-                        "allgather",
-                        c.devices,
-                        c.size_bytes,
-                        c.algorithm,
-                        options=c.options,
-                        protocol=c.protocol,
-                    )
-                    for c in calls
-                ]
+            if calls is None:
+                calls = self.calls[s]
+                if what.startswith("param") or what == "gather":
+                    calls = [as_gather(c) for c in calls]
             events = [
                 run_collective(
                     sim,
                     call,
                     model=self.dp_network_model,
-                    label=f"{call.op} stage{s}",
+                    label=f"{call.op} stage{s}{part}",
                     iteration=it,
                     channels=self.channels,
                 )
                 for call in calls
             ]
-            sim.all_of(events).callbacks.append(lambda _e: done.succeed())
+            start = sim.now
+
+            def ended(_event: Any) -> None:
+                self._note_flight(s, it, start, sim.now)
+                done.succeed()
+
+            sim.all_of(events).callbacks.append(ended)
             del self._flush[what, s, it, step]
         return done
 

@@ -21,11 +21,12 @@ from ...metrics import (
     training_summary,
 )
 from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
+from .dp_overlap import DataParallelOverlap
 from .experts import summary_block
 from .layout import HybridLayout
 
 
-class HybridReport(HybridLayout):
+class HybridReport(DataParallelOverlap, HybridLayout):
     """The summary side of the 3D hybrid; :class:`Pipeline` adds the running side."""
 
     memory: dict[tuple[int, int], ActivationMemory]
@@ -112,6 +113,7 @@ class HybridReport(HybridLayout):
             cp=self.cp if self.cp > 1 else None,
             context_parallel=self._context_parallel_traffic(),
             offload=self._offload_traffic(),
+            recipes=self._recipes_summary(),
         )
 
     def _weight_versions(self) -> dict[str, StageWeightVersions]:

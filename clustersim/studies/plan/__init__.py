@@ -1,6 +1,7 @@
-"""``clustersim plan``: search dp x tp x pp x micro-batch x ZeRO configurations.
+"""``clustersim plan``: search dp x tp x pp x micro-batch x ZeRO x chunks configurations.
 
-* :mod:`.space` -- options, the scenario resized, the search space and its candidates;
+* :mod:`.options` -- what to search and how to simulate (the flags);
+* :mod:`.space` -- the scenario resized, the search space and its candidates;
 * :mod:`.runs` -- simulating candidates (the studies' one process pool) and
   verifying the best ones with the flow-level model;
 * :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png/svg;
@@ -11,6 +12,7 @@ and every name below keep working.
 """
 
 from .figure import *  # noqa: F403
+from .options import *  # noqa: F403
 from .runs import *  # noqa: F403
 from .runs import _outcome  # noqa: F401
 from .space import *  # noqa: F403

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...outputs.figures import fit_title
+from .options import PLOT_BARS
 from .runs import Outcome
-from .space import PLOT_BARS, point_label
+from .space import point_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

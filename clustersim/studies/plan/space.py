@@ -1,7 +1,7 @@
 """Search the parallel configurations of a training scenario: ``clustersim plan``.
 
 Given a training scenario and a number of GPUs ``N``, the planner lists every
-configuration ``(dp, tp, pp, micro_batch, zero)`` worth trying, simulates each
+configuration ``(dp, tp, pp, micro_batch, zero, chunks)`` worth trying, simulates each
 one and ranks them by throughput (samples per second):
 
 * **tp** (tensor-parallel degree): powers of two dividing ``N``, at most the
@@ -16,6 +16,9 @@ one and ranks them by throughput (samples per second):
 * **zero**: stages 0 and 1 run on the 3D-hybrid strategy (a ``pipeline:``
   section is added); stages 2 and 3 only with ``tp = pp = 1``, on the ZeRO
   strategy, one pass per iteration (no micro-batches: one candidate per stage).
+* **chunks** (model chunks per device): 1 runs the scenario's schedule; more runs
+  Megatron-LM's interleaved 1F1B where pp > 1, pp x chunks divides the blocks and the
+  micro-batches are a multiple of pp (default 1 and 2, and the scenario's own count).
 
 These are the rules of :mod:`clustersim.parallel.rules`, the ones placement and
 the hybrid strategy enforce; the search adds its own restrictions: powers of two
@@ -50,90 +53,21 @@ from ...budget import WorkLimitError, over_limit_reason, with_limit
 from ...errors import ClustersimError, Problem, ScenarioError
 from ...parallel import rules
 from ...parallel.rules import SHARDED_STAGE
+from .options import (
+    DEFAULT_CHUNKS,
+    DEFAULT_SCHEDULE,
+    INTERLEAVED,
+    NETWORK_MODELS,
+    REASON_CHARS,
+    ZERO_STAGES,
+    PlanOptions,
+    check_count,
+)
 
 if TYPE_CHECKING:
     from ...scenario import Scenario
     from ...scenario.overrides import Setting
     from ...topology import Topology
-
-DEFAULT_MICRO_BATCHES = (1, 2, 4, 8)
-"""Samples per micro-batch tried when ``--micro-batch`` is not given."""
-DEFAULT_ZERO_STAGES = (0, 1)
-"""ZeRO stages tried when ``--zero`` is not given."""
-ZERO_STAGES = (0, 1, 2, 3)
-NETWORK_MODELS = ("analytical", "flow")
-NETWORK_NOTES = {
-    "analytical": "congestion-aware: each collective's alpha-beta cost, its bandwidth part "
-    "shared max-min fairly with every transfer in flight",
-    "flow": "flow-level network: transfers share links max-min fairly",
-}
-DEFAULT_SCHEDULE = "1f1b"
-REASON_CHARS = 110
-"""Skip reasons are shortened to this many characters."""
-PLOT_BARS = 60
-"""The plot shows at most this many configurations (the best ones)."""
-GB = 1e9
-
-
-# --------------------------------------------------------------------------- options
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """What to search and how to simulate each candidate (the ``clustersim plan`` flags)."""
-
-    devices: int | None = None
-    """GPUs to plan for (None: the scenario's own)."""
-    tp: tuple[int, ...] | None = None
-    """Tensor-parallel degrees to try (None: every valid one)."""
-    pp: tuple[int, ...] | None = None
-    """Pipeline stages to try (None: every valid count)."""
-    micro_batch: tuple[int, ...] = DEFAULT_MICRO_BATCHES
-    """Samples per micro-batch to try."""
-    zero: tuple[int, ...] = DEFAULT_ZERO_STAGES
-    """ZeRO stages to try."""
-    network: str = "analytical"
-    """``network.model`` of every candidate: analytical or flow."""
-    iterations: int = 1
-    """``training.iterations`` of every candidate."""
-    all_replicas: bool = False
-    """Simulate every data-parallel replica (default: replica 0 stands for all -- identical
-    replicas, data-parallel collectives priced analytically -- unless there are stragglers)."""
-    max_events: int | None = None
-    """Work limit of each candidate's run (``engine.max_events``; None: the scenario's)."""
-
-
-def parse_counts(
-    text: str, flag: str, minimum: int = 1, maximum: int | None = None, example: str = "1,2,4"
-) -> tuple[int, ...]:
-    """``"1,2,4"`` as ``(1, 2, 4)`` (sorted, without repeats); a ScenarioError naming ``flag``."""
-    values: list[int] = []
-    for item in text.split(","):
-        try:
-            value = int(item.strip())
-        except ValueError:
-            value = None
-        if value is None or value < minimum or (maximum is not None and value > maximum):
-            bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-            raise ScenarioError(
-                Problem(
-                    flag, f"expected whole numbers {bound}, got {item.strip()!r}", f"e.g. {example}"
-                )
-            )
-        values.append(value)
-    return tuple(sorted(set(values)))
-
-
-def parse_zero_stages(text: str) -> tuple[int, ...]:
-    """``--zero``: stages 0-3 (``fsdp`` is 3), e.g. ``"0,1,fsdp"`` as ``(0, 1, 3)``."""
-    items = ["3" if item.strip().lower() == "fsdp" else item for item in text.split(",")]
-    return parse_counts(",".join(items), "--zero", 0, 3, example="0,1,2,3 (fsdp = 3)")
-
-
-def check_count(value: int | None, flag: str) -> None:
-    """A ScenarioError naming ``flag`` unless ``value`` is None or at least 1."""
-    if value is not None and value < 1:
-        raise ScenarioError(Problem(flag, f"expected a whole number >= 1, got {value}"))
 
 
 # --------------------------------------------------------------------------- the scenario
@@ -236,6 +170,8 @@ class SearchSpace:
     """Transformer blocks, or the layers of any other model."""
     global_batch: int
     allow_cross_node_tp: bool = False
+    chunks: int = 1
+    """Model chunks per device of the scenario's interleaved schedule (1 for any other)."""
 
     @property
     def is_transformer(self) -> bool:
@@ -253,7 +189,7 @@ def search_space(scenario: Scenario, topology: Topology | None = None) -> Search
         if device.node is not None:
             per_node[device.node] = per_node.get(device.node, 0) + 1
     heads, blocks = _model_shape(scenario)
-    parallelism = scenario.parallelism
+    parallelism, pipe = scenario.parallelism, scenario.pipeline
     return SearchSpace(
         devices=len(workers),
         gpus_per_node=max(per_node.values()) if per_node else None,
@@ -261,6 +197,7 @@ def search_space(scenario: Scenario, topology: Topology | None = None) -> Search
         blocks=blocks,
         global_batch=scenario.training.global_batch,
         allow_cross_node_tp=bool(parallelism and parallelism.allow_cross_node_tp),
+        chunks=pipe.chunks if pipe is not None and pipe.schedule == INTERLEAVED else 1,
     )
 
 
@@ -319,11 +256,15 @@ class Point:
     micro_batches: int | None
     """Micro-batches per iteration m = global_batch / (dp micro_batch)."""
     zero: int
+    chunks: int = 1
+    """Model chunks per device: 1 runs the scenario's schedule (1f1b by default), more the
+    interleaved schedule."""
 
     def label(self) -> str:
-        """``dp=8 tp=2 pp=1 micro_batch=2 zero=1``."""
+        """``dp=8 tp=2 pp=1 micro_batch=2 zero=1`` (`` chunks=2`` with interleaving)."""
         mb = "-" if self.micro_batch is None else str(self.micro_batch)
-        return f"dp={self.dp} tp={self.tp} pp={self.pp} micro_batch={mb} zero={self.zero}"
+        chunks = f" chunks={self.chunks}" if self.chunks > 1 else ""
+        return f"dp={self.dp} tp={self.tp} pp={self.pp} micro_batch={mb} zero={self.zero}{chunks}"
 
 
 def tp_values(space: SearchSpace, wanted: Iterable[int] | None = None) -> list[int]:
@@ -384,8 +325,8 @@ def _micro_batches(space: SearchSpace, dp: int, pp: int, micro_batch: int) -> in
 def enumerate_points(space: SearchSpace, options: PlanOptions) -> list[Point]:
     """Every configuration of ``options`` valid for ``space``, in a fixed order.
 
-    Order: tp, then pp, then the ZeRO stage, then samples per micro-batch, each
-    ascending.  ZeRO stages >= 2 give one point each when tp = pp = 1.
+    Order: tp, then pp, then the ZeRO stage, then samples per micro-batch, then chunks,
+    each ascending.  ZeRO stages >= 2 give one point each when tp = pp = 1.
     """
     points: list[Point] = []
     for tp in tp_values(space, options.tp):
@@ -399,9 +340,29 @@ def enumerate_points(space: SearchSpace, options: PlanOptions) -> list[Point]:
                     continue
                 for mb in sorted(set(options.micro_batch)):
                     m = _micro_batches(space, dp, pp, mb)
-                    if m is not None:
-                        points.append(Point(dp, tp, pp, mb, m, zero))
+                    if m is None:
+                        continue
+                    points += [
+                        Point(dp, tp, pp, mb, m, zero, v)
+                        for v in chunk_values(space, options)
+                        if v == 1 or _interleaved_allowed(space, pp, v, m)
+                    ]
     return points
+
+
+def chunk_values(space: SearchSpace, options: PlanOptions) -> list[int]:
+    """Model chunks per device to try: ``--chunks``, else 1, 2 and the scenario's own."""
+    given = options.chunks if options.chunks is not None else (*DEFAULT_CHUNKS, space.chunks)
+    return sorted(set(given))
+
+
+def _interleaved_allowed(space: SearchSpace, pp: int, chunks: int, micro_batches: int) -> bool:
+    """Megatron-LM's interleaved schedule: more than one stage, the blocks split into pp x
+    chunks virtual stages, the micro-batches in whole groups of pp."""
+    return pp > 1 and _allowed(
+        rules.stage_split_problem(space.blocks, pp, chunks, space.is_transformer),
+        rules.micro_batches_multiple_problem(INTERLEAVED, pp, micro_batches),
+    )
 
 
 def unused_values(space: SearchSpace, options: PlanOptions, points: Sequence[Point]) -> list[str]:
@@ -431,6 +392,12 @@ def unused_values(space: SearchSpace, options: PlanOptions, points: Sequence[Poi
             "with at least pp micro-batches",
         ),
         "--zero": (options.zero, "zero", "stages 2 and 3 need tp = pp = 1"),
+        "--chunks": (
+            options.chunks,
+            "chunks",
+            f"more than 1 runs the interleaved schedule: pp > 1, pp x chunks dividing {pp_rule}"
+            ", micro-batches a multiple of pp",
+        ),
     }
     notes = []
     for flag, (given, attribute, rule) in rules.items():
@@ -453,7 +420,9 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
     micro-batch and iterations, ``zero`` the stage (prefetch kept), ``network``
     the model.  Stages 0 and 1 get a ``pipeline`` section (the scenario's
     schedule and options, default 1f1b, without ``micro_batches`` and
-    ``stage_layers``); stages 2 and 3 none, and no ``training.micro_batch``.
+    ``stage_layers``; with chunks > 1 the interleaved schedule and its chunks, with 1 chunk
+    1f1b in place of an interleaved schedule); stages 2 and 3 none, and no
+    ``training.micro_batch``.
     ``max_events`` becomes ``engine.max_events``.
     """
     out = with_limit(copy.deepcopy(doc), options.max_events)
@@ -475,6 +444,11 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
         pipeline = dict(out.get("pipeline") or {})
         for key in ("micro_batches", "stage_layers"):
             pipeline.pop(key, None)
+        if point.chunks > 1:
+            pipeline.update(schedule=INTERLEAVED, chunks=point.chunks)
+        elif pipeline.get("schedule") == INTERLEAVED:
+            pipeline["schedule"] = DEFAULT_SCHEDULE
+            pipeline.pop("chunks", None)
         pipeline.setdefault("schedule", DEFAULT_SCHEDULE)
         out["pipeline"] = pipeline
     else:
@@ -591,5 +565,6 @@ def dash(value: int | None) -> str:
 
 
 def point_label(point: Point) -> str:
-    """``dp/tp/pp/micro-batch/zero`` of a point."""
-    return f"{point.dp}/{point.tp}/{point.pp}/{dash(point.micro_batch)}/{point.zero}"
+    """``dp/tp/pp/micro-batch/zero`` of a point (``/v2`` after it with two chunks)."""
+    chunks = f"/v{point.chunks}" if point.chunks > 1 else ""
+    return f"{point.dp}/{point.tp}/{point.pp}/{dash(point.micro_batch)}/{point.zero}{chunks}"

@@ -12,8 +12,9 @@ from ...outputs.atomic import write_atomic
 from ...outputs.figures import save_png_svg
 from ...outputs.folder import replace_folder
 from .figure import plot_figure
+from .options import GB, PlanOptions
 from .runs import Outcome, Verification
-from .space import GB, SHARDED_STAGE, PlanOptions, dash, shorten
+from .space import SHARDED_STAGE, dash, shorten
 
 # --------------------------------------------------------------------------- ranking
 
@@ -127,6 +128,7 @@ COLUMNS = (
     "pp",
     "micro_batch",
     "micro-batches",
+    "chunks",
     "zero",
     "iteration",
     "samples/s",
@@ -152,6 +154,7 @@ def table_cells(outcome: Outcome) -> list[str]:
         str(p.pp),
         dash(p.micro_batch),
         dash(p.micro_batches),
+        str(p.chunks),
         str(p.zero),
         "-" if outcome.iteration_time_s is None else format_time(outcome.iteration_time_s),
         "-"
@@ -190,6 +193,7 @@ CSV_COLUMNS = (
     "pp",
     "micro_batch",
     "micro_batches",
+    "chunks",
     "zero",
     "iteration_time_s",
     "throughput_samples_per_s",
@@ -217,6 +221,7 @@ def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -
             p.pp,
             p.micro_batch,
             p.micro_batches,
+            p.chunks,
             p.zero,
             o.iteration_time_s,
             o.throughput_samples_per_s,

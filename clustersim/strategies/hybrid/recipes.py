@@ -1,0 +1,150 @@
+"""Megatron-Core's production recipes in the 3D hybrid: which are in force, and why.
+
+Megatron-Core trains large transformers at scale with four settings beyond the textbook
+3D hybrid (flags of Megatron-LM's ``megatron/training/arguments.py``; its
+``megatron/core/distributed/`` package; the large-model examples and NeMo recipes turn the
+first three on):
+
+* the **distributed optimizer** (``--use-distributed-optimizer``): ZeRO-1 over the
+  data-parallel ranks (dp x cp) of every tensor and pipeline rank -- gradients
+  reduce-scattered, optimizer states sharded, updated parameters all-gathered.  Here
+  ``zero.stage: 1`` (:mod:`.sharded`); its memory is ZeRO-1's ``4 Psi + K Psi / N_d``.
+* ``--overlap-grad-reduce``: gradients sit in buckets (:mod:`.grad_buckets`); a bucket's
+  reduce-scatter (all-reduce without the distributed optimizer) starts as soon as every
+  gradient in it is ready in the last micro-batch's backward of its model chunk, while the
+  backward goes on.  Here ``data_parallel.allreduce.overlap``.
+* ``--overlap-param-gather``: after the step the updated parameters are all-gathered bucket
+  by bucket beside the next iteration's forward; a forward waits only for the buckets it
+  uses.  Here ``zero.overlap_param_gather``.
+* ``--tp-comm-overlap`` (off by default, in Megatron-Core too): Transformer Engine's
+  userbuffers overlap each sequence-parallel all-gather and reduce-scatter with the matrix
+  product beside it (:mod:`.tp_overlap`).  Here ``parallelism.tp_comm_overlap``.
+
+**Defaults.**  A transformer (a preset or ``model.transformer``) in this strategy runs with
+the first three unless the scenario says otherwise: ``zero.stage`` not given means 1 (0
+when ``data_parallel.allreduce.algorithm`` cannot reduce-scatter: tree, recursive doubling),
+``data_parallel.allreduce.overlap`` not given means on, ``zero.overlap_param_gather`` not
+given means on with the distributed optimizer and the gradient overlap.  A model given as
+a list of layers keeps the textbook defaults (ZeRO 0, no overlap).  The overlaps apply to
+the schedules that flush (not PipeDream's, whose updates are per micro-batch) with ZeRO 0
+or 1 (ZeRO-2/3 reduce every micro-batch, :mod:`.sharded`); elsewhere they are reported off.
+Megatron-LM's 2021 runs (``scenarios/megatron/``) predate these and pin them off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...collectives import algorithm
+from ...errors import Problem, ScenarioError
+
+DISTRIBUTED_OPTIMIZER_STAGE = 1
+"""The ZeRO stage of Megatron-Core's distributed optimizer."""
+BUCKET_PARAMS_MIN = 40_000_000
+"""Megatron-Core's default bucket: max(40M, 1M x dp) parameters
+(``megatron/core/distributed/distributed_data_parallel.py``: larger data-parallel groups
+get larger buckets so that each ring step stays bandwidth-bound)."""
+BUCKET_PARAMS_PER_RANK = 1_000_000
+SHARDED_OPS = frozenset({"reducescatter", "allgather"})
+"""What the distributed optimizer runs in place of the all-reduce."""
+
+
+@dataclass(frozen=True)
+class Recipes:
+    """The production recipes in force in one hybrid run (module docstring)."""
+
+    distributed_optimizer: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    tp_comm_overlap: bool
+    bucket_params: float
+    """Parameters per gradient bucket (per GPU), where a model chunk is bucketed."""
+
+
+def default_zero_stage(scenario: Any, transformer: bool, algorithm_name: str) -> int:
+    """``zero.stage`` if given, else 1 for a transformer (the distributed optimizer) whose
+    gradient algorithm ``algorithm_name`` can reduce-scatter and all-gather, else 0."""
+    zero = scenario.zero
+    if zero is not None and "stage" in zero.model_fields_set:
+        return zero.level
+    if not transformer:
+        return 0
+    ops = algorithm(algorithm_name, "data_parallel.allreduce.algorithm").ops
+    return DISTRIBUTED_OPTIMIZER_STAGE if SHARDED_OPS <= ops else 0
+
+
+def resolve(layout: Any) -> Recipes:
+    """The recipes of a checked :class:`~.layout.HybridLayout` (``zero``, ``dp``,
+    ``schedule``, ``options`` set); a ScenarioError for a recipe asked where it cannot run."""
+    scenario, zero = layout.scenario, layout.zero
+    transformer = layout.model.transformer is not None
+    sync = layout.config.allreduce
+    overlaps_apply = layout.schedule.flush and zero < 2
+    grad = sync.overlap if "overlap" in sync.model_fields_set else transformer
+    grad = grad and overlaps_apply
+    asked = scenario.zero.overlap_param_gather if scenario.zero is not None else None
+    if asked and zero != DISTRIBUTED_OPTIMIZER_STAGE:
+        raise ScenarioError(
+            Problem(
+                "zero.overlap_param_gather",
+                f"the overlapped parameter all-gather is the distributed optimizer's; ZeRO "
+                f"stage {zero} " + ("gathers no parameters" if zero == 0 else "gathers its own"),
+                "zero.stage: 1, or leave overlap_param_gather out",
+            )
+        )
+    if asked and not layout.schedule.flush:
+        raise ScenarioError(
+            Problem(
+                "zero.overlap_param_gather",
+                f"not modelled with the flush-free {layout.schedule.name} schedule (it "
+                "updates per micro-batch)",
+                "a schedule that flushes (1f1b, interleaved, gpipe, zb-h1, zb-v), or false",
+            )
+        )
+    param = grad and transformer if asked is None else asked
+    param = param and zero == DISTRIBUTED_OPTIMIZER_STAGE
+    return Recipes(
+        distributed_optimizer=zero == DISTRIBUTED_OPTIMIZER_STAGE,
+        overlap_grad_reduce=grad,
+        overlap_param_gather=param,
+        tp_comm_overlap=_tp_comm_overlap(layout),
+        bucket_params=_bucket_params(layout),
+    )
+
+
+def _bucket_params(layout: Any) -> float:
+    """``data_parallel.allreduce.bucket`` in parameters if given, else Megatron-Core's
+    default max(40M, 1M x dp)."""
+    sync = layout.config.allreduce
+    if "bucket" in sync.model_fields_set:
+        return sync.bucket / layout.options.bytes_per_value
+    return float(max(BUCKET_PARAMS_MIN, BUCKET_PARAMS_PER_RANK * layout.dp))
+
+
+def _tp_comm_overlap(layout: Any) -> bool:
+    """``parallelism.tp_comm_overlap``, refused without sequence parallelism (Megatron-LM
+    asserts it: the overlapped collectives are sequence parallelism's) or with a 2-D/3-D
+    tensor mode."""
+    par = layout.parallelism
+    if not par.tp_comm_overlap:
+        return False
+    if layout.tp_mode.name != "1d":
+        raise ScenarioError(
+            Problem(
+                "parallelism.tp_comm_overlap",
+                f"overlaps Megatron's 1-D tensor-parallel collectives; tp_mode {par.tp_mode} "
+                "has its own grid collectives",
+                "tp_mode: 1d, or tp_comm_overlap: false",
+            )
+        )
+    if not par.sequence_parallel:
+        raise ScenarioError(
+            Problem(
+                "parallelism.tp_comm_overlap",
+                "overlaps the all-gathers and reduce-scatters of sequence parallelism with the "
+                "matrix products (Megatron-LM requires --sequence-parallel with it)",
+                "sequence_parallel: true, or tp_comm_overlap: false",
+            )
+        )
+    return True
