@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import pytest
 
-from clustersim.collectives import CollectiveCall, channel_call, run_collective
-from clustersim.collectives.auto import choose
+from clustersim.collectives import CollectiveCall, run_collective, slices
 from clustersim.collectives.ops import bandwidths
 from clustersim.engine import Simulation
 
@@ -56,7 +55,7 @@ def crossover(nodes: int) -> float:
     last = 0.0
     for exp in range(10, 33):
         call = CollectiveCall("allreduce", gpus(topo), float(2**exp), "auto", protocol="auto")
-        if choose(channel_call(call, topo, 0, CHANNELS), topo)[0] == "double_tree":
+        if slices(call, topo, CHANNELS)[0].algorithm == "double_tree":
             last = float(2**exp)
     return last
 

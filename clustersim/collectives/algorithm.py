@@ -109,12 +109,19 @@ class Algorithm(Registered):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     ops: ClassVar[frozenset[str]]
+    nccl_protocols: ClassVar[tuple[str, ...] | None] = None
+    """The protocols ``protocol: auto`` weighs for this algorithm (None: every one)."""
 
     def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
         """Why this algorithm cannot run ``call`` on ``topology``, or None if it can."""
         if call.op not in self.ops:
             return f"{self.name} does not implement {call.op}"
         return None
+
+    def nccl_candidate(self, call: CollectiveCall, topology: Topology) -> bool:
+        """Whether NCCL's tuner weighs this algorithm for ``call`` (``algorithm: auto``, among
+        its candidates, :mod:`clustersim.collectives.auto`), given that it can run it."""
+        return True
 
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
         """The sends of ``call`` (flow-level mode)."""
