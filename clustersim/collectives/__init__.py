@@ -54,6 +54,7 @@ __all__ = [
     "applicable_algorithms",
     "bandwidths",
     "canonical_op",
+    "channel_count",
     "check_call",
     "execute",
     "hold_group",

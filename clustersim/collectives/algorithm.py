@@ -62,8 +62,12 @@ class CollectiveCall:
     """Algorithm-specific options (e.g. hierarchical's ``inter`` algorithm)."""
     protocol: str | None = None
     """NCCL protocol (``LL``, ``LL128``, ``Simple``, or ``auto``: the fastest by the cost
-    model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None:
-    sends cost only what the links give."""
+    model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None (or
+    ``none``, kept as None): sends cost only what the links give."""
+
+    def __post_init__(self) -> None:
+        if self.protocol == "none":
+            object.__setattr__(self, "protocol", None)
 
     @property
     def n(self) -> int:

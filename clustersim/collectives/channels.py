@@ -29,8 +29,8 @@ Slices played (:func:`simulated_slices`): clustersim plays a channel as a slice 
 ``S / channels`` bytes with every node's ranks rotated by the channel number
 (:func:`clustersim.collectives.channel_call`), so channels ``c`` and ``c + g`` (``g`` ranks
 per node) cross the same links the same way.  When every rotation repeats equally often
-(``channels`` a multiple of the distinct rotations: ``g`` across nodes, 1 inside one) and
-each pair has one route (no ECMP choice), the ``k`` copies of each slice are played as one
+(``channels`` a multiple of the distinct rotations: ``g`` across nodes, 1 inside one or on a
+flat fabric) and each pair has one route (no ECMP choice), the ``k`` copies of each slice are played as one
 slice of ``k`` times the bytes: max-min fair sharing gives ``k`` equal flows on the same
 links each ``1/k`` of what one flow gets, so alone -- and beside collectives played the same
 way -- the time is the same, with ``k`` times fewer events (tests/test_channels.py holds
@@ -71,6 +71,8 @@ MAX_SEARCHED = 32
 """Most channels NCCL's search keeps (MAXCHANNELS / 2)."""
 MAX_CHANNELS = 64
 """Most channels a collective runs in (NCCL's MAXCHANNELS)."""
+FLAT_KINDS = frozenset({"switch", "ring", "fully_connected"})
+"""Cluster kinds without nodes whose pairs have one route each."""
 AUTO = "auto"
 """The ``channels`` value that asks for NCCL's count."""
 GB = 1e9
@@ -193,8 +195,8 @@ def simulated_slices(call: Any, topology: Topology, channels: int) -> int:
     if channels <= 1 or call.n < 2:
         return 1
     groups = node_groups(call, topology)
-    if groups is None:
-        return channels
+    if groups is None:  # no nodes, no rotation: copies of one slice on a flat fabric's routes
+        return 1 if topology.kind in FLAT_KINDS else channels
     distinct = 1 if len(groups) < 2 else max(len(g) for g in groups)
     if channels % distinct or len({len(g) for g in groups}) > 1:
         return channels

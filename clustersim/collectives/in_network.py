@@ -371,6 +371,8 @@ class InNetwork(Algorithm):
     def nccl_candidate(self, call: CollectiveCall, topology: Topology) -> bool:
         """NCCL reduces in a switch only where the switch can: an NVSwitch with NVLink SHARP
         (NVLS; ``cluster.node.nvlink.sharp``), the top of the call's aggregation tree."""
+        if call.n < 2:
+            return False
         found = aggregation_tree(call.devices, topology)
         return not isinstance(found, str) and found.top in getattr(topology, "reductions", {})
 
