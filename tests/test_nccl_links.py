@@ -169,3 +169,33 @@ def test_generation_is_given_or_taken_from_the_bandwidth() -> None:
     assert figures_GBps(node_cluster(nvlink="400GB/s"))["NVLink"] == pytest.approx(320.0)
     with pytest.raises(ScenarioError, match="generation"):
         node_cluster(nvlink="450GB/s", generation=6)
+
+
+def test_split_routes_take_the_protocols_latency_and_figures() -> None:
+    """``spine_routing: split``: a send split over the spines still runs on the protocol's
+    routes.  Two racks of one GPU (NIC 400 Gb/s, two spines of 25 GB/s each), ring of
+    S: without a protocol S / 50 GB/s; with Simple S / 48 GB/s (NCCL's NIC and fabric
+    figure) plus the base latency and two NET hops of 14 us."""
+    doc = {
+        "name": "split",
+        "cluster": {
+            "kind": "two_tier",
+            "racks": 2,
+            "spines": 2,
+            "spine_routing": "split",
+            "node": {"gpus": 1, "pcie": {"bandwidth": "64GB/s"}, "nic": {"bandwidth": "400Gb/s"}},
+        },
+        "workload": {"program": []},
+    }
+    topo = build_topology(parse_scenario(doc).cluster)
+    size = 2.0**28
+    times = []
+    for protocol in (None, "Simple"):
+        sim = Simulation(topo)
+        run_collective(
+            sim, CollectiveCall("allreduce", gpus(topo), size, "ring", protocol=protocol)
+        )
+        sim.run()
+        times.append(sim.now)
+    assert times[0] == pytest.approx(size / 50e9, rel=1e-9)
+    assert times[1] == pytest.approx(size / 48e9 + 8.4e-6 + 2 * 14e-6, rel=1e-9)
