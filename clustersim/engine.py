@@ -98,7 +98,7 @@ class Barrier:
         return self._arrived
 
 
-class _SplitSend:
+class SplitSend:
     """A send split evenly over equal-cost routes; notifies once, when the last part arrives."""
 
     __slots__ = ("left", "notify", "flows")
@@ -483,7 +483,7 @@ class Simulation:
         if len(routes) == 1:
             return self.network.transfer(routes[0], size_bytes, notify, tag)
         if self.topology.spine_routing == "split":
-            return _SplitSend(self, routes, size_bytes, notify, tag)
+            return SplitSend(self, routes, size_bytes, notify, tag)
         self._flow_seq += 1
         route = self.topology.route(src, dst, self._flow_seq)
         return self.network.transfer(route, size_bytes, notify, tag)

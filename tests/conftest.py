@@ -18,6 +18,9 @@ os.environ.setdefault("CLUSTERSIM_CHECK", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+TEXTBOOK: dict[str, Any] = {"protocol": "none", "channels": 1}
+"""``network`` keys of the textbook's collectives: line rates, no NCCL protocol, one channel
+(NCCL's defaults are ``auto``); tests that hold alpha-beta formulas pin them."""
 
 
 def one_node(gpus: int, pcie: str, program: list[dict[str, Any]], **node: Any) -> dict[str, Any]:

@@ -411,9 +411,9 @@ def _document(name: str, cluster: Cluster, draw: st.DrawFn, **sections: Any) -> 
     if draw(st.integers(0, 2)) == 0:
         network: Doc = {"model": draw(st.sampled_from(["flow", "analytical"]))}
         if draw(st.booleans()):
-            network["channels"] = draw(st.integers(1, 4))
+            network["channels"] = draw(st.sampled_from([1, 2, 4, "auto"]))
         if draw(st.booleans()):
-            network["protocol"] = draw(st.sampled_from(["LL", "LL128", "Simple", "auto"]))
+            network["protocol"] = draw(st.sampled_from(["LL", "LL128", "Simple", "auto", "none"]))
         doc["network"] = network
     return doc
 
@@ -1111,7 +1111,9 @@ METRICS = ["makespan_s", "iteration_time_s", "throughput_samples_per_s", "device
 OPS = ["allreduce", "all-reduce", "alltoall", "broadcast", "barrier", "gather", "bogus", ""]
 ALGORITHMS = ["all", "ring", "direct", "tree", "hierarchical", "auto", "bogus", ""]
 GLOBS = ["*", "gpu[01]", "gpu0", "nomatch*", "[", "", "*/gpu*"]
-PROTOCOLS = ["LL", "LL128", "Simple", "auto", "ll", "bogus", ""]
+PROTOCOLS = ["LL", "LL128", "Simple", "auto", "none", "ll", "bogus", ""]
+CHANNELS = ["auto", "1", "8", "64", "0", "65", "-1", "1.5", "x", "AUTO", ""]
+"""``--channels``: auto, counts in and out of 1 .. 64, text."""
 RATIOS = ["1", "2", "4.5", "0", "-1", "nan", "inf", "x", "1e308"]
 EVENTS = ["200000000", "2e8", "1_000", "1", "10", "0", "-1", "1.5", "nan", "inf", "1e18", "x", ""]
 """Event counts (``--max-events``): plain, with exponent or underscores, tiny, bad, huge."""
@@ -1142,6 +1144,7 @@ VALUES: dict[str, list[str]] = {
     "algorithm": ALGORITHMS,
     "glob": GLOBS,
     "protocol": PROTOCOLS,
+    "channels": CHANNELS,
     "events": EVENTS,
     "scheduler": SCHEDULERS,
     "pattern": PATTERNS,
@@ -1169,7 +1172,8 @@ VALID: dict[str, list[str]] = {
     "op": ["allreduce", "alltoall", "broadcast", "gather"],
     "algorithm": ["all", "ring", "direct", "auto"],
     "glob": ["*", "gpu[01]", "*/gpu*"],
-    "protocol": ["LL", "Simple", "auto"],
+    "protocol": ["LL", "Simple", "auto", "none"],
+    "channels": ["auto", "1", "8"],
     "events": ["200000000", "2e8", "10"],
     "scheduler": ["local:1"],
     "pattern": ["D1", "zero", "MM1"],
@@ -1197,6 +1201,8 @@ DOMAINS: dict[str, str] = {
     "racks": "count",
     "nodes_per_rack": "count",
     "gpus_per_node": "count",
+    "nics": "count",
+    "channels": "channels",
     "oversubscription": "ratio",
     "bandwidth": "bandwidth",
     "pcie": "bandwidth",

@@ -23,7 +23,9 @@ DGX = SCENARIOS / "clusters" / "dgx-a100-4nodes.yaml"
 R1 = [
     "--op", "allreduce", "--algorithm", "ring", "--bytes", "160MB",
     "--devices", "8", "--topology", "ring", "--bandwidth", "54GB/s",
+    "--protocol", "none", "--channels", "1",
 ]  # fmt: skip
+"""R1 as the textbook runs it: a ring at line rates, no NCCL protocol, one channel."""
 
 
 def run_json(capsys, *argv: str) -> list[dict]:
@@ -51,14 +53,17 @@ def applicable(op: str, cluster: dict) -> list[str]:
 
 def test_json_rows_have_exactly_the_documented_keys(capsys) -> None:
     """--json prints a list of rows with keys exactly op, algorithm, bytes, devices, time_s,
-    algbw_GBps, busbw_GBps, chosen (what ran: the algorithm, with its protocol if any)."""
+    algbw_GBps, busbw_GBps, chosen (what ran: the algorithm, with its protocol if any),
+    protocol (``none``: line rates) and channels."""
     rows = run_json(capsys, *R1)
     assert len(rows) == 1
     assert list(rows[0]) == list(ROW_KEYS)
     assert set(rows[0]) == {
         "op", "algorithm", "bytes", "devices", "time_s", "algbw_GBps", "busbw_GBps", "chosen",
+        "protocol", "channels",
     }  # fmt: skip
     assert rows[0]["chosen"] == "ring"
+    assert (rows[0]["protocol"], rows[0]["channels"]) == ("none", 1)
     assert rows[0]["op"] == "allreduce" and rows[0]["algorithm"] == "ring"
     assert rows[0]["bytes"] == 160_000_000 and rows[0]["devices"] == 8
 
@@ -149,12 +154,13 @@ def test_algorithm_all_lists_several_algorithms(capsys) -> None:
     names = applicable("allreduce", flat_cluster("switch", 8, "25GB/s"))
     assert {"ring", "direct", "tree", "halving_doubling"} <= set(names)
     argv = ["collective", "--op", "allreduce", "--bytes", "1MB:4MB:x4", "--devices", "8"]
-    assert main(argv) == 0
+    assert main([*argv, "--algorithm", "all", "--protocol", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("# allreduce on 8 devices, topology switch")
     assert all(name in out[1] for name in names)
     assert "time(us)" in out[2] and "busbw(GB/s)" in out[2]
-    assert len(out) == 3 + 2  # header lines, then one line per size
+    assert len(out) == 3 + 2 + 1  # header lines, one line per size, how it was priced
+    assert out[-1] == "# protocol none, channels auto (1); links at their line rate"
 
 
 def test_sweep_function_returns_rows() -> None:
@@ -256,7 +262,7 @@ def test_cluster_file_forms(capsys, tmp_path, text: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(text)
     argv = ["--op", "allreduce", "--algorithm", "ring", "--bytes", "160MB", "--cluster", str(path)]
-    (row,) = run_json(capsys, *argv)
+    (row,) = run_json(capsys, *argv, "--protocol", "none")
     assert row["time_s"] == pytest.approx(2 * 7 / 8 * 160e6 / 54e9, rel=1e-9)
 
 
@@ -392,11 +398,14 @@ def test_channels_flag_splits_a_ring_without_changing_its_time_alone(
     """--channels N: N rings of S/N share every hop of an idle switch, so the time is one
     ring's, 2 (n-1)/n S / B (latency 0, 1e-9); --channels 0 is refused."""
     argv = ["--op", "allreduce", "--algorithm", "ring", "--bytes", "64MB", "--devices", "8"]
+    argv += ["--protocol", "none"]
     rows = run_json(capsys, *argv, "--model", model, "--channels", str(channels))
+    assert rows[0]["channels"] == channels
     assert rows[0]["time_s"] == pytest.approx(2 * 7 / 8 * 64e6 / 25e9, rel=1e-9)
     for bad in ("0", "65"):
         err = fail(capsys, *argv, "--channels", bad)
         assert f"--channels: must be from 1 to 64, got {bad}" in err
+    assert "expected auto or a whole number" in fail(capsys, *argv, "--channels", "many")
 
 
 def test_auto_and_protocol_say_what_ran(capsys) -> None:
@@ -418,7 +427,8 @@ def test_unknown_protocol_is_bad_input(capsys) -> None:
 
 BENCH_NAMES = (
     "FLAT_KINDS GB MAX_POINTS MODELS PLACEHOLDER_WORKLOAD ROW_KEYS SCENARIO_KEYS TOPOLOGIES "
-    "TWO_TIER_DEFAULTS flat_cluster group_devices load_cluster parse_sizes plot_figure "
+    "TWO_TIER_DEFAULTS flat_cluster group_devices link_figures load_cluster parse_sizes "
+    "plot_figure "
     "resolve_algorithms rows_csv run_point save_figure scenario_of sweep two_tier_cluster"
 ).split()
 """The public names ``clustersim.collectives.bench`` defined before the sweep became a study."""

@@ -15,7 +15,7 @@ from clustersim.cli import main
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 
-from .conftest import SCENARIOS
+from .conftest import SCENARIOS, TEXTBOOK
 
 MB = 1e6
 
@@ -41,6 +41,7 @@ def ring8(**workload: Any) -> dict[str, Any]:
         "name": "r1",
         "cluster": {"kind": "ring", "devices": 8, "link": {"bandwidth": "54GB/s"}},
         "workload": {"collective": "allreduce", "algorithm": "ring", "bytes": "160MB", **workload},
+        "network": dict(TEXTBOOK),
     }
 
 
@@ -58,6 +59,7 @@ def two_tier(**workload: Any) -> dict[str, Any]:
             },
         },
         "workload": {"collective": "allreduce", "bytes": "64MB", **workload},
+        "network": dict(TEXTBOOK),
     }
 
 
@@ -93,7 +95,7 @@ def test_iterations_run_back_to_back() -> None:
 def test_analytical_mode_matches_flow(algorithm: str) -> None:
     doc = two_tier(algorithm=algorithm, iterations=2)
     flow = simulate(doc).summary
-    doc["network"] = {"model": "analytical"}
+    doc["network"] = {**doc.get("network", {}), "model": "analytical"}
     ana = simulate(doc).summary
     assert ana["model"] == "analytical" and flow["model"] == "flow"
     assert ana["time_s"] == pytest.approx(flow["time_s"], rel=1e-9)
@@ -226,7 +228,7 @@ def test_analytical_bytes_sent_scale_to_any_size(algorithm: str) -> None:
     for size in (1e6, 1e9, 1e15, 1e24):
         doc = {
             **two_tier(algorithm=algorithm, bytes=f"{size:g}B"),
-            "network": {"model": "analytical"},
+            "network": {"model": "analytical", **TEXTBOOK},
         }
         s = simulate(doc).summary
         assert s["bytes_sent_per_device"] / size == pytest.approx(flow_ratio, rel=1e-9), size

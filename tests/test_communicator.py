@@ -32,7 +32,7 @@ def test_no_two_collectives_of_one_group_overlap_on_a_device(name: str, model: s
     """Every data-parallel collective of these scenarios runs over all workers: on each
     device, the collective rows of different collectives never overlap in time."""
     doc = load_document(SCENARIOS / name)
-    doc["network"] = {"model": model}
+    doc["network"] = {**(doc.get("network") or {}), "model": model}
     rows = simulate(parse_scenario(doc, name)).timeline()
     rows = rows[rows.kind == "collective"]
     assert len(rows) > 0
@@ -51,33 +51,37 @@ def switch_collective(channels: int, model: str) -> dict[str, Any]:
     return {
         "name": "channels",
         "cluster": {"kind": "switch", "devices": 8, "link": {"bandwidth": "25GB/s"}},
-        "network": {"model": model, "channels": channels},
-        "workload": {"collective": "allreduce", "bytes": "8MB"},
+        "network": {"model": model, "channels": channels, "protocol": "none"},
+        "workload": {"collective": "allreduce", "algorithm": "ring", "bytes": "8MB"},
     }
 
 
 @pytest.mark.parametrize("model", ["flow", "analytical"])
 @pytest.mark.parametrize("channels", [1, 2, 4])
 def test_network_channels_run_slices_at_once_in_the_same_time(model: str, channels: int) -> None:
-    """network.channels: c rings of S / c share every hop: c flows at once on a GPU's link
-    in the flow model, and the time of one ring of S (latency 0: 2 (n-1)/n S / B)."""
+    """network.channels: c rings of S / c share every hop, the time of one ring of S
+    (latency 0: 2 (n-1)/n S / B).  On a switch the c rings are copies of one (no node to
+    rotate), played as one slice: one flow on a GPU's link, the summary says so."""
     result = simulate(parse_scenario(switch_collective(channels, model)))
     assert result.summary["time_s"] == pytest.approx(2 * 7 / 8 * 8e6 / 25e9, rel=1e-9)
+    assert result.summary["channels"] == channels
+    assert result.summary["channels_played"] == 1
     if model == "flow":
         peak = {row["link"]: row["peak_flows"] for row in result.links}
-        assert peak["gpu0->switch"] == channels
+        assert peak["gpu0->switch"] == 1
 
 
 def test_data_parallel_channels_override_the_network_default() -> None:
-    """data_parallel.allreduce.channels (2) wins over network.channels (4)."""
+    """data_parallel.allreduce.channels (2) wins over network.channels (4): the summary's
+    ``communication.ran.channels``."""
     doc = load_document(SCENARIOS / "data_parallel/overlap.yaml")
     doc["network"] = {"channels": 4}
     doc["data_parallel"]["allreduce"]["channels"] = 2
     result = simulate(parse_scenario(doc, "override"))
-    assert max(row["peak_flows"] for row in result.links) == 2
+    assert result.summary["communication"]["ran"]["channels"] == 2
     doc["data_parallel"]["allreduce"].pop("channels")
     result = simulate(parse_scenario(doc, "network"))
-    assert max(row["peak_flows"] for row in result.links) == 4
+    assert result.summary["communication"]["ran"]["channels"] == 4
 
 
 def two_rack_ring(channels: int, routing: str = "ecmp") -> dict[str, Any]:
@@ -90,8 +94,8 @@ def two_rack_ring(channels: int, routing: str = "ecmp") -> dict[str, Any]:
             "spines": 2,
             "spine_routing": routing,
         },
-        "network": {"channels": channels},
-        "workload": {"collective": "allreduce", "bytes": "64MB"},
+        "network": {"channels": channels, "protocol": "none"},
+        "workload": {"collective": "allreduce", "algorithm": "ring", "bytes": "64MB"},
     }
 
 

@@ -22,7 +22,7 @@ from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 from clustersim.topology import build_topology
 
-from .conftest import SCENARIOS
+from .conftest import SCENARIOS, TEXTBOOK
 
 LAYERS = 4
 PARAMS = 25e6
@@ -61,7 +61,7 @@ def doc(
             "device": {"flops": "100TFLOPS", "memory_bandwidth": "1TB/s"},
             "link": {"bandwidth": "100GB/s", "latency": latency},
         },
-        "network": {"model": network},
+        "network": {"model": network, **TEXTBOOK},
         "stragglers": stragglers or [],
         "model": {
             "layers": [{"name": "block", "params": PARAMS, "flops": FLOPS, "repeat": LAYERS}]
@@ -296,7 +296,7 @@ def test_recompute_adds_its_forward_flops(recompute: str, workers: int) -> None:
         },
         "model": {"transformer": shape},
         "training": {"global_batch": 4 * workers, "iterations": 1, "precision": "bf16"},
-        "network": {"model": "analytical"},
+        "network": {"model": "analytical", **TEXTBOOK},
     }
     with_recompute = {**base, "training": {**base["training"], "recompute": recompute}}
     plain, more = run(base), run(with_recompute)

@@ -20,6 +20,8 @@ from clustersim.cli import main
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 
+from .conftest import TEXTBOOK
+
 RATE = 100e12
 NVLINK_BPS = 100e9
 LINK_LATENCY = 1e-6
@@ -44,7 +46,7 @@ def doc(
     **parallelism: Any,
 ) -> dict[str, Any]:
     """A hybrid training scenario on ``nodes`` nodes of ``gpus`` GPUs (one rack)."""
-    par: dict[str, Any] = {"tp": tp, "pp": pp, **parallelism}
+    par: dict[str, Any] = {"tp": tp, "pp": pp, "tp_algorithm": "ring", **parallelism}
     if dp is not None:
         par["dp"] = dp
     training: dict[str, Any] = {
@@ -81,6 +83,9 @@ def doc(
         "training": training,
         "parallelism": par,
         "pipeline": {"schedule": "1f1b"},
+        # the textbook's collectives: the formulas these tests hold
+        "data_parallel": {"allreduce": {"algorithm": "ring"}},
+        "network": dict(TEXTBOOK),
     }
     if zero is not None:
         document["zero"] = {"stage": zero}
@@ -374,7 +379,7 @@ def test_one_replica_stands_for_all_when_priced_analytically(
 ) -> None:
     """Identical replicas, analytical network: simulating replica 0 gives the same iteration."""
     full = doc(tp=t, pp=p, dp=d, batch=8, zero=zero, nodes=2, gpus=4, nic="10GB/s")
-    full["network"] = {"model": "analytical"}
+    full["network"] = {**full["network"], "model": "analytical"}
     one = {**full, "parallelism": {**full["parallelism"], "simulate_replicas": "one"}}
     a, b = run(full).summary, run(one).summary
     assert b["simulated_replicas"] == 1 and a["simulated_replicas"] == d
@@ -412,7 +417,7 @@ def test_analytical_dp_sync_shares_the_nic_like_flows(t: int, d: int) -> None:
     flows share it t ways, and the analytical price charges each ring t times its bytes."""
     shape = {**SHAPE, "layers": 8, "hidden": 1024, "heads": 8}
     flow = doc(tp=t, dp=d, nodes=d, gpus=t, batch=2 * d, shape=shape, nic="10GB/s")
-    analytical = {**flow, "network": {"model": "analytical"}}
+    analytical = {**flow, "network": {**flow["network"], "model": "analytical"}}
     a, b = run(flow).summary, run(analytical).summary
     assert b["communication"]["dp_link_sharing"] == [t]
     assert b["iteration_time_s"] == pytest.approx(a["iteration_time_s"], rel=0.02)

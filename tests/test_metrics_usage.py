@@ -36,6 +36,7 @@ DP_NO_OVERLAP: dict[str, Any] = {
         "sync": "allreduce",
         "allreduce": {"algorithm": "ring", "bucket": "100MB", "overlap": False},
     },
+    "network": {"protocol": "none", "channels": 1},
 }
 """scenarios/data_parallel/no_overlap.yaml: per iteration forward 4 ms + backward 8 ms +
 the exposed all-reduce 2(n-1)/n x 400 MB / 100 GB/s = 6 ms + optimizer 1.2 ms = 19.2 ms."""

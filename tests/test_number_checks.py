@@ -487,6 +487,8 @@ KEYS: list[Key] = [
         zero=("latency",),
         bandwidth=("cluster", "node", "nvlink", "bandwidth"),
         latency=("cluster", "node", "nvlink", "latency"),
+        generation=("cluster", "node", "nvlink", "generation"),
+        sharp=("cluster", "node", "nvlink", "sharp"),
     ),
     Key("NvlinkSpec", "pairs", "nvlink_pairs", ("cluster", "node", "nvlink", "pairs", 1, 0), True),
     *_keys(
@@ -976,7 +978,7 @@ def test_analytical_collective_that_overflows_names_the_collective(tmp_path: Pat
         {"kind": "switch", "devices": 4, "link": {"bandwidth": "1e-300B/s"}},
         {"collective": "allreduce", "algorithm": "ring", "bytes": "1e300B"},
     )
-    doc["network"] = {"model": "analytical"}
+    doc["network"] = {"model": "analytical", "protocol": "none"}
     code, err = _cli(["run", "-q", str(_write(tmp_path, doc)), "-o", str(tmp_path / "o")], capsys)
     assert code == 2
     assert "simulation error: collective 'allreduce/ring' (allreduce of 1e+300 B) overflowed" in err

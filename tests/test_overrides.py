@@ -89,7 +89,7 @@ def test_resolved_scenario_reruns_to_the_same_summary(tmp_path: Path) -> None:
     resolved = tmp_path / "out" / "scenario.resolved.yaml"
     doc = yaml.safe_load(resolved.read_text())
     assert doc["training"]["iterations"] == 2
-    assert doc["network"] == {"model": "analytical"}
+    assert doc["network"] == {"protocol": "none", "channels": 1, "model": "analytical"}
     assert doc["seed"] == 7 and doc["engine"] == {"max_events": 10_000_000}
     assert list(doc)[:4] == ["name", "seed", "cluster", "model"]
     assert (

@@ -33,7 +33,7 @@ from clustersim.pipeline import (
 )
 from clustersim.scenario import load_scenario, parse_scenario, scenario_json_schema
 
-from .conftest import SCENARIOS
+from .conftest import SCENARIOS, TEXTBOOK
 
 T_F = 1e-3
 T_B = 2e-3
@@ -99,6 +99,8 @@ def doc(
         },
         "training": {"global_batch": SAMPLES * m * replicas, "iterations": iterations},
         "parallelism": parallelism,
+        "data_parallel": {"allreduce": {"algorithm": "ring"}},
+        "network": dict(TEXTBOOK),  # the textbook's ring: the formulas these tests hold
         "pipeline": {
             "schedule": schedule,
             "micro_batches": m,

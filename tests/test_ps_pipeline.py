@@ -89,7 +89,11 @@ def test_ps_with_servers_as_wide_as_the_workers_beats_ring(n: int) -> None:
     unpipelined (today's default) it takes 2 M/B and loses."""
     params = 25e6
     ring_doc = ps_doc(n, [layer("w", params)], iterations=2)
-    ring_doc["data_parallel"] = {"sync": "allreduce", "allreduce": {"bucket": "1GB"}}
+    ring_doc["data_parallel"] = {
+        "sync": "allreduce",
+        "allreduce": {"algorithm": "ring", "bucket": "1GB"},
+    }
+    ring_doc["network"] = {"protocol": "none", "channels": 1}  # the textbook's ring
     ring = run(ring_doc)["iteration_time_s"]
     assert ring == pytest.approx(ring_time(n, 4 * params), rel=0.02)
     assert pipelined(n, n, params, 1 * MB)["iteration_time_s"] < ring

@@ -52,7 +52,11 @@ def ps_traffic(n: int, params: float, partition: str | None) -> tuple[list, list
 
 def ring_traffic(n: int, params: float) -> list[tuple[float, float]]:
     doc = ps_doc(n, [layer("a", params * 0.75), layer("b", params * 0.25)], iterations=1)
-    doc["data_parallel"] = {"sync": "allreduce", "allreduce": {"bucket": "1GB"}}
+    doc["data_parallel"] = {
+        "sync": "allreduce",
+        "allreduce": {"algorithm": "ring", "bucket": "1GB"},
+    }
+    doc["network"] = {"protocol": "none", "channels": 1}  # the ring's bytes, not NCCL's wire
     _, sim = run_strategy(doc)
     return nic_bytes(sim, range(n))
 

@@ -20,16 +20,17 @@ FAMILY_SIZES = {
     "zero": 4,
     "megatron": 11,
     "moe": 1,
+    "nccl": 16,
     "maxmin": 7,
 }
 """Cases per family of the shipped suite."""
 
 
-HEAVY = ("megatron", "moe")
+HEAVY = ("megatron", "moe", "nccl")
 """Families whose runs take most of the suite's minute (Table 1's 1T row alone 20 s): the
 tests here run the others; ``make test`` runs the whole suite with ``clustersim
-reproduce`` (exit 1 on a failed case), and tests/test_megatron_validation.py and
-tests/test_moe_validation.py hold the same numbers."""
+reproduce`` (exit 1 on a failed case), and tests/test_megatron_validation.py,
+tests/test_moe_validation.py and tests/test_nccl_tests.py hold the same numbers."""
 LIGHT = [arg for name in FAMILY_SIZES if name not in HEAVY for arg in ("--only", name)]
 
 

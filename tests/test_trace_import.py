@@ -46,7 +46,8 @@ def scenario(trace: Path | str = KINETO, devices: int = N, kind: str = "ring", *
             "devices": devices,
             "link": {"bandwidth": "100GB/s", "latency": "1us"},
         },
-        "workload": {"trace": str(trace), **workload},
+        "workload": {"trace": str(trace), "algorithm": "ring", **workload},
+        "network": {"protocol": "none", "channels": 1},  # the textbook's ring
     }
 
 

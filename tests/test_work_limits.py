@@ -187,7 +187,7 @@ def test_the_analytical_model_prices_a_petabyte_at_once(tmp_path, capsys) -> Non
     "flags",
     [
         ["--op", "broadcast", "--bytes", "1PB", "--algorithm", "ring"],
-        ["--op", "allreduce", "--bytes", "1e30B"],
+        ["--op", "allreduce", "--bytes", "1e30B", "--algorithm", "all"],
         ["--op", "allreduce", "--bytes", "160MB", "--chunk", "1B", "--algorithm", "ring"],
         ["--op", "allreduce", "--bytes", "1MB", "--iterations", str(BILLION)],
     ],

@@ -21,6 +21,8 @@ from clustersim.model.memory import model_states
 from clustersim.scenario import parse_scenario
 from clustersim.topology import build_topology
 
+from .conftest import TEXTBOOK
+
 RATE = 100e12
 MEMORY_BPS = 1e12
 BATCH = 400
@@ -61,7 +63,7 @@ def doc(
             "device": {"flops": "100TFLOPS", "memory_bandwidth": "1TB/s"},
             "link": {"bandwidth": "100GB/s"},
         },
-        "network": {"model": network},
+        "network": {"model": network, **TEXTBOOK},
         "stragglers": stragglers or [],
         "model": {"layers": layers or UNIFORM},
         "training": {"global_batch": BATCH, "iterations": iterations, **(training or {})},

@@ -36,6 +36,7 @@ _TWO_TIER_FLAGS = {
     "--racks": ("racks", "N", "racks, at least 1"),
     "--nodes-per-rack": ("nodes_per_rack", "N", "nodes in each rack, at least 1"),
     "--gpus-per-node": ("gpus_per_node", "N", "GPUs in each node, at least 1"),
+    "--nics": ("nics", "N", "NICs in each node, 1 .. GPUs per node (8: one per GPU, DGX)"),
     "--oversubscription": (
         "oversubscription",
         "RATIO",
@@ -73,9 +74,10 @@ class CollectiveCommand(Command):
         )
         what.add_argument(
             "--algorithm",
-            default="all",
-            metavar="NAME|all",
-            help="algorithm, or all applicable ones (default: all)",
+            default="auto",
+            metavar="NAME|auto|all",
+            help="algorithm, auto (NCCL's choice by its tuner's model), or all applicable ones "
+            "(default: auto)",
         )
         what.add_argument(
             "--bytes",
@@ -113,17 +115,18 @@ class CollectiveCommand(Command):
         )
         what.add_argument(
             "--channels",
-            type=int,
-            default=1,
-            metavar="N",
-            help="run each collective as N equal slices at once, NCCL's channels, 1 .. 64 "
-            "(default: 1)",
+            default="auto",
+            metavar="N|auto",
+            help="run each collective as N equal slices at once, NCCL's channels, 1 .. 64, or "
+            "auto: the count NCCL's topology search gives (default: auto)",
         )
         what.add_argument(
             "--protocol",
+            default="auto",
             metavar="NAME",
-            help="price NCCL's protocol on top of the links: LL, LL128, Simple, or auto "
-            "(the fastest by the cost model; default: none)",
+            help="NCCL protocol priced: auto (the fastest by NCCL's tuner model), LL, LL128, "
+            "Simple -- links at the bandwidth NCCL reaches on them -- or none: line rates, no "
+            "protocol (default: auto)",
         )
         what.add_argument(
             "--iterations",
@@ -196,7 +199,7 @@ class CollectiveCommand(Command):
                 model=args.model,
                 iterations=args.iterations,
                 progress=progress,
-                channels=args.channels,
+                channels=_flag_channels(args.channels),
                 protocol=args.protocol,
                 group_flag="--group"
                 if args.group
@@ -213,8 +216,21 @@ class CollectiveCommand(Command):
             out(json.dumps(rows, indent=2))
         else:
             _print_bench_table(rows, f"{title}; model {args.model}, {args.iterations} iteration(s)")
+            _print_pricing(args, rows, collective_sweep.link_figures(scenario, args.protocol))
         _write_bench_files(args, rows, title, note=sys.stderr if args.json else sys.stdout)
         return EXIT_OK
+
+
+def _flag_channels(text: str | int) -> int | str:
+    """``--channels``: ``auto``, or a whole number (its range checked by the sweep)."""
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ScenarioError(
+            Problem("--channels", f"expected auto or a whole number, got {text!r}", "auto, 1 .. 64")
+        ) from None
 
 
 def _default(flag: str) -> Any:
@@ -287,7 +303,8 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
             raise ScenarioError(Problem("--devices", f"must be at least 1, got {args.devices}"))
         return shorthand.flat_cluster(kind, args.devices, bandwidth, latency)
     counts = {
-        f: _flag_count(value(f), f) for f in ("--racks", "--nodes-per-rack", "--gpus-per-node")
+        f: _flag_count(value(f), f)
+        for f in ("--racks", "--nodes-per-rack", "--gpus-per-node", "--nics")
     }
     ratio = _flag_ratio(value("--oversubscription"))
     nvlink = value("--nvlink")
@@ -307,6 +324,7 @@ def _flag_cluster(args: argparse.Namespace, kind: str) -> dict[str, Any]:
         racks=counts["--racks"],
         nodes_per_rack=counts["--nodes-per-rack"],
         gpus_per_node=counts["--gpus-per-node"],
+        nics=counts["--nics"],
         nic_bandwidth=bandwidth,
         nic_latency=latency,
         oversubscription=ratio,
@@ -348,6 +366,8 @@ def _flag_phrase(cluster: dict[str, Any]) -> str:
         nic = node["nic"]
         shape = f"{cluster['racks']}x{cluster['nodes_per_rack']}x{node['gpus']}"
         link = format_bandwidth(parse_bandwidth(nic["bandwidth"]))
+        if node.get("nics", 1) > 1:
+            link = f"{node['nics']} x {link}"
         extra = f", oversubscription {cluster['rack_uplink']['oversubscription']:g}"
         return f"topology two_tier {shape} (NIC {link}, {format_time(parse_time(nic['latency']))}{extra})"
     link = cluster["link"]
@@ -373,9 +393,32 @@ def _print_bench_table(rows: list[dict[str, Any]], title: str) -> None:
                 f"  {r['time_s'] * 1e6:>12.2f} {r['algbw_GBps']:>12.3f} {r['busbw_GBps']:>12.3f}"
             )
         out(line)
-    chosen = [r for r in rows if r["chosen"] != r["algorithm"]]
+    chosen = [r for r in rows if r["chosen"] != r["algorithm"] or r["channels"] > 1]
     if chosen:
-        out("# ran: " + ", ".join(f"{format_size(r['bytes'])} {r['chosen']}" for r in chosen))
+        out("# ran: " + ", ".join(f"{format_size(r['bytes'])} {_ran(r)}" for r in chosen))
+
+
+def _print_pricing(args: argparse.Namespace, rows: list[dict[str, Any]], links: dict) -> None:
+    """One line saying how the points were priced: protocol, channels, link bandwidths."""
+    channels = sorted({r["channels"] for r in rows})
+    count = "/".join(str(c) for c in channels)
+    text = f"# protocol {args.protocol}, channels {args.channels}"
+    if args.channels == "auto" and count:
+        text += f" ({count})"
+    if links:
+        figures = ", ".join(f"{kind} {bw:g}" for kind, bw in links.items())
+        text += f"; links at NCCL's bandwidth (GB/s): {figures}"
+    elif (args.protocol or "none") != "none":
+        text += "; links at their line rate (no NCCL figures for this cluster kind)"
+    else:
+        text += "; links at their line rate"
+    out(text)
+
+
+def _ran(row: dict[str, Any]) -> str:
+    """What ran at one point: ``ring/Simple`` and, with several channels, ``x16``."""
+    channels = row["channels"]
+    return row["chosen"] + (f" x{channels}" if channels > 1 else "")
 
 
 def _check_bench_files(args: argparse.Namespace) -> None:

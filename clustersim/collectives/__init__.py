@@ -33,10 +33,11 @@ from .algorithm import (
     registered_algorithms,
 )
 from .auto import resolve
+from .channels import AUTO, MAX_CHANNELS, nccl_channels, simulated_slices
 from .communicator import communicator
 from .hierarchical import node_groups
 from .ops import OPERATIONS, bandwidths, canonical_op, root_problem, timed_group_problem
-from .protocol import PROTOCOLS, family, priced_cost, protocol_view
+from .protocol import PROTOCOLS, priced_cost, protocol_view
 from .schedule import Schedule, execute
 
 if TYPE_CHECKING:
@@ -53,12 +54,14 @@ __all__ = [
     "applicable_algorithms",
     "bandwidths",
     "canonical_op",
+    "channel_count",
     "check_call",
     "execute",
     "hold_group",
     "registered_algorithms",
     "root_problem",
     "run_collective",
+    "slices",
     "timed_group_problem",
     "what_ran",
 ]
@@ -107,7 +110,7 @@ def run_collective(
     label: str | None = None,
     iteration: int = -1,
     record_transfers: bool | None = None,
-    channels: int = 1,
+    channels: int | str = 1,
     group: Hashable | None = None,
 ) -> simpy.Event:
     """Submit ``call`` to its process group; the event fires when every rank is done.
@@ -120,18 +123,14 @@ def run_collective(
     Collectives of one group run in issue order, one at a time
     (:mod:`clustersim.collectives.communicator`): ``call`` starts now if its group is
     idle, else when the collectives submitted before it have ended.  ``group`` names the
-    communicator (default: the call's device tuple).  ``channels`` splits the call into
-    that many equal slices that run at once (:func:`channel_call`: each node's ranks
-    rotated per channel).  ``algorithm: auto`` and ``protocol: auto`` are resolved per
-    slice (:mod:`clustersim.collectives.auto`).
+    communicator (default: the call's device tuple).  ``channels`` (a count, or ``auto``:
+    NCCL's) splits the call into that many equal slices that run at once
+    (:func:`channel_call`: each node's ranks rotated per channel; copies of a rotation
+    played as one, :func:`slices`).  ``algorithm: auto`` and ``protocol: auto`` are
+    resolved per slice (:mod:`clustersim.collectives.auto`).
     """
     algo = check_call(call, sim.topology)
-    if not (isinstance(channels, int) and channels >= 1):
-        raise ScenarioError(Problem("channels", f"expected a whole number >= 1, got {channels!r}"))
-    parts = [
-        resolve(channel_call(call, sim.topology, c, channels), sim.topology)
-        for c in range(channels)
-    ]
+    parts = slices(call, sim.topology, channels)
     # A slice runs the call's algorithm, or what auto chose for it (checked by auto).
     algos = [
         algo if part.algorithm == call.algorithm else algorithm(part.algorithm) for part in parts
@@ -149,10 +148,34 @@ def run_collective(
     return communicator(sim, key).submit(start)
 
 
-def what_ran(call: CollectiveCall, topology: Topology, channels: int = 1) -> str:
+def slices(
+    call: CollectiveCall, topology: Topology, channels: int | str = 1
+) -> list[CollectiveCall]:
+    """The slices ``call`` runs as on ``channels`` channels (``auto``: NCCL's count,
+    :mod:`~clustersim.collectives.channels`), ``auto`` resolved in each: as many as
+    :func:`~clustersim.collectives.channels.simulated_slices` says (the channels' distinct
+    rotations, each carrying its copies' bytes), each priced beside the others."""
+    count = channel_count(call, topology, channels)
+    played = simulated_slices(call, topology, count)
+    parts = [channel_call(call, topology, c, played) for c in range(played)]
+    return [resolve(part, topology, parts) for part in parts]
+
+
+def channel_count(call: CollectiveCall, topology: Topology, channels: int | str = 1) -> int:
+    """``channels`` as a count for ``call``: ``auto`` is NCCL's; else a whole number 1 .. 64."""
+    if channels == AUTO:
+        return nccl_channels(call.devices, topology) if call.n > 1 else 1
+    if not (isinstance(channels, int) and 1 <= channels <= MAX_CHANNELS):
+        raise ScenarioError(
+            Problem("channels", f"expected auto or a whole number 1 .. 64, got {channels!r}")
+        )
+    return channels
+
+
+def what_ran(call: CollectiveCall, topology: Topology, channels: int | str = 1) -> str:
     """``algorithm/protocol`` that runs ``call`` (``auto`` resolved; with channels, the
     first slice's), or the algorithm alone without a protocol."""
-    ran = resolve(channel_call(call, topology, 0, channels), topology) if call.n > 1 else call
+    ran = slices(call, topology, channels)[0] if call.n > 1 else call
     return "/".join(x for x in (ran.algorithm, ran.protocol) if x)
 
 
@@ -197,7 +220,7 @@ def _start(
     delay = 0.0
     if protocol is not None and call.n > 1:
         topology = protocol_view(sim.topology, protocol, algo.name)
-        delay = protocol.base_latency_s[family(algo.name)]
+        delay = protocol.base_latency(algo.name)
         call = protocol.wire(call, sim.topology)
     launch = Launch(sim, call, algo, label, iteration, topology, delay, record_transfers, channel)
     return network_model(model).start(launch)

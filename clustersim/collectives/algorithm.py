@@ -62,8 +62,12 @@ class CollectiveCall:
     """Algorithm-specific options (e.g. hierarchical's ``inter`` algorithm)."""
     protocol: str | None = None
     """NCCL protocol (``LL``, ``LL128``, ``Simple``, or ``auto``: the fastest by the cost
-    model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None:
-    sends cost only what the links give."""
+    model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None (or
+    ``none``, kept as None): sends cost only what the links give."""
+
+    def __post_init__(self) -> None:
+        if self.protocol == "none":
+            object.__setattr__(self, "protocol", None)
 
     @property
     def n(self) -> int:
@@ -109,12 +113,19 @@ class Algorithm(Registered):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     ops: ClassVar[frozenset[str]]
+    nccl_protocols: ClassVar[tuple[str, ...] | None] = None
+    """The protocols ``protocol: auto`` weighs for this algorithm (None: every one)."""
 
     def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
         """Why this algorithm cannot run ``call`` on ``topology``, or None if it can."""
         if call.op not in self.ops:
             return f"{self.name} does not implement {call.op}"
         return None
+
+    def nccl_candidate(self, call: CollectiveCall, topology: Topology) -> bool:
+        """Whether NCCL's tuner weighs this algorithm for ``call`` (``algorithm: auto``, among
+        its candidates, :mod:`clustersim.collectives.auto`), given that it can run it."""
+        return True
 
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
         """The sends of ``call`` (flow-level mode)."""

@@ -12,10 +12,13 @@ of LL, LL128 and Simple) it prices the call by the algorithm's alpha-beta cost
 ties go to the earlier candidate, then the earlier protocol.  The candidates
 are NCCL's:
 
-* all-reduce: ``ring`` and ``double_tree`` (NCCL's Ring and Tree).  NCCL uses
-  CollNet/NVLS only where the switches reduce (SHARP, NVSwitch 3), which a
-  cluster description does not say: ``in_network`` runs when named, never by
-  ``auto``;
+* all-reduce: ``ring`` and ``double_tree`` (NCCL's Ring and Tree), and
+  ``in_network`` where the group meets in an NVSwitch that reduces (NVLink
+  SHARP, NCCL's NVLS: ``cluster.node.nvlink.sharp``), priced at the switch's
+  reduction throughput (:meth:`Algorithm.nccl_candidate`).  Switches that do
+  not say they reduce (a ToR, SHARP on InfiniBand, which NCCL reaches only
+  through its CollNet plugin) are not weighed: ``in_network`` runs there when
+  named;
 * barrier: ``double_tree``, ``ring``;
 * all-to-all, gather and scatter: ``direct`` (NCCL builds them from
   point-to-point sends posted at once);
@@ -28,16 +31,18 @@ docs/collectives.md ("Choosing an algorithm").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..topology import Topology
 from .algorithm import Algorithm, CollectiveCall, registered_algorithms
+from .channels import slice_counts
 from .ops import OPERATIONS
 from .protocol import PROTOCOLS, priced_cost
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "double_tree"),
+    "allreduce": ("ring", "double_tree", "in_network"),
     "barrier": ("double_tree", "ring"),
     "alltoall": ("direct",),
     "gather": ("direct",),
@@ -56,9 +61,16 @@ def candidates(op: str) -> tuple[str, ...]:
     return CANDIDATES.get(op, OTHER_CANDIDATES)
 
 
-def choose(call: CollectiveCall, topology: Topology) -> tuple[str, str | None]:
-    """(algorithm, protocol) for ``call``: its own where named, the fastest where ``auto``."""
+def choose(
+    call: CollectiveCall, topology: Topology, siblings: Sequence[CollectiveCall] = ()
+) -> tuple[str, str | None]:
+    """(algorithm, protocol) for ``call``: its own where named, the fastest where ``auto``.
+
+    ``siblings`` are the slices of the collective that run at once with ``call`` (itself
+    among them; its channels): each candidate is priced on the links as its slices share
+    them (:func:`slice_counts`), so that the choice is the whole collective's."""
     key = (
+        len(siblings),
         topology,
         call.op,
         call.devices,
@@ -75,20 +87,23 @@ def choose(call: CollectiveCall, topology: Topology) -> tuple[str, str | None]:
         return found
     algorithms = registered_algorithms()
     names = candidates(call.op) if call.algorithm == "auto" else (call.algorithm,)
-    protocols: tuple[str | None, ...] = (
-        tuple(PROTOCOLS) if call.protocol == "auto" else (call.protocol,)
-    )
     best: tuple[float, str, str | None] | None = None
     for name in names:
         cls = algorithms.get(name)
         if cls is None:
             continue
         algo = cls()
+        protocols: tuple[str | None, ...] = (call.protocol,)
+        if call.protocol == "auto":
+            protocols = algo.nccl_protocols or tuple(PROTOCOLS)
         plain = replace(call, algorithm=name, protocol=None)
         if algo.unsupported(plain, topology) is not None:
             continue
+        if call.algorithm == "auto" and not algo.nccl_candidate(plain, topology):
+            continue
+        counts = _counts(algo, siblings, topology)
         for protocol in protocols:
-            cost = priced_cost(algo, replace(plain, protocol=protocol), topology)
+            cost = priced_cost(algo, replace(plain, protocol=protocol), topology, counts)
             if best is None or cost < best[0]:
                 best = (cost, name, protocol)
     if best is None:
@@ -99,11 +114,37 @@ def choose(call: CollectiveCall, topology: Topology) -> tuple[str, str | None]:
     return best[1], best[2]
 
 
-def resolve(call: CollectiveCall, topology: Topology) -> CollectiveCall:
-    """``call`` with ``auto`` algorithm and protocol replaced by the choice."""
+_slice_counts: dict[tuple[Any, ...], dict[int, int] | None] = {}
+
+
+def _counts(
+    algo: Algorithm, siblings: Sequence[CollectiveCall], topology: Topology
+) -> dict[int, int] | None:
+    """Link index -> slices of ``siblings`` that ``algo`` would put on it (None for fewer
+    than two slices, or an algorithm without its own :meth:`Algorithm.link_flows`, whose
+    slices are priced alone)."""
+    if len(siblings) < 2 or type(algo).link_flows is Algorithm.link_flows:
+        return None
+    key = (algo.name, topology, tuple(s.devices for s in siblings), siblings[0].root)
+    found = _slice_counts.get(key, False)
+    if found is False:
+        plain = [replace(s, algorithm=algo.name, protocol=None) for s in siblings]
+        counts = slice_counts(algo, plain, topology)
+        found = counts if any(k > 1 for k in counts.values()) else None
+        if len(_slice_counts) >= _CACHE_LIMIT:
+            _slice_counts.clear()
+        _slice_counts[key] = found
+    return found  # type: ignore[return-value]
+
+
+def resolve(
+    call: CollectiveCall, topology: Topology, siblings: Sequence[CollectiveCall] = ()
+) -> CollectiveCall:
+    """``call`` with ``auto`` algorithm and protocol replaced by the choice (``siblings``:
+    the slices that run with it, see :func:`choose`)."""
     if call.algorithm != "auto" and call.protocol != "auto":
         return call
-    name, protocol = choose(call, topology)
+    name, protocol = choose(call, topology, siblings)
     return replace(call, algorithm=name, protocol=protocol)
 
 
@@ -122,7 +163,9 @@ class Auto(Algorithm):
         for name in candidates(call.op):
             cls = algorithms.get(name)
             plain = replace(call, algorithm=name, protocol=None)
-            if cls is not None and cls().unsupported(plain, topology) is None:
+            if cls is None or cls().unsupported(plain, topology) is not None:
+                continue
+            if cls().nccl_candidate(plain, topology):
                 return None
         return f"none of auto's candidates ({', '.join(candidates(call.op))}) can run it here"
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..topology import Link, Route, Topology
+from ..topology import Link, Route, Topology, TopologyView
 from .algorithm import Algorithm, CollectiveCall, registered_algorithms
 from .fluid import FluidPhase
 from .schedule import Schedule
@@ -57,7 +57,7 @@ def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | N
     return list(groups.values())
 
 
-class SharedLinks:
+class SharedLinks(TopologyView):
     """A view of a topology in which the rails that run at once split the links they share.
 
     ``shares[link index]`` is how many rails use the link (1 where absent): a
@@ -72,12 +72,8 @@ class SharedLinks:
     """
 
     def __init__(self, topology: Topology, shares: dict[int, int]) -> None:
-        self._topology = topology
+        super().__init__(topology)
         self._shares = shares
-        self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._topology, name)
 
     def routes(self, src: str, dst: str) -> tuple[Route, ...]:
         """The wrapped topology's routes with shared links' bandwidth divided by ``share``."""

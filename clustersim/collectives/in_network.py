@@ -78,12 +78,14 @@ for large S, against B for a ring: about twice, as SHARP and NVLS give.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..topology import Link, Route, Topology
 from .algorithm import Algorithm, CollectiveCall
+from .bus import route_of
 from .ring import pieces
 from .schedule import Schedule
 
@@ -106,6 +108,9 @@ class Segment:
     """Rank at its start, -1 for a switch."""
     receiver: int
     """Rank at its end, -1 for a switch."""
+    cap_Bps: float = math.inf
+    """Most bytes/s it carries: the reducing switch's throughput on a segment into it
+    (NVLink SHARP, ``Topology.reductions``), else unbounded."""
 
     @property
     def latency_s(self) -> float:
@@ -114,8 +119,8 @@ class Segment:
 
     @property
     def bandwidth_Bps(self) -> float:
-        """Its slowest link's bandwidth, bytes/s."""
-        return min(link.bandwidth_Bps for link in self.links)
+        """Its slowest link's bandwidth (bytes/s), at most :attr:`cap_Bps`."""
+        return min(min(link.bandwidth_Bps for link in self.links), self.cap_Bps)
 
 
 @dataclass(frozen=True)
@@ -237,15 +242,21 @@ def _tree(devices: Sequence[str], topology: Topology, top: str) -> AggregationTr
         way = _route(topology, other, device).links
         downs.append(way[next(k for k, link in enumerate(way) if link.src == top) :])
     segments: list[Segment] = []
-    into_top = tuple(_up_segments(ups, rank_of, top, segments))
+    cap = getattr(topology, "reductions", {}).get(top, math.inf)
+    into_top = tuple(_up_segments(ups, rank_of, top, segments, cap))
     _down_segments(downs, rank_of, top, into_top, segments)
     return AggregationTree(top, tuple(segments), into_top)
 
 
 def _up_segments(
-    ups: list[tuple[Link, ...]], rank_of: dict[str, int], top: str, out: list[Segment]
+    ups: list[tuple[Link, ...]],
+    rank_of: dict[str, int],
+    top: str,
+    out: list[Segment],
+    cap_Bps: float = math.inf,
 ) -> list[int]:
-    """Append the up tree's segments to ``out`` (deepest first); return those ending at ``top``."""
+    """Append the up tree's segments to ``out`` (deepest first); return those ending at ``top``
+    (each carrying at most ``cap_Bps``: the top's reduction throughput)."""
     parent: dict[str, Link] = {}  # vertex -> its link toward the top
     owner: dict[str, int] = {}  # vertex -> the first (lowest) rank whose way crosses it
     for rank, way in enumerate(ups):
@@ -282,6 +293,7 @@ def _up_segments(
                 owner[v],
                 rank_of.get(v, -1),
                 rank_of.get(end, -1),
+                cap_Bps if end == top else math.inf,
             )
         )
     return ending[top]
@@ -343,6 +355,7 @@ class InNetwork(Algorithm):
         "receives S once, about S beta"
     )
     ops = frozenset({"allreduce"})
+    nccl_protocols = ("Simple",)  # NCCL's NVLS runs Simple only (tuning.cc)
 
     def unsupported(self, call: CollectiveCall, topology: Topology) -> str | None:
         """Why ``call`` cannot be reduced in the network: another operation, a non-positive
@@ -354,6 +367,14 @@ class InNetwork(Algorithm):
             return reason
         found = aggregation_tree(call.devices, topology)
         return found if isinstance(found, str) else None
+
+    def nccl_candidate(self, call: CollectiveCall, topology: Topology) -> bool:
+        """NCCL reduces in a switch only where the switch can: an NVSwitch with NVLink SHARP
+        (NVLS; ``cluster.node.nvlink.sharp``), the top of the call's aggregation tree."""
+        if call.n < 2:
+            return False
+        found = aggregation_tree(call.devices, topology)
+        return not isinstance(found, str) and found.top in getattr(topology, "reductions", {})
 
     def tree(self, call: CollectiveCall, topology: Topology) -> AggregationTree:
         """The call's aggregation tree (ValueError if it has none: see :meth:`unsupported`)."""
@@ -378,8 +399,8 @@ class InNetwork(Algorithm):
         segs = tree.segments
         c = pieces(call.size_bytes, self._chunk(call))
         piece = call.size_bytes / c
-        first = [Route.of(s.links) for s in segs]
-        stream = [Route(r.links, 0.0, r.bottleneck_Bps) for r in first]
+        first = [route_of(topology, s.links, s.cap_Bps) for s in segs]
+        stream = [replace(r, latency_s=0.0) for r in first]
         send = schedule.send_on
         meet = Route()  # the empty route: the meeting send at the top
         previous: list[int] = []

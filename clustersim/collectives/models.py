@@ -32,8 +32,9 @@ class FlowLevel(NetworkModel):
         with gc_paused():
             schedule = launch.algorithm.schedule(call, launch.topology)
         protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
-        if protocol is not None and protocol.efficiency != 1.0:
-            schedule.reduce_bytes = [b * protocol.efficiency for b in schedule.reduce_bytes]
+        share = protocol.share(call, sim.topology) if protocol is not None else 1.0
+        if share != 1.0:  # the schedule is of the wire bytes; reductions sum the data
+            schedule.reduce_bytes = [b * share for b in schedule.reduce_bytes]
 
         def play() -> simpy.Event:
             return execute(

@@ -1,28 +1,28 @@
 """NCCL's protocols: what LL, LL128 and Simple cost beyond the wire.
 
 NCCL moves data with one of three protocols, each a trade of latency against
-bandwidth.  clustersim models each by three numbers, optional per collective
-(``network.protocol``, a workload's ``protocol``, ``collective --protocol``;
-none by default, when sends cost only what the links give):
+bandwidth.  clustersim prices the one a collective runs (``network.protocol``, a
+workload's ``protocol``, ``collective --protocol``: ``auto`` by default, the fastest
+by the cost model; ``none`` prices only what the links give) by:
 
-* **bandwidth efficiency** -- the share of the bytes on the wire that is
-  payload, from the protocols' line formats (NVIDIA/nccl ``src/include/device.h``):
-  LL sends 16-byte lines of two 4-byte data words and two 4-byte flags (1/2);
-  LL128 sends 128-byte lines of which 120 bytes are data (15/16); Simple
-  sends data only (1).  A send of S bytes puts S / efficiency on the links.
+* **link share** -- the share of link bandwidth the data gets.  From the
+  protocols' line formats (NVIDIA/nccl ``src/include/device.h``): LL sends
+  16-byte lines of two 4-byte data words and two 4-byte flags (1/2); LL128 sends
+  128-byte lines of which 120 bytes are data (15/16); Simple sends data only (1);
+  trees reach 0.92 of the links (NCCL's tree kernels).  Where NCCL's channels are
+  known (:mod:`~clustersim.collectives.channels`: clusters of nodes) the shares are
+  its tuner's, with its per-channel caps (:mod:`~clustersim.collectives.tuner`).
+  A send of S bytes puts S / share on the links.
+* **link bandwidth** -- on clusters of nodes the links run at the bandwidth NCCL
+  reaches on them, not their line rate (:mod:`~clustersim.collectives.bus`:
+  NVLink 0.8-0.82 by generation, PCIe 0.75, NICs 0.96).
 * **per-hop latency** -- added to the latency of every route a send takes
   (NCCL's ``hwLat``), by the kind of link the route crosses: ``NET`` (it
   leaves the node through a NIC; also flat switches and custom fabrics),
   ``PCI`` (through a PCIe switch) or ``NVLink`` (NVLink, NVSwitch, direct GPU
   links).
 * **base latency** -- once per collective, before its first send (NCCL's
-  ``baseLat``).
-
-The trees' data also gets NCCL's measured tree-kernel shares of the links
-(:func:`tree_share`: 0.92, and 0.74 of that across three nodes or more,
-from the tuner's ``perChMaxTreeBws`` against the rings' channel speed): NCCL's
-trees reach less of the network than its rings at large sizes, which the
-links alone do not show.
+  ``baseLat``; NVLS's 25 us for ``in_network`` with Simple).
 
 Latencies are per algorithm family: ``tree`` (tree, double_tree) and ``ring``
 (every other algorithm, NCCL having only rings besides trees).  Values are
@@ -37,11 +37,16 @@ to NCCL's kernels at mid sizes and are left out.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import Problem, ScenarioError, hinted
-from ..topology import Route, Topology
+from ..topology import Link, Route, Topology, TopologyView
+from .bus import bus_links, bus_route
+from .channels import SharedView, nccl_graph
+from .tuner import TREE_KERNEL_SHARE, link_share
 
 US = 1e-6
 
@@ -60,13 +65,32 @@ class Protocol:
     hop_latency_s: dict[tuple[str, str], float]
     """Per (family, link kind): seconds added to every route."""
 
-    def wire(self, call: Any, topology: Topology) -> Any:
-        """``call`` with its bytes (and pipelining chunk) as the links carry them: over the
-        protocol's efficiency and, for the trees, NCCL's tree kernel share
-        (:func:`tree_share`)."""
-        share = self.efficiency
+    def base_latency(self, algorithm: str) -> float:
+        """Seconds once per collective of ``algorithm`` (its family's; NVLS's with Simple for
+        ``in_network``: :data:`IN_NETWORK_SIMPLE_LATENCY_S`)."""
+        if algorithm == "in_network" and self.name == "Simple":
+            return IN_NETWORK_SIMPLE_LATENCY_S
+        return self.base_latency_s[family(algorithm)]
+
+    def share(self, call: Any, topology: Topology) -> float:
+        """The share of link bandwidth ``call``'s data gets with this protocol: NCCL's
+        tuner's where its channels are known (:func:`tuner.link_share`), else the line
+        format's efficiency (x 0.92 for the trees)."""
+        graph = nccl_graph(call.devices, topology) if call.n > 1 else None
+        if graph is not None:
+            return link_share(self.name, family(call.algorithm), graph)
         if family(call.algorithm) == "tree":
-            share *= tree_share(call, topology)
+            return self.efficiency * TREE_KERNEL_SHARE
+        return self.efficiency
+
+    def wire(self, call: Any, topology: Topology) -> Any:
+        """``call`` with its bytes (and pipelining chunk) as the links carry them: over
+        :meth:`share`.  A tree with no chunk of its own, where NCCL's channels are known,
+        pipelines in NCCL's tree chunk for the protocol (:data:`TREE_CHUNK_BYTES`)."""
+        share = self.share(call, topology)
+        if call.chunk_bytes is None and family(call.algorithm) == "tree" and call.n > 1:
+            if nccl_graph(call.devices, topology) is not None:
+                call = replace(call, chunk_bytes=TREE_CHUNK_BYTES[self.name])
         chunk = call.chunk_bytes / share if call.chunk_bytes else call.chunk_bytes
         return replace(call, size_bytes=call.size_bytes / share, chunk_bytes=chunk)
 
@@ -94,35 +118,37 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 """NCCL's protocols by name (see the module docstring for sources)."""
 
-TREE_KERNEL_SHARE = 0.92
-"""Share of the links' bandwidth NCCL's tree kernels reach (tuning.cc: ``busBw * .92``)."""
-TREE_CHANNEL_SHARE = 17.8 / 24.0
-"""Across three nodes or more, NCCL caps a tree channel at ``perChMaxTreeBws`` = 17.8 GB/s
-(Ampere; Hopper 36.0) where a ring channel gets its graph's speed, 24 GB/s on 200 Gb/s
-NICs (``speedArrayInter``; Hopper 48 on 400 Gb/s): a tree moves 0.74 (Hopper 0.75) of a
-ring's bytes per channel."""
+TREE_CHUNK_BYTES = {"LL": 32.0 * 1024, "LL128": 32.0 * 1024, "Simple": 512.0 * 1024}
+"""The piece NCCL's tree kernels pipeline in, per protocol (payload bytes; enqueue.cc and
+device.h): Simple a step of its 4 MiB buffer (8 steps): 512 KiB; LL half its 64 KiB step:
+32 KiB; LL128 a step of 576 kB halved while a channel holds few chunks, down to its floor of
+32 KiB, which it reaches at the mid sizes where trees run with LL128."""
+
+IN_NETWORK_SIMPLE_LATENCY_S = 25.0 * US
+"""Latency of an in-switch all-reduce with Simple: NCCL's NVLS, which runs Simple only, has
+base latency 0 and 25 us over NVLink (tuning.cc ``hwLatencies``, NVLS row); ``in_network``
+builds its own routes and takes no per-hop latency, so the 25 us stand once for the call."""
 
 CHOICES = ("auto", *PROTOCOLS)
-"""What a ``protocol`` key accepts: a protocol, or ``auto`` (the fastest by the cost model)."""
-
-
-def tree_share(call: Any, topology: Topology) -> float:
-    """The share of link bandwidth a tree's data gets under the protocol model: NCCL's tree
-    kernels' 0.92, times 0.74 when the group spans three nodes or more (see
-    :data:`TREE_CHANNEL_SHARE`; the measured large-message tree/ring ratio is 0.79 on five
-    H100 nodes, NVIDIA/nccl#1368)."""
-    nodes = {topology.device(d).node for d in call.devices}
-    if len(nodes) >= 3 and None not in nodes:
-        return TREE_KERNEL_SHARE * TREE_CHANNEL_SHARE
-    return TREE_KERNEL_SHARE
+"""What a ``protocol`` key accepts: a protocol, or ``auto`` (the fastest by the cost model);
+also :data:`NONE`."""
+NONE = "none"
+"""The spelling of no protocol: sends cost only what the links give, at line rate."""
 
 
 def check_protocol(name: str | None, path: str = "protocol") -> str | None:
-    """``name`` if it is a protocol, ``auto`` or None; ScenarioError otherwise."""
-    if name is None or name in CHOICES:
+    """``name`` if it is a protocol or ``auto``; None for None or ``none``; ScenarioError
+    otherwise."""
+    if name is None or name == NONE:
+        return None
+    if name in CHOICES:
         return name
     raise ScenarioError(
-        Problem(path, hinted(f"unknown protocol {name!r}", name, CHOICES), ", ".join(CHOICES))
+        Problem(
+            path,
+            hinted(f"unknown protocol {name!r}", name, (*CHOICES, NONE)),
+            ", ".join((*CHOICES, NONE)),
+        )
     )
 
 
@@ -143,27 +169,40 @@ def link_kind(route: Route) -> str:
     return "NET"
 
 
-class ProtocolView:
-    """A topology whose routes carry ``protocol``'s per-hop latency on top of their own.
-
-    Links (and so bandwidths and link indices) are the wrapped topology's;
-    everything but :meth:`routes` and :meth:`route` is passed through.
+class ProtocolView(TopologyView):
+    """A topology as an NCCL protocol sees it: routes carry ``protocol``'s per-hop latency on
+    top of their own, and links run at the bandwidth NCCL reaches on them
+    (:mod:`clustersim.collectives.bus`: :attr:`links` and the routes' links are copies at
+    that bandwidth, same indices; each route's ``wire`` factor makes flows on the real
+    links move at it).  Everything else is the wrapped topology's.
     """
 
     def __init__(self, topology: Topology, protocol: Protocol, algorithm: str) -> None:
-        self._topology = topology
+        super().__init__(topology)
         self._protocol = protocol
         self._family = family(algorithm)
-        self._cache: dict[tuple[str, str, int | str | None], tuple[Route, ...]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._topology, name)
+        self.links = bus_links(topology)
+        """The wrapped topology's links at NCCL's bandwidth (:func:`bus.bus_links`)."""
+        self.bus_scaled = True
+        """Its links are at NCCL's bandwidth already (:func:`bus.bus_links` keeps them)."""
 
     def _slower(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
         hop = self._protocol.hop_latency_s
+        if self.links is self._topology.links:
+            return tuple(
+                replace(r, latency_s=r.latency_s + hop[self._family, link_kind(r)]) for r in routes
+            )
         return tuple(
-            replace(r, latency_s=r.latency_s + hop[self._family, link_kind(r)]) for r in routes
+            bus_route(r.links, r.latency_s + hop[self._family, link_kind(r)], self.links)
+            for r in routes
         )
+
+    def route_of(self, links: Sequence[Link], cap_Bps: float = math.inf) -> Route:
+        """The route along ``links`` at NCCL's bandwidth, its data rate at most ``cap_Bps``
+        (no protocol hop latency: the caller builds its own route, as ``in_network`` does)."""
+        real = self._topology.links
+        latency = sum(link.latency_s for link in links)
+        return bus_route((real[link.index] for link in links), latency, self.links, cap_Bps)
 
     def routes(self, src: str, dst: str) -> tuple[Route, ...]:
         """The wrapped topology's routes, each with the protocol's hop latency added."""
@@ -198,12 +237,35 @@ def protocol_view(topology: Topology, protocol: Protocol, algorithm: str) -> Pro
     return view
 
 
-def priced_cost(algorithm: Any, call: Any, topology: Topology) -> float:
+_shared: dict[tuple[int, int], tuple[Any, Mapping[int, int], SharedView]] = {}
+
+
+def shared_view(view: Any, counts: Mapping[int, int]) -> SharedView:
+    """The :class:`SharedView` of ``view`` with ``counts``, one per pair (so that what
+    algorithms cache per topology stays valid)."""
+    key = (id(view), id(counts))
+    found = _shared.get(key)
+    if found is not None and found[0] is view and found[1] is counts:
+        return found[2]
+    if len(_shared) >= _VIEW_CACHE_LIMIT:
+        _shared.clear()
+    made = SharedView(view, counts)
+    _shared[key] = (view, counts, made)
+    return made
+
+
+def priced_cost(
+    algorithm: Any, call: Any, topology: Topology, counts: Mapping[int, int] | None = None
+) -> float:
     """Seconds of ``call`` by ``algorithm``'s cost with its protocol (none, or a named one):
-    the base latency, then the cost of the wire bytes on routes slowed by the hop latency."""
+    the base latency, then the cost of the wire bytes on routes slowed by the hop latency,
+    at NCCL's link bandwidths.  ``counts`` (link index -> slices crossing it) prices one
+    slice of a collective beside its siblings (:class:`~clustersim.collectives.channels.SharedView`)."""
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
+    view: Any = topology if protocol is None else protocol_view(topology, protocol, algorithm.name)
+    if counts:
+        view = shared_view(view, counts)
     if protocol is None:
-        return algorithm.cost(call, topology)
-    view = protocol_view(topology, protocol, algorithm.name)
-    base = protocol.base_latency_s[family(algorithm.name)] if call.n > 1 else 0.0
-    return base + algorithm.cost(protocol.wire(call, topology), view)  # type: ignore[arg-type]
+        return algorithm.cost(call, view)
+    base = protocol.base_latency(algorithm.name) if call.n > 1 else 0.0
+    return base + algorithm.cost(protocol.wire(call, topology), view)

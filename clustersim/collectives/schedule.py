@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import simpy
 
+from ..engine import SplitSend
+
 if TYPE_CHECKING:
     from ..engine import Simulation
 
@@ -378,8 +380,9 @@ class _Execution:
             prior = stream[i]
             if prior >= 0 and self.ended[prior] == now and self.ready[i] <= now - route.latency_s:
                 route = self._streaming(key, route)
-        if route is False:  # several equal-cost routes, split evenly over them
-            self.sim.send(self.devices[src], self.devices[dst], s.nbytes[i], self._arrived, i)
+        if route is False:  # several equal-cost routes (the view's), split evenly over them
+            routes = self.topology.routes(self.devices[src], self.devices[dst])
+            SplitSend(self.sim, routes, s.nbytes[i], self._arrived, i)
         else:
             self.network.transfer(route, s.nbytes[i], self._arrived, i)
 

@@ -497,3 +497,10 @@ class DoubleBinaryTree(_TreeAlgorithm):
     def trees(self, n: int) -> list[Tree]:
         """The two complementary in-order trees."""
         return list(double_trees(n))
+
+    def nccl_candidate(self, call: CollectiveCall, topology: Topology) -> bool:
+        """NCCL's trees span nodes: inside one node its tree is a chain through the GPUs,
+        which its tuner never prefers to the ring there (more latency, 0.92 of the
+        bandwidth); groups without nodes (flat clusters) keep the tree."""
+        nodes = {topology.device(d).node for d in call.devices}
+        return len(nodes) > 1 or None in nodes

@@ -13,7 +13,9 @@
   phase) and a row per rank, plus the sends of any schedule built to price the call
   (:meth:`Algorithm.priced_sends`).
 
-Each of ``channels`` slices counts as a call of its own (they run at once).
+Each slice played counts as a call of its own (they run at once): with ``channels``
+(``auto``: NCCL's count) the distinct rotations a collective is played in
+(:func:`clustersim.collectives.slices`), not NCCL's count when copies merge.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from ..budget import NOTHING, WorkEstimate
 from .algorithm import CollectiveCall, algorithm
-from .auto import resolve
 from .schedule import RECORD_TRANSFERS_UP_TO
 
 if TYPE_CHECKING:
@@ -37,16 +38,17 @@ def call_work(
     topology: Topology,
     *,
     model: str = "flow",
-    channels: int = 1,
+    channels: int | str = 1,
     record_transfers: bool | None = None,
 ) -> WorkEstimate:
     """The transfers and records of ``call`` run once in network ``model`` on ``channels``
-    channels (see the module docstring)."""
+    channels (a count or ``auto``; see the module docstring)."""
     if call.n < 2:
         return WorkEstimate(records=float(call.n))
-    from . import channel_call
+    from . import slices
 
-    part = resolve(channel_call(call, topology, 0, channels), topology)
+    parts = slices(call, topology, channels)
+    part = parts[0]
     algo = algorithm(part.algorithm)
     if model == "analytical":
         flows = FLUID_FLOWS_PER_CALL.get(part.algorithm, 1.0)
@@ -59,11 +61,15 @@ def call_work(
         if call.reduce_cost:
             records += sends / 2
         one = WorkEstimate(sends, records)
-    return one * channels if channels > 1 else one
+    return one * len(parts) if len(parts) > 1 else one
 
 
 def calls_work(
-    calls: list[CollectiveCall], topology: Topology, *, model: str = "flow", channels: int = 1
+    calls: list[CollectiveCall],
+    topology: Topology,
+    *,
+    model: str = "flow",
+    channels: int | str = 1,
 ) -> WorkEstimate:
     """The work of every call of ``calls``, each once."""
     total = NOTHING

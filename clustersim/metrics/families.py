@@ -129,6 +129,31 @@ class CollectiveSummary(StrategySummary):
     algbw_GBps: float
     busbw_GBps: float
     bytes_sent_per_device: float
+    protocol: str | None = field(default=None, metadata=OPTIONAL)
+    """The protocol that ran (``auto`` resolved; ``none``: line rates, no protocol)."""
+    channels: int | None = field(default=None, metadata=OPTIONAL)
+    """Channels it ran in (``auto``: NCCL's count for the group)."""
+    channels_played: int | None = field(default=None, metadata=OPTIONAL)
+    """Slices simulated: the channels' distinct rotations when copies merge."""
+    link_bandwidths_GBps: dict[str, float] | None = field(default=None, metadata=OPTIONAL)
+    """Per link kind (NVLink, PCIe, NET), the bandwidth links were priced at: NCCL's figure
+    where a protocol runs on a cluster of nodes (absent: line rates)."""
+
+
+@dataclass(frozen=True)
+class CollectivesRan(SummaryPart):
+    """What ran for one kind of communicator of a training run (``auto`` resolved)."""
+
+    algorithm: str
+    """The algorithm asked for (``auto``: NCCL's choice)."""
+    protocol: str
+    """The protocol asked for (``auto``, ``LL``, ``LL128``, ``Simple`` or ``none``)."""
+    channels: int
+    """Channels per collective (``auto``: NCCL's count for the communicators' groups)."""
+    chosen: dict[str, int]
+    """``algorithm/protocol`` -> how many of one iteration's collectives ran so."""
+    channels_played: int | None = field(default=None, metadata=OPTIONAL)
+    """Slices simulated per collective, when fewer than ``channels`` (copies merged)."""
 
 
 # ------------------------------------------------------------------ program
@@ -216,6 +241,8 @@ class AllReduceTraffic(SummaryPart):
     overlap: bool
     network_model: str
     bytes_per_iteration: float
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the data-parallel collectives ran as (algorithm/protocol counts, channels)."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +276,8 @@ class ShardedTraffic(SummaryPart):
     algorithm: str
     overlap: bool
     network_model: str
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the ZeRO (reduce-scatter, all-gather) collectives ran as (algorithm/protocol counts, channels)."""
 
 
 @dataclass(frozen=True)
@@ -399,6 +428,8 @@ class TensorParallelTraffic(SummaryPart):
     bytes_per_layer_backward: float | None = field(default=None, metadata=OPTIONAL)
     """Mean S bytes of one split layer's backward collectives (not written for 1d, where
     backward equals forward)."""
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the tensor-parallel collectives ran as (algorithm/protocol counts, channels)."""
 
 
 @dataclass(frozen=True)
@@ -413,6 +444,8 @@ class HybridTraffic(SummaryPart):
     dp_network_model: str
     dp_link_sharing: list[int]
     tensor_parallel: TensorParallelTraffic | None = field(default=None, metadata=OPTIONAL)
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the data-parallel (gradient sync) collectives ran as (algorithm/protocol counts, channels)."""
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ class Network:
         self._epoch = 0
         self._next_id = 0
         self._n_active = 0
-        self._routes: dict[int, tuple[Any, tuple[int, ...], float, Any]] = {}
+        self._routes: dict[int, tuple[Any, tuple[int, ...], float, Any, float]] = {}
         self._weighted = 0  # weighted flows in their bandwidth phase
         self.recomputations = 0
         self.flows_completed = 0
@@ -157,7 +157,8 @@ class Network:
         stored on the flow for the caller.
 
         *Weighted flows*: a route with a ``weights`` attribute makes a weighted
-        flow (:mod:`clustersim.network.weighted`).
+        flow (:mod:`clustersim.network.weighted`); a ``wire`` attribute (>= 1) puts
+        ``wire x size_bytes`` on the links (:mod:`clustersim.collectives.bus`).
         """
         size = float(size_bytes)
         if not 0.0 <= size < _INF:
@@ -165,7 +166,7 @@ class Network:
         info = self._routes.get(id(route))
         if info is None or info[0] is not route:
             info = self._route_info(route)
-        links = info[1]
+        links, size = info[1], size * info[4]  # wire bytes
         env = self.env
         now = env._now  # Environment.now without the property call (hot path)
         fid = self._next_id
@@ -224,7 +225,7 @@ class Network:
 
     # --------------------------------------------------------------- internals
 
-    def _route_info(self, route: RouteLike) -> tuple[Any, tuple[int, ...], float, Any]:
+    def _route_info(self, route: RouteLike) -> tuple[Any, tuple[int, ...], float, Any, float]:
         """:func:`route_info` of ``route``, cached by ``id``.
 
         The cache holds a reference to the route, so its ``id`` cannot be

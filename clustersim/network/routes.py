@@ -23,9 +23,12 @@ def check_bandwidth(value: float, name: str) -> float:
     return bw
 
 
-def route_info(route: RouteLike, n_links: int) -> tuple[Any, tuple[int, ...], float, Any]:
-    """``(route, distinct link indices, latency_s, weights or None)`` of ``route`` on a
-    network of ``n_links`` links; SimulationError for a bad link index, latency or weight."""
+def route_info(route: RouteLike, n_links: int) -> tuple[Any, tuple[int, ...], float, Any, float]:
+    """``(route, distinct link indices, latency_s, weights or None, wire)`` of ``route`` on a
+    network of ``n_links`` links; SimulationError for a bad link index, latency, weight or
+    wire.  ``wire`` (the route's ``wire`` attribute, default 1) is the bytes a transfer puts
+    on the links per byte of data: a route slower than its links' line rate (NCCL's
+    figures, :mod:`clustersim.collectives.bus`)."""
     idx = []
     for link in route.links:
         i = link.index
@@ -37,10 +40,13 @@ def route_info(route: RouteLike, n_links: int) -> tuple[Any, tuple[int, ...], fl
     latency = float(route.latency_s)
     if not 0.0 <= latency < _INF:
         raise SimulationError(f"route latency must be finite and >= 0 s, got {route.latency_s!r}")
+    wire = float(getattr(route, "wire", 1.0))
+    if not 1.0 <= wire < _INF:
+        raise SimulationError(f"route wire factor must be finite and >= 1, got {wire!r}")
     weights = getattr(route, "weights", None)
     if weights is None:
-        return (route, tuple(dict.fromkeys(idx)), latency, None)
-    return weighted_route_info(route, idx, weights, latency)
+        return (route, tuple(dict.fromkeys(idx)), latency, None, wire)
+    return (*weighted_route_info(route, idx, weights, latency), wire)
 
 
 def weighted_route_info(

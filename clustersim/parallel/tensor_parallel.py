@@ -66,14 +66,20 @@ def boundary_bytes(model: Model, samples: float, bytes_per_value: float) -> floa
 class CollectiveTimer:
     """Alpha-beta seconds of collectives over one group, cached by (op, bytes)."""
 
-    def __init__(self, topology: Topology, group: Sequence[str], algorithm: str) -> None:
+    def __init__(
+        self, topology: Topology, group: Sequence[str], algorithm: str, protocol: str | None = None
+    ) -> None:
         self.topology = topology
         self.group = tuple(group)
         self.algorithm = algorithm
+        self.protocol = protocol
+        """NCCL protocol priced (``network.protocol``; None: line rates)."""
         self._cache: dict[tuple[str, float], float] = {}
 
     def call(self, op: str, nbytes: float) -> CollectiveCall:
-        return CollectiveCall(op, self.group, nbytes, algorithm=self.algorithm)
+        return CollectiveCall(
+            op, self.group, nbytes, algorithm=self.algorithm, protocol=self.protocol
+        )
 
     def seconds(self, ops: Sequence[tuple[str, float]]) -> float:
         """Total seconds of ``ops`` run one after another."""

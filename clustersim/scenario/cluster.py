@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, Tag, ValidationInfo, WithJsonSchema, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    Strict,
+    Tag,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
 
 from clustersim.errors import Problem, hinted, join_path
 
@@ -36,6 +44,7 @@ from .fields import (
     _tagged,
     _unit,
 )
+from .nvlink import NVLS_SHARE, nvlink_generation
 
 MIN_RATIO = 1e-6
 """Smallest oversubscription ratio."""
@@ -82,6 +91,51 @@ class NvlinkSpec(LinkSpec):
     pairs: list[NvlinkPair] | None = None
     """GPU index pairs joined by a link, ``[a, b]``, or by ``n`` links, ``[a, b, n]`` (a
     hybrid cube-mesh has doubled pairs); absent means an NVSwitch joining all GPUs."""
+    generation: Annotated[int, Strict(), Field(ge=1, le=5)] | None = None
+    """NVLink generation, 1 (P100) to 5 (B200): NCCL's bandwidth figure per link
+    (docs/collectives.md).  Default: the generation whose SXM parts have this bandwidth
+    (80, 150, 300, 450 or 900 GB/s per GPU and direction), else none (NCCL's NVLink 2/3
+    figure)."""
+    sharp: Bool | Bandwidth = False
+    """The NVSwitch reduces (NVLink SHARP, NCCL's NVLS; NVSwitch 3 and later: H100, H200,
+    B200): ``true`` takes the generation's throughput (:data:`NVLS_SHARE`), a bandwidth gives
+    the all-reduce throughput per GPU (bytes of result per second, NVLS's algorithm
+    bandwidth).  Needs an NVSwitch (no pairs)."""
+
+    @property
+    def nvlink_generation(self) -> int | None:
+        """``generation``, or the one its bandwidth implies (None if neither says)."""
+        return self.generation or nvlink_generation(self.bandwidth_Bps)
+
+    @property
+    def sharp_Bps(self) -> float | None:
+        """The switch's all-reduce throughput per GPU (bytes/s), None without SHARP."""
+        if self.sharp is False:
+            return None
+        if self.sharp is True:
+            return NVLS_SHARE[self.nvlink_generation or 0] * self.bandwidth_Bps
+        return float(self.sharp)
+
+    @model_validator(mode="after")
+    def _sharp_needs_nvswitch(self) -> NvlinkSpec:
+        if self.sharp is False:
+            return self
+        if self.pairs is not None:
+            raise Invalid(
+                Problem("sharp", "NVLink SHARP reduces in an NVSwitch; pairs have none", "false")
+            )
+        if self.sharp is True and self.nvlink_generation not in NVLS_SHARE:
+            known = self.nvlink_generation
+            what = f"generation {known}" if known else "an unknown generation"
+            raise Invalid(
+                Problem(
+                    "sharp",
+                    f"NVLink SHARP came with NVSwitch 3 (NVLink 4, H100); this NVLink is {what}",
+                    "generation: 4 or 5 (or bandwidth 450GB/s or 900GB/s), or sharp: a "
+                    "throughput such as 274GB/s, or false",
+                )
+            )
+        return self
 
 
 def _preset_or_links(schema: dict[str, Any]) -> None:

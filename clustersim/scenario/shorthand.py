@@ -49,6 +49,7 @@ TWO_TIER_DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "racks": 1,
         "nodes_per_rack": 2,
         "gpus_per_node": 8,
+        "nics": 1,
         "nic_bandwidth": "25GB/s",
         "nic_latency": 0,
         "oversubscription": 1.0,
@@ -65,6 +66,7 @@ def two_tier_cluster(
     racks: int = TWO_TIER_DEFAULTS["racks"],
     nodes_per_rack: int = TWO_TIER_DEFAULTS["nodes_per_rack"],
     gpus_per_node: int = TWO_TIER_DEFAULTS["gpus_per_node"],
+    nics: int = TWO_TIER_DEFAULTS["nics"],
     nic_bandwidth: str | float = TWO_TIER_DEFAULTS["nic_bandwidth"],
     nic_latency: str | float = TWO_TIER_DEFAULTS["nic_latency"],
     oversubscription: float = TWO_TIER_DEFAULTS["oversubscription"],
@@ -74,6 +76,7 @@ def two_tier_cluster(
     """The ``cluster:`` section of a two-tier cluster (``nvlink=None``: GPUs talk over PCIe)."""
     node: dict[str, Any] = {
         "gpus": gpus_per_node,
+        "nics": nics,
         "pcie": {"bandwidth": pcie},
         "nic": {"bandwidth": nic_bandwidth, "latency": nic_latency},
     }

@@ -35,6 +35,15 @@ from .validation import _describe
 
 MAX_CHANNELS = 64
 """Most channels a collective may run in (NCCL's limit)."""
+Channels = Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] | Literal["auto"]
+"""Channels of a collective: a whole number 1 .. 64, or ``auto`` (NCCL's count)."""
+PROTOCOL_NAMES = ("auto", "LL", "LL128", "Simple", "none")
+"""Values of a ``protocol`` key; null, its spelling before ``none``, is read as ``none``."""
+Protocol = Annotated[
+    Literal["auto", "LL", "LL128", "Simple", "none"],
+    BeforeValidator(lambda value: "none" if value is None else value),
+]
+"""An NCCL protocol to price (``none``: sends cost what the links give at line rate)."""
 MAX_LAYERS = 10_000
 """Most layers a model may have once built (``repeat`` copies each count, a transformer
 block two: attention and MLP), checked before any is built: every layer is a record per
@@ -317,8 +326,9 @@ class TrainingSpec(_Spec):
 class AllreduceSyncSpec(_Spec):
     """Gradient all-reduce as PyTorch DDP and Horovod do it."""
 
-    algorithm: str = "ring"
-    """Collective algorithm (``clustersim list algorithms``)."""
+    algorithm: str = "auto"
+    """Collective algorithm (``clustersim list algorithms``); ``auto`` (default): NCCL's
+    choice by its tuner's model (``ring`` for the textbook ring)."""
     bucket: Size = _unit("25MB", "bucket")
     """Gradient bucket size; a full bucket is all-reduced at once (the pipeline strategy's
     default: Megatron-Core's max(40M, 1M x dp) parameters)."""
@@ -327,9 +337,9 @@ class AllreduceSyncSpec(_Spec):
     pipeline strategy's default: on for transformers, off for lists of layers."""
     options: dict[str, Any] = {}
     """Algorithm options (hierarchical: inter, intra)."""
-    channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] | None = None
-    """Channels of each gradient collective: equal slices that run at once, at most 64
-    (default: ``network.channels``)."""
+    channels: Channels | None = None
+    """Channels of each gradient collective: equal slices that run at once, at most 64, or
+    ``auto`` (default: ``network.channels``)."""
 
 
 MAX_PS_KEYS = 10_000
@@ -481,8 +491,9 @@ class ParallelismSpec(_Spec):
     """Megatron-Core's ``--tp-comm-overlap``: each sequence-parallel all-gather and
     reduce-scatter runs beside the matrix product next to it; only what outlasts it is
     exposed (needs ``sequence_parallel``)."""
-    tp_algorithm: str = "ring"
-    """Collective algorithm of the tensor-parallel all-reduces (``clustersim list algorithms``)."""
+    tp_algorithm: str = "auto"
+    """Collective algorithm of the tensor-parallel collectives (``clustersim list algorithms``);
+    ``auto`` (default): NCCL's choice (``ring`` for the textbook ring)."""
     tp_mode: str = "1d"
     """How the tp GPUs split a layer (``clustersim list tp-modes``): 1d (Megatron-LM), 2d
     (Optimus, tp = q^2), 2.5d (Tesseract, tp = q^2 x tp_depth) or 3d (tp = q^3)."""
@@ -582,12 +593,15 @@ class NetworkSpec(_Spec):
     included, is a flow sharing links max-min fairly; ``analytical`` (congestion-aware
     analytical): each collective is a few weighted flows priced by its algorithm's
     alpha-beta cost, sharing links with everything in flight (few events; large sweeps)."""
-    channels: Annotated[int, Strict(), Field(ge=1, le=MAX_CHANNELS)] = 1
-    """Channels per collective (NCCL's, at most 64): each collective runs as this many equal
-    slices at once on its ranks.  Collectives of one process group always run one after
-    another."""
-    protocol: Literal["LL", "LL128", "Simple", "auto"] | None = None
-    """NCCL protocol priced on top of the links for every collective: ``LL``, ``LL128``,
-    ``Simple`` (base and per-hop latency, payload share of the wire; see
-    ``clustersim/collectives/protocol.py``), or ``auto`` (the fastest by the cost model, per
-    collective).  Default: none, sends cost only what the links give."""
+    channels: Channels = "auto"
+    """Channels per collective: each collective runs as this many equal slices at once on
+    its ranks, every node's ranks rotated per channel (1 .. 64), or ``auto`` (default): the
+    count NCCL's topology search gives the group (24 on one DGX A100 or H100 node, 16 across
+    nodes with 8 NICs; ``clustersim/collectives/channels.py``).  Collectives of one process
+    group always run one after another."""
+    protocol: Protocol = "auto"
+    """NCCL protocol priced for every collective: ``auto`` (default: the fastest by NCCL's
+    tuner model, per collective), ``LL``, ``LL128``, ``Simple`` (base and per-hop latency,
+    share of the links, links at the bandwidth NCCL reaches on them; see
+    ``clustersim/collectives/protocol.py``), or ``none`` (null too): sends cost what the
+    links give at their line rate."""

@@ -22,6 +22,7 @@ from ..registry import Registered, Registry
 if TYPE_CHECKING:
     from ..engine import Simulation
     from ..metrics import StrategySummary
+    from ..metrics.families import CollectivesRan
     from ..scenario import Scenario
     from ..topology import Topology
 
@@ -182,11 +183,41 @@ class TrainingStrategy(Strategy):
         return strategy
 
     @property
-    def channels(self) -> int:
+    def channels(self) -> int | str:
         """Channels of the data-parallel collectives: ``data_parallel.allreduce.channels``,
-        else ``network.channels``."""
+        else ``network.channels`` (a count or ``auto``)."""
         own = self.scenario.data_parallel and self.scenario.data_parallel.allreduce.channels
         return own or self.scenario.network.channels
+
+    def collectives_ran(
+        self, calls: Sequence[Any], channels: int | str | None = None
+    ) -> CollectivesRan | None:
+        """What ``calls`` (one iteration's collectives of one kind of communicator) run as:
+        the algorithm and protocol asked for, NCCL's channels, and the ``algorithm/protocol``
+        each resolves to (counted); None without calls."""
+        from ..collectives import channel_count, slices
+        from ..metrics.families import CollectivesRan
+
+        live = [c for c in calls if c.n > 1]
+        if not live:
+            return None
+        channels = self.channels if channels is None else channels
+        chosen: dict[str, int] = {}
+        played = counts = 0
+        for call in live:
+            parts = slices(call, self.topology, channels)
+            name = "/".join(x for x in (parts[0].algorithm, parts[0].protocol) if x)
+            chosen[name] = chosen.get(name, 0) + 1
+            counts = max(counts, channel_count(call, self.topology, channels))
+            played = max(played, len(parts))
+        first = live[0]
+        return CollectivesRan(
+            algorithm=first.algorithm,
+            protocol=first.protocol or "none",
+            channels=counts,
+            chosen=dict(sorted(chosen.items())),
+            channels_played=played if played < counts else None,
+        )
 
     def load_training(self) -> None:
         """Set ``self.train`` (the training section) and ``self.model`` (built from the model section)."""

@@ -3,7 +3,7 @@
 ```yaml
 workload:
   collective: allreduce          # or all-reduce, all_gather, reduce_scatter, broadcast, ...
-  algorithm: ring                # a registered algorithm: ring, hierarchical, ...
+  algorithm: auto                # NCCL's choice, or a registered algorithm: ring, ...
   bytes: 160MB                   # nccl-tests size (see clustersim.collectives.ops)
   group: "rack0/*/gpu*"          # glob over device names; default every GPU
   root: 0                        # rank of the root (broadcast, reduce, gather, scatter)
@@ -27,6 +27,7 @@ bandwidths (GB = 1e9 bytes).
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,16 +39,18 @@ from ..collectives import (
     Schedule,
     bandwidths,
     canonical_op,
+    channel_count,
     check_call,
     execute,
     root_problem,
     run_collective,
+    slices,
     timed_group_problem,
     what_ran,
 )
 from ..collectives import label_of as _label_of
 from ..collectives.algorithm import algorithm
-from ..collectives.auto import resolve
+from ..collectives.bus import figures_GBps
 from ..collectives.work import call_work
 from ..engine import Simulation
 from ..errors import ScenarioError
@@ -64,7 +67,9 @@ class CollectiveWorkload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     collective: str = Field(description="operation: allreduce, allgather, reducescatter, ...")
-    algorithm: str = Field("ring", description="collective algorithm, e.g. ring, hierarchical")
+    algorithm: str = Field(
+        "auto", description="collective algorithm, e.g. ring, hierarchical; auto: NCCL's choice"
+    )
     size_bytes: Size = Field(alias="bytes", description="nccl-tests size, e.g. 160MB")
     group: Glob | None = Field(
         None, description="glob over device names (default: every GPU, or every device if none)"
@@ -81,8 +86,10 @@ class CollectiveWorkload(BaseModel):
     options: dict[str, Any] = Field(
         default_factory=dict, description="algorithm options, e.g. {inter: ring}"
     )
-    protocol: Literal["LL", "LL128", "Simple", "auto"] | None = Field(
-        None, description="NCCL protocol priced on top of the links (default: network.protocol)"
+    protocol: Literal["LL", "LL128", "Simple", "auto", "none"] | None = Field(
+        None,
+        description="NCCL protocol priced on top of the links: auto, LL, LL128, Simple or "
+        "none (default: network.protocol)",
     )
 
 
@@ -126,11 +133,15 @@ class Collective(Strategy):
             f"({call.algorithm}{times})"
         )
 
+    @property
+    def channels(self) -> int | str:
+        """``network.channels``: a count or ``auto``."""
+        return getattr(getattr(self.scenario, "network", None), "channels", 1)
+
     def estimate_work(self) -> WorkEstimate:
         """The call's work (:func:`~clustersim.collectives.work.call_work`) x iterations,
         and the schedule the summary measures (built once, in either model)."""
-        channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
-        runs = call_work(self.call, self.topology, model=self.model, channels=channels)
+        runs = call_work(self.call, self.topology, model=self.model, channels=self.channels)
         work = runs * self.config.iterations
         if self.model != "flow":
             algo, part = self._resolved()
@@ -139,8 +150,10 @@ class Collective(Strategy):
         return work
 
     def _resolved(self) -> tuple[Algorithm, CollectiveCall]:
-        """The algorithm that runs the call and the call it runs (``auto`` resolved)."""
-        part = resolve(self.call, self.topology)
+        """The algorithm that runs the call and the call it runs (``auto`` resolved as its
+        first channel's)."""
+        first = slices(self.call, self.topology, self.channels)[0]
+        part = replace(self.call, algorithm=first.algorithm, protocol=first.protocol)
         return algorithm(part.algorithm), part
 
     def _most_bytes_sent(self) -> float:
@@ -162,7 +175,8 @@ class Collective(Strategy):
     def schedule(self) -> Schedule:
         """The call's schedule (built once, reused by every iteration)."""
         if getattr(self, "_schedule", None) is None:
-            self._schedule = self.algorithm.schedule(self.call, self.topology)
+            algo, part = self._resolved()
+            self._schedule = algo.schedule(part, self.topology)
         return self._schedule
 
     def start(self, sim: Simulation) -> None:
@@ -172,8 +186,7 @@ class Collective(Strategy):
     def _run(self, sim: Simulation) -> Generator[Any, Any, None]:
         call = self.call
         label = _label_of(call)
-        network = getattr(self.scenario, "network", None)
-        channels = getattr(network, "channels", 1)
+        channels = self.channels
         # Sends played one by one from the schedule built once, unless the call needs
         # run_collective (another network model, channels, protocol or auto choice).
         plain = network_model(self.model).plays_sends and channels == 1
@@ -207,11 +220,12 @@ class Collective(Strategy):
             )
         mean = sum(self.times) / len(self.times)
         algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
-        channels = getattr(getattr(self.scenario, "network", None), "channels", 1)
+        parts = slices(call, self.topology, self.channels)
+        links = figures_GBps(self.topology) if parts[0].protocol else {}
         return CollectiveSummary(
             op=call.op,
             algorithm=call.algorithm,
-            chosen=what_ran(call, self.topology, channels),
+            chosen=what_ran(call, self.topology, self.channels),
             ranks=call.n,
             group=list(call.devices),
             bytes=call.size_bytes,
@@ -222,4 +236,8 @@ class Collective(Strategy):
             algbw_GBps=algbw / 1e9,
             busbw_GBps=busbw / 1e9,
             bytes_sent_per_device=self._most_bytes_sent(),
+            protocol=parts[0].protocol or "none",
+            channels=channel_count(call, self.topology, self.channels),
+            channels_played=len(parts),
+            link_bandwidths_GBps=links or None,
         )

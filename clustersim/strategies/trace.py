@@ -5,7 +5,7 @@ workload:
   trace: traces/step.json      # relative to the scenario file
   format: auto                 # auto | kineto | chakra
   ranks: "rack0/*/gpu*"        # devices that replay it (default every GPU)
-  algorithm: ring              # algorithm of the replayed collectives
+  algorithm: auto              # algorithm of the replayed collectives (NCCL's choice)
   compute_scale: 1.0           # replayed compute = recorded duration x this
   group: recorded              # recorded group sizes as rank blocks, or all: every rank
   order: recorded              # Kineto: recorded | streams (clustersim.workload_trace.kineto)
@@ -61,7 +61,9 @@ class TraceWorkload(BaseModel):
     ranks: Glob | None = Field(
         None, description="glob over device names that replay the trace (default: every GPU)"
     )
-    algorithm: str = Field("ring", description="algorithm of the replayed collectives")
+    algorithm: str = Field(
+        "auto", description="algorithm of the replayed collectives (auto: NCCL's choice)"
+    )
     compute_scale: Float = Field(
         1.0, ge=1e-6, le=1e6, description="replayed compute time = recorded duration x this"
     )

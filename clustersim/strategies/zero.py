@@ -248,10 +248,13 @@ class Zero(TrainingStrategy):
     def estimate_work(self) -> WorkEstimate:
         """Per iteration: the workers' computes, each bucket's reduce-scatter and every
         all-gather (per bucket, or per layer and pass in stage 3)."""
+        return iteration_work(self, self._iteration_calls()) * self.train.iterations
+
+    def _iteration_calls(self) -> list[CollectiveCall]:
+        """One iteration's reduce-scatters and all-gathers."""
         m = self.micro_batches
         gathers = [call for _label, call in self.gathers]
-        calls = self.calls * (m if self.stage >= 2 else 1) + gathers * (m if self.stage >= 3 else 1)
-        return iteration_work(self, calls) * self.train.iterations
+        return self.calls * (m if self.stage >= 2 else 1) + gathers * (m if self.stage >= 3 else 1)
 
     # -- memory --------------------------------------------------------------
 
@@ -405,6 +408,7 @@ class Zero(TrainingStrategy):
                 algorithm=self.sync.algorithm,
                 overlap=self.sync.overlap,
                 network_model=self.network_model,
+                ran=self.collectives_ran(self._iteration_calls()),
             ),
             shares=measured.shares,
         )

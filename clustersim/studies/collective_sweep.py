@@ -74,6 +74,7 @@ __all__ = [
     "TWO_TIER_DEFAULTS",
     "flat_cluster",
     "group_devices",
+    "link_figures",
     "load_cluster",
     "parse_sizes",
     "plot_figure",
@@ -95,8 +96,12 @@ ROW_KEYS = (
     "algbw_GBps",
     "busbw_GBps",
     "chosen",
+    "protocol",
+    "channels",
 )
-"""Keys of every row :func:`sweep` returns, in order (the JSON and CSV columns)."""
+"""Keys of every row :func:`sweep` returns, in order (the JSON and CSV columns): ``chosen``
+is what ran (``algorithm/protocol``, ``auto`` resolved), ``protocol`` the protocol priced
+(``none`` for line rates), ``channels`` the channel count (``auto``: NCCL's)."""
 
 MAX_POINTS = 1000
 """Most sizes a range may expand to."""
@@ -244,7 +249,7 @@ def sweep(
     iterations: int = 1,
     progress: Callable[[int, int], None] | None = None,
     topology: Topology | None = None,
-    channels: int = 1,
+    channels: int | str = 1,
     protocol: str | None = None,
     group_flag: str = "",
     max_events: int | None = None,
@@ -255,9 +260,11 @@ def sweep(
     :data:`ROW_KEYS`: ``bytes`` (nccl-tests size), ``devices`` (group size),
     ``time_s`` (seconds per iteration), ``algbw_GBps`` and ``busbw_GBps``
     (1e9 bytes/s).  ``progress(done, total)`` is called after each point.
-    ``channels`` runs each collective as that many slices at once; ``protocol`` prices
-    NCCL's protocol (``LL``, ``LL128``, ``Simple``, ``auto``).  ``chosen`` is what ran:
-    ``algorithm/protocol``, ``auto`` resolved.  Everything is checked before the first
+    ``channels`` runs each collective as that many slices at once (``auto``: NCCL's count);
+    ``protocol`` prices NCCL's protocol (``LL``, ``LL128``, ``Simple``, ``auto``; None or
+    ``none``: line rates).  These defaults are the textbook's; ``clustersim collective``
+    passes NCCL's (``auto`` for all three).  ``chosen`` is what ran: ``algorithm/protocol``,
+    ``auto`` resolved.  Everything is checked before the first
     point runs: a group of fewer than 2 ranks is refused (with one nothing moves), at
     ``group_flag`` (default ``--group`` or ``--devices``), and ``root`` must be a rank.
     The work of every point is checked too: a point estimated over ``max_events`` events
@@ -273,9 +280,9 @@ def sweep(
         raise ScenarioError(Problem("--iterations", f"must be at least 1, got {iterations}"))
     from ..scenario import MAX_CHANNELS
 
-    if not 1 <= channels <= MAX_CHANNELS:
+    if channels != "auto" and not (isinstance(channels, int) and 1 <= channels <= MAX_CHANNELS):
         raise ScenarioError(
-            Problem("--channels", f"must be from 1 to {MAX_CHANNELS}, got {channels}")
+            Problem("--channels", f"must be from 1 to {MAX_CHANNELS}, got {channels}", "auto")
         )
     if topology is None:
         try:
@@ -339,7 +346,7 @@ def check_point_work(
     topology: Topology,
     model: str,
     iterations: int,
-    channels: int = 1,
+    channels: int | str = 1,
     limit: int | None = None,
 ) -> None:
     """Refuse (:class:`~clustersim.budget.WorkLimitError`) a point whose estimated work,
@@ -362,9 +369,10 @@ def run_point(
     call: CollectiveCall,
     model: str,
     iterations: int,
-    channels: int = 1,
+    channels: int | str = 1,
 ) -> dict[str, Any]:
     """One row: ``call`` run ``iterations`` times back to back on a fresh simulation."""
+    from ..collectives import channel_count, slices
     from ..engine import Simulation
 
     sim = Simulation.from_scenario(scenario, topology)
@@ -388,7 +396,20 @@ def run_point(
         "algbw_GBps": algbw / GB,
         "busbw_GBps": busbw / GB,
         "chosen": what_ran(call, topology, channels),
+        "protocol": slices(call, topology, channels)[0].protocol or "none",
+        "channels": channel_count(call, topology, channels),
     }
+
+
+def link_figures(scenario: Scenario, protocol: str | None) -> dict[str, float]:
+    """The bandwidths (GB/s) the sweep prices links at, per kind, where NCCL's figures apply
+    (a protocol priced on a cluster of nodes, :mod:`clustersim.collectives.bus`); else {}."""
+    from ..collectives.bus import figures_GBps
+    from ..topology import build_topology
+
+    if check_protocol(protocol, "--protocol") is None:
+        return {}
+    return figures_GBps(build_topology(scenario.cluster))
 
 
 # --------------------------------------------------------------------------- outputs

@@ -11,7 +11,7 @@
 """
 
 from .builder import FABRICS, build_topology
-from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology
+from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology, TopologyView
 from .storage import STORAGE, attach_storage
 from .tiered import pod_uplink_Bps, rack_uplink_Bps
 
@@ -24,6 +24,7 @@ __all__ = [
     "Link",
     "Route",
     "Topology",
+    "TopologyView",
     "attach_storage",
     "build_topology",
     "pod_uplink_Bps",

@@ -17,13 +17,13 @@ import fnmatch
 import math
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from clustersim.errors import Problem, ScenarioError, hinted
 
-__all__ = ["Device", "Link", "Route", "Topology"]
+__all__ = ["Device", "Link", "Route", "Topology", "TopologyView"]
 
 MAX_ROUTES = 64
 """Most equal-cost alternatives :meth:`Topology.routes` returns for a custom topology."""
@@ -99,6 +99,18 @@ class Route:
 EMPTY_ROUTE = Route()
 
 
+class TopologyView:
+    """A view of a topology: what a subclass does not define is the wrapped topology's.
+    Subclasses override :meth:`routes` (and what else they change); ``_cache`` is theirs."""
+
+    def __init__(self, topology: Any) -> None:
+        self._topology = topology
+        self._cache: dict[Any, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._topology, name)
+
+
 class _Router(Protocol):
     def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
         """Equal-cost routes from ``src`` to ``dst`` (distinct devices); () if none."""
@@ -121,6 +133,8 @@ class Topology:
         "spine_routing",
         "racks",
         "nodes",
+        "nvlink_generation",
+        "reductions",
         "_router",
         "_cache",
         "_device_list",
@@ -137,6 +151,8 @@ class Topology:
         spine_routing: Literal["ecmp", "split"] = "ecmp",
         racks: int = 0,
         nodes: int = 0,
+        nvlink_generation: int | None = None,
+        reductions: Mapping[str, float] | None = None,
     ) -> None:
         self.kind = kind
         self.devices = devices
@@ -147,6 +163,10 @@ class Topology:
         """Number of racks (two-tier only, else 0)."""
         self.nodes = nodes
         """Number of nodes (two-tier only, else 0)."""
+        self.nvlink_generation = nvlink_generation
+        """NVLink generation of the nodes (``cluster.node.nvlink``), None if unknown or none."""
+        self.reductions: Mapping[str, float] = reductions or {}
+        """Switches that reduce (NVLink SHARP): name -> all-reduce throughput per GPU, B/s."""
         self._router = router
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._device_list = list(devices.values())
@@ -173,6 +193,8 @@ class Topology:
             spine_routing=self.spine_routing,
             racks=self.racks,
             nodes=self.nodes,
+            nvlink_generation=self.nvlink_generation,
+            reductions=self.reductions,
         )
         view._cache = self._cache
         return view

@@ -80,6 +80,8 @@ def attach_storage(topology: Topology, storage: Any, path: str = "checkpoint.sto
         spine_routing=topology.spine_routing,
         racks=topology.racks,
         nodes=topology.nodes,
+        nvlink_generation=topology.nvlink_generation,
+        reductions=topology.reductions,
     )
 
 

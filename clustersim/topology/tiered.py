@@ -158,7 +158,16 @@ def _build_two_tier(spec: Any) -> Topology:
 def _tiered(
     kind: str, b: _Builder, router: _TwoTierRouter, spec: Any, racks: int, nodes_per_rack: int
 ) -> Topology:
-    """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers."""
+    """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers:
+    with the nodes' NVLink generation, and their NVSwitches as reducing switches where
+    ``nvlink.sharp`` says so."""
+    nvlink = spec.node.nvlink
+    sharp = nvlink.sharp_Bps if nvlink is not None else None
+    reductions = {}
+    if sharp is not None:
+        reductions = {
+            name: sharp for name in b.switches if name.endswith("/nvswitch") or "/nvdomain" in name
+        }
     return Topology(
         kind,
         b.devices,
@@ -168,6 +177,8 @@ def _tiered(
         spine_routing=spec.spine_routing,
         racks=racks,
         nodes=racks * nodes_per_rack,
+        nvlink_generation=nvlink.nvlink_generation if nvlink is not None else None,
+        reductions=reductions,
     )
 
 

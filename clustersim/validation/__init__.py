@@ -3,7 +3,8 @@
 One module per family holds its cases as data (:class:`~.case.Case`): the seeds' worked
 examples (:mod:`.worked`), the alpha-beta formulas (:mod:`.alpha_beta`), the pipeline
 bubble formulas (:mod:`.bubbles`), the ZeRO memory table (:mod:`.zero`), Megatron-LM's
-Table 1 (:mod:`.megatron`), DeepSeek-V3's training cost (:mod:`.moe`) and reference
+Table 1 (:mod:`.megatron`), DeepSeek-V3's training cost (:mod:`.moe`), nccl-tests' bus
+bandwidth on DGX A100 and DGX H100 with the defaults (:mod:`.nccl_tests`) and reference
 max-min cases (:mod:`.maxmin`).
 ``clustersim reproduce`` runs them (:func:`run`) and prints :func:`table`; the same
 rows go to ``reproduce.md`` (:func:`markdown`).
@@ -14,12 +15,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Sequence
 
-from . import alpha_beta, bubbles, maxmin, megatron, moe, worked, zero
+from . import alpha_beta, bubbles, maxmin, megatron, moe, nccl_tests, worked, zero
 from .case import Case, Outcome, check, format_error, format_value
 
 FAMILIES: dict[str, tuple[Case, ...]] = {
     module.FAMILY: module.CASES
-    for module in (worked, alpha_beta, bubbles, zero, megatron, moe, maxmin)
+    for module in (worked, alpha_beta, bubbles, zero, megatron, moe, nccl_tests, maxmin)
 }
 """Family name -> its cases, in the order the suite runs them."""
 

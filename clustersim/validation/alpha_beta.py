@@ -33,6 +33,7 @@ def ring_document(n: int) -> dict[str, Any]:
             "link": {"bandwidth": "25GB/s", "latency": "3us"},
         },
         "workload": {"collective": "allreduce", "algorithm": "ring", "bytes": "64MB"},
+        "network": {"protocol": "none", "channels": 1},  # the textbook's ring
     }
 
 

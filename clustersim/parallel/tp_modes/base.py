@@ -31,6 +31,7 @@ from ...registry import Registered, Registry
 from ..tensor_parallel import SPLIT_KINDS, CollectiveTimer
 
 if TYPE_CHECKING:
+    from ...collectives import CollectiveCall
     from ...model.layers import Layer, Model
     from ...topology import Topology
 
@@ -191,15 +192,20 @@ class GridTimer:
         group: Sequence[str],
         algorithm: str,
         axes: Mapping[str, Sequence[Sequence[int]]],
+        protocol: str | None = None,
     ) -> None:
         self.group = tuple(group)
         self.timers = {
             axis: [
-                CollectiveTimer(topology, [group[i] for i in positions], algorithm)
+                CollectiveTimer(topology, [group[i] for i in positions], algorithm, protocol)
                 for positions in subgroups
             ]
             for axis, subgroups in axes.items()
         }
+
+    def call_of(self, op: GridCollective) -> CollectiveCall:
+        """``op`` as a call on its axis's first sub-group."""
+        return self.timers[op.axis][0].call(op.op, op.size_bytes)
 
     def first(self, axis: str) -> CollectiveTimer:
         """The first sub-group's timer of ``axis`` (to check the algorithm applies)."""

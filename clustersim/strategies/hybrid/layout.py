@@ -353,8 +353,11 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
             return {}
         algorithm = self.parallelism.tp_algorithm
         axes = self.tp_mode.axes()
+        protocol = self.scenario.network.protocol
         timers = {
-            (d, s): GridTimer(self.topology, self.placement.tp_group(d, s), algorithm, axes)
+            (d, s): GridTimer(
+                self.topology, self.placement.tp_group(d, s), algorithm, axes, protocol
+            )
             for d in range(self.dp)
             for s in range(self.pp)
         }

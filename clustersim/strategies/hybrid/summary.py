@@ -7,6 +7,9 @@ left (its iteration clock, activation-memory tracks and records) and builds the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ...collectives import CollectiveCall
 from ...engine import Simulation
 from ...errors import SimulationError
 from ...metrics import (
@@ -155,7 +158,16 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             dp_network_model=self.dp_network_model,
             dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
             tensor_parallel=self._tensor_parallel_traffic() if self.tp > 1 else None,
+            ran=self.collectives_ran(self._dp_iteration_calls()),
         )
+
+    def _dp_iteration_calls(self) -> list[CollectiveCall]:
+        """The data-parallel collectives of one replica's stages (with ZeRO, each
+        reduce-scatter's all-gather too)."""
+        calls = [call for stage in self.calls.values() for call in stage]
+        if self.zero >= 1:
+            calls += [replace(call, op="allgather") for call in calls]
+        return calls
 
     def _tensor_parallel_traffic(self) -> TensorParallelTraffic:
         """The tensor-parallel ops, their bytes per layer and per block, and the seconds of
@@ -189,4 +201,8 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             mode=None if megatron else self.tp_mode.name,
             grid=None if megatron else self.tp_mode.grid,
             bytes_per_layer_backward=None if megatron else backward,
+            ran=self.collectives_ran(
+                [self.tp_timers[0, 0].call_of(c) for c in ops + self._tp_ops(first, "bwd")],
+                self.scenario.network.channels,
+            ),
         )

@@ -1,0 +1,181 @@
+"""The bandwidth NCCL reaches on each kind of link, instead of the line rate.
+
+NCCL's topology gives every link the bandwidth its kernels reach on it, below the line
+rate, and its search builds channels of those speeds (NVIDIA/nccl ``src/graph/topo.h``,
+``topo.cc``, ``search.cc``; read at tag v2.21.5-1 and on master, 2026):
+
+* **NVLink**: per link, 18 GB/s on P100 (SM60), 20 on V100 and A100 (SM70, SM80), 20.6
+  on H100 (SM90), 40.1 on B200 (SM100), against line rates of 20, 25, 25, 25 and 50 GB/s
+  per direction: shares 0.9, 0.8, 0.8, 0.824, 0.802.  An A100's 12 links give 240 GB/s of
+  its 300, an H100's 18 give 370.8 of 450 (NVIDIA's maintainer: "With the protocol
+  overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s",
+  NVIDIA/nccl-tests#212).  An NVLink of unknown generation gets 0.8.
+* **PCIe**: NCCL reads a link as lanes x 120 / 80 GB/s per 16 GT/s lane (``kvDictPciGen``):
+  12, 24 and 48 GB/s for Gen3, Gen4 and Gen5 x16, against the 16, 32 and 64 GB/s a
+  scenario writes: share 0.75.
+* **NET** (a NIC and the fabric behind it): a channel crossing a NIC runs at the largest
+  speed of NCCL's inter-node speed list not above the NIC's rate (``speedArrayInter``):
+  24 GB/s on 200 Gb/s (25 GB/s), 48 on 400 Gb/s, 12 on 100 Gb/s: share 0.96.  Eight NICs of
+  200 Gb/s so carry 192 GB/s of ring bus bandwidth, which DGX A100 measures (nccl#812).
+
+The figures apply where the kind of a link is known (two-tier, three-tier and
+rail-optimized clusters) and only to collectives priced with an NCCL protocol (named or
+``auto``; :mod:`~clustersim.collectives.protocol`): ``protocol: none`` keeps line rates,
+and so do flat and custom clusters, whose links are abstract.
+
+How it is priced: :func:`bus_links` are the topology's links at NCCL's bandwidth (same
+indices); routes built from them (:class:`BusRoute`) have NCCL's bottleneck, and carry
+``wire`` = the line-rate bottleneck over it, so that a flow on the real links puts
+``wire`` bytes on them per byte of data (:class:`~clustersim.network.Network` honours it)
+and moves alone at NCCL's rate.  Costs (analytical model, ``algorithm: auto``) read the
+scaled links directly.  Left out: a flow beside other traffic shares each of its links as
+if every one were at the route's share (NCCL's figure is a property of its kernels, not of
+the link's other users).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..topology import Link, Route, Topology
+
+NVLINK_BUS_GBps: dict[int, tuple[float, float]] = {
+    1: (18.0, 20.0),
+    2: (20.0, 25.0),
+    3: (20.0, 25.0),
+    4: (20.6, 25.0),
+    5: (40.1, 50.0),
+}
+"""NVLink generation -> (NCCL's GB/s per link, line rate GB/s per link and direction)."""
+NVLINK_UNKNOWN_SHARE = 20.0 / 25.0
+"""Share of an NVLink of unknown generation (NCCL's SM70/SM80 figure)."""
+PCI_SHARE = 0.75
+"""NCCL's PCIe figure over the nominal x16 rate: 12/16, 24/32, 48/64."""
+NET_SHARE = 0.96
+"""NCCL's channel speed on a NIC over its rate: 24/25 (200 Gb/s), 48/50 (400 Gb/s)."""
+TIERED = frozenset({"two_tier", "three_tier", "rail_optimized"})
+"""Cluster kinds whose links have a known kind (see the module docstring)."""
+KINDS = ("NVLink", "PCIe", "NET")
+"""Link kinds, as summaries name them."""
+
+
+@dataclass(frozen=True, slots=True)
+class BusRoute(Route):
+    """A route at NCCL's bandwidth: ``bottleneck_Bps`` is NCCL's, and every byte of data
+    puts ``wire`` bytes on the real links (1 where NCCL reaches the line rate)."""
+
+    wire: float = 1.0
+
+
+def nvlink_share(generation: int | None) -> float:
+    """NCCL's bandwidth over the line rate on an NVLink of ``generation`` (None: unknown)."""
+    if generation is None or generation not in NVLINK_BUS_GBps:
+        return NVLINK_UNKNOWN_SHARE
+    nccl, line = NVLINK_BUS_GBps[generation]
+    return nccl / line
+
+
+def _end(name: str) -> str:
+    """The last part of a device or switch path (``rack0/node1/pcie2`` -> ``pcie2``)."""
+    return name.rsplit("/", 1)[-1]
+
+
+def link_kind(link: Link, topology: Topology) -> str:
+    """``NVLink``, ``PCIe`` or ``NET``: what ``link`` of a tiered cluster is, by its ends
+    (docs/internals.md names them): an NVSwitch or NVLink-domain port or a GPU-to-GPU
+    cable is NVLink; a cable to a PCIe switch or root is PCIe; the rest (NIC to switch,
+    switch to switch, storage) is the network."""
+    ends = (_end(link.src), _end(link.dst))
+    if any(e == "nvswitch" or e.startswith("nvdomain") for e in ends):
+        return "NVLink"
+    if any(e.startswith("pcie") or e == "root" for e in ends):
+        return "PCIe"
+    devices = topology.devices
+    if all(devices.get(n) is not None and devices[n].kind == "gpu" for n in (link.src, link.dst)):
+        return "NVLink"
+    return "NET"
+
+
+def kind_share(kind: str, topology: Topology) -> float:
+    """NCCL's bandwidth over the line rate on a link of ``kind`` in ``topology``."""
+    if kind == "NVLink":
+        return nvlink_share(topology.nvlink_generation)
+    return PCI_SHARE if kind == "PCIe" else NET_SHARE
+
+
+_LINKS_CACHE_LIMIT = 64
+_scaled: dict[int, tuple[Topology, list[Link]]] = {}
+
+
+def applies(topology: Any) -> bool:
+    """Whether ``topology``'s links have NCCL figures (a tiered cluster)."""
+    return getattr(topology, "kind", "") in TIERED
+
+
+def bus_links(topology: Topology) -> list[Link]:
+    """``topology.links`` at NCCL's bandwidth (same indices and names); the links
+    themselves where no figures apply."""
+    if not applies(topology) or getattr(topology, "bus_scaled", False):
+        return topology.links
+    found = _scaled.get(id(topology))
+    if found is not None and found[0] is topology:
+        return found[1]
+    links = [
+        replace(
+            link, bandwidth_Bps=link.bandwidth_Bps * kind_share(link_kind(link, topology), topology)
+        )
+        for link in topology.links
+    ]
+    if len(_scaled) >= _LINKS_CACHE_LIMIT:
+        _scaled.clear()
+    _scaled[id(topology)] = (topology, links)
+    return links
+
+
+def bus_route(
+    links: Iterable[Link], latency_s: float, bus: Sequence[Link], cap_Bps: float = float("inf")
+) -> BusRoute:
+    """The route along ``links`` (of any copy of the topology's) at NCCL's bandwidth
+    ``bus`` (by index), with ``latency_s``, its data rate at most ``cap_Bps``."""
+    real = tuple(links)
+    scaled = tuple(bus[link.index] for link in real)
+    line = min((link.bandwidth_Bps for link in real), default=float("inf"))
+    bottleneck = min(min((link.bandwidth_Bps for link in scaled), default=float("inf")), cap_Bps)
+    wire = line / bottleneck if scaled and bottleneck < line else 1.0
+    return BusRoute(scaled, latency_s, bottleneck, wire)
+
+
+def figures_GBps(topology: Topology) -> dict[str, float]:
+    """Per link kind of ``topology``, the bandwidth collectives are priced at (GB/s, one
+    direction): a GPU's NVLink port, its PCIe link, a NIC's network port.  Empty where no
+    figures apply."""
+    if not applies(topology):
+        return {}
+    out: dict[str, float] = {}
+    gpus = [d for d in topology.devices.values() if d.kind == "gpu"]
+    first = gpus[0].name if gpus else ""
+    bus = bus_links(topology)
+    for link in topology.links:
+        kind = link_kind(link, topology)
+        if kind in out:
+            continue
+        if kind == "NET" and not _end(link.src).startswith("nic"):
+            continue
+        if kind != "NET" and link.src != first:
+            continue
+        out[kind] = round(bus[link.index].bandwidth_Bps / 1e9, 6)
+    return {kind: out[kind] for kind in KINDS if kind in out}
+
+
+def route_of(topology: Any, links: Sequence[Link], cap_Bps: float = float("inf")) -> Route:
+    """The route along ``links`` as ``topology`` prices it (a protocol's view: at NCCL's
+    bandwidth), its data rate at most ``cap_Bps`` (a reducing switch's throughput)."""
+    own = getattr(topology, "route_of", None)
+    if own is not None:
+        return own(links, cap_Bps)
+    latency = sum(link.latency_s for link in links)
+    if cap_Bps == float("inf"):
+        return Route.of(links)
+    return bus_route(links, latency, topology.links, cap_Bps)
