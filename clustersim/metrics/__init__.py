@@ -2,7 +2,8 @@
 
 * :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
 * :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
-* :mod:`.families` -- each strategy family's part of the summary, registered by workload;
+* :mod:`.families` -- each strategy family's part of the summary, registered by workload
+  (:mod:`.parameter_server` the parameter server's);
 * :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
 * :mod:`.jobs` -- the part of a multi-job run: each job's part and its slowdown;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
@@ -22,16 +23,11 @@ from .families import (
     HybridSummary,
     HybridTraffic,
     IterationBubble,
-    KeyPlacement,
     MoESummary,
     OffloadTraffic,
     OperationTimes,
-    ParameterServerSummary,
     ProgramSummary,
     ReplayedCollective,
-    ReplicationSummary,
-    ServerLoad,
-    ServerSettings,
     ShardedTraffic,
     StageActivations,
     StageWeightVersions,
@@ -46,6 +42,13 @@ from .families import (
 )
 from .goodput import GoodputSummary
 from .jobs import JobsSummary, JobSummary
+from .parameter_server import (
+    KeyPlacement,
+    ParameterServerSummary,
+    ReplicationSummary,
+    ServerLoad,
+    ServerSettings,
+)
 from .parts import (
     OPTIONAL,
     OPTIONAL_SPLICE,

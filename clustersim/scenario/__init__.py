@@ -103,6 +103,13 @@ from .loader import (  # noqa: F401
     _read_text,
     load_scenario,
 )
+from .network import (  # noqa: F401
+    MAX_CHANNELS,
+    PROTOCOL_NAMES,
+    Channels,
+    NetworkSpec,
+    Protocol,
+)
 from .schema import (  # noqa: F401
     JSON_SCHEMA_DIALECT,
     scenario_json_schema,
@@ -121,25 +128,20 @@ from .stragglers import (  # noqa: F401
     UniformSlowdown,
 )
 from .training import (  # noqa: F401
-    MAX_CHANNELS,
     MAX_LAYERS,
     MAX_PS_KEYS,
     MAX_ZIPF_EXPONENT,
-    PROTOCOL_NAMES,
     AllreduceSyncSpec,
-    Channels,
     DataParallelSpec,
     EmbeddingSpec,
     LayerSpec,
     ModelSpec,
     MoESpec,
-    NetworkSpec,
     OffloadSpec,
     ParallelAxis,
     ParallelismSpec,
     ParameterServerSpec,
     PipelineSpec,
-    Protocol,
     TrainingSpec,
     TransformerSpec,
     ZeroSpec,

@@ -15,12 +15,12 @@ from .devices import MissingPeak, needs_precision, price_devices
 from .failures import FailureSpec, RecoverySpec
 from .fields import MAX_SEED, Count, Invalid, Seed, _Spec
 from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
+from .network import NetworkSpec
 from .presets import scenario_folder
 from .stragglers import StragglerSpec
 from .training import (
     DataParallelSpec,
     ModelSpec,
-    NetworkSpec,
     ParallelismSpec,
     PipelineSpec,
     TrainingSpec,

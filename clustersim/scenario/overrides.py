@@ -279,6 +279,6 @@ def network_models() -> tuple[str, ...]:
     """The values of ``network.model`` (what ``--network`` accepts), as the format has them."""
     import typing
 
-    from .training import NetworkSpec
+    from .network import NetworkSpec
 
     return typing.get_args(NetworkSpec.model_fields["model"].annotation)
