@@ -2,9 +2,9 @@
 
 A transformer layer (``attention``, ``mlp``, ``head``; :mod:`clustersim.model.operators`)
 is a list of kernels at their own shapes; the device's compute model
-(:mod:`clustersim.compute`, ``cluster.node.gpu.compute``) prices them.  The pieces the
-pipeline (hybrid) strategy's :class:`~clustersim.strategies.hybrid.compute_time.StageTimes`
-is built of:
+(:mod:`clustersim.compute`, ``cluster.node.gpu.compute``) prices them.  Three pieces, shared
+by the pipeline (hybrid) strategy's :class:`~clustersim.strategies.hybrid.compute_time.StageTimes`
+and the data-parallel, ZeRO and parameter-server workers' :class:`LayerTimes`:
 
 * :class:`DeviceModels` -- the compute model of each device spec (``compute.model``, its
   curve: fitted to a ``kernels`` file, else given as ``curve``, else the built-in one),
@@ -14,15 +14,21 @@ is built of:
   ``selective``: the attention's ``scores``, ``softmax`` and ``context``, none with the
   fused FlashAttention kernel), for ``b`` samples on one of ``tp`` GPUs, built once per
   (layer shape, pass, b).
+* :class:`LayerTimes` -- a data-parallel worker's seconds of each layer's forward and
+  backward for its samples per pass, as the pipeline strategy prices a stage of the same
+  layers with tp = 1: the layer's FLOPs (what the records count) times the seconds per
+  FLOP of its kernels.  Computed once per (device spec, samples).
 
-Units: seconds, FLOPs.
+None (or a None entry) means "price the FLOPs as before": the model is ``flat``, the model
+is not a transformer, the samples are not a whole number, or the layer is memory-bound
+(a sparse embedding's ``forward_bytes``) or has no kernel FLOPs.  Units: seconds, FLOPs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..compute import (
     DEFAULT_CURVE,
@@ -33,7 +39,7 @@ from ..compute import (
     read_kernels,
 )
 from ..compute.models import ComputeModel, Operation
-from ..model.layers import Layer, Model
+from ..model.layers import Layer, Model, with_recompute
 from ..model.operators import backward_operations, forward_operations
 from ..parallel.tensor_parallel import SPLIT_KINDS
 from ..scenario.presets import scenario_folder
@@ -142,3 +148,83 @@ class LayerKernels:
 def whole_samples(samples: float) -> int | None:
     """``samples`` as a whole number of sequences >= 1, or None (then FLOPs are priced)."""
     return int(samples) if samples == int(samples) and samples >= 1 else None
+
+
+class PassTimes(NamedTuple):
+    """Seconds of each layer's forward and backward on one worker (None: price its FLOPs)."""
+
+    forward: Sequence[float | None]
+    backward: Sequence[float | None]
+
+
+class LayerTimes:
+    """Per-layer compute seconds of data-parallel workers (see the module docstring).
+
+    ``model`` is the model without recomputation; ``recompute`` what the workers run (their
+    backward FLOPs are :func:`~clustersim.model.layers.with_recompute`'s).  ``devices``: the
+    workers, whose compute models (and kernels files) are read now, before the simulation
+    runs, so that a bad file is a ScenarioError, not a failed run."""
+
+    def __init__(
+        self, model: Model, recompute: str, base_dir: Path, devices: Sequence[Device] = ()
+    ) -> None:
+        self.model = model
+        self.run_model = with_recompute(model, recompute)
+        self.models = DeviceModels(base_dir)
+        self.kernels = LayerKernels(model, 1, recompute)
+        self._rates: dict[tuple[Any, ...], float | None] = {}
+        self._passes: dict[tuple[int, float], PassTimes] = {}
+        if model.transformer is not None:
+            for device in devices:
+                self.models.of(device)
+
+    @classmethod
+    def of_workers(cls, strategy: Any, recompute: str) -> LayerTimes:
+        """The layer times of a data-parallel ``strategy``'s workers (its ``model``,
+        ``workers``, ``topology`` and ``scenario``, whose file anchors kernels files)."""
+        folder = scenario_folder(strategy.scenario.source or "")
+        devices = [strategy.topology.devices[name] for name in strategy.workers]
+        return cls(strategy.model, recompute, folder, devices)
+
+    def passes(self, device: Device, samples: float) -> PassTimes:
+        """Seconds of every layer's forward and backward of ``samples`` samples on
+        ``device``; all None when the FLOPs are priced as before."""
+        b = whole_samples(samples)
+        if self.model.transformer is None or b is None:
+            return self._flat()
+        compute = self.models.of(device)
+        if not compute.shaped:
+            return self._flat()
+        key = (id(compute), samples)  # workers of one spec share their times
+        found = self._passes.get(key)
+        if found is None:
+            found = self._passes[key] = PassTimes(
+                [self._seconds(compute, layer, True, b) for layer in self.model.layers],
+                [self._seconds(compute, layer, False, b) for layer in self.run_model.layers],
+            )
+        return found
+
+    def _flat(self) -> PassTimes:
+        nothing = [None] * len(self.model.layers)
+        return PassTimes(nothing, nothing)
+
+    def _seconds(self, compute: ComputeModel, layer: Layer, forward: bool, b: int) -> float | None:
+        """The layer's FLOPs of one pass of ``b`` samples at its kernels' seconds per FLOP."""
+        if (layer.forward_bytes if forward else layer.backward_bytes) > 0:
+            return None  # memory-bound (a sparse embedding): priced by its bytes
+        flops = (layer.forward_flops if forward else layer.backward_flops) * b
+        rate = self.seconds_per_flop(compute, layer, forward, b)
+        return None if rate is None else flops * rate
+
+    def seconds_per_flop(
+        self, compute: ComputeModel, layer: Layer, forward: bool, b: int
+    ) -> float | None:
+        """Seconds per FLOP of ``layer``'s kernels for one pass of ``b`` samples under
+        ``compute`` (memory-bound kernels' time included); None without kernel FLOPs.
+        Priced once per (device spec, layer shape, pass, b)."""
+        key = (id(compute), layer.kind, layer.forward_flops, forward, b)
+        if key not in self._rates:
+            ops = self.kernels.of(layer, forward, b)
+            flops = sum(op.flops for op in ops)
+            self._rates[key] = compute.seconds(ops) / flops if flops > 0 else None
+        return self._rates[key]

@@ -7,7 +7,8 @@ recomputation: ``full`` the forward kernels of the attention and MLP layers agai
 ``selective`` their attention scores, softmax and context) priced by the device's compute
 model (:class:`~clustersim.strategies.kernel_times.DeviceModels`), cached per (device spec,
 stage, kind, b).  None means "price the FLOPs as before": the model is ``flat``, or the
-model is not a transformer.
+model is not a transformer.  The data-parallel, ZeRO and parameter-server strategies price
+each layer alike (:class:`~clustersim.strategies.kernel_times.LayerTimes`).
 """
 
 from __future__ import annotations
