@@ -174,6 +174,8 @@ class LayerTimes:
         self.kernels = LayerKernels(model, 1, recompute)
         self._rates: dict[tuple[Any, ...], float | None] = {}
         self._passes: dict[tuple[int, float], PassTimes] = {}
+        nothing = [None] * len(model.layers)
+        self._flat = PassTimes(nothing, nothing)
         if model.transformer is not None:
             for device in devices:
                 self.models.of(device)
@@ -191,10 +193,10 @@ class LayerTimes:
         ``device``; all None when the FLOPs are priced as before."""
         b = whole_samples(samples)
         if self.model.transformer is None or b is None:
-            return self._flat()
+            return self._flat
         compute = self.models.of(device)
         if not compute.shaped:
-            return self._flat()
+            return self._flat
         key = (id(compute), samples)  # workers of one spec share their times
         found = self._passes.get(key)
         if found is None:
@@ -203,10 +205,6 @@ class LayerTimes:
                 [self._seconds(compute, layer, False, b) for layer in self.run_model.layers],
             )
         return found
-
-    def _flat(self) -> PassTimes:
-        nothing = [None] * len(self.model.layers)
-        return PassTimes(nothing, nothing)
 
     def _seconds(self, compute: ComputeModel, layer: Layer, forward: bool, b: int) -> float | None:
         """The layer's FLOPs of one pass of ``b`` samples at its kernels' seconds per FLOP."""
