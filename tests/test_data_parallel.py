@@ -284,14 +284,15 @@ def test_buckets_queue_on_their_communicator() -> None:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_recompute_adds_its_forward_flops(recompute: str, workers: int) -> None:
     """Full recomputation re-runs every block's forward (the 96 vs 72 of Megatron-LM);
-    selective re-runs the attention scores, 4 s^2 h FLOPs per sample per layer."""
+    selective re-runs the attention scores, 4 s^2 h FLOPs per sample per layer.  The flat
+    compute model prices them at the peak (the roofline's kernels: test_kernel_times.py)."""
     shape = {"layers": 2, "hidden": 256, "heads": 4, "seq": 128, "vocab": 512}
     base = {
         "name": "dp-recompute",
         "cluster": {
             "kind": "switch",
             "devices": workers,
-            "device": {"flops": "100TFLOPS"},
+            "device": {"flops": "100TFLOPS", "compute": {"model": "flat"}},
             "link": {"bandwidth": "100GB/s"},
         },
         "model": {"transformer": shape},

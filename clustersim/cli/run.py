@@ -76,7 +76,7 @@ class RunCommand(Command):
         from ..scenario import with_seed
         from ..scenario.overrides import described, load_with_settings, resolved_yaml
         from ..scenario.presets import expanded_document
-        from ..strategies.hybrid.compute_time import anchor_kernel_paths
+        from ..strategies.kernel_times import anchor_kernel_paths
         from ..strategies.trace import anchor_trace_paths
 
         settings = override_settings(args, source=args.scenario)

@@ -116,7 +116,7 @@ class DeviceSpec(_Spec):
     memory_bandwidth_Bps: _Bandwidth = _unit("2TB/s", "memory_bandwidth")
     """Memory bandwidth, bytes per second."""
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
-    """The compute model of shaped work (transformer layers under the pipeline strategy)."""
+    """The compute model of shaped work (transformer layers, under every training strategy)."""
     peaks: dict[Precision, FlopRate] = {}
     """Dense peak FLOP/s by precision (fp32, tf32, fp16, bf16, fp8): without ``flops``, the
     device runs at the peak of the training precision (fp8 only where it has one)."""

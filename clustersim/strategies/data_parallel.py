@@ -31,6 +31,12 @@ Synchronisation (the modelling choices):
 * ``training.recompute`` adds its recomputation to each layer's backward
   (:func:`~clustersim.training.with_recompute`) and shrinks the stored
   activations of the memory report;
+* a layer's forward or backward takes its FLOPs x the worker's samples at the device's
+  rate -- under the ``roofline`` compute model (the default), for a transformer, each
+  layer's kernels at their shapes for the worker's samples, recomputation included,
+  exactly as the pipeline strategy prices a stage of the same layers with tp = 1
+  (:class:`~clustersim.strategies.kernel_times.LayerTimes`, docs/compute.md); under
+  ``flat``, and for other models, FLOPs / (peak x efficiency);
 * once every bucket's all-reduce has ended, each worker runs its optimizer
   step (memory-bound, :func:`~clustersim.training.optimizer_step`) and
   starts the next iteration.
@@ -64,6 +70,7 @@ from ..units import format_size
 from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSync
+from .kernel_times import LayerTimes
 
 
 class DataParallel(TrainingStrategy):
@@ -142,17 +149,21 @@ class DataParallel(TrainingStrategy):
     def start(self, sim: Simulation) -> None:
         self.clock = training.IterationClock.new()
         self._sync = BucketSync(sim, self)
+        self.layer_times = LayerTimes.of_workers(self, self.train.recompute or "none")
         for rank, device in enumerate(self.workers):
             sim.process(self._worker(sim, rank, device))
 
     def _worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
-        model = training.with_recompute(self.model, self.train.recompute or "none")
+        model = self.layer_times.run_model
         samples = self.samples[rank]
+        times = self.layer_times.passes(self.topology.devices[device], samples)
         for it in range(self.train.iterations):
             self.clock.start(device, it, sim.now)
-            yield from training.forward_pass(sim, device, model, samples, it)
+            yield from training.forward_pass(sim, device, model, samples, it, times.forward)
             on_gradient = self._sync.gradient_callback(rank, it)
-            yield from training.backward_pass(sim, device, model, samples, it, on_gradient)
+            yield from training.backward_pass(
+                sim, device, model, samples, it, on_gradient, times.backward
+            )
             yield self._sync.synced(it)
             yield training.optimizer_step(sim, device, model.params, self.train.optimizer, it)
             self.clock.end(device, it, sim.now)

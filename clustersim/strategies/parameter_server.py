@@ -56,7 +56,9 @@ and then every matched device is a server, whatever ``servers`` says):
 A key whose server is the worker itself is pushed and pulled locally, with
 no transfer.
 
-**Per iteration** each worker runs the forward pass, then the backward pass;
+**Per iteration** each worker runs the forward pass, then the backward pass (a
+transformer's layers priced at their kernels' shapes under the ``roofline`` compute model,
+as data parallelism prices them, without recomputation: :mod:`.kernel_times`);
 as each layer's gradient is ready its keys are pushed (``params x
 BYTES_PER_VALUE[precision]`` bytes each) to their servers -- pushes overlap
 the rest of the backward.  A server's work runs on its compute stream (FIFO)
@@ -147,6 +149,7 @@ from ..scenario import DataParallelSpec
 from ..topology import Device
 from . import training
 from .base import TrainingStrategy
+from .kernel_times import LayerTimes
 from .ps_backup import BackupCancel
 from .ps_embedding import embedding_fields, layout_blocks
 from .ps_hierarchy import Hierarchy, build_groups
@@ -305,6 +308,7 @@ class ParameterServer(FailureHooks, TrainingStrategy):
         self.round_end: dict[int, float] = {}
         self.round_samples: list[float] = []
         self.ssp_waiters: list[tuple[int, simpy.Event]] = []
+        self.layer_times = LayerTimes.of_workers(self, "none")  # workers do not recompute
         body = self._geo_worker if self.ps.mode == "geo" else self._worker
         if self.backup is not None:
             self.backup.start()
@@ -329,9 +333,10 @@ class ParameterServer(FailureHooks, TrainingStrategy):
                 yield from self._ssp_gate(it)
             self.clock.start(device, it, sim.now)
             pending = self._expect_pulls(w)
-            fwd = training.forward_pass(sim, device, self.model, samples, it)
+            times = self.layer_times.passes(self.topology.devices[device], samples)
+            fwd = training.forward_pass(sim, device, self.model, samples, it, times.forward)
             bwd = training.backward_pass(
-                sim, device, self.model, samples, it, self._pusher(w, it, stop)
+                sim, device, self.model, samples, it, self._pusher(w, it, stop), times.backward
             )
             for gen in (fwd, bwd):
                 if not (yield from _until(gen, stop)):
@@ -353,10 +358,13 @@ class ParameterServer(FailureHooks, TrainingStrategy):
         """Geo: local steps; every ``geo_period``-th (and the last) iteration pushes deltas."""
         sim, device, samples = self.sim, self.workers[w], self.samples[w]
         iterations, period = self.train.iterations, self.ps.geo_period
+        times = self.layer_times.passes(self.topology.devices[device], samples)
         for it in range(iterations):
             self.clock.start(device, it, sim.now)
-            yield from training.forward_pass(sim, device, self.model, samples, it)
-            yield from training.backward_pass(sim, device, self.model, samples, it)
+            yield from training.forward_pass(sim, device, self.model, samples, it, times.forward)
+            yield from training.backward_pass(
+                sim, device, self.model, samples, it, seconds=times.backward
+            )
             opt = self.train.optimizer
             yield training.optimizer_step(sim, device, self.model.params, opt, it)
             if (it + 1) % period == 0 or it == iterations - 1:

@@ -101,12 +101,14 @@ class BackupCancel:
         sim, device, samples, layers = ps.sim, ps.workers[w], ps.samples[w], ps.model.layers
         order = [(i, True) for i in range(len(layers))]
         order += [(i, False) for i in reversed(range(len(layers)))]
+        times = ps.layer_times.passes(ps.topology.devices[device], samples)
         for index, forward in order:
             layer = layers[index]
             flops = (layer.forward_flops if forward else layer.backward_flops) * samples
             event = sim.compute(
                 device,
                 flops=flops,
+                seconds=(times.forward if forward else times.backward)[index],
                 label=f"{'fwd' if forward else 'bwd'} {layer.name}",
                 iteration=it,
                 phase="forward" if forward else "backward",

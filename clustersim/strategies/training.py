@@ -31,13 +31,21 @@ from .buckets import Bucket, make_buckets  # noqa: F401  (re-exported)
 
 
 def forward_pass(
-    sim: Simulation, device: str, model: Model, samples: float, iteration: int
+    sim: Simulation,
+    device: str,
+    model: Model,
+    samples: float,
+    iteration: int,
+    seconds: Sequence[float | None] | None = None,
 ) -> Generator[Any, Any, None]:
-    """Run every layer's forward on ``device`` for ``samples`` samples (a process body)."""
-    for layer in model.layers:
+    """Run every layer's forward on ``device`` for ``samples`` samples (a process body);
+    ``seconds[i]``, when given and not None, is layer i's time (a compute model priced its
+    kernels, :class:`~clustersim.strategies.kernel_times.LayerTimes`), its FLOPs recorded."""
+    for i, layer in enumerate(model.layers):
+        priced = seconds[i] if seconds else None
         yield sim.compute(
             device,
-            **_work(layer.forward_flops, layer.forward_bytes, samples),
+            **_work(layer.forward_flops, layer.forward_bytes, samples, priced),
             label=f"fwd {layer.name}",
             iteration=iteration,
             phase="forward",
@@ -51,13 +59,16 @@ def backward_pass(
     samples: float,
     iteration: int,
     on_gradient: Callable[[int], None] | None = None,
+    seconds: Sequence[float | None] | None = None,
 ) -> Generator[Any, Any, None]:
-    """Run every layer's backward in reverse order; call ``on_gradient(layer index)`` as each ends."""
+    """Run every layer's backward in reverse order; call ``on_gradient(layer index)`` as each
+    ends.  ``seconds`` as for :func:`forward_pass`."""
     for index in reversed(range(len(model.layers))):
         layer = model.layers[index]
+        priced = seconds[index] if seconds else None
         yield sim.compute(
             device,
-            **_work(layer.backward_flops, layer.backward_bytes, samples),
+            **_work(layer.backward_flops, layer.backward_bytes, samples, priced),
             label=f"bwd {layer.name}",
             iteration=iteration,
             phase="backward",
@@ -66,9 +77,16 @@ def backward_pass(
             on_gradient(index)
 
 
-def _work(flops: float, nbytes: float, samples: float) -> dict[str, float]:
-    """A layer pass's work for ``samples``: its bytes when it is memory-bound, else its FLOPs."""
-    return {"bytes": nbytes * samples} if nbytes > 0 else {"flops": flops * samples}
+def _work(
+    flops: float, nbytes: float, samples: float, seconds: float | None = None
+) -> dict[str, float]:
+    """A layer pass's work for ``samples``: its bytes when it is memory-bound, else its FLOPs
+    (with the ``seconds`` they take when a compute model priced them)."""
+    if nbytes > 0:
+        return {"bytes": nbytes * samples}
+    if seconds is None:
+        return {"flops": flops * samples}
+    return {"flops": flops * samples, "seconds": seconds}
 
 
 def optimizer_step(

@@ -66,7 +66,12 @@ backward (DeepSpeed releases gathered parameters after use).  m = 1 without the 
 ``training.recompute: full`` makes the backward of every attention and MLP
 layer cost one more forward (folded into its ``bwd`` record, as the pipeline
 strategy does); in stage 3 the backward gather serves the recomputation.
-Selective recomputation changes stored activations only (its FLOPs are small).
+Selective recomputation adds the attention scores and their product with V
+(:func:`~clustersim.training.with_recompute`).  Each layer's time is priced as
+plain data parallelism prices it: its kernels at their shapes for the samples of
+one pass under the ``roofline`` compute model, for a transformer
+(:class:`~clustersim.strategies.kernel_times.LayerTimes`); FLOPs / (peak x
+efficiency) under ``flat`` and for other models.
 
 Memory (:meth:`Zero.memory_plan`): model states by
 :func:`clustersim.memory.model_states`; activations by
@@ -105,6 +110,7 @@ from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSync
 from .data_parallel import DataParallel, iteration_work, workers_memory
+from .kernel_times import LayerTimes
 
 """Layer kinds whose forward full recomputation re-runs in backward."""
 
@@ -283,6 +289,7 @@ class Zero(TrainingStrategy):
         self.clock = training.IterationClock.new()
         self._scatter = _ScatterSync(sim, self)
         self._gather = _Rendezvous(sim, len(self.workers), self._launch_gather)
+        self.layer_times = LayerTimes.of_workers(self, self.recompute)
         worker = self._stage3_worker if self.stage >= 3 else self._stage12_worker
         for rank, device in enumerate(self.workers):
             sim.process(worker(sim, rank, device))
@@ -295,16 +302,19 @@ class Zero(TrainingStrategy):
     def _stage12_worker(self, sim: Simulation, rank: int, device: str) -> Generator[Any, Any, None]:
         model, m = self.run_model, self.micro_batches
         samples = self.samples[rank] / m
+        times = self.layer_times.passes(self.topology.devices[device], samples)
         for it in range(self.train.iterations):
             self.clock.start(device, it, sim.now)
             rounds = []
             for j in range(m):
-                yield from training.forward_pass(sim, device, model, samples, it)
+                yield from training.forward_pass(sim, device, model, samples, it, times.forward)
                 on_gradient = None
                 if self.stage >= 2 or j == m - 1:  # ZeRO-1 accumulates, reduces at the end
                     rounds.append(self._scatter_key(it, j))
                     on_gradient = self._scatter.gradient_callback(rank, rounds[-1])
-                yield from training.backward_pass(sim, device, model, samples, it, on_gradient)
+                yield from training.backward_pass(
+                    sim, device, model, samples, it, on_gradient, times.backward
+                )
             for key in rounds:
                 yield self._scatter.synced(key)
             yield self._optimizer_step(sim, device, it)
@@ -332,15 +342,18 @@ class Zero(TrainingStrategy):
         model, samples = self.run_model, self.samples[rank] / self.micro_batches
         asked = _Asked(self._gather, it, j)
         on_gradient = self._scatter.gradient_callback(rank, key)
+        times = self.layer_times.passes(self.topology.devices[device], samples)
         for step in self.steps:
             if step.gather is not None:
                 yield asked.upto(step.gather)
             layer = model.layers[step.layer]
-            flops = layer.forward_flops if step.phase == "fwd" else layer.backward_flops
+            forward = step.phase == "fwd"
+            flops = layer.forward_flops if forward else layer.backward_flops
             label = f"{step.phase} {layer.name}"
             work = sim.compute(
                 device,
                 flops=flops * samples,
+                seconds=(times.forward if forward else times.backward)[step.layer],
                 label=label,
                 iteration=it,
                 phase="forward" if step.phase == "fwd" else "backward",
