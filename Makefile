@@ -4,6 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   ?= scenarios/pipeline/1f1b_m8.yaml
+# pytest workers (pytest-xdist): one per core, as CI gives 2
+TEST_JOBS ?= auto
 
 .PHONY: demo test lint bench fuzz install clean ps-vs-ring browser
 
@@ -33,7 +35,7 @@ browser:
 	fi
 
 test: $(STAMP) lint browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS)
 	$(VENV)/bin/clustersim reproduce -q -o reports/reproduce
 
 bench: $(STAMP)

@@ -24,7 +24,7 @@ PUBLISHED_PARAMS = {
 }
 """Exact parameter counts of the presets that existed before the large-model presets (the
 GPT-3, LLaMA-2 and Megatron-LM presets are held to their papers in test_transformer.py)."""
-FAMILIES = ("gpt3-", "llama2-", "megatron-", "mixtral-", "deepseek-")
+FAMILIES = ("gpt3-", "llama2-", "megatron-", "mixtral-", "deepseek-", "bloom-", "llama3-", "mpt-")
 """Name prefixes of the large-model presets, registered after the four above."""
 
 
@@ -207,8 +207,9 @@ def test_registry_is_filled_by_the_decorator() -> None:
     names = list(registered_presets())
     assert names[:4] == list(PUBLISHED_PARAMS)
     assert all(name.startswith(FAMILIES) for name in names[4:])
-    # GPT-3 family, LLaMA-2, Narayanan et al. Table 1, mixtures of experts
-    assert len(names) == 4 + 8 + 3 + 10 + 3
+    # GPT-3 family, LLaMA-2, Narayanan et al. Table 1, mixtures of experts, the measured
+    # runs' models (BLOOM, Llama 3 x 3, MPT-7B)
+    assert len(names) == 4 + 8 + 3 + 10 + 3 + 5
     with pytest.raises(ValueError, match="already registered"):
         models.preset("vgg16", "again")(models.vgg16)
 

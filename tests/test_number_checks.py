@@ -337,6 +337,11 @@ KEYS: list[Key] = [
         kernel_time=(*_DEVICE, "compute", "curve", "kernel_time"),
     ),
     *_keys(
+        "AttentionRateSpec",
+        "flat",
+        peak=(*_DEVICE, "compute", "attention", "peak"),
+    ),
+    *_keys(
         "LinkSpec",
         "flat",
         zero=("latency",),

@@ -21,16 +21,18 @@ FAMILY_SIZES = {
     "megatron": 11,
     "moe": 1,
     "nccl": 16,
+    "production": 15,
     "maxmin": 7,
 }
 """Cases per family of the shipped suite."""
 
 
-HEAVY = ("megatron", "moe", "nccl")
+HEAVY = ("megatron", "moe", "nccl", "production")
 """Families whose runs take most of the suite's minute (Table 1's 1T row alone 20 s): the
 tests here run the others; ``make test`` runs the whole suite with ``clustersim
 reproduce`` (exit 1 on a failed case), and tests/test_megatron_validation.py,
-tests/test_moe_validation.py and tests/test_nccl_tests.py hold the same numbers."""
+tests/test_moe_validation.py and tests/test_nccl_tests.py hold the same numbers (the
+production family: tests/test_production.py its structure, ``make test`` its numbers)."""
 LIGHT = [arg for name in FAMILY_SIZES if name not in HEAVY for arg in ("--only", name)]
 
 

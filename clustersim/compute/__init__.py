@@ -15,9 +15,11 @@ from .curve import (
     fit_curve,
     read_kernels,
 )
-from .models import ComputeModel, Operation, compute_model
+from .models import ATTENTION_CORE, AttentionRate, ComputeModel, Operation, compute_model
 
 __all__ = [
+    "ATTENTION_CORE",
+    "AttentionRate",
     "DEFAULT_CURVE",
     "ComputeModel",
     "EfficiencyCurve",

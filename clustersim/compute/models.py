@@ -12,7 +12,9 @@ layer norm, dropout), with the ``bytes`` it reads and writes in device memory; `
   ``max(W / (peak x efficiency x eff(W)), bytes / memory bandwidth)``, ``W = work x flops``,
   with ``eff`` the :class:`~clustersim.compute.curve.EfficiencyCurve`; the scenario's ``efficiency``
   multiplies the curve (the part of the end-to-end rate no kernel measurement sees:
-  framework, launches between kernels, kernels not listed).
+  framework, launches between kernels, kernels not listed).  The attention core
+  (:data:`ATTENTION_CORE`) takes its own peak and curve where the device has them
+  (:class:`AttentionRate`: fp8 training runs it in 16 bits).
 
 Units: FLOPs, bytes, FLOP/s, B/s, seconds.
 """
@@ -43,13 +45,27 @@ class Operation(NamedTuple):
     itself what the model's FLOP count does not see (FlashAttention's backward: 1.25)."""
 
 
+ATTENTION_CORE = frozenset({"scores", "context", "flash_attention"})
+"""Kernels of the attention core: the products of queries and keys and of scores and values,
+and the fused attention kernel (:mod:`clustersim.model.operators`)."""
+
+
+class AttentionRate(NamedTuple):
+    """The peak (FLOP/s) and curve the attention core runs at where it differs from the
+    other products' (fp8 training keeps its attention in 16 bits)."""
+
+    peak_flops: float
+    curve: EfficiencyCurve
+
+
 def _model_line(name: str, cls: type[ComputeModel]) -> str:
     return f"{name:<12} {cls.description}"
 
 
 class ComputeModel(Registered):
     """How long operations take on a device of peak ``peak_flops`` (FLOP/s), scenario
-    ``efficiency``, memory bandwidth ``bandwidth_Bps`` (B/s) and efficiency ``curve``."""
+    ``efficiency``, memory bandwidth ``bandwidth_Bps`` (B/s) and efficiency ``curve``;
+    ``attention`` the attention core's own peak and curve, if it has them."""
 
     registry: ClassVar[Registry[type[ComputeModel]]] = Registry(
         "compute-models", "compute model", describe=_model_line
@@ -65,11 +81,13 @@ class ComputeModel(Registered):
         efficiency: float,
         bandwidth_Bps: float,
         curve: EfficiencyCurve = DEFAULT_CURVE,
+        attention: AttentionRate | None = None,
     ) -> None:
         self.peak_flops = peak_flops
         self.efficiency = efficiency
         self.bandwidth_Bps = bandwidth_Bps
         self.curve = curve
+        self.attention = attention
 
     def operation_seconds(self, op: Operation) -> float:
         """Seconds of one operation."""
@@ -103,7 +121,10 @@ class Roofline(ComputeModel):
     def operation_seconds(self, op: Operation) -> float:
         compute, work = 0.0, op.flops * op.work
         if work > 0:
-            compute = work / (self.peak_flops * self.efficiency * self.curve(work))
+            peak, curve = self.peak_flops, self.curve
+            if self.attention is not None and op.name in ATTENTION_CORE:
+                peak, curve = self.attention
+            compute = work / (peak * self.efficiency * curve(work))
         return max(compute, op.bytes / self.bandwidth_Bps)
 
 
@@ -114,7 +135,8 @@ def compute_model(
     bandwidth_Bps: float,
     curve: EfficiencyCurve = DEFAULT_CURVE,
     path: str = "",
+    attention: AttentionRate | None = None,
 ) -> ComputeModel:
     """The registered model ``name`` for one device (a ScenarioError at ``path`` if unknown)."""
     cls = ComputeModel.registry.lookup(name, path)
-    return cls(peak_flops, efficiency, bandwidth_Bps, curve)
+    return cls(peak_flops, efficiency, bandwidth_Bps, curve, attention)

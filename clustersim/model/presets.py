@@ -543,6 +543,7 @@ for _name, _heads, _hidden, _layers in MEGATRON_MODELS:
         megatron_gpt(_heads, _hidden, _layers),
     )
 
-from . import moe_models  # noqa: E402  (the MoE presets register after the dense ones)
+from . import llm_presets, moe_models  # noqa: E402  (these presets register after the dense ones)
 
 moe_models._register()
+llm_presets._register()

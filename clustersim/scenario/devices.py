@@ -66,6 +66,12 @@ def expanded(data: Any, kind: str, info: ValidationInfo) -> Any:
     return {**deep_merge(preset.spec, given), "preset": preset.name}
 
 
+FP8 = "fp8"
+"""The precision whose attention runs in 16 bits."""
+SIXTEEN_BIT = ("bf16", "fp16")
+"""Where fp8 training's attention core runs, in order of preference."""
+
+
 class CurveSpec(_Spec):
     """The efficiency curve of matrix products (docs/compute.md): a product of F FLOPs reaches
     ``e_max F / (F + F_half)`` of the peak, ``F_half = kernel_time x e_max x peak``."""
@@ -74,6 +80,16 @@ class CurveSpec(_Spec):
     """Ceiling: the share of the peak large products reach (0 < e_max <= 1)."""
     kernel_time_s: TimeSpan = Field(alias="kernel_time")
     """Fixed cost of every product (launch, ramp-up, last wave), seconds."""
+
+
+class AttentionRateSpec(_Spec):
+    """The peak and curve the attention core (score products, context products, the fused
+    attention kernel) runs at where they differ from the other products' (docs/compute.md)."""
+
+    peak_flops: FlopRate = Field(alias="peak")
+    """Peak FLOP/s of the attention core."""
+    curve: CurveSpec
+    """Its efficiency curve."""
 
 
 class ComputeSpec(_Spec):
@@ -91,6 +107,10 @@ class ComputeSpec(_Spec):
     curves: dict[Precision, CurveSpec] = {}
     """Efficiency curves by precision (a preset's); a precision without one takes the bf16
     curve, else the fp16 one."""
+    attention: AttentionRateSpec | None = None
+    """The attention core's own peak and curve (None: the products'); a device priced at fp8
+    by its ``peaks`` gets its 16-bit ones, as Transformer Engine's fp8 recipes keep the
+    attention in 16 bits."""
 
     @model_validator(mode="after")
     def _known_model(self) -> ComputeSpec:
@@ -161,11 +181,29 @@ class DeviceSpec(_Spec):
             if chosen not in self.peaks:
                 raise KeyError(chosen)
             update["flops_per_s"] = self.peaks[chosen]
+        compute: dict[str, Any] = {}
         if self.compute.curve is None and self.compute.curves:
             curve = curve_for(self.compute.curves, chosen)
             if curve is not None:
-                update["compute"] = self.compute.model_copy(update={"curve": curve})
+                compute["curve"] = curve
+        if chosen == FP8 and self.compute.attention is None:
+            compute["attention"] = self._sixteen_bit_attention()
+        if compute:
+            update["compute"] = self.compute.model_copy(update=compute)
         return self.model_copy(update=update) if update else self
+
+    def _sixteen_bit_attention(self) -> AttentionRateSpec | None:
+        """The 16-bit peak and curve of fp8 training's attention core (None if the device
+        lacks a 16-bit peak or curve)."""
+        from clustersim.hardware import curve_for
+
+        for precision in SIXTEEN_BIT:
+            curve = curve_for(self.compute.curves, precision)
+            if precision in self.peaks and curve is not None:
+                return AttentionRateSpec.model_construct(
+                    peak_flops=self.peaks[precision], curve=curve
+                )
+        return None
 
 
 def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from ..compute import (
     DEFAULT_CURVE,
+    AttentionRate,
     EfficiencyCurve,
     compute_model,
     curve_at,
@@ -84,8 +85,9 @@ class DeviceModels:
         name = spec.model if spec is not None else "roofline"
         kernels = spec.kernels if spec is not None else None
         given = getattr(spec, "curve", None)
+        attention = getattr(spec, "attention", None)
         rates = (device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps)
-        key = (name, kernels, given, *rates)
+        key = (name, kernels, given, attention, *rates)
         found = self._models.get(key)
         if found is None:
             curve = DEFAULT_CURVE
@@ -93,7 +95,7 @@ class DeviceModels:
                 curve = self._curve(kernels, device.flops_per_s)
             elif given is not None:
                 curve = curve_at(given.e_max, given.kernel_time_s, device.flops_per_s)
-            found = compute_model(name, *rates, curve)
+            found = compute_model(name, *rates, curve, attention=_attention_rate(attention))
             self._models[key] = found
         return found
 
@@ -105,6 +107,16 @@ class DeviceModels:
         if key not in self._curves:
             self._curves[key] = fit_curve(read_kernels(file, peak, KERNELS_PATH), peak)
         return self._curves[key]
+
+
+def _attention_rate(spec: Any) -> AttentionRate | None:
+    """The attention core's own rate of a ``compute.attention`` spec (None: the products')."""
+    if spec is None:
+        return None
+    curve = spec.curve
+    return AttentionRate(
+        spec.peak_flops, curve_at(curve.e_max, curve.kernel_time_s, spec.peak_flops)
+    )
 
 
 class LayerKernels:

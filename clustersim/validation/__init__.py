@@ -4,8 +4,10 @@ One module per family holds its cases as data (:class:`~.case.Case`): the seeds'
 examples (:mod:`.worked`), the alpha-beta formulas (:mod:`.alpha_beta`), the pipeline
 bubble formulas (:mod:`.bubbles`), the ZeRO memory table (:mod:`.zero`), Megatron-LM's
 Table 1 (:mod:`.megatron`), DeepSeek-V3's training cost (:mod:`.moe`), nccl-tests' bus
-bandwidth on DGX A100 and DGX H100 with the defaults (:mod:`.nccl_tests`) and reference
-max-min cases (:mod:`.maxmin`).
+bandwidth on DGX A100 and DGX H100 with the defaults (:mod:`.nccl_tests`), published
+measurements of real training runs built from the catalog (:mod:`.production`) and reference
+max-min cases (:mod:`.maxmin`).  A family may also hold its mean error to a target
+(:data:`MEAN_TARGETS`; :func:`family_lines`).
 ``clustersim reproduce`` runs them (:func:`run`) and prints :func:`table`; the same
 rows go to ``reproduce.md`` (:func:`markdown`).
 """
@@ -15,14 +17,16 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Sequence
 
-from . import alpha_beta, bubbles, maxmin, megatron, moe, nccl_tests, worked, zero
+from . import alpha_beta, bubbles, maxmin, megatron, moe, nccl_tests, production, worked, zero
 from .case import Case, Outcome, check, format_error, format_value
 
 FAMILIES: dict[str, tuple[Case, ...]] = {
     module.FAMILY: module.CASES
-    for module in (worked, alpha_beta, bubbles, zero, megatron, moe, nccl_tests, maxmin)
+    for module in (worked, alpha_beta, bubbles, zero, megatron, moe, nccl_tests, production, maxmin)
 }
 """Family name -> its cases, in the order the suite runs them."""
+MEAN_TARGETS: dict[str, float] = {production.FAMILY: production.MEAN_TARGET}
+"""Family name -> the largest mean absolute relative error its cases may have together."""
 
 COLUMNS = ("case", "source", "expected", "got", "error", "tolerance", "pass/fail")
 
@@ -32,6 +36,8 @@ __all__ = [
     "Case",
     "Outcome",
     "all_cases",
+    "family_lines",
+    "passed",
     "markdown",
     "run",
     "select",
@@ -90,6 +96,37 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
     return f"{sum(o.passed for o in outcomes)} of {len(outcomes)} cases pass"
 
 
+def family_errors(outcomes: Sequence[Outcome]) -> dict[str, list[float]]:
+    """Family -> the relative errors of its cases, in order (a family with several cases)."""
+    errors: dict[str, list[float]] = {}
+    for o in outcomes:
+        errors.setdefault(o.case.family, []).append(o.error)
+    return {family: e for family, e in errors.items() if len(e) > 1}
+
+
+def family_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """One line per family of several cases: its mean and largest absolute relative error,
+    and against :data:`MEAN_TARGETS` where the family has a target, e.g. ``production: 14
+    cases, mean |error| 5.1% (target <= 10%: pass), largest 11.3%``."""
+    lines = []
+    for family, errors in family_errors(outcomes).items():
+        mean = sum(errors) / len(errors)
+        line = f"{family}: {len(errors)} cases, mean |error| {format_error(mean)}"
+        target = MEAN_TARGETS.get(family)
+        if target is not None:
+            line += f" (target <= {target:.0%}: {'pass' if mean <= target else 'FAIL'})"
+        lines.append(f"{line}, largest {format_error(max(errors))}")
+    return lines
+
+
+def passed(outcomes: Sequence[Outcome]) -> bool:
+    """Every case within its tolerance and every family within its mean target."""
+    means = {f: sum(e) / len(e) for f, e in family_errors(outcomes).items()}
+    return all(o.passed for o in outcomes) and all(
+        means[f] <= target for f, target in MEAN_TARGETS.items() if f in means
+    )
+
+
 def table(outcomes: Sequence[Outcome], source_width: int = 44) -> str:
     """The outcomes as an aligned text table (sources cut to ``source_width`` characters)."""
     body = [(r[0], _cut(r[1], source_width), *r[2:]) for r in rows(outcomes)]
@@ -119,7 +156,9 @@ def markdown(outcomes: Sequence[Outcome]) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in rows(outcomes)]
-    lines += ["", verdict(outcomes) + ".", "", "## Cases", ""]
+    lines += ["", verdict(outcomes) + ".", ""]
+    lines += [f"* {line}" for line in family_lines(outcomes)]
+    lines += ["", "## Cases", ""]
     family = None
     for o in outcomes:
         if o.case.family != family:

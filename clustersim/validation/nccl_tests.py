@@ -5,18 +5,11 @@ auto``, ``channels: auto``, the flow-level model -- on the DGX cluster described
 compares the bus bandwidth (nccl-tests' ``busbw``, GB = 1e9 bytes) with a published
 ``all_reduce_perf`` figure, within 15%.
 
-The clusters, from NVIDIA's datasheets (until the hardware catalog's presets replace them):
-
-* **DGX A100** (NVIDIA DGX A100 datasheet and user guide): 8 A100 SXM4 80 GB on six
-  NVSwitches, 600 GB/s of NVLink 3 per GPU both ways (300 GB/s each direction); 8
-  single-port ConnectX-6 HDR InfiniBand NICs of 200 Gb/s for compute, one per GPU behind
-  PCIe Gen4 switches (x16: 32 GB/s); the nodes on one non-blocking switch.
-* **DGX H100** (NVIDIA DGX H100 datasheet and user guide): 8 H100 SXM5 80 GB on four
-  third-generation NVSwitches, 900 GB/s of NVLink 4 per GPU both ways (450 GB/s each
-  direction) with NVLink SHARP (``nvlink.sharp: true``); 8 ConnectX-7 NDR InfiniBand NICs
-  of 400 Gb/s, one per GPU behind PCIe Gen5 switches (x16: 64 GB/s).
-
-Link latencies are 0: NCCL's per-hop latencies, which the protocol prices, stand for them.
+The clusters are the hardware catalog's nodes (docs/hardware.md): ``dgx-a100`` (8 A100 SXM4
+80 GB on NVSwitch, NVLink 3 at 300 GB/s per GPU and direction, 8 ConnectX-6 HDR NICs of 200
+Gb/s, one per GPU behind PCIe Gen4 switches), ``dgx-h100`` (8 H100 SXM5 80 GB, NVLink 4 at 450
+GB/s with NVLink SHARP, 8 ConnectX-7 NDR NICs of 400 Gb/s behind PCIe Gen5) and ``hgx-h200``
+(the same with H200s), the nodes on one non-blocking switch.
 
 Which figures are held: every published figure of a default run (no ``NCCL_ALGO`` or
 ``NCCL_PROTO`` forced) on these nodes at 1 GiB and more -- where the bus bandwidth has
@@ -41,30 +34,17 @@ FAMILY = "nccl"
 TOLERANCE = Tolerance(rel=0.15)
 GIB = 2.0**30
 
-DGX_A100_NODE: dict[str, Any] = {
-    "gpus": 8,
-    "nics": 8,
-    "gpu": {"flops": "312TFLOPS", "memory": "80GB", "memory_bandwidth": "2039GB/s"},
-    "pcie": {"bandwidth": "32GB/s"},
-    "nvlink": {"bandwidth": "300GB/s", "generation": 3},
-    "nic": {"bandwidth": "200Gb/s"},
+NODES: dict[str, dict[str, Any]] = {
+    "DGX A100": {"preset": "dgx-a100"},
+    "DGX H100": {"preset": "dgx-h100"},
+    "HGX H200": {"preset": "hgx-h200"},
 }
-"""A DGX A100 node (see the module docstring)."""
-DGX_H100_NODE: dict[str, Any] = {
-    "gpus": 8,
-    "nics": 8,
-    "gpu": {"flops": "989TFLOPS", "memory": "80GB", "memory_bandwidth": "3.35TB/s"},
-    "pcie": {"bandwidth": "64GB/s"},
-    "nvlink": {"bandwidth": "450GB/s", "generation": 4, "sharp": True},
-    "nic": {"bandwidth": "400Gb/s"},
-}
-"""A DGX H100 node (see the module docstring)."""
-NODES = {"DGX A100": DGX_A100_NODE, "DGX H100": DGX_H100_NODE}
+"""The machines of the cases: catalog node presets."""
 
 
 def dgx_scenario(kind: str, nodes: int, size_bytes: float) -> dict[str, Any]:
     """A ``collective`` scenario: an all-reduce of ``size_bytes`` over every GPU of
-    ``nodes`` nodes of ``kind`` (``DGX A100`` or ``DGX H100``), clustersim's defaults."""
+    ``nodes`` nodes of ``kind`` (a key of :data:`NODES`), clustersim's defaults."""
     return {
         "name": f"nccl-tests-{kind.lower().replace(' ', '-')}-{nodes}",
         "cluster": {"kind": "two_tier", "racks": 1, "nodes_per_rack": nodes, "node": NODES[kind]},
@@ -149,12 +129,11 @@ CASES = (
         " (47 GB/s per NIC)",
     ),
     _case(
-        "h100-4n-4g-h200",
-        "DGX H100",
+        "h200-4n-4g",
+        "HGX H200",
         4,
         4,
         364.87,
         "stas00/ml-engineering, 4 x p5en (H200, NVLink 4, 3.2 Tb/s EFA), ring chosen",
-        " (H200 nodes)",
     ),
 )

@@ -1,0 +1,270 @@
+"""Published measurements of real training runs and collectives, reproduced from the hardware
+catalog and the published layout only (``clustersim reproduce --only production``).
+
+Each training case runs a scenario of ``scenarios/production/``: its cluster is catalog presets
+(``cluster.node: {preset: dgx-a100}``), its model, batch, tp/pp/dp and schedule are the ones its
+source published, and no case sets an efficiency or any hardware number of its own -- a GPU
+type's calibration is made once, on data kept out of this family (docs/hardware.md,
+"Efficiency").  Where a source leaves a setting out, the scenario's header says what it takes
+and from where (the framework's published recipe, or its stated default).  The collective cases
+run nccl-tests' all-reduce on catalog nodes with clustersim's defaults
+(:mod:`clustersim.validation.nccl_tests`).
+
+Which runs are carried: those whose source publishes the model, the GPU count, tp, pp and dp,
+the global batch, the micro-batch and, with pipeline parallelism, the schedule.  The runs left
+out, and what clustersim gives for them, are listed in docs/accuracy.md ("Known gaps").
+
+The simulated iteration time is turned into the source's own metric with the source's own
+FLOP count (:func:`megatron_hardware_flops`) or token count, so that expected and got are the
+same quantity.  Every case is held within :data:`CASE_TOLERANCE`; the family's mean absolute
+error within :data:`MEAN_TARGET` (``clustersim reproduce`` prints both and exits 1 when
+either fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..api import simulate
+from . import nccl_tests
+from .case import Case, Tolerance, Value, scenario
+
+FAMILY = "production"
+CASE_TOLERANCE = 0.20
+"""Largest relative error a case may have."""
+MEAN_TARGET = 0.10
+"""Largest mean absolute relative error of the family."""
+
+
+def megatron_hardware_flops(
+    batch: float, seq: float, layers: float, hidden: float, vocab: float
+) -> float:
+    """FLOPs of one iteration by Narayanan et al. 2021, Equation 3 (full recomputation
+    counted): ``96 B s l h^2 (1 + s/6h + V/16lh)``."""
+    b, s, n, h, v = batch, seq, layers, hidden, vocab
+    return 96 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
+
+
+Metric = Callable[[float], float]
+"""The source's metric of a simulated iteration time (seconds)."""
+
+
+def seconds() -> Metric:
+    """The metric is the iteration time itself (s)."""
+    return lambda t: t
+
+
+def flops_per_gpu(flops_per_iteration: float, gpus: int) -> Metric:
+    """FLOP/s per GPU of an iteration of ``flops_per_iteration`` FLOPs on ``gpus`` GPUs."""
+    return lambda t: flops_per_iteration / (gpus * t)
+
+
+def tokens_per_gpu(tokens_per_iteration: float, gpus: int) -> Metric:
+    """Tokens per second per GPU of an iteration of ``tokens_per_iteration`` tokens."""
+    return lambda t: tokens_per_iteration / (gpus * t)
+
+
+def _training(
+    cid: str, file: str, title: str, source: str, expected: float, unit: str, metric: Metric
+) -> Case:
+    """A measured training run: ``scenarios/production/<file>``'s iteration time in the
+    source's ``unit``."""
+
+    def compute() -> Value:
+        summary = simulate(scenario("production", file)).summary
+        return metric(summary["iteration_time_s"])
+
+    tolerance = Tolerance(rel=CASE_TOLERANCE)
+    return Case(
+        cid,
+        FAMILY,
+        title,
+        source,
+        expected,
+        unit,
+        tolerance,
+        compute,
+        f"scenarios/production/{file}",
+    )
+
+
+def _collective(cid: str, kind: str, nodes: int, gib: float, expected: float, source: str) -> Case:
+    """A measured nccl-tests all-reduce bus bandwidth (GB/s) on ``nodes`` catalog nodes."""
+    size = gib * nccl_tests.GIB
+    where = f"{kind}, {nodes} node{'s' if nodes > 1 else ''}, {gib:g} GiB all-reduce"
+    return Case(
+        cid,
+        FAMILY,
+        f"{where} bus bandwidth",
+        source,
+        expected,
+        "GB/s",
+        Tolerance(rel=CASE_TOLERANCE),
+        lambda: nccl_tests.busbw_GBps(kind, nodes, size),
+        f"{where}: clustersim.validation.nccl_tests.dgx_scenario, the defaults",
+    )
+
+
+KOR22 = "Korthikanti et al. 2022 (MLSys 2023, arXiv:2205.05198)"
+NAR21 = "Narayanan et al. 2021 (SC21, arXiv:2104.04473), Table 2"
+BLOOM = "BigScience, tr11-176B-ml README, training log, iteration 85376"
+VTRAIN = "Bang et al. 2024 (vTrain, MICRO 2024), data/ground_truth_multi.csv"
+NEMO = "NVIDIA NeMo 24.07 performance summary (NVIDIA/NeMo docs, commit 070a0bb)"
+FOUNDRY = "MosaicML LLM Foundry, scripts/train/benchmarking/README.md (061f2c7c)"
+GPT3_175B_EQ3 = megatron_hardware_flops(1536, 2048, 96, 12288, 51200)
+"""Equation 3's FLOPs of an iteration of Narayanan et al.'s 174.6B model at batch 1536."""
+
+CASES: tuple[Case, ...] = (
+    _training(
+        "kor22-175b",
+        "kor22_175b_64.yaml",
+        "GPT-3 175B, tp 8 x pp 8 (3 chunks), 64 A100s, selective recompute",
+        f"{KOR22}, Table 5",
+        13.75,
+        "s",
+        seconds(),
+    ),
+    _training(
+        "kor22-175b-full",
+        "kor22_175b_64_full.yaml",
+        "GPT-3 175B, tp 8 x pp 8 (3 chunks), 64 A100s, full recompute",
+        f"{KOR22}, Table 5",
+        18.13,
+        "s",
+        seconds(),
+    ),
+    _training(
+        "nar21-175b-384",
+        "nar21_175b_384.yaml",
+        "174.6B, tp 8 x pp 12 x dp 4, 384 A100s",
+        f"{NAR21}, PTD, 384 GPUs",
+        153e12,
+        "FLOP/s",
+        flops_per_gpu(GPT3_175B_EQ3, 384),
+    ),
+    _training(
+        "nar21-175b-1536",
+        "nar21_175b_1536.yaml",
+        "174.6B, tp 8 x pp 12 x dp 16, 1536 A100s",
+        f"{NAR21}, PTD, 1536 GPUs",
+        141e12,
+        "FLOP/s",
+        flops_per_gpu(GPT3_175B_EQ3, 1536),
+    ),
+    _training(
+        "bloom-176b",
+        "bloom_176b_384.yaml",
+        "BLOOM 176B, tp 4 x pp 12 x dp 8, 384 A100s",
+        BLOOM,
+        104.70,
+        "s",
+        seconds(),
+    ),
+    _training(
+        "vtrain-175b",
+        "vtrain_175b_512.yaml",
+        "GPT-3 175B, tp 8 x pp 8 x dp 8, 512 A100s, micro-batch 2",
+        f"{VTRAIN}, row 175/512",
+        55.1096,
+        "s",
+        seconds(),
+    ),
+    _training(
+        "vtrain-18b",
+        "vtrain_18b_256.yaml",
+        "18.4B GPT, tp 8 x dp 32, 256 A100s, micro-batch 8",
+        f"{VTRAIN}, row 18.4/256",
+        9.6036,
+        "s",
+        seconds(),
+    ),
+    _training(
+        "foundry-mpt70b-a100",
+        "mosaic_mpt70b_a100_64.yaml",
+        "MPT-70B, FSDP over 64 A100s, micro-batch 8 x 4",
+        f"{FOUNDRY}, A100 80GB",
+        410.0,
+        "tokens/s",
+        tokens_per_gpu(2048 * 2048, 64),
+    ),
+    _training(
+        "nemo-gpt3-175b-fp8",
+        "nemo_gpt3_175b_512_fp8.yaml",
+        "GPT-3 175B, tp 4 x pp 8 (6 chunks) x dp 16, 512 H100s, FP8",
+        f"{NEMO}, GPT3-175B, 512 GPUs",
+        782.0,
+        "tokens/s",
+        tokens_per_gpu(2048 * 2048, 512),
+    ),
+    _training(
+        "nemo-llama2-70b-fp8",
+        "nemo_llama2_70b_64_fp8.yaml",
+        "Llama 2 70B, tp 4 x pp 4 (20 chunks) x dp 4, 64 H100s, FP8",
+        f"{NEMO}, LLAMA2-70B",
+        1707.0,
+        "tokens/s",
+        tokens_per_gpu(128 * 4096, 64),
+    ),
+    _training(
+        "nemo-gpt3-175b-128-fp8",
+        "nemo_gpt3_175b_128_fp8.yaml",
+        "GPT-3 175B, tp 4 x pp 8 (6 chunks) x dp 4, 128 H100s, FP8",
+        f"{NEMO}, GPT3-175B, 128 GPUs",
+        726.0,
+        "tokens/s",
+        tokens_per_gpu(256 * 2048, 128),
+    ),
+    _training(
+        "nemo-llama3-70b-fp8",
+        "nemo_llama3_70b_64_fp8.yaml",
+        "Llama 3 70B, tp 4 x pp 4 (5 chunks) x cp 2 x dp 2, 64 H100s, FP8",
+        f"{NEMO}, LLAMA3-70B",
+        1533.0,
+        "tokens/s",
+        tokens_per_gpu(128 * 8192, 64),
+    ),
+    _collective(
+        "nccl-a100-1n",
+        "DGX A100",
+        1,
+        16,
+        234.89,
+        "S. Bekman, Machine Learning Engineering, network/README.md (nccl-tests)",
+    ),
+    _collective(
+        "nccl-a100-4n",
+        "DGX A100",
+        4,
+        8,
+        192.0,
+        "NVIDIA/nccl#812, NVIDIA: 'we measure 192GB/s' on DGX A100 (8 HDR NICs)",
+    ),
+    _collective(
+        "nccl-h100-1n",
+        "DGX H100",
+        1,
+        8,
+        480.43,
+        "aws-samples/awsome-distributed-training, nccl-tests, one p5.48xlarge",
+    ),
+)
+"""The measured runs, in the order the family runs them."""
+
+PUBLISHERS: dict[str, str] = {
+    "kor22-175b": "NVIDIA",
+    "kor22-175b-full": "NVIDIA",
+    "nar21-175b-384": "NVIDIA",
+    "nar21-175b-1536": "NVIDIA",
+    "bloom-176b": "BigScience",
+    "vtrain-175b": "KAIST",
+    "vtrain-18b": "KAIST",
+    "foundry-mpt70b-a100": "MosaicML",
+    "nemo-gpt3-175b-fp8": "NVIDIA",
+    "nemo-llama2-70b-fp8": "NVIDIA",
+    "nemo-gpt3-175b-128-fp8": "NVIDIA",
+    "nemo-llama3-70b-fp8": "NVIDIA",
+    "nccl-a100-1n": "S. Bekman (Machine Learning Engineering)",
+    "nccl-a100-4n": "NVIDIA",
+    "nccl-h100-1n": "AWS",
+}
+"""Who measured each case: the family's independent sources."""
