@@ -138,3 +138,77 @@ def test_bad_weights_are_refused() -> None:
         net.transfer(WeightedRoute(links[:1], [1.0, 2.0]), 1.0)
     with pytest.raises(SimulationError, match="finite and > 0"):
         net.transfer(WeightedRoute(links, [1.0, 0.0]), 1.0)
+
+
+def _reference_weighted_rates(
+    flows: list[list[tuple[int, float]]], caps: list[float], capacity: list[float]
+) -> list[float]:
+    """Weighted max-min fair rates by the textbook loop, in exact fractions: raise every
+    unfrozen flow's rate together; the first link to fill (or cap to be reached) freezes
+    its flows."""
+    from fractions import Fraction
+
+    rate = [Fraction(0)] * len(flows)
+    frozen = [False] * len(flows)
+    left = {link: Fraction(c) for link, c in enumerate(capacity)}
+    while not all(frozen):
+        step = None
+        for link, rem in left.items():
+            w = sum(
+                Fraction(wt)
+                for f, fl in enumerate(flows)
+                if not frozen[f]
+                for l, wt in fl
+                if l == link
+            )
+            if w > 0 and (step is None or rem / w < step):
+                step = rem / w
+        for f, cap in enumerate(caps):
+            if (
+                not frozen[f]
+                and cap != float("inf")
+                and (step is None or Fraction(cap) - rate[f] < step)
+            ):
+                step = Fraction(cap) - rate[f]
+        for f in range(len(flows)):
+            if not frozen[f]:
+                rate[f] += step
+        for f, fl in enumerate(flows):
+            for l, wt in fl:
+                if not frozen[f]:
+                    left[l] -= Fraction(wt) * step
+        for f, fl in enumerate(flows):
+            if frozen[f]:
+                continue
+            if any(left[l] <= 0 for l, _ in fl) or (
+                caps[f] != float("inf") and rate[f] >= Fraction(caps[f])
+            ):
+                frozen[f] = True
+    return [float(r) for r in rate]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_vectorised_weighted_fill_matches_the_textbook_loop(seed: int) -> None:
+    """fill_weighted_arrays (numpy) against an exact progressive filling, on random flows
+    with random weights, shared links and rate caps."""
+    import numpy as np
+
+    from clustersim.network.weighted import fill_weighted_arrays
+
+    rng = random.Random(seed)
+    n_links = rng.randint(3, 12)
+    capacity = [float(rng.choice([1, 2, 3, 5, 8])) for _ in range(n_links)]
+    flows = []
+    for _ in range(rng.randint(1, 8)):
+        links = rng.sample(range(n_links), rng.randint(1, min(5, n_links)))
+        flows.append([(link, float(rng.choice([0.5, 1, 2, 3]))) for link in sorted(links)])
+    caps = [rng.choice([float("inf"), float("inf"), 0.3, 0.7]) for _ in flows]
+    got = fill_weighted_arrays(
+        np.array([link for fl in flows for link, _ in fl], dtype=np.intp),
+        np.array([w for fl in flows for _, w in fl]),
+        np.array([len(fl) for fl in flows], dtype=np.intp),
+        np.array(caps),
+        capacity,
+    )
+    want = _reference_weighted_rates(flows, caps, capacity)
+    assert got.tolist() == pytest.approx(want, rel=1e-9)

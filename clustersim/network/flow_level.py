@@ -105,6 +105,7 @@ class Network:
         self._n_active = 0
         self._routes: dict[int, tuple[Any, tuple[int, ...], float, Any, float]] = {}
         self._weighted = 0  # weighted flows in their bandwidth phase
+        self._wstate: Any = None  # the weighted recomputation's arrays (weighted.WeightedState)
         self.recomputations = 0
         self.flows_completed = 0
         self.flows_rerated = 0
@@ -452,10 +453,9 @@ class Network:
                 if t < self._wake_at and not self._recompute_pending:
                     self._arm()
             return
-        # One link suffices: the component search reaches all of the flow's links.
         if flow.weights is not None:
             self._weighted += 1
-        self._dirty[flow.links[0]] = None
+        self._dirty[flow.links[0]] = None  # one link: the component search reaches the rest
         if not self._recompute_pending:
             self._schedule_recompute()
 

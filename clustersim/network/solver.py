@@ -23,12 +23,9 @@ import math
 from collections.abc import Sequence
 from heapq import heapify, heappop, heapreplace
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .flow import Flow
 
 _INF = math.inf
 
@@ -283,83 +280,3 @@ def max_min_rates(
         comp_links = [link for link in range(n_links) if users[link]]
         _Solver(n_links).fill(comp_links, active, users, cap)
     return [flow._new if flow.links else _INF for flow in flows]
-
-
-def _fill_weighted(
-    comp_links: Sequence[int],
-    comp_flows: Sequence[Flow],
-    users: Sequence[dict[int, Flow]],
-    cap: Sequence[float],
-) -> None:
-    """Set ``flow._new`` to the weighted max-min fair rate of every flow of a component.
-
-    A flow with weight ``w`` on link ``l`` (1 when the flow has no weights)
-    uses ``w x rate`` of its capacity.  Progressive filling: every unfrozen
-    flow's rate rises at the same pace; the link whose ``remaining capacity /
-    sum of its unfrozen flows' weights`` is smallest saturates first and its
-    flows freeze at that level.  As in :meth:`_Solver.fill`, freezing at a
-    level ``s <= rem / W`` never lowers another link's level (``(rem - w s) /
-    (W - w) >= rem / W``), so the heap keys are lower bounds (lazy
-    increase-key) and ties go to the lowest link index.  ``comp_links`` must
-    hold every link the flows cross.
-    """
-    rem: dict[int, float] = {}
-    wsum: dict[int, float] = {}
-    cnt: dict[int, int] = {}
-    for link in comp_links:
-        rem[link] = cap[link]
-        wsum[link] = 0.0
-        cnt[link] = len(users[link])
-    for flow in comp_flows:
-        for link, w in flow.link_loads():
-            wsum[link] += w
-    heap = [(_level(rem[link], wsum[link]), link) for link in comp_links]
-    capped = {}
-    for flow in comp_flows:
-        if flow.rate_cap < _INF:
-            capped[-1 - flow.id] = flow
-            heap.append((flow.rate_cap, -1 - flow.id))
-    heapify(heap)
-    frozen: set[int] = set()
-
-    def freeze(flow: Flow, rate: float) -> None:
-        """Fix ``flow``'s rate and take its use off every link it crosses."""
-        frozen.add(flow.id)
-        flow._new = rate
-        for l2, w in flow.link_loads():
-            rem[l2] -= w * rate
-            wsum[l2] -= w
-            cnt[l2] -= 1
-
-    while heap:
-        key, link = heap[0]
-        if link < 0:  # a flow's rate cap
-            heappop(heap)
-            if capped[link].id not in frozen:
-                freeze(capped[link], key)
-            continue
-        if not cnt[link]:
-            heappop(heap)
-            continue
-        share = _level(rem[link], wsum[link])
-        if share > key:
-            heapreplace(heap, (share, link))
-            continue
-        heappop(heap)
-        if share == _INF:
-            break
-        for flow in users[link].values():
-            if flow.id not in frozen:
-                freeze(flow, share)
-        if len(frozen) == len(comp_flows):
-            break
-    for flow in comp_flows:
-        if flow.id not in frozen:
-            flow._new = _INF
-
-
-def _level(rem: float, wsum: float) -> float:
-    """Rate at which a link with ``rem`` bytes/s left fills up under flows of total weight ``wsum``."""
-    if wsum <= 0.0:
-        return _INF
-    return rem / wsum if rem > 0.0 else 0.0

@@ -15,13 +15,17 @@ that only weighted flows need; they work on the network's own state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from .solver import _fill_weighted
+import numpy as np
 
 if TYPE_CHECKING:
     from .flow import Flow
     from .flow_level import Network
+
+_INF = math.inf
 
 
 def leave_weighted(net: Network, flow: Flow, now: float) -> bool:
@@ -46,39 +50,168 @@ def leave_weighted(net: Network, flow: Flow, now: float) -> bool:
 def recompute_weighted(net: Network) -> None:
     """The batched recomputation while weighted flows are active.
 
-    Like :meth:`Network._recompute`, but every link of a component goes to the
-    solver (a lone weighted flow's rate is ``min(capacity / weight)``,
-    not ``min(capacity)``), and components holding a weighted flow are
-    solved by :func:`_fill_weighted`.  Few flows are weighted (one per
-    collective phase), so this path is not tuned for size.
+    Like :meth:`Network._recompute`: each dirty link's component (flows joined by the
+    links they share) is found and solved, but every flow of it goes to the solver (a
+    lone weighted flow's rate is ``min(capacity / weight)``, not ``min(capacity)``), by
+    :func:`fill_weighted_arrays`.  A weighted flow stands for a whole collective phase
+    and crosses thousands of links, most of them its own: the search only follows links
+    that carry more than one flow, and the solver works on arrays (per flow, its links
+    and weights as numpy arrays, kept on the network by route).
     """
     dirty, now, epoch = net._take_dirty()
-    lmark = net._lmark
     link_flows = net._link_flows
+    state = net._wstate
+    if state is None:
+        state = net._wstate = WeightedState(len(link_flows))
+    mark = state.mark
     rerated = changed = 0
     for start in dirty:
-        if not link_flows[start] or lmark[start] == epoch:
+        if not link_flows[start] or mark[start] == epoch:
             continue
-        lmark[start] = epoch
-        comp_links = [start]
+        mark[start] = epoch
+        shared = [start]
         comp_flows: list[Flow] = []
         weighted = False
-        for link in comp_links:
+        for link in shared:  # grows while walked
             for flow in link_flows[link].values():
                 if flow._mark == epoch:
                     continue
                 flow._mark = epoch
                 comp_flows.append(flow)
                 weighted = weighted or flow.weights is not None
-                for l2 in flow.links:
-                    if lmark[l2] != epoch:
-                        lmark[l2] = epoch
-                        comp_links.append(l2)
+                links = _flow_arrays(state, flow)[0]
+                new = links[mark[links] != epoch]
+                mark[new] = epoch
+                shared += [link for link in new.tolist() if len(link_flows[link]) > 1]
         net.solver_calls += 1
         if weighted:
-            _fill_weighted(comp_links, comp_flows, link_flows, net._cap)
+            rates = fill_weighted_arrays(*_entries(state, comp_flows), net._cap)
+            for flow, rate in zip(comp_flows, rates.tolist()):
+                flow._new = rate
         else:
+            comp_links = list(dict.fromkeys(link for f in comp_flows for link in f.links))
             net._solver.fill(comp_links, comp_flows, link_flows, net._cap)
         rerated += len(comp_flows)
         changed += net._apply_rates(comp_flows, now)
     net._end_recompute(rerated, changed)
+
+
+class WeightedState:
+    """What the weighted recomputation keeps on a network between instants."""
+
+    def __init__(self, n_links: int) -> None:
+        self.mark = np.zeros(n_links, dtype=np.int64)
+        """Link -> the search epoch that last reached it."""
+        self.arrays: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        """id(weights) -> (weights, links array, weights array) of a weighted route."""
+
+
+def _entries(
+    state: WeightedState, flows: Sequence[Flow]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(link index, weight) per entry, grouped by flow in order; each flow's entry count and
+    rate cap."""
+    arrays = [_flow_arrays(state, flow) for flow in flows]
+    links = np.concatenate([a[0] for a in arrays])
+    weights = np.concatenate([a[1] for a in arrays])
+    counts = np.fromiter((len(a[0]) for a in arrays), dtype=np.intp, count=len(arrays))
+    caps = np.fromiter((flow.rate_cap for flow in flows), dtype=np.float64, count=len(flows))
+    return links, weights, counts, caps
+
+
+def _flow_arrays(state: WeightedState, flow: Flow) -> tuple[np.ndarray, np.ndarray]:
+    """``flow``'s links and weights (1 for an unweighted flow) as arrays, made once per
+    route of a weighted flow."""
+    if flow.weights is None:
+        links = np.array(flow.links, dtype=np.intp)
+        return links, np.ones(len(links))
+    key = id(flow.weights)
+    found = state.arrays.get(key)
+    if found is None or found[0] is not flow.weights:
+        found = (
+            flow.weights,
+            np.array(flow.links, dtype=np.intp),
+            np.array(flow.weights, dtype=np.float64),
+        )
+        if len(state.arrays) >= _ARRAYS_KEPT:
+            state.arrays.clear()
+        state.arrays[key] = found
+    return found[1], found[2]
+
+
+_ARRAYS_KEPT = 4096
+"""Weighted routes whose arrays a network keeps (cleared when full)."""
+
+
+def fill_weighted_arrays(
+    entry_link: np.ndarray,
+    entry_weight: np.ndarray,
+    flow_entries: np.ndarray,
+    rate_cap: np.ndarray,
+    capacity: Sequence[float],
+) -> np.ndarray:
+    """Weighted max-min fair rates (bytes/s per unit of weight) by progressive filling.
+
+    Entry ``e`` says a flow puts ``entry_weight[e]`` x its rate on link ``entry_link[e]``
+    (global link indices, each link at most once per flow); the entries are grouped by
+    flow, ``flow_entries[f]`` of them for flow ``f``; ``rate_cap[f]`` caps its rate (inf:
+    none); ``capacity[l]`` is link ``l``'s capacity in bytes/s.  Every unfrozen flow's
+    rate rises at the same pace; the link whose ``remaining capacity / unfrozen weight``
+    is smallest (ties: the lowest link index) saturates and its unfrozen flows freeze at
+    that level, and a flow reaching its cap first freezes at the cap (a cap wins a tie).
+    One step per bottleneck, each ``O(links)`` in numpy plus the frozen flows' entries.
+    A flow on no finite link gets ``inf``.
+    """
+    n_flows = len(flow_entries)
+    links, local = np.unique(entry_link, return_inverse=True)  # sorted: ties by index
+    local = local.reshape(-1)
+    n_links = len(links)
+    rem = np.fromiter((capacity[i] for i in links.tolist()), dtype=np.float64, count=n_links)
+    wsum = np.bincount(local, weights=entry_weight, minlength=n_links)
+    cnt = np.bincount(local, minlength=n_links)
+    by_link = np.argsort(local, kind="stable")
+    link_start = np.zeros(n_links + 1, dtype=np.intp)
+    np.cumsum(cnt, out=link_start[1:])
+    entry_flow = np.repeat(np.arange(n_flows, dtype=np.intp), flow_entries)
+    flow_start = np.zeros(n_flows + 1, dtype=np.intp)
+    np.cumsum(flow_entries, out=flow_start[1:])
+    rates = np.full(n_flows, _INF)
+    frozen = np.zeros(n_flows, dtype=bool)
+    cap_order = [int(f) for f in np.argsort(rate_cap, kind="stable") if rate_cap[f] < _INF]
+    next_cap = 0
+    left = n_flows
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = _levels(rem, wsum, cnt)
+        while left:
+            while next_cap < len(cap_order) and frozen[cap_order[next_cap]]:
+                next_cap += 1
+            link = int(np.argmin(level)) if n_links else -1
+            share = float(level[link]) if n_links else _INF
+            if next_cap < len(cap_order) and rate_cap[cap_order[next_cap]] <= share:
+                flows = np.array([cap_order[next_cap]], dtype=np.intp)
+                share = float(rate_cap[flows[0]])
+            elif share == _INF:
+                break  # only unbounded links (or none) are left
+            else:
+                flows = entry_flow[by_link[link_start[link] : link_start[link + 1]]]
+                flows = flows[~frozen[flows]]
+            frozen[flows] = True
+            rates[flows] = share
+            left -= len(flows)
+            for f in flows.tolist():
+                at = slice(flow_start[f], flow_start[f + 1])
+                touched = local[at]
+                rem[touched] -= entry_weight[at] * share
+                wsum[touched] -= entry_weight[at]
+                cnt[touched] -= 1
+                level[touched] = _levels(rem[touched], wsum[touched], cnt[touched])
+    return rates
+
+
+def _levels(rem: np.ndarray, wsum: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+    """Each link's fill level ``rem / wsum``: 0 where ``rem`` is not positive, ``inf`` where
+    no unfrozen flow is left."""
+    level = rem / wsum
+    level[~(rem > 0.0)] = 0.0
+    level[(cnt == 0) | ~(wsum > 0.0)] = _INF
+    return level
