@@ -130,7 +130,7 @@ def run_collective(
     resolved per slice (:mod:`clustersim.collectives.auto`).
     """
     algo = check_call(call, sim.topology)
-    parts = slices(call, sim.topology, channels)
+    parts = slices(call, sim.topology, channels, model)
     # A slice runs the call's algorithm, or what auto chose for it (checked by auto).
     algos = [
         algo if part.algorithm == call.algorithm else algorithm(part.algorithm) for part in parts
@@ -149,14 +149,15 @@ def run_collective(
 
 
 def slices(
-    call: CollectiveCall, topology: Topology, channels: int | str = 1
+    call: CollectiveCall, topology: Topology, channels: int | str = 1, model: str = "flow"
 ) -> list[CollectiveCall]:
     """The slices ``call`` runs as on ``channels`` channels (``auto``: NCCL's count,
-    :mod:`~clustersim.collectives.channels`), ``auto`` resolved in each: as many as
-    :func:`~clustersim.collectives.channels.simulated_slices` says (the channels' distinct
-    rotations, each carrying its copies' bytes), each priced beside the others."""
+    :mod:`~clustersim.collectives.channels`) in network ``model``, ``auto`` resolved in
+    each: as many as :func:`~clustersim.collectives.channels.simulated_slices` says (the
+    channels' distinct rotations, each carrying its copies' bytes), each priced beside the
+    others."""
     count = channel_count(call, topology, channels)
-    played = simulated_slices(call, topology, count)
+    played = simulated_slices(call, topology, count, network_model(model).plays_sends)
     parts = [channel_call(call, topology, c, played) for c in range(played)]
     return [resolve(part, topology, parts) for part in parts]
 

@@ -91,7 +91,7 @@ class HopCost:
     @classmethod
     def between(cls, topology: Topology, src: str, dst: str) -> HopCost:
         """The cost of the (first) route from ``src`` to ``dst``."""
-        route = topology.routes(src, dst)[0]
+        route = topology.first_route(src, dst)
         return cls(route.latency_s, 1.0 / route.bottleneck_Bps)
 
     @classmethod

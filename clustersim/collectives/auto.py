@@ -69,11 +69,12 @@ def choose(
     ``siblings`` are the slices of the collective that run at once with ``call`` (itself
     among them; its channels): each candidate is priced on the links as its slices share
     them (:func:`slice_counts`), so that the choice is the whole collective's."""
+    orbit = _orbit(call, topology, siblings)
     key = (
         len(siblings),
         topology,
         call.op,
-        call.devices,
+        call.devices if orbit is None else orbit,
         call.size_bytes,
         call.algorithm,
         call.protocol,
@@ -85,6 +86,8 @@ def choose(
     found = _choices.get(key)
     if found is not None:
         return found
+    if orbit is not None:  # price the orbit's first group, for every group alike
+        call, siblings = _canonical(call, topology, siblings, orbit)
     algorithms = registered_algorithms()
     names = candidates(call.op) if call.algorithm == "auto" else (call.algorithm,)
     best: tuple[float, str, str | None] | None = None
@@ -112,6 +115,49 @@ def choose(
         _choices.clear()
     _choices[key] = (best[1], best[2])
     return best[1], best[2]
+
+
+def _orbit(
+    call: CollectiveCall, topology: Topology, siblings: Sequence[CollectiveCall]
+) -> tuple[int, Any] | None:
+    """(``call``'s place among its siblings, the orbit of the siblings) in ``topology``:
+    one key for every set of groups that sits alike (:mod:`clustersim.topology.symmetry`);
+    None where the cluster has none.  Siblings without ``call`` among them count it first."""
+    if not isinstance(topology, Topology):
+        return None
+    groups = tuple(s.devices for s in siblings)
+    if call.devices not in groups:
+        groups = (call.devices, *groups)
+    memo = (topology, groups)
+    found = _orbits.get(memo, False)
+    if found is False:
+        found = topology.orbit_key([name for group in groups for name in group])
+        if len(_orbits) >= _CACHE_LIMIT:
+            _orbits.clear()
+        _orbits[memo] = found
+    return None if found is None else (groups.index(call.devices), found)
+
+
+_orbits: dict[tuple[Any, ...], Any] = {}
+
+
+def _canonical(
+    call: CollectiveCall,
+    topology: Topology,
+    siblings: Sequence[CollectiveCall],
+    orbit: tuple[int, Any],
+) -> tuple[CollectiveCall, list[CollectiveCall]]:
+    """``call`` and ``siblings`` moved onto the first groups of their orbit (same ranks,
+    same roots), where NCCL's tuner model prices them: alike groups differ only in the
+    ECMP hash of their device names, which the tuner does not know either."""
+    index, key = orbit
+    names = topology.canonical(key)
+    members = list(siblings) if call.devices in (s.devices for s in siblings) else [call, *siblings]
+    moved, at = [], 0
+    for member in members:
+        moved.append(replace(member, devices=tuple(names[at : at + member.n])))
+        at += member.n
+    return replace(call, devices=moved[index].devices), moved[len(members) - len(siblings) :]
 
 
 _slice_counts: dict[tuple[Any, ...], dict[int, int] | None] = {}

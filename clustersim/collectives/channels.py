@@ -129,7 +129,7 @@ def _search(devices: tuple[str, ...], topology: Topology) -> Graph | None:
     key = 100 if arch >= 100 else 90 if arch >= 90 else 80
     bus = bus_links(topology)
     if len(groups) == 1:
-        route = topology.routes(devices[0], devices[1])[0]
+        route = topology.first_route(devices[0], devices[1])
         path = min(bus[link.index].bandwidth_Bps for link in route.links) / GB
         speed = _speed(SPEEDS_INTRA[key], path)
         searched = max(1, math.floor(path / speed + 1e-9))
@@ -160,7 +160,7 @@ def _inter(
     other = devices[groups[1][0]]
     nics: dict[int, float] = {}  # NIC link index -> what it carries, GB/s
     for rank in groups[0]:
-        route = topology.routes(devices[rank], other)[0]
+        route = topology.first_route(devices[rank], other)
         pcie = math.inf
         for link in route.links:
             kind = link_kind(link, topology)
@@ -188,10 +188,12 @@ def resolve_channels(channels: int | str, devices: tuple[str, ...], topology: To
     return nccl_channels(devices, topology) if channels == "auto" else int(channels)
 
 
-def simulated_slices(call: Any, topology: Topology, channels: int) -> int:
+def simulated_slices(call: Any, topology: Topology, channels: int, plays_sends: bool = True) -> int:
     """How many slices of ``call`` split over ``channels`` are played (see the module
     docstring): the distinct rotations when each repeats equally often and routes are
-    unique, else ``channels``."""
+    unique, else ``channels``.  A network model that does not play sends (the analytical
+    one) routes every channel's copy of a pair alike, so its copies merge whatever the
+    routes (``plays_sends`` False)."""
     if channels <= 1 or call.n < 2:
         return 1
     groups = node_groups(call, topology)
@@ -200,7 +202,7 @@ def simulated_slices(call: Any, topology: Topology, channels: int) -> int:
     distinct = 1 if len(groups) < 2 else max(len(g) for g in groups)
     if channels % distinct or len({len(g) for g in groups}) > 1:
         return channels
-    if distinct < channels and not _unique_routes(call.devices, groups, topology):
+    if distinct < channels and plays_sends and not _unique_routes(call.devices, groups, topology):
         return channels
     return distinct
 
@@ -254,16 +256,27 @@ class SharedView(TopologyView):
         key = (src, dst)
         found = self._cache.get(key)
         if found is None:
-            links = self.links
             found = self._cache[key] = tuple(
-                Route(
-                    tuple(links[link.index] for link in r.links),
-                    r.latency_s,
-                    min((links[link.index].bandwidth_Bps for link in r.links), default=math.inf),
-                )
-                for r in self._topology.routes(src, dst)
+                self._divided(r) for r in self._topology.routes(src, dst)
             )
         return found
+
+    def first_route(self, src: str, dst: str) -> Route:
+        """The first of :meth:`routes`, built alone."""
+        key = (src, dst, None)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._divided(self._topology.first_route(src, dst))
+        return found
+
+    def _divided(self, route: Route) -> Route:
+        """``route`` on the divided links (its latency kept)."""
+        links = self.links
+        return Route(
+            tuple(links[link.index] for link in route.links),
+            route.latency_s,
+            min((links[link.index].bandwidth_Bps for link in route.links), default=math.inf),
+        )
 
     def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
         """The wrapped topology's ECMP route on the divided links."""

@@ -71,7 +71,7 @@ def phase_time(call: CollectiveCall, topology: Topology, phase: Phase) -> float:
     latency = 0.0
     devices = call.devices
     for src, dst, nbytes, reduce_bytes in phase:
-        route = topology.routes(devices[src], devices[dst])[0]
+        route = topology.first_route(devices[src], devices[dst])
         latency = max(latency, route.latency_s)
         for link in route.links:
             load[link.index] += nbytes / link.bandwidth_Bps

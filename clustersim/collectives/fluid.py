@@ -109,8 +109,9 @@ def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], co
     routes the flow-level model gives the pair's sends: its ECMP route (connection 0, see
     :func:`clustersim.collectives.schedule.execute`), or all its equal-cost routes evenly
     with ``spine_routing: split``."""
-    routes = topology.routes(src, dst)
-    if len(routes) > 1 and topology.spine_routing != "split":
+    if topology.spine_routing == "split":
+        routes = topology.routes(src, dst)
+    else:  # the pair's ECMP route (the only one where it has one)
         routes = (topology.route(src, dst, "connection0"),)
     share = count / len(routes)
     for route in routes:

@@ -300,7 +300,7 @@ class Hierarchical(Algorithm):
             for ranks in instances:
                 sub = self._sub_call(call, op, ranks, size, level)
                 used = {
-                    link.index for a, b in _pairs(sub) for link in topology.routes(a, b)[0].links
+                    link.index for a, b in _pairs(sub) for link in topology.first_route(a, b).links
                 }
                 for index in used:
                     shares[index] = shares.get(index, 0) + 1

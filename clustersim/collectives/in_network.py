@@ -195,7 +195,7 @@ def aggregation_tree(devices: Sequence[str], topology: Topology) -> AggregationT
 
 
 def _route(topology: Topology, src: str, dst: str) -> Route:
-    return topology.routes(src, dst)[0]
+    return topology.first_route(src, dst)
 
 
 def _inner(route: Route) -> list[str]:

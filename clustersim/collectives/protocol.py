@@ -212,6 +212,14 @@ class ProtocolView(TopologyView):
             out = self._cache[key] = self._slower(self._topology.routes(src, dst))
         return out
 
+    def first_route(self, src: str, dst: str) -> Route:
+        """The first of :meth:`routes`, built alone."""
+        key = (src, dst, _FIRST)
+        out = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = self._slower((self._topology.first_route(src, dst),))
+        return out[0]
+
     def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
         """The wrapped topology's ECMP route, with the protocol's hop latency added."""
         key = (src, dst, flow_key)
@@ -221,6 +229,8 @@ class ProtocolView(TopologyView):
         return out[0]
 
 
+_FIRST = object()
+"""The cache key of a view's first route (no ECMP flow key equals it)."""
 _VIEW_CACHE_LIMIT = 256
 _views: dict[tuple[Any, str, str], ProtocolView] = {}
 

@@ -267,7 +267,7 @@ def _hop_costs(
     i.e. the hop's max-min fair share when every hop sends equal bytes.
     """
     routes = {
-        pair: topology.routes(call.devices[pair[0]], call.devices[pair[1]])[0] for pair in pairs
+        pair: topology.first_route(call.devices[pair[0]], call.devices[pair[1]]) for pair in pairs
     }
     load = Counter(link.index for pair in pairs for link in routes[pair].links)
     return {

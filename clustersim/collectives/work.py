@@ -47,7 +47,7 @@ def call_work(
         return WorkEstimate(records=float(call.n))
     from . import slices
 
-    parts = slices(call, topology, channels)
+    parts = slices(call, topology, channels, model)
     part = parts[0]
     algo = algorithm(part.algorithm)
     if model == "analytical":

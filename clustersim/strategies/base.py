@@ -190,11 +190,12 @@ class TrainingStrategy(Strategy):
         return own or self.scenario.network.channels
 
     def collectives_ran(
-        self, calls: Sequence[Any], channels: int | str | None = None
+        self, calls: Sequence[Any], channels: int | str | None = None, model: str = "flow"
     ) -> CollectivesRan | None:
-        """What ``calls`` (one iteration's collectives of one kind of communicator) run as:
-        the algorithm and protocol asked for, NCCL's channels, and the ``algorithm/protocol``
-        each resolves to (counted); None without calls."""
+        """What ``calls`` (one iteration's collectives of one kind of communicator, run in
+        network ``model``) run as: the algorithm and protocol asked for, NCCL's channels,
+        the slices played and the ``algorithm/protocol`` each resolves to (counted); None
+        without calls."""
         from ..collectives import channel_count, slices
         from ..metrics.families import CollectivesRan
 
@@ -205,7 +206,7 @@ class TrainingStrategy(Strategy):
         chosen: dict[str, int] = {}
         played = counts = 0
         for call in live:
-            parts = slices(call, self.topology, channels)
+            parts = slices(call, self.topology, channels, model)
             name = "/".join(x for x in (parts[0].algorithm, parts[0].protocol) if x)
             chosen[name] = chosen.get(name, 0) + 1
             counts = max(counts, channel_count(call, self.topology, channels))

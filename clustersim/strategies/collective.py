@@ -152,7 +152,7 @@ class Collective(Strategy):
     def _resolved(self) -> tuple[Algorithm, CollectiveCall]:
         """The algorithm that runs the call and the call it runs (``auto`` resolved as its
         first channel's)."""
-        first = slices(self.call, self.topology, self.channels)[0]
+        first = slices(self.call, self.topology, self.channels, self.model)[0]
         part = replace(self.call, algorithm=first.algorithm, protocol=first.protocol)
         return algorithm(part.algorithm), part
 
@@ -220,7 +220,7 @@ class Collective(Strategy):
             )
         mean = sum(self.times) / len(self.times)
         algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, mean)
-        parts = slices(call, self.topology, self.channels)
+        parts = slices(call, self.topology, self.channels, self.model)
         links = figures_GBps(self.topology) if parts[0].protocol else {}
         return CollectiveSummary(
             op=call.op,

@@ -196,7 +196,7 @@ class DataParallel(TrainingStrategy):
                 overlap=self.sync.overlap,
                 network_model=self.network_model,
                 bytes_per_iteration=sum(nbytes),
-                ran=self.collectives_ran(self.calls),
+                ran=self.collectives_ran(self.calls, model=self.network_model),
             ),
             shares=measured.shares,
         )

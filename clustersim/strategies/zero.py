@@ -421,7 +421,7 @@ class Zero(TrainingStrategy):
                 algorithm=self.sync.algorithm,
                 overlap=self.sync.overlap,
                 network_model=self.network_model,
-                ran=self.collectives_ran(self._iteration_calls()),
+                ran=self.collectives_ran(self._iteration_calls(), model=self.network_model),
             ),
             shares=measured.shares,
         )

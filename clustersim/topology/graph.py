@@ -17,7 +17,7 @@ import fnmatch
 import math
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -110,6 +110,11 @@ class TopologyView:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._topology, name)
 
+    def first_route(self, src: str, dst: str) -> Route:
+        """The first of this view's :meth:`routes` (views that can build it alone override
+        this; one that changes routes must not inherit the wrapped topology's)."""
+        return self.routes(src, dst)[0]
+
 
 class _Router(Protocol):
     def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
@@ -138,6 +143,8 @@ class Topology:
         "_router",
         "_cache",
         "_device_list",
+        "_part",
+        "_first",
     )
 
     def __init__(
@@ -170,6 +177,8 @@ class Topology:
         self._router = router
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._device_list = list(devices.values())
+        self._part = False  # a restricted view: groups of the whole cluster are not its own
+        self._first: dict[tuple[str, str], Route] = {}
 
     def __repr__(self) -> str:
         return (
@@ -197,6 +206,8 @@ class Topology:
             reductions=self.reductions,
         )
         view._cache = self._cache
+        view._first = self._first
+        view._part = True
         return view
 
     # -- lookup -------------------------------------------------------------
@@ -305,6 +316,23 @@ class Topology:
         self._cache[key] = found
         return found
 
+    def first_route(self, src: str, dst: str) -> Route:
+        """``routes(src, dst)[0]``, built alone where the router can (a pair across pods
+        has spines x cores routes; pricing a ring needs only its first)."""
+        found = self._cache.get((src, dst))
+        if found is not None:
+            return found[0]
+        key = (src, dst)
+        route = self._first.get(key)
+        if route is None:
+            first = getattr(self._router, "first_route", None)
+            if first is None or src == dst:
+                route = self.routes(src, dst)[0]
+            else:
+                route = first(self.device(src), self.device(dst))
+            self._first[key] = route
+        return route
+
     def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
         """One route from ``src`` to ``dst``, chosen among :meth:`routes` by ECMP.
 
@@ -315,6 +343,18 @@ class Topology:
         if len(found) == 1:
             return found[0]
         return found[zlib.crc32(f"{src}|{dst}|{flow_key}".encode()) % len(found)]
+
+    def orbit_key(self, names: Sequence[str]) -> Hashable | None:
+        """A key equal for groups of devices that sit alike in this cluster, so that what is
+        priced on their routes is the same (:mod:`clustersim.topology.symmetry`); None
+        where the cluster cannot say (flat and custom clusters)."""
+        key = getattr(self._router, "orbit_key", None)
+        return None if key is None or self._part else key(names)
+
+    def canonical(self, key: Hashable) -> list[str]:
+        """The first group (device names) of the orbit :meth:`orbit_key` gave ``key``: the
+        one priced for all groups alike."""
+        return self._router.canonical(key)  # type: ignore[attr-defined]
 
     # -- summary ------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ from clustersim.errors import Problem, ScenarioError
 
 from .builder import FABRICS, _Builder
 from .graph import Device, Link, Route, Topology
+from .symmetry import OrbitKey, Orbits
 
 
 @dataclass(slots=True)
@@ -47,6 +49,8 @@ class _TwoTierRouter:
         "pod_down",
         "rails",
         "node_gpus",
+        "uniform",
+        "_orbits",
     )
 
     def __init__(self) -> None:
@@ -59,8 +63,27 @@ class _TwoTierRouter:
         self.pod_down: list[list[list[Link]]] = []  # [pod][spine][core]: core -> spine
         self.rails = False  # rail-optimized: tor_up/tor_down are [group * nics + rail][spine]
         self.node_gpus: dict[str, list[str]] = {}  # node -> its GPUs, by index
+        self.uniform = True  # every node, rack and pod built alike (see symmetry.py)
+        self._orbits: Orbits | None = None
 
-    def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
+    def orbit_key(self, names: Sequence[str]) -> OrbitKey | None:
+        """Equal for groups of devices that sit alike (:mod:`.symmetry`); None if unknown."""
+        return self._index().key(names) if self.uniform else None
+
+    def canonical(self, key: OrbitKey) -> list[str]:
+        """The first group of the orbit ``key`` (:meth:`.symmetry.Orbits.canonical`)."""
+        return self._index().canonical(key)
+
+    def _index(self) -> Orbits:
+        if self._orbits is None:
+            self._orbits = Orbits(self.places, self.pod_of)
+        return self._orbits
+
+    def first_route(self, src: Device, dst: Device) -> Route:
+        """The first of :meth:`routes` (spine 0, core 0), built alone."""
+        return self.routes(src, dst, first=True)[0]
+
+    def routes(self, src: Device, dst: Device, first: bool = False) -> tuple[Route, ...]:
         a = self.places[src.name]
         b = self.places[dst.name]
         if a.node == b.node:
@@ -76,25 +99,24 @@ class _TwoTierRouter:
             if a.to_nvswitch is not None and b.from_nvswitch is not None:
                 return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
         if self.rails:
-            return self._rail_routes(a, b)
+            return self._rail_routes(a, b, first)
         if a.rack == b.rack:
             return (Route.of(a.up + b.down),)
         ups = self.tor_up[a.rack]
         downs = self.tor_down[b.rack]
+        spines = 1 if first else len(ups)
         pods = self.pod_of
         if pods is None or pods[a.rack] == pods[b.rack]:
-            return tuple(
-                Route.of((*a.up, up, down, *b.down)) for up, down in zip(ups, downs, strict=True)
-            )
+            return tuple(Route.of((*a.up, ups[k], downs[k], *b.down)) for k in range(spines))
         to_core = self.pod_up[pods[a.rack]]
         from_core = self.pod_down[pods[b.rack]]
         return tuple(
             Route.of((*a.up, ups[k], to_core[k][m], from_core[k][m], downs[k], *b.down))
-            for k in range(len(ups))
-            for m in range(len(to_core[k]))
+            for k in range(spines)
+            for m in range(1 if first else len(to_core[k]))
         )
 
-    def _rail_routes(self, a: _Place, b: _Place) -> tuple[Route, ...]:
+    def _rail_routes(self, a: _Place, b: _Place, first: bool = False) -> tuple[Route, ...]:
         """Rail-optimized: to the destination's rail first -- over NVLink to the GPU of that
         rail on the source node (PXN) when there is an NVSwitch -- then through that rail's
         switch, and through the spines between groups or rails."""
@@ -109,8 +131,8 @@ class _TwoTierRouter:
         ups = self.tor_up[start.rack * self._nics + start.nic]
         downs = self.tor_down[b.rack * self._nics + b.nic]
         return tuple(
-            Route.of((*prefix, *start.up, up, down, *b.down))
-            for up, down in zip(ups, downs, strict=True)
+            Route.of((*prefix, *start.up, ups[k], downs[k], *b.down))
+            for k in range(1 if first else len(ups))
         )
 
     @property

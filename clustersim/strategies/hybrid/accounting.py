@@ -27,7 +27,7 @@ def link_sharing(topology: Any, calls: Sequence[CollectiveCall]) -> int:
         links = {
             link.index
             for a, b in zip(devices, devices[1:] + devices[:1], strict=True)
-            for link in topology.routes(a, b)[0].links
+            for link in topology.first_route(a, b).links
         }
         for index in links:
             users[index] = users.get(index, 0) + 1

@@ -206,7 +206,7 @@ class ContextParallel:
         topology = self.topology
         devices = placement.cp_group(0, 0, 0)
         rate = min(
-            min(link.bandwidth_Bps for link in topology.routes(a, b)[0].links)
+            min(link.bandwidth_Bps for link in topology.first_route(a, b).links)
             for a, b in zip(devices, devices[1:] + devices[:1], strict=True)
         )
         device = topology.devices[devices[0]]

@@ -158,7 +158,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             dp_network_model=self.dp_network_model,
             dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
             tensor_parallel=self._tensor_parallel_traffic() if self.tp > 1 else None,
-            ran=self.collectives_ran(self._dp_iteration_calls()),
+            ran=self.collectives_ran(self._dp_iteration_calls(), model=self.dp_network_model),
         )
 
     def _dp_iteration_calls(self) -> list[CollectiveCall]:
