@@ -106,7 +106,7 @@ def kind_share(kind: str, topology: Topology) -> float:
 
 
 _LINKS_CACHE_LIMIT = 64
-_scaled: dict[int, tuple[Topology, list[Link]]] = {}
+_scaled: dict[int, tuple[Topology, BusLinks]] = {}
 
 
 def applies(topology: Any) -> bool:
@@ -114,20 +114,38 @@ def applies(topology: Any) -> bool:
     return getattr(topology, "kind", "") in TIERED
 
 
-def bus_links(topology: Topology) -> list[Link]:
-    """``topology.links`` at NCCL's bandwidth (same indices and names); the links
-    themselves where no figures apply."""
+class BusLinks(Sequence[Link]):
+    """A topology's links at NCCL's bandwidth, each made when first read (a 131,072-GPU
+    cluster has 1.4 M links; collectives read those of their groups' routes)."""
+
+    def __init__(self, topology: Topology) -> None:
+        self._topology = topology
+        self._made: dict[int, Link] = {}
+
+    def __len__(self) -> int:
+        return len(self._topology.links)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        found = self._made.get(index)
+        if found is None:
+            topology = self._topology
+            link = topology.links[index]
+            share = kind_share(link_kind(link, topology), topology)
+            found = self._made[index] = replace(link, bandwidth_Bps=link.bandwidth_Bps * share)
+        return found
+
+
+def bus_links(topology: Topology) -> Sequence[Link]:
+    """``topology.links`` at NCCL's bandwidth (same indices and names; :class:`BusLinks`);
+    the links themselves where no figures apply."""
     if not applies(topology) or getattr(topology, "bus_scaled", False):
         return topology.links
     found = _scaled.get(id(topology))
     if found is not None and found[0] is topology:
         return found[1]
-    links = [
-        replace(
-            link, bandwidth_Bps=link.bandwidth_Bps * kind_share(link_kind(link, topology), topology)
-        )
-        for link in topology.links
-    ]
+    links = BusLinks(topology)
     if len(_scaled) >= _LINKS_CACHE_LIMIT:
         _scaled.clear()
     _scaled[id(topology)] = (topology, links)

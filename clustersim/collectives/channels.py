@@ -104,7 +104,7 @@ def _arch(topology: Any) -> int:
 
 
 _CACHE_LIMIT = 4096
-_graphs: dict[tuple[int, tuple[str, ...]], tuple[Any, Graph | None]] = {}
+_graphs: dict[tuple[int, Any], tuple[Any, Graph | None]] = {}
 
 
 def nccl_graph(devices: tuple[str, ...], topology: Topology) -> Graph | None:
@@ -114,6 +114,12 @@ def nccl_graph(devices: tuple[str, ...], topology: Topology) -> Graph | None:
     found = _graphs.get(key)
     if found is not None and found[0] is topology:
         return found[1]
+    orbit = topology.orbit_key(devices) if isinstance(topology, Topology) else None
+    if orbit is not None:  # groups that sit alike get one search (topology/symmetry.py)
+        key = (id(topology), orbit)
+        found = _graphs.get(key)
+        if found is not None and found[0] is topology:
+            return found[1]
     graph = _search(devices, topology) if applies(topology) and len(devices) > 1 else None
     if len(_graphs) >= _CACHE_LIMIT:
         _graphs.clear()
