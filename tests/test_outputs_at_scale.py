@@ -206,6 +206,24 @@ def test_a_folded_folder_reads_back_as_the_whole_summary(result, folders) -> Non
     assert {k: v for k, v in back.items() if k != "folded"} == whole
 
 
+def test_folded_links_csv_holds_equal_links_once_with_their_count(folders) -> None:
+    whole = list(csv.DictReader(io.StringIO((folders["whole"] / "links.csv").read_text())))
+    text = (folders["folded"] / "links.csv").read_text()
+    folded = list(csv.DictReader(io.StringIO(text)))
+    assert text.splitlines()[0].endswith(",links")
+    assert sum(int(r["links"]) for r in folded) == len(whole) > len(folded)
+    by_name = {r["link"]: r for r in whole}
+    measured = [c for c in folded[0] if c not in ("link", "links")]
+    for row in folded:
+        first = by_name[row["link"]]
+        assert {c: row[c] for c in measured} == {c: first[c] for c in measured}
+        equal = [r for r in whole if all(r[c] == row[c] for c in measured)]
+        assert len(equal) == int(row["links"]) and equal[0]["link"] == row["link"]
+    block = _summary(folders["folded"])["folded"]["links"]
+    assert block == {"file": "links.csv", "links": len(whole), "rows": len(folded)}
+    assert (folders["trace_all"] / "links.csv").read_text() == text  # still auto: folded
+
+
 def test_parquet_reads_as_the_csvs_dataframe(result, folders) -> None:
     parquet = pd.read_parquet(folders["parquet"] / "timeline.parquet")
     text = dict.fromkeys(c for c in TEXT_COLUMNS if c in parquet.columns)
@@ -229,6 +247,8 @@ def test_report_reads_a_folded_parquet_folder(folders, tmp_path, capsys) -> None
     assert {k: v for k, v in after.items() if k != "report.html"} == before
     page = after["report.html"].decode()
     assert "12 more devices" in page  # the page's table: all 32 workers, folded to 20
+    links = page.split('<table id="links">')[1].split("</table>")[0]
+    assert " x " in links  # a folded links.csv's rows name the links they stand for
 
 
 def test_the_same_run_writes_the_same_folded_bytes(result, tmp_path) -> None:
@@ -267,7 +287,7 @@ def test_cli_flags_write_what_they_say(tmp_path, capsys) -> None:
     """On a workload without replicas (a collective) ``replica`` keeps one device of each set
     of identical ones, as the Gantt chart folds rows; ``--timeline parquet`` writes no CSV."""
     out = tmp_path / "ring"
-    argv = ["run", str(COLLECTIVE), "-o", str(out), "-q", "--trace", "replica"]
+    argv = ["run", str(COLLECTIVE), "-o", str(out), "-q", "--trace", "replica", "--links", "all"]
     assert main([*argv, "--timeline", "parquet", "--summary-devices", "extremes"]) == 0
     names = sorted(p.name for p in out.iterdir())
     assert "timeline.parquet" in names and "timeline.csv" not in names

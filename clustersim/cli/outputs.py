@@ -6,6 +6,7 @@ import argparse
 
 from ..outputs.modes import (
     FOLD_AT,
+    LINK_CHOICES,
     ROW_CHOICES,
     SUMMARY_CHOICES,
     TIMELINE_FORMATS,
@@ -14,7 +15,7 @@ from ..outputs.modes import (
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--trace``, ``--timeline``, ``--timeline-rows`` and ``--summary-devices``."""
+    """``--trace``, ``--timeline``, ``--timeline-rows``, ``--summary-devices``, ``--links``."""
     group = parser.add_argument_group(
         "output options",
         f"what the run folder holds; 'auto' folds on a cluster of {FOLD_AT:,} devices or "
@@ -54,6 +55,14 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "by the quantity each is about (idle_s, peak_bytes, ...), every device then in "
         "DIR/devices.csv (default: auto)",
     )
+    group.add_argument(
+        "--links",
+        choices=LINK_CHOICES,
+        default="auto",
+        help="links.csv: a row per link that carried traffic, or links whose rows are equal "
+        "but for the name once, as the first of them, with a last column 'links' counting "
+        "them (default: auto)",
+    )
 
 
 def output_modes(args: argparse.Namespace) -> OutputModes:
@@ -63,4 +72,5 @@ def output_modes(args: argparse.Namespace) -> OutputModes:
         timeline=args.timeline,
         timeline_rows=args.timeline_rows,
         summary_devices=args.summary_devices,
+        links=args.links,
     )

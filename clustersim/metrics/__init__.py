@@ -41,7 +41,7 @@ from .families import (
     ZeroSettings,
     ZeroSummary,
 )
-from .folding import FoldedEntry, FoldedOutputs, FoldedRows, FoldedSummary
+from .folding import FoldedEntry, FoldedLinks, FoldedOutputs, FoldedRows, FoldedSummary
 from .goodput import GoodputSummary
 from .jobs import JobsSummary, JobSummary
 from .parameter_server import (
@@ -91,6 +91,7 @@ __all__ = [
     "OPTIONAL_SPLICE",
     "GoodputSummary",
     "FoldedEntry",
+    "FoldedLinks",
     "FoldedOutputs",
     "FoldedRows",
     "FoldedSummary",

@@ -3,7 +3,8 @@
 Runs on a cluster of many devices (4,096 or more by default,
 :data:`clustersim.outputs.modes.FOLD_AT`) write their run folder folded, so a person can
 open it: summary.json keeps each per-device entry's highest and lowest devices only (every
-device in ``devices.csv``), and ``timeline.csv`` and ``trace.json`` hold one replica.  The
+device in ``devices.csv``), ``timeline.csv`` and ``trace.json`` hold one replica and
+``links.csv`` holds equal links once.  The
 block says what was folded, so no reader takes a folded file for the whole run; it is
 absent when nothing was folded (every run below the threshold), so those summaries stay
 byte for byte what they were.
@@ -64,6 +65,18 @@ class FoldedRows(SummaryPart):
 
 
 @dataclass(frozen=True)
+class FoldedLinks(SummaryPart):
+    """``folded.links``: links.csv with equal rows once, each counting its links."""
+
+    file: str
+    """``links.csv``."""
+    links: int
+    """Links that carried traffic (a row each unfolded)."""
+    rows: int
+    """Rows of the folded file (its ``links`` column says how many links each stands for)."""
+
+
+@dataclass(frozen=True)
 class FoldedOutputs(SummaryPart):
     """summary.json's ``folded`` block (written only when something was folded)."""
 
@@ -73,3 +86,4 @@ class FoldedOutputs(SummaryPart):
     """Devices from which the ``auto`` output modes fold."""
     summary: FoldedSummary | None = field(default=None, metadata=OPTIONAL)
     rows: FoldedRows | None = field(default=None, metadata=OPTIONAL)
+    links: FoldedLinks | None = field(default=None, metadata=OPTIONAL)

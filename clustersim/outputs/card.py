@@ -21,6 +21,7 @@ from typing import Any
 from ..metrics import DeviceTimes, HybridSummary, Summary
 from ..units import format_bandwidth, format_flop_rate, format_size, format_time
 from .devices import DEVICES_CSV
+from .links import COUNT_COLUMN
 
 DEVICE_ROWS_SHOWN = 10
 """Rows of the per-device table shown at its top and at its bottom (the rest in devices.csv)."""
@@ -146,13 +147,14 @@ def device_table(
 
 
 def link_table(links: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """The busiest links (by utilisation, then bytes) of ``links.csv``, with units."""
+    """The busiest links (by utilisation, then bytes) of ``links.csv``, with units; a row of
+    a folded links.csv named ``link x N`` (the links it stands for)."""
     rows = sorted(
         links, key=lambda r: (-float(r["utilisation"]), -float(r["bytes"]), str(r["link"]))
     )[:LINK_ROWS_SHOWN]
     return [
         [
-            str(r["link"]),
+            _link_name(r),
             format_bandwidth(float(r["bandwidth_Bps"])),
             format_size(float(r["bytes"])),
             format_time(float(r["busy_s"])),
@@ -162,6 +164,12 @@ def link_table(links: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         ]
         for r in rows
     ]
+
+
+def _link_name(row: Mapping[str, Any]) -> str:
+    count = row.get(COUNT_COLUMN)
+    many = isinstance(count, (int, float)) and count == count and count > 1
+    return f"{row['link']} x {int(count)}" if many else str(row["link"])
 
 
 def _flows(n: int) -> str:

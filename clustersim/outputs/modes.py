@@ -10,7 +10,9 @@ person can open its folder (a 16,384-GPU run wrote 790 MB unfolded):
 * ``timeline_rows`` -- ``all``, ``replica`` or ``auto``, as ``trace``;
 * ``summary_devices`` -- ``all``: summary.json lists every device in its per-device
   entries; ``extremes``: the highest and lowest :data:`.devices.SHOWN` devices of each
-  (every device in ``devices.csv``); ``auto``: ``extremes`` at scale, else ``all``.
+  (every device in ``devices.csv``); ``auto``: ``extremes`` at scale, else ``all``;
+* ``links`` -- ``all``: a row per busy link; ``folded``: links with equal rows once, with
+  the count (:func:`.links.fold_links`); ``auto``: ``folded`` at scale, else ``all``.
 
 What was folded is written in summary.json's ``folded`` block
 (:mod:`clustersim.metrics.folding`) and in trace.json itself.
@@ -31,6 +33,8 @@ TIMELINE_FORMATS = ("csv", "parquet")
 """Choices of ``timeline``: the file ``timeline.csv`` or ``timeline.parquet``."""
 SUMMARY_CHOICES = ("auto", "all", "extremes")
 """Choices of ``summary_devices``."""
+LINK_CHOICES = ("auto", "all", "folded")
+"""Choices of ``links``."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class OutputModes:
     timeline: str = "csv"
     timeline_rows: str = "auto"
     summary_devices: str = "auto"
+    links: str = "auto"
     fold_at: int = FOLD_AT
 
     def __post_init__(self) -> None:
@@ -51,6 +56,7 @@ class OutputModes:
             ("--timeline", self.timeline, TIMELINE_FORMATS),
             ("--timeline-rows", self.timeline_rows, ROW_CHOICES),
             ("--summary-devices", self.summary_devices, SUMMARY_CHOICES),
+            ("--links", self.links, LINK_CHOICES),
         ):
             if value not in allowed:
                 raise ScenarioError(Problem(flag, f"unknown mode {value!r}", ", ".join(allowed)))
@@ -69,6 +75,7 @@ class OutputModes:
             trace=pick(self.trace, "replica"),
             timeline_rows=pick(self.timeline_rows, "replica"),
             summary_devices=pick(self.summary_devices, "extremes"),
+            links=pick(self.links, "folded"),
         )
 
     @property

@@ -17,7 +17,8 @@ On a cluster of :data:`.modes.FOLD_AT` devices or more the folder is folded by d
 (:class:`.modes.OutputModes`): ``trace.json`` and the timeline hold one replica's records
 (:func:`.fold.fold_devices`; the Gantt chart is drawn from them), summary.json's
 per-device entries keep their highest and lowest devices (the rest in ``devices.csv``),
-and summary.json's ``folded`` block says what was folded.
+``links.csv`` holds equal links once (:func:`.links.fold_links`), and summary.json's
+``folded`` block says what was folded.
 
 The folder is replaced as a unit (:func:`.folder.replace_folder`): every file
 is written into a temporary sibling folder, which then takes the old folder's
@@ -37,13 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..metrics import FoldedOutputs, Summary, SummaryFormatError, canonical_json
+from ..metrics import FoldedLinks, FoldedOutputs, Summary, SummaryFormatError, canonical_json
 from ..records import Record, sorted_records
 from .atomic import write_atomic
 from .devices import DEVICES_CSV, devices_csv, fold_entries, read_devices, unfold_entries
 from .fold import DeviceFold, fold_devices
 from .folder import replace_folder
-from .links import links_csv, read_links
+from .links import fold_links, links_csv, read_links
 from .modes import OutputModes
 from .tables import file_problem
 from .timeline import read_timeline, timeline_csv, write_timeline_parquet
@@ -102,10 +103,16 @@ class _Plan:
     trace_fold: DeviceFold | None
     devices_table: str | None
     """``devices.csv``'s text (a folded summary), else None."""
+    links: list[dict[str, Any]]
+    """links.csv's rows (folded or not)."""
 
 
 def _plan(
-    summary: Mapping[str, Any], records: Sequence[Record], modes: OutputModes, devices: int
+    summary: Mapping[str, Any],
+    records: Sequence[Record],
+    links: Sequence[Mapping[str, Any]],
+    modes: OutputModes,
+    devices: int,
 ) -> _Plan:
     """Decide the folds of ``modes`` (already resolved for the cluster's ``devices``)."""
     ordered = sorted_records(records)
@@ -118,10 +125,13 @@ def _plan(
         if fold is not None and mode == "replica"
     ]
     data, cut = fold_entries(summary) if modes.summary_devices == "extremes" else (summary, None)
+    link_rows = fold_links(links) if modes.links == "folded" else [dict(r) for r in links]
+    merged = FoldedLinks("links.csv", len(links), len(link_rows))
+    merged = merged if len(link_rows) < len(links) else None
     block = None
-    if cut is not None or folded_files:
+    if cut is not None or folded_files or merged is not None:
         rows = fold.block(folded_files) if fold is not None and folded_files else None
-        block = FoldedOutputs(devices, modes.fold_at, cut, rows).as_dict()
+        block = FoldedOutputs(devices, modes.fold_at, cut, rows, merged).as_dict()
     extra = {"folded": block} if block is not None else {}
     return _Plan(
         summary={**data, **extra},
@@ -130,6 +140,7 @@ def _plan(
         trace=kept if "trace.json" in folded_files else ordered,
         trace_fold=fold if "trace.json" in folded_files else None,
         devices_table=devices_csv(summary) if cut is not None else None,
+        links=link_rows if merged is not None else [dict(r) for r in links],
     )
 
 
@@ -155,11 +166,11 @@ def write_run_folder(
     modes = (modes or OutputModes()).resolved(
         len(summary.get("devices") or {}) if devices is None else devices
     )
-    plan = _plan(summary, records, modes, devices or len(summary.get("devices") or {}))
+    plan = _plan(summary, records, links, modes, devices or len(summary.get("devices") or {}))
     steps: list[tuple[str, Callable[[Path], Any]]] = [
         ("summary.json", lambda p: write_atomic(p, canonical_json(plan.summary))),
         (modes.timeline_file, lambda p: _write_timeline(p, plan.timeline)),
-        ("links.csv", lambda p: write_atomic(p, links_csv(links))),
+        ("links.csv", lambda p: write_atomic(p, links_csv(plan.links))),
         ("trace.json", lambda p: write_atomic(p, _trace(plan, nodes, summary))),
     ]
     if plan.devices_table is not None:
