@@ -8,7 +8,8 @@
    replica: ~1.1 million records; ``--sizes-dp 256`` for 16,384 GPUs). Writes its run
    folder in the default modes (folded at 4,096 devices or more), with ``--trace all``,
    with ``--timeline parquet --timeline-rows all`` and with every mode ``all`` (the
-   folder as it was before folding), and prints each file's size and each folder's total
+   folder as it was before folding: ``--trace``, ``--timeline-rows``,
+   ``--summary-devices`` and ``--links all``), and prints each file's size and each folder's total
    against the 100 MB a default folder must stay under.
 
 Nothing here is asserted.
@@ -36,7 +37,7 @@ FOLDERS = {
     "--trace all": OutputModes(trace="all"),
     "--timeline parquet --timeline-rows all": OutputModes(timeline="parquet", timeline_rows="all"),
     "every mode all (before folding)": OutputModes(
-        trace="all", timeline_rows="all", summary_devices="all"
+        trace="all", timeline_rows="all", summary_devices="all", links="all"
     ),
 }
 """The folders written of the large run, by the flags that give them."""
@@ -101,7 +102,7 @@ def folder_sizes(dp: int, micro_batches: int) -> None:
             f"written in {write_s:.1f} s"
         )
         for name, size in sorted(sizes.items(), key=lambda item: -item[1]):
-            print(f"    {name:<24} {size / 1e6:10.2f} MB")
+            print(f"    {name:<24} {size / 1e6:10.3f} MB")
 
 
 def main() -> None:

@@ -38,9 +38,9 @@ class RunCommand(Command):
         "temporary folder beside it, which then takes its place, so DIR holds the old "
         "complete set or the new one, never a mix. On a cluster of 4,096 devices or more DIR "
         "is folded by default (see the output options): trace.json and timeline.csv hold one "
-        "replica, summary.json's per-device entries their 10 highest and 10 lowest devices, "
-        "and DIR/devices.csv every device; summary.json's 'folded' block says what was "
-        "folded. Prints a short summary."
+        "replica, summary.json's per-device entries their 10 highest and 10 lowest devices "
+        "(DIR/devices.csv every device) and links.csv equal links once; summary.json's "
+        "'folded' block says what was folded. Prints a short summary."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
