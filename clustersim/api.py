@@ -45,6 +45,7 @@ from .metrics import (
 )
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
+from .outputs.modes import OutputModes
 from .outputs.run_folder import write_run_folder
 from .outputs.trace import nodes_of
 from .records import Record, timeline_frame
@@ -159,13 +160,19 @@ class Result:
         out_dir: str | os.PathLike[str],
         flag: str = "output folder",
         resolved_scenario: str | None = None,
+        modes: OutputModes | None = None,
     ) -> list[Path]:
         """Replace the folder ``out_dir`` by one holding summary.json, timeline.csv, links.csv
         and trace.json, and gantt.png and gantt.svg for a training workload; return their
         paths (:func:`clustersim.outputs.run_folder.write_run_folder`: the folder is
         replaced as a unit, and one holding other files than clustersim's is refused;
         ``flag`` names ``out_dir`` in that error).  ``resolved_scenario``: the text of
-        scenario.resolved.yaml (the scenario as run), written too when given."""
+        scenario.resolved.yaml (the scenario as run), written too when given.
+
+        ``modes`` (:class:`clustersim.outputs.modes.OutputModes`): the trace's and the
+        timeline's rows, the timeline's format, summary.json's per-device entries; by
+        default a cluster of 4,096 devices or more is written folded (one replica's
+        records, the per-device entries' extremes plus ``devices.csv``)."""
         return write_run_folder(
             out_dir,
             self.summary,
@@ -174,6 +181,8 @@ class Result:
             self.processes(),
             flag,
             resolved_scenario,
+            modes,
+            len(self.topology.devices),
         )
 
     def processes(self) -> dict[str, str | None]:

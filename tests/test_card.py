@@ -10,11 +10,11 @@ from clustersim.outputs.card import (
     DEVICE_ROWS_SHOWN,
     device_rows,
     device_table,
-    devices_csv,
     duration,
     header_card,
     link_table,
 )
+from clustersim.outputs.devices import devices_csv
 
 SUMMARY = {
     "scenario": "s",
@@ -57,7 +57,8 @@ def _summary(n: int) -> Summary:
         }
         for i in range(n)
     }
-    return Summary.of({"scenario": "s", "workload": "data_parallel", "devices": devices})
+    data = {"scenario": "s", "workload": "data_parallel", "makespan_s": 1.0, "devices": devices}
+    return Summary.of(data)
 
 
 def test_device_table_folds_to_the_top_and_bottom_rows_and_the_csv_has_all() -> None:
@@ -70,8 +71,9 @@ def test_device_table_folds_to_the_top_and_bottom_rows_and_the_csv_has_all() -> 
     assert len(shown) == 2 * DEVICE_ROWS_SHOWN + 1
     assert shown[DEVICE_ROWS_SHOWN][0].startswith(f"... {folded} more devices")
     assert shown[0] == ["gpu49", "1 s", "100 ms", "50 ms", "980 ms", "98.0%"]
-    back = list(csv.DictReader(io.StringIO(devices_csv(rows))))
-    assert len(back) == 50 and float(back[0]["idle_s"]) == 0.98
+    back = list(csv.DictReader(io.StringIO(devices_csv(summary))))  # device order
+    assert len(back) == 50 and float(back[49]["idle_s"]) == 0.98
+    assert float(back[49]["bubble_fraction"]) == 0.98  # no per_device_bubble: idle / makespan
     assert isinstance(summary.devices["gpu0"], DeviceTimes)
 
 

@@ -25,7 +25,7 @@ import pytest
 import clustersim
 from clustersim.cli import main
 from clustersim.errors import ScenarioError, WriteError
-from clustersim.outputs import atomic, card, folder, gantt, paths, run_folder
+from clustersim.outputs import atomic, devices, folder, gantt, paths, run_folder
 from clustersim.outputs.atomic import write_atomic
 from clustersim.outputs.folder import leftovers, remove_leftovers, replace_folder
 from clustersim.outputs.paths import check_output_folder
@@ -214,7 +214,8 @@ def test_current_folder_is_not_replaced(
 def test_output_names_cover_every_writer() -> None:
     """The names a replaced folder may hold are those the commands write."""
     written = {*run_folder.TEXT_FILES, run_folder.RESOLVED_SCENARIO, *gantt.GANTT_FILES}
-    written |= {"report.html", card.DEVICES_CSV}  # clustersim report
+    written |= {*run_folder.TIMELINE_FILES, devices.DEVICES_CSV}  # folded, --timeline parquet
+    written |= {"report.html", devices.DEVICES_CSV}  # clustersim report
     assert written == set(paths.RUN_FILES)
     assert paths.OUTPUT_FILES == {*paths.RUN_FILES, *paths.COMPARE_FILES, *paths.PLAN_FILES}
 

@@ -20,6 +20,7 @@ from ..metrics import (
 )
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_max_events_argument, out
+from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
 
@@ -35,7 +36,11 @@ class RunCommand(Command):
         "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios and replayed traces. DIR is "
         "checked before simulating and replaced as a unit: the files are written into a "
         "temporary folder beside it, which then takes its place, so DIR holds the old "
-        "complete set or the new one, never a mix. Prints a short summary."
+        "complete set or the new one, never a mix. On a cluster of 4,096 devices or more DIR "
+        "is folded by default (see the output options): trace.json and timeline.csv hold one "
+        "replica, summary.json's per-device entries their 10 highest and 10 lowest devices "
+        "(DIR/devices.csv every device) and links.csv equal links once; summary.json's "
+        "'folded' block says what was folded. Prints a short summary."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -68,6 +73,7 @@ class RunCommand(Command):
         )
         add_override_arguments(parser)
         add_max_events_argument(parser)
+        add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import simulate
@@ -112,7 +118,9 @@ class RunCommand(Command):
             goodput.close()
         wall = time.monotonic() - started
         _warn_memory(result.typed_summary)
-        written = result.write(out_dir, "-o" if given else "output folder", resolved)
+        written = result.write(
+            out_dir, "-o" if given else "output folder", resolved, output_modes(args)
+        )
         if args.quiet:
             out(str(out_dir))
         else:

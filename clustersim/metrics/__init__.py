@@ -7,6 +7,7 @@
 * :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
 * :mod:`.jobs` -- the part of a multi-job run: each job's part and its slowdown;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
+* :mod:`.folding` -- the ``folded`` block of a folded run folder's summary.json;
 * :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
   :func:`canonical_json`, the text of summary.json.
 """
@@ -40,6 +41,7 @@ from .families import (
     ZeroSettings,
     ZeroSummary,
 )
+from .folding import FoldedEntry, FoldedLinks, FoldedOutputs, FoldedRows, FoldedSummary
 from .goodput import GoodputSummary
 from .jobs import JobsSummary, JobSummary
 from .parameter_server import (
@@ -56,6 +58,7 @@ from .parts import (
     SummaryFormatError,
     SummaryPart,
     canonical_json,
+    canonical_value,
 )
 from .summary import (
     EngineCounters,
@@ -87,6 +90,11 @@ __all__ = [
     "OPTIONAL",
     "OPTIONAL_SPLICE",
     "GoodputSummary",
+    "FoldedEntry",
+    "FoldedLinks",
+    "FoldedOutputs",
+    "FoldedRows",
+    "FoldedSummary",
     "SPLICE",
     "AllReduceTraffic",
     "BucketSizes",
@@ -135,6 +143,7 @@ __all__ = [
     "ZeroSettings",
     "ZeroSummary",
     "canonical_json",
+    "canonical_value",
     "device_breakdown",
     "flop_rates",
     "link_table",

@@ -46,6 +46,11 @@ class StrategySummary(SummaryPart, Registered):
         """Stored activations per pipeline stage, as summary.json holds them ({} if none)."""
         return {}
 
+    def replicas(self) -> list[list[str]]:
+        """The devices of each data-parallel replica, replica 0 first ([] for a workload
+        without replicas); the simulated replica is replica 0 in one-replica mode."""
+        return []
+
 
 @dataclass(frozen=True)
 class UntypedSummary(StrategySummary):
@@ -101,6 +106,10 @@ class FlopTrainingSummary(TrainingSummary):
     model: ModelInfo
     workers: list[str]
     global_batch: float
+
+    def replicas(self) -> list[list[str]]:
+        """Each worker holds a whole replica (data parallelism, ZeRO)."""
+        return [[w] for w in self.workers or []]
 
 
 # ------------------------------------------------------------------ collective
@@ -525,3 +534,7 @@ class HybridSummary(FlopTrainingSummary):
 
     def stage_activations(self) -> Mapping[str, Any]:
         return plain(self.activation_memory or {})
+
+    def replicas(self) -> list[list[str]]:
+        """Replica d's devices: its stage groups (``tensor_groups[d]``), stage by stage."""
+        return [[d for group in replica for d in group] for replica in self.tensor_groups or []]

@@ -86,3 +86,7 @@ class ParameterServerSummary(TrainingSummary):
     embedding_rows_updated: float | None = field(default=None, metadata=OPTIONAL)
     """``model.embedding``: expected unique rows one server update of the table changes."""
     replication: ReplicationSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
+
+    def replicas(self) -> list[list[str]]:
+        """Each worker holds a whole replica (the servers belong to none)."""
+        return [[w] for w in self.workers or []]

@@ -168,6 +168,12 @@ def _shaped(value: Any, shape: type, key: str) -> Any:
     raise SummaryFormatError(f"summary key {key!r}: expected {want}, got {type(value).__name__}")
 
 
+def canonical_value(value: Any) -> Any:
+    """``value`` as summary.json holds it: floats rounded to 12 significant digits (non-finite
+    ones as ``None``, ``"inf"``, ``"-inf"``), inside dicts, lists and tuples too."""
+    return _canonical(value)
+
+
 def _canonical(value: Any) -> Any:
     """Floats rounded to 12 significant digits, so summaries compare byte for byte."""
     if isinstance(value, float):

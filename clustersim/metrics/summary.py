@@ -6,7 +6,8 @@ Its keys, in order: the :class:`RunHeader` (every run), the strategy's part
 ``tokens_per_s``, ``time_to_train_s``, ``gpu_hours``, ``cost``, training runs that can
 compute them), the goodput keys (:class:`~clustersim.metrics.goodput.GoodputSummary`,
 training runs with failures, checkpoints or a job length), ``memory`` (training strategies that model memory),
-``devices``, ``busiest_links`` and ``engine``.  ``Summary.from_dict`` reads a
+``devices``, ``busiest_links``, ``engine`` and, in a folded run folder, ``folded``
+(:mod:`.folding`).  ``Summary.from_dict`` reads a
 summary.json back into the same types, so reports, plan, sweep, golden and
 the CLI read attributes, never strings with ``.get()``.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from .breakdown import DeviceTimes, LinkLoad
 from .families import StrategySummary
+from .folding import FoldedOutputs
 from .goodput import GoodputSummary
 from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart
 from .usage import UsageSummary
@@ -104,7 +106,7 @@ class MemoryBlock(SummaryPart):
 FRAME_KEYS = frozenset(
     ("scenario", "seed", "workload", "clustersim_version", "makespan_s")
     + ("mfu", "tokens_per_s", "time_to_train_s", "gpu_hours", "cost")
-    + ("memory", "devices", "busiest_links", "engine")
+    + ("memory", "devices", "busiest_links", "engine", "folded")
 )
 """Keys of the summary that are not the strategy's."""
 
@@ -123,6 +125,8 @@ class Summary(SummaryPart):
     devices: dict[str, DeviceTimes] = field(default_factory=dict)
     busiest_links: list[LinkLoad] = field(default_factory=list)
     engine: EngineCounters | None = field(default=None, metadata=OPTIONAL)
+    folded: FoldedOutputs | None = field(default=None, metadata=OPTIONAL)
+    """What of the run folder was folded (:mod:`.folding`; None: nothing)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> Summary:
@@ -139,6 +143,7 @@ class Summary(SummaryPart):
             rest.devices,
             rest.busiest_links,
             rest.engine,
+            rest.folded,
         )
 
     @classmethod
@@ -166,3 +171,4 @@ class _Frame(SummaryPart):
     devices: dict[str, DeviceTimes] = field(default_factory=dict)
     busiest_links: list[LinkLoad] = field(default_factory=list)
     engine: EngineCounters | None = None
+    folded: FoldedOutputs | None = None

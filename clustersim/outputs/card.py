@@ -9,7 +9,7 @@ shows a bare summary value whose unit is a guess.
   has them, tokens/s, time to train, GPU-hours and cost.
 * :func:`device_table` -- one row per worker, sorted by bubble (most idle
   first) and folded to the top and bottom :data:`DEVICE_ROWS_SHOWN` rows; the
-  whole table is ``devices.csv`` beside report.html (:func:`devices_csv`).
+  whole table is ``devices.csv`` beside report.html (:func:`.devices.devices_csv`).
 * :func:`link_table` -- the busiest links of ``links.csv`` with units.
 """
 
@@ -20,23 +20,13 @@ from typing import Any
 
 from ..metrics import DeviceTimes, HybridSummary, Summary
 from ..units import format_bandwidth, format_flop_rate, format_size, format_time
-from .tables import cell, csv_text
+from .devices import DEVICES_CSV
+from .links import COUNT_COLUMN
 
 DEVICE_ROWS_SHOWN = 10
 """Rows of the per-device table shown at its top and at its bottom (the rest in devices.csv)."""
 LINK_ROWS_SHOWN = 20
 """Links in the busiest-links table."""
-DEVICES_CSV = "devices.csv"
-"""The whole per-device table, written beside report.html."""
-DEVICE_COLUMNS = (
-    "device",
-    "compute_s",
-    "communication_s",
-    "exposed_communication_s",
-    "idle_s",
-    "bubble_fraction",
-)
-"""Columns of ``devices.csv`` (seconds, and the bubble as a fraction)."""
 DEVICE_HEADER = ("device", "compute", "communication", "exposed comm.", "idle", "bubble")
 LINK_HEADER = ("link", "bandwidth", "bytes", "busy", "busy share", "utilisation", "peak flows")
 DAY_S = 86_400.0
@@ -156,27 +146,15 @@ def device_table(
     return [text(*r) for r in top] + [middle] + [text(*r) for r in bottom], hidden
 
 
-def devices_csv(rows: Sequence[tuple[str, DeviceTimes, float | None]]) -> str:
-    """The text of ``devices.csv``: every row of :func:`device_rows`, seconds by ``repr``."""
-    body = (
-        [
-            cell(name),
-            *(cell(float(getattr(t, k) or 0.0)) for k in DEVICE_COLUMNS[1:5]),
-            "" if bubble is None else cell(bubble),
-        ]
-        for name, t, bubble in rows
-    )
-    return csv_text(DEVICE_COLUMNS, body)
-
-
 def link_table(links: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """The busiest links (by utilisation, then bytes) of ``links.csv``, with units."""
+    """The busiest links (by utilisation, then bytes) of ``links.csv``, with units; a row of
+    a folded links.csv named ``link x N`` (the links it stands for)."""
     rows = sorted(
         links, key=lambda r: (-float(r["utilisation"]), -float(r["bytes"]), str(r["link"]))
     )[:LINK_ROWS_SHOWN]
     return [
         [
-            str(r["link"]),
+            _link_name(r),
             format_bandwidth(float(r["bandwidth_Bps"])),
             format_size(float(r["bytes"])),
             format_time(float(r["busy_s"])),
@@ -186,6 +164,12 @@ def link_table(links: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         ]
         for r in rows
     ]
+
+
+def _link_name(row: Mapping[str, Any]) -> str:
+    count = row.get(COUNT_COLUMN)
+    many = isinstance(count, (int, float)) and count == count and count > 1
+    return f"{row['link']} x {int(count)}" if many else str(row["link"])
 
 
 def _flows(n: int) -> str:

@@ -18,7 +18,8 @@ communication, the summary's ``bubble_fraction`` definition,
 :data:`clustersim.metrics.training.BUBBLE_FRACTION`).
 
 Rows are folded first (:mod:`.fold`): in one-replica mode only the simulated
-replica's workers are drawn, and rows with identical boxes are drawn once,
+replica's workers are drawn (from a folded timeline, the devices it holds, each
+standing for its twins), and rows with identical boxes are drawn once,
 labelled ``device x N`` with the number of devices the row stands for.  Large
 runs (still more than :data:`MAX_ROWS` rows, or more than :data:`MAX_BOXES`
 boxes) are reduced and the title says how: one row per stage or node (its
@@ -27,7 +28,6 @@ first device), then the last iteration only, then no communication lane.
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,8 +51,9 @@ from ..metrics import (  # noqa: E402
 from ..network.failures import FAULT_KINDS  # noqa: E402
 from ..records import Record, phase_of, sorted_records  # noqa: E402
 from .atomic import save_figure  # noqa: E402
+from .devices import as_fraction  # noqa: E402
 from .figures import fit_title  # noqa: E402
-from .fold import fold_rows, simulated_workers  # noqa: E402
+from .fold import fold_rows, shown_devices, simulated_workers  # noqa: E402
 from .trace import natural_key, node_of  # noqa: E402
 
 MAX_ROWS = 64
@@ -204,22 +205,6 @@ def _bubbles(
     return out
 
 
-def as_fraction(value: Any) -> float | None:
-    """A bubble fraction from a number or a mapping holding one (``mean``, ``bubble_fraction``)."""
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    if isinstance(value, Mapping):
-        for key in ("bubble_fraction", "mean", "fraction", "bubble"):
-            if key in value:
-                return as_fraction(value[key])
-        numbers = [v for v in value.values() if isinstance(v, (int, float))]
-        return sum(numbers) / len(numbers) if numbers else None
-    if isinstance(value, (list, tuple)) and value:
-        numbers = [v for v in value if isinstance(v, (int, float))]
-        return sum(numbers) / len(numbers) if numbers else None
-    return None
-
-
 def _iteration_ends(summary: Summary) -> list[float]:
     ends, total = [], 0.0
     for t in summary.strategy.iteration_times():
@@ -272,10 +257,10 @@ def gantt_data(
     groups = _row_groups(records) if jobs is None else _job_groups(records, jobs)
     rows = _ordered_rows(groups) if jobs is None else list(groups)
     notes: list[str] = []
-    workers, weight = simulated_workers(summary)
+    workers, weight = shown_devices(summary)
     if workers:
         rows = [d for d in rows if d in workers]
-        notes.append(f"1 simulated replica of {weight}")
+        notes.append(_shown_note(summary, weight))
     shown, counts = fold_rows(rows, records, weight) if jobs is None else (rows, [1] * len(rows))
     if len(shown) < len(rows):
         notes.append(f"identical rows drawn once, x N: {len(rows)} rows in {len(shown)}")
@@ -318,6 +303,17 @@ def gantt_data(
         counts=counts if any(n > 1 for n in counts) else [],
         job_colours=[] if jobs is None else _job_colours(jobs, rows, groups),
     )
+
+
+def _shown_note(summary: Summary, weight: Mapping[str, int]) -> str:
+    """What the shown rows are: the simulated replica, or what a folded timeline holds."""
+    replicas, _ = simulated_workers(summary)
+    if replicas:
+        return f"1 simulated replica of {max(weight.values())}"
+    rows = summary.folded.rows if summary.folded is not None else None
+    if rows is not None and rows.replicas:
+        return f"the folded timeline's replica 0 of {rows.replicas}"
+    return f"the folded timeline's {len(weight)} of {sum(weight.values())} devices"
 
 
 def _job_groups(records: Sequence[Record], jobs: JobsSummary) -> dict[str, str]:

@@ -1,12 +1,13 @@
 """``report.html``: one self-contained page per run folder.
 
 :func:`write_report` reads a finished run folder (``summary.json``,
-``timeline.csv``, ``links.csv`` and, when there, ``scenario.resolved.yaml``),
+``timeline.csv`` or ``timeline.parquet``, ``links.csv``, ``devices.csv`` when summary.json
+is folded and, when there, ``scenario.resolved.yaml``),
 redraws the Gantt chart and renders ``templates/report.html.j2`` (Jinja2,
 every value escaped): a header card with units (:mod:`.card`), the Gantt
 chart (identical rows folded, ``x N``), the per-device table folded to its
-top and bottom rows (the whole of it in ``devices.csv``, written beside the
-page), the link-utilisation heatmap (:mod:`.heatmap`), the busiest links
+top and bottom rows (every device's quantities in ``devices.csv``, written beside
+the page: :mod:`.devices`), the link-utilisation heatmap (:mod:`.heatmap`), the busiest links
 with units, activation memory, and the raw summary in a collapsed section.
 Images are PNGs embedded in the page, so it opens without its folder.
 """
@@ -24,21 +25,13 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from matplotlib.figure import Figure
 
-from ..metrics import DeviceTimes, Summary
+from ..metrics import Summary
 from ..records import Record
 from .atomic import write_atomic
-from .card import (
-    DEVICE_HEADER,
-    DEVICES_CSV,
-    LINK_HEADER,
-    device_rows,
-    device_table,
-    devices_csv,
-    header_card,
-    link_table,
-)
+from .card import DEVICE_HEADER, LINK_HEADER, device_rows, device_table, header_card, link_table
+from .devices import DEVICES_CSV, device_bubbles, devices_csv
 from .fold import simulated_workers
-from .gantt import GanttData, as_fraction, gantt_figure, save_gantt
+from .gantt import GanttData, gantt_figure, save_gantt
 from .heatmap import ClusterContext, heatmap_figure, link_heatmap, read_cluster
 from .paths import check_output_folder
 from .plots import links_figure, memory_figure
@@ -100,19 +93,12 @@ def _cells(rows: Iterable[Sequence[str]], numeric_from: int = 1) -> list[list[Ce
 
 
 def _bubbles(summary: Summary, data: GanttData | None) -> dict[str, float | None]:
-    """Each device's bubble: the summary's ``per_device_bubble``, else its idle time / run
-    time (the iterations' sum, else the makespan), else the Gantt chart's."""
+    """Each device's bubble (:func:`.devices.device_bubbles`), else the Gantt chart's."""
     drawn = dict(zip(data.rows, data.bubble)) if data else {}
-    given = summary.strategy.device_bubbles()
-    times = summary.strategy.iteration_times()
-    run_s = float(sum(times)) if times else float(summary.header.makespan_s or 0.0)
-    out: dict[str, float | None] = {}
-    for name, row in summary.devices.items():
-        value = as_fraction(given.get(name))
-        if value is None and run_s > 0 and isinstance(row, DeviceTimes):
-            value = float(row.idle_s or 0.0) / run_s
-        out[name] = drawn.get(name) if value is None else value
-    return out
+    return {
+        name: drawn.get(name) if value is None else value
+        for name, value in device_bubbles(summary).items()
+    }
 
 
 def _device_rows(summary: Summary, data: GanttData | None) -> list[Any]:
@@ -174,12 +160,13 @@ def report_html(
 
 def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> list[Path]:
     """Redraw ``gantt.png``/``gantt.svg``, write ``devices.csv`` (when the summary has
-    per-device times) and ``report.html`` from a finished run folder.
+    per-device entries: :func:`.devices.devices_csv`) and ``report.html`` from a finished
+    run folder.
 
-    Reads ``summary.json``, ``timeline.csv``, ``links.csv`` and
-    ``scenario.resolved.yaml`` (optional: the cluster, for the heatmap); a missing
-    folder or file, or one that cannot be read, is a ScenarioError naming it,
-    and so is a folder that cannot be written (at key path ``flag``), checked
+    Reads the run folder (:func:`.run_folder.read_run_folder`: a folded summary is made
+    whole from ``devices.csv``) and ``scenario.resolved.yaml`` (optional: the cluster, for
+    the heatmap); a missing folder or file, or one that cannot be read, is a ScenarioError
+    naming it, and so is a folder that cannot be written (at key path ``flag``), checked
     before drawing.  Each file is replaced on its own, atomically: the folder
     keeps the run's other files.
     """
@@ -193,10 +180,10 @@ def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> l
         gantt = gantt_figure(run.records, summary)
         written += save_gantt(gantt, out)
         png = written[0].read_bytes()  # gantt.png, not drawn twice
-    rows = _device_rows(summary, getattr(gantt, "gantt_data", None))
     context = read_cluster(out)
     page = report_html(summary, run.records, run.links, gantt, context, png)
-    if rows:
-        written.append(write_atomic(out / DEVICES_CSV, devices_csv(rows)))
+    table = devices_csv(run.summary)
+    if table:
+        written.append(write_atomic(out / DEVICES_CSV, table))
     written.append(write_atomic(out / "report.html", page))
     return written

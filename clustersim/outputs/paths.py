@@ -33,6 +33,7 @@ from ..errors import Problem, ScenarioError
 RUN_FILES = (
     "summary.json",
     "timeline.csv",
+    "timeline.parquet",
     "links.csv",
     "trace.json",
     "scenario.resolved.yaml",

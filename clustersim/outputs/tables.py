@@ -60,26 +60,35 @@ def markdown_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+TEXT_COLUMNS = ("resource", "kind", "label", "src", "dst", "op", "phase", "link")
+"""Columns read as text, even when every cell is empty or looks like a number."""
+
+
 def file_problem(path: Path, message: str, allowed: str = "") -> ScenarioError:
     """The error for a file of a run folder that is missing or cannot be read."""
     return ScenarioError(Problem(str(path), message, allowed))
 
 
 def read_csv_table(path: str | os.PathLike[str], columns: Sequence[str]) -> Any:
-    """A CSV file with (at least) ``columns`` as a pandas DataFrame; text columns stay text.
+    """A CSV file with (at least) ``columns`` as a pandas DataFrame; text columns
+    (:data:`TEXT_COLUMNS`) stay text.
 
     A missing or unreadable file, or a missing column, is a ScenarioError naming the file.
     """
     import pandas as pd
 
     path = Path(path)
-    strings = {c: str for c in ("resource", "kind", "label", "src", "dst", "op", "phase", "link")}
     try:
-        frame = pd.read_csv(path, dtype=strings)
+        frame = pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
     except FileNotFoundError:
         raise file_problem(path, "missing (is this a clustersim run folder?)") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise file_problem(path, f"cannot be read as CSV: {exc}") from None
+    return with_columns(frame, path, columns)
+
+
+def with_columns(frame: Any, path: Path, columns: Sequence[str]) -> Any:
+    """``frame`` when it has every one of ``columns``; else a ScenarioError naming the file."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise file_problem(

@@ -17,6 +17,13 @@ The file opens in Perfetto (ui.perfetto.dev) and chrome://tracing.  Its shape::
   ``bytes``, ``flops``, ``src``, ``dst``, ``iteration``, ``microbatch``,
   ``stage`` and ``op`` (tags that do not apply are left out).
 
+A folded trace (``--trace replica``, the default at scale: :mod:`.modes`) is given one
+replica's records and the :class:`~.fold.DeviceFold` they came from: thread names say what
+each device stands for (``<device> x 64 compute``), no receive slice or counter is drawn on
+a device left out, and the document says what was left out twice: in ``otherData``
+(``folded``, the words and summary.json's ``folded.rows`` block) and as a global instant
+event at time 0 named by those words, which Perfetto shows on top of the timeline.
+
 Everything is derived from the records only (``resource``, ``kind``, ``src``,
 ``dst`` and the tags), so a trace can be rebuilt from a finished
 ``timeline.csv``; the same records give the same bytes.
@@ -36,6 +43,7 @@ from typing import Any
 from ..metrics import COMMUNICATION_KINDS
 from ..records import Record, sorted_records
 from .atomic import write_atomic
+from .fold import DeviceFold
 from .trace_tracks import (
     RECV_KIND,
     Bind,
@@ -157,10 +165,15 @@ class _Layout:
     counters: list[CounterTrack]
 
 
-def _with_receives(records: Iterable[Record]) -> tuple[list[Record], list[int]]:
-    """Records and receive slices in timeline order, and each one's receive slice (-1: none)."""
+def _with_receives(
+    records: Iterable[Record], hidden: frozenset[str] = frozenset()
+) -> tuple[list[Record], list[int]]:
+    """Records and receive slices in timeline order, and each one's receive slice (-1: none);
+    none on the ``hidden`` devices."""
     ordered = sorted_records(records)
     receives = [receive_record(r, _us) for r in ordered]
+    if hidden:
+        receives = [r if r is None or r.resource not in hidden else None for r in receives]
     combined = ordered + [r for r in receives if r is not None]
     order = sorted(range(len(combined)), key=lambda i: _timeline_key(combined[i]))
     position = [0] * len(combined)
@@ -184,9 +197,11 @@ def _layout(
     records: Iterable[Record],
     nodes: Mapping[str, str | None] | None,
     summary: Mapping[str, Any] | None = None,
+    fold: DeviceFold | None = None,
 ) -> _Layout:
     """Place each slice (pid, tid, ts, dur), bind its arrows and build the counters."""
-    ordered, partner = _with_receives(records)
+    hidden = fold.dropped if fold is not None else frozenset()
+    ordered, partner = _with_receives(records, hidden)
     starts = [_us(r.start_s) for r in ordered]
     ends = [_us(r.end_s) for r in ordered]
     lane_of = _assign_lanes(ordered, starts, ends)
@@ -204,7 +219,7 @@ def _layout(
     first_tid: dict[str, int] = {}
     for key in sorted(threads, key=_thread_key):
         first_tid.setdefault(key[0], threads[key])
-    found = network_counters(ordered, starts, ends)
+    found = network_counters(ordered, starts, ends, hidden)
     memory = memory_counters(summary, ordered, _us)
     for device in sorted(set(found) | set(memory), key=natural_key):
         pid = pids.setdefault(node_of(device, nodes), len(pids) + 1)
@@ -214,7 +229,8 @@ def _layout(
             if counter is not None:
                 counters.append((pid, first_tid[device], *counter))
     binds = flow_binds(ordered, partner, starts, ends)
-    return _Layout(_metadata(pids, threads, nodes), placed, binds, counters)
+    stands_for = fold.stands_for if fold is not None else {}
+    return _Layout(_metadata(pids, threads, nodes, stands_for), placed, binds, counters)
 
 
 def _placed(
@@ -229,16 +245,18 @@ def trace_events(
     records: Iterable[Record],
     nodes: Mapping[str, str | None] | None = None,
     summary: Mapping[str, Any] | None = None,
+    fold: DeviceFold | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``traceEvents`` list: metadata events, one ``X`` event per record and receive
-    slice (with its flow binding), then the counter events.
+    """The ``traceEvents`` list: metadata events (and a folded trace's instant event), one
+    ``X`` event per record and receive slice (with its flow binding), then the counter events.
 
     ``nodes`` maps device names to node names (``Topology`` devices' ``node``);
     without it processes come from the device names.  ``summary`` (a run's
-    summary.json) gives the memory counters.
+    summary.json) gives the memory counters.  ``fold``: the records are one replica's
+    (see the module docstring).
     """
-    layout = _layout(records, nodes, summary)
-    events = layout.metadata
+    layout = _layout(records, nodes, summary, fold)
+    events = layout.metadata + ([fold_marker(fold)] if fold is not None else [])
     for index, (record, pid, tid, start, duration) in enumerate(layout.placed):
         event = {
             "name": record.label or record.kind,
@@ -264,12 +282,29 @@ def trace_events(
     return events
 
 
+FOLD_FLAG = "--trace"
+"""The flag named in a folded trace's words."""
+
+
+def fold_note(fold: DeviceFold) -> dict[str, Any]:
+    """A folded trace's ``otherData``: what was left out, in words and as summary.json's
+    ``folded.rows`` block."""
+    return {"folded": fold.sentence(FOLD_FLAG), "rows": fold.block(["trace.json"]).as_dict()}
+
+
+def fold_marker(fold: DeviceFold) -> dict[str, Any]:
+    """The global instant event at time 0 that names what a folded trace left out."""
+    return {"name": fold.sentence(FOLD_FLAG), "ph": "i", "s": "g", "ts": 0.0, "pid": 0, "tid": 0}
+
+
 def _metadata(
     pids: Mapping[str, int],
     threads: Mapping[tuple[str, str, int], int],
     nodes: Mapping[str, str | None] | None,
+    stands_for: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Process and thread names, sorted so devices and streams read in order."""
+    """Process and thread names, sorted so devices and streams read in order; a device that
+    stands for others (a folded trace) named ``<device> x N``."""
     events: list[dict[str, Any]] = []
     for rank, process in enumerate(sorted(pids, key=natural_key)):
         pid = pids[process]
@@ -278,7 +313,9 @@ def _metadata(
     for (device, stream, lane), tid in sorted(threads.items(), key=lambda kv: _thread_key(kv[0])):
         pid = pids[node_of(device, nodes)]
         suffix = f" #{lane + 1}" if lane else ""
-        events.append(_meta("thread_name", pid, tid, {"name": f"{device} {stream}{suffix}"}))
+        count = (stands_for or {}).get(device, 1)
+        shown = f"{device} x {count}" if count > 1 else device
+        events.append(_meta("thread_name", pid, tid, {"name": f"{shown} {stream}{suffix}"}))
     order = sorted(threads, key=_thread_key)
     for index, key in enumerate(order):
         pid = pids[node_of(key[0], nodes)]
@@ -299,31 +336,40 @@ def trace_document(
     records: Iterable[Record],
     nodes: Mapping[str, str | None] | None = None,
     summary: Mapping[str, Any] | None = None,
+    fold: DeviceFold | None = None,
 ) -> dict[str, Any]:
-    """``{"traceEvents": [...], "displayTimeUnit": "ms"}``."""
-    return {"traceEvents": trace_events(records, nodes, summary), "displayTimeUnit": "ms"}
+    """``{"traceEvents": [...], "displayTimeUnit": "ms"}``, and ``otherData`` when folded."""
+    document = {"traceEvents": trace_events(records, nodes, summary, fold), "displayTimeUnit": "ms"}
+    if fold is not None:
+        document["otherData"] = fold_note(fold)
+    return document
 
 
 def trace_json(
     records: Iterable[Record],
     nodes: Mapping[str, str | None] | None = None,
     summary: Mapping[str, Any] | None = None,
+    fold: DeviceFold | None = None,
 ) -> str:
     """The text of ``trace.json``: compact, one event per line, the same bytes for the same records.
 
     Each line is what ``json.dumps(event, separators=(",", ":"), ensure_ascii=False)``
     gives for the event of :func:`trace_events`; the ``X`` and ``C`` events are
-    written without building their dicts (a large run has millions of them).
+    written without building their dicts (a large run has millions of them).  ``fold``:
+    the records are one replica's (see the module docstring).
     """
-    layout = _layout(records, nodes, summary)
+    layout = _layout(records, nodes, summary, fold)
     lines = [_compact(e) for e in layout.metadata]
+    if fold is not None:
+        lines.append(_compact(fold_marker(fold)))
     text = _JsonText()
     binds = layout.binds
     lines.extend(text.event(*item, binds.get(i)) for i, item in enumerate(layout.placed))
     for pid, tid, name, points in layout.counters:
         lines.extend(text.counter(name, ts, pid, tid, args) for ts, args in points)
     body = ",\n".join(lines)
-    return '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
+    other = f'"otherData":{_compact(fold_note(fold))},' if fold is not None else ""
+    return '{"displayTimeUnit":"ms",' + other + '"traceEvents":[\n' + body + "\n]}\n"
 
 
 def _compact(value: Any) -> str:
@@ -415,6 +461,7 @@ def write_trace(
     records: Sequence[Record],
     nodes: Mapping[str, str | None] | None = None,
     summary: Mapping[str, Any] | None = None,
+    fold: DeviceFold | None = None,
 ) -> Path:
     """Write ``trace.json`` atomically (a temporary name, then renamed)."""
-    return write_atomic(Path(path), trace_json(records, nodes, summary))
+    return write_atomic(Path(path), trace_json(records, nodes, summary, fold))

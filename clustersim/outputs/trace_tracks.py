@@ -132,9 +132,13 @@ Counter = tuple[str, list[tuple[float, dict[str, float]]]]
 
 
 def network_counters(
-    ordered: Sequence[Record], starts: Sequence[float], ends: Sequence[float]
+    ordered: Sequence[Record],
+    starts: Sequence[float],
+    ends: Sequence[float],
+    hidden: frozenset[str] = frozenset(),
 ) -> dict[str, Counter]:
-    """Device -> its ``network`` counter, for the :data:`NETWORK_COUNTER_CAP` busiest.
+    """Device -> its ``network`` counter, for the :data:`NETWORK_COUNTER_CAP` busiest (none
+    for the ``hidden`` devices: those a folded trace leaves out).
 
     Each transfer between two devices with bytes and a positive duration adds
     ``bytes / duration`` to its source's ``send_Bps`` and its destination's
@@ -153,7 +157,8 @@ def network_counters(
             points = changes.setdefault(device, [])
             points.append((starts[index], side, 1, rate))
             points.append((ends[index], side, -1, -rate))
-    busiest = sorted(moved, key=lambda d: (-moved[d], natural_key(d)))[:NETWORK_COUNTER_CAP]
+    shown = [d for d in moved if d not in hidden]
+    busiest = sorted(shown, key=lambda d: (-moved[d], natural_key(d)))[:NETWORK_COUNTER_CAP]
     return {d: (f"{d} network", _sweep(changes[d])) for d in busiest}
 
 
