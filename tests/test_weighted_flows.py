@@ -158,8 +158,8 @@ def _reference_weighted_rates(
                 Fraction(wt)
                 for f, fl in enumerate(flows)
                 if not frozen[f]
-                for l, wt in fl
-                if l == link
+                for lk, wt in fl
+                if lk == link
             )
             if w > 0 and (step is None or rem / w < step):
                 step = rem / w
@@ -174,13 +174,13 @@ def _reference_weighted_rates(
             if not frozen[f]:
                 rate[f] += step
         for f, fl in enumerate(flows):
-            for l, wt in fl:
+            for lk, wt in fl:
                 if not frozen[f]:
-                    left[l] -= Fraction(wt) * step
+                    left[lk] -= Fraction(wt) * step
         for f, fl in enumerate(flows):
             if frozen[f]:
                 continue
-            if any(left[l] <= 0 for l, _ in fl) or (
+            if any(left[lk] <= 0 for lk, _ in fl) or (
                 caps[f] != float("inf") and rate[f] >= Fraction(caps[f])
             ):
                 frozen[f] = True
