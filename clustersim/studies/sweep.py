@@ -111,10 +111,12 @@ def build_jobs(
     files: Sequence[str | os.PathLike[str]],
     settings: Sequence[Setting],
     max_events: int | None = None,
+    max_memory: float | None = None,
 ) -> list[Job]:
     """One job per file and grid point, each document re-validated against its topology
-    and its estimated work against its limit: ``max_events`` (written into every document
-    as ``engine.max_events``), else the document's own.
+    and its estimated work and memory against their limits: ``max_events`` and
+    ``max_memory`` (bytes; written into every document as ``engine.max_events`` and
+    ``engine.max_memory``), else the document's own.
 
     Errors name the file, the --set values of the point and the key path (ScenarioError).
     """
@@ -135,7 +137,7 @@ def build_jobs(
                 except ScenarioError as exc:
                     single = {setting.key: point[setting.key]}
                     raise exc.with_source(_set_source(source, single)) from None
-            changed = with_limit(changed, max_events)
+            changed = with_limit(changed, max_events, max_memory)
             try:
                 prepare(parse_scenario(changed, source=source))
             except ScenarioError as exc:

@@ -423,9 +423,9 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
     ``stage_layers``; with chunks > 1 the interleaved schedule and its chunks, with 1 chunk
     1f1b in place of an interleaved schedule); stages 2 and 3 none, and no
     ``training.micro_batch``.
-    ``max_events`` becomes ``engine.max_events``.
+    ``max_events`` and ``max_memory`` become ``engine.max_events`` and ``engine.max_memory``.
     """
-    out = with_limit(copy.deepcopy(doc), options.max_events)
+    out = with_limit(copy.deepcopy(doc), options.max_events, options.max_memory)
     out.pop("workload", None)
     parallelism = dict(out.get("parallelism") or {})
     parallelism.update(dp=point.dp, tp=point.tp, pp=point.pp)
