@@ -183,6 +183,34 @@ def test_compare_plan_and_golden_pass_the_limit_on(tmp_path, capsys, nothing_run
     assert "--max-memory SIZE raises it" in printed
 
 
+def test_runs_at_once_share_the_limit(tmp_path, monkeypatch) -> None:
+    """``memory_workers`` keeps the processes to the runs that fit together, the largest
+    first; ``compare -j 2`` with two runs that fit only one at a time runs them one after
+    the other in this process (no pool) instead of starting both."""
+    from concurrent import futures
+
+    from clustersim.studies.runner import memory_workers
+
+    assert memory_workers(4, [3.0, 1.0, 2.0, 1.0], 10.0) == 4
+    assert memory_workers(4, [3.0, 1.0, 2.0, 1.0], 5.0) == 2  # 3 + 2
+    assert memory_workers(4, [3.0, 1.0], 2.0) == 1  # never fewer than one
+    assert memory_workers(3, None, 1.0) == 3 and memory_workers(3, [9.0], None) == 3
+
+    def no_pool(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("two runs started at once")
+
+    monkeypatch.setattr(futures, "ProcessPoolExecutor", no_pool)
+    from clustersim.studies import runner
+
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", no_pool)
+    path = str(SCENARIOS / "pipeline" / "1f1b_m8.yaml")
+    one = prepare(path).memory.total
+    limit = f"{1.5 * one:.0f}"
+    out = str(tmp_path / "o")
+    argv = ["compare", path, "--set", "training.iterations=1,2", "-o", out, "-j", "2", "-q"]
+    assert main([*argv, "--max-memory", limit]) == 0
+
+
 def test_with_limit_writes_both_keys() -> None:
     doc = {"name": "x", "engine": {"max_events": 5}}
     assert with_limit(doc, None, None) is doc

@@ -208,8 +208,9 @@ def measure_all(
         if not Path(name).is_file():
             raise ClustersimError(f"{name}: no such scenario file")
     loaded = [_loaded(name, texts) for name, texts in zip(names, sets)]
-    for _, scenario in loaded:
-        prepare(scenario, max_events=max_events, max_memory=max_memory)
+    prepared = [prepare(s, max_events=max_events, max_memory=max_memory) for _, s in loaded]
+    memory = [p.memory.total for p in prepared]
+    limit = min((p.strategy.max_memory or math.inf for p in prepared), default=None)
     if scheduler is None and worker_count(jobs, len(names)) == 1:
         # errors raised as they are
         return [measure(name, max_events, texts, max_memory) for name, texts in zip(names, sets)]
@@ -217,7 +218,9 @@ def measure_all(
         (doc, described(name, list(texts)), scenario_sha256(name), max_events, max_memory)
         for (doc, _), name, texts in zip(loaded, names, sets)
     ]
-    results = run_all(_measure_safely, calls, jobs, scheduler=scheduler)
+    results = run_all(
+        _measure_safely, calls, jobs, scheduler=scheduler, memory=memory, memory_limit=limit
+    )
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError
