@@ -41,23 +41,28 @@ from typing import Any
 from .errors import Problem, ScenarioError
 from .host import machine_memory_bytes
 
-DEFAULT_MAX_EVENTS = 20_000_000
+DEFAULT_MAX_EVENTS = 200_000_000
 """Events a run may take unless told otherwise (``engine.max_events``, ``--max-events``).
 
-Measured on the 2-core machine this was written on, shared with other jobs (bare SimPy
-0.2-0.9 M timeouts/s, bench/bench_engine.py): the shipped scenarios of 10^4 events and
-more run at a median of about 55,000 events/s, from 0.17 M/s (ring all-reduces: sends
-without SimPy events, bench/bench_allreduce.py 0.1 M transfers/s) down to 3,300/s
-(parameter servers sharded on every worker: thousands of flows share each link and
-every rate recomputation walks them).  So 20 M events are 2-6 minutes of simulation for
-most runs.  The contended parameter-server ones spend most of their time re-rating flows
-(up to 500 re-ratings per transfer), which the estimate before the run cannot foresee:
-the engine counts them as work (:data:`RERATINGS_PER_EVENT`) and stops such a run at
-the hard stop, so it too ends within minutes.  Memory: a transfer is freed when it ends, a record
-stays (about 250 bytes: megatron/table1_76.1b's 0.38 M records peak at 174 MB), so a
-run that is all records stays near 5 GB.  The largest shipped scenario takes 0.53 M
-events (megatron/table1_76.1b) and bench_allreduce 2.1 M: the default leaves them ten
-times room and refuses what would run for hours."""
+The event limit guards time; memory has its own limit (``engine.max_memory``), so the
+default is what about an hour of simulation allows: the larger shipped scenarios run at
+55,000-70,000 events/s on the 2-core machine this was written on (commit e712558,
+:data:`EVENTS_PER_S`; megatron/table1_1t 57,000/s, gpt3_175b_1024 with every replica
+68,000/s, mosaic_mpt70b_a100_64 58,000/s; collective schedules and ring all-reduces up to
+170,000/s), so 200 M events are 50-60 minutes for most runs.  GPT-3 175B on 16,384 GPUs
+with global batch 8,192 (tp 8 x pp 8 x dp 256, interleaved, every replica simulated)
+estimates 88 M events on that commit: accepted with room to spare wherever its memory
+fits, and the limit does not depend on any one scenario's count, so it stays right
+as the engine takes fewer or cheaper events per iteration (raise it with the engine's
+speed: an hour at :data:`EVENTS_PER_S`).  The contended parameter-server runs that spend
+most of their time re-rating flows (up to 500 re-ratings per transfer, 3,300 events/s)
+are stopped by the engine's hard stop, which counts the re-ratings
+(:data:`RERATINGS_PER_EVENT`).  Before memory was estimated the default was 20 M (2-6
+minutes, and at most about 5 GB of records)."""
+
+EVENTS_PER_S = 60_000
+"""Events per wall-clock second of the larger shipped scenarios on 2 cores (the median,
+commit e712558): what :data:`DEFAULT_MAX_EVENTS` is an hour of."""
 
 RERATINGS_PER_EVENT = 10
 """Flow re-ratings (a flow whose rate a recomputation evaluates) that cost about one
@@ -164,7 +169,7 @@ def format_bytes(size: float) -> str:
 
 
 def limit_text(limit: int) -> str:
-    """How the limit reads in messages: ``20,000,000 events``."""
+    """How the limit reads in messages: ``200,000,000 events``."""
     return f"{limit:,} events"
 
 

@@ -49,7 +49,7 @@ class ValidateCommand(Command):
 
 
 def _work_line(prepared: Any) -> str:
-    """``estimated work: 1.2 M events (...), limit 20,000,000 events``."""
+    """``estimated work: 1.2 M events (...), limit 200,000,000 events``."""
     from ..budget import limit_text
 
     work = prepared.work
