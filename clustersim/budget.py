@@ -427,12 +427,16 @@ def memory_limit_text(limit: float, default: bool = False) -> str:
     return text
 
 
-def how_to_raise_memory(limit: float) -> str:
-    """What a memory refusal allows: the limit and the ways to raise it or need less."""
+NEED_LESS = "parallelism.simulate_replicas: one, fewer iterations or micro-batches, a larger chunk"
+"""What makes a run need less memory (a refusal's last words; the collective command says
+its own flags)."""
+
+
+def how_to_raise_memory(limit: float, less: str = NEED_LESS) -> str:
+    """What a memory refusal allows: the limit and the ways to raise it or need ``less``."""
     return (
         f"at most {format_bytes(limit)}; raise the limit with {MEMORY_FLAG} SIZE on the "
-        f"command line or {MEMORY_KEY}: SIZE in the scenario (e.g. 64GB), or need less: "
-        "parallelism.simulate_replicas: one, fewer iterations or micro-batches, a larger chunk"
+        f"command line or {MEMORY_KEY}: SIZE in the scenario (e.g. 64GB), or need less: {less}"
     )
 
 
@@ -463,10 +467,11 @@ def enforce_memory(
     path: str = MEMORY_KEY,
     default: bool = False,
     work: WorkEstimate | None = None,
+    less: str = NEED_LESS,
 ) -> None:
     """Raise :class:`MemoryLimitError` at ``path`` when ``memory`` is over ``limit`` bytes
     (None: no limit); ``default`` says the limit is the machine's default (the message
-    says so), ``what`` names the run."""
+    says so), ``what`` names the run, ``less`` what would make it need less."""
     if limit is None or memory.total <= limit:
         return
     subject = f"{what}: " if what else ""
@@ -475,5 +480,5 @@ def enforce_memory(
         f"{memory_limit_text(limit, default)}"
     )
     raise MemoryLimitError(
-        Problem(path, message, how_to_raise_memory(limit)), source, work, limit, memory
+        Problem(path, message, how_to_raise_memory(limit, less)), source, work, limit, memory
     )

@@ -419,7 +419,10 @@ def check_point_work(
     memory = estimate_memory(work, len(topology.devices), len(topology.links))
     limit = limits.memory or default_max_memory()
     default = limits.memory is None
-    enforce_memory(memory, limit, what=what, path=MEMORY_FLAG, default=default, work=work)
+    less = "a larger --chunk, fewer --bytes or --iterations, or --model analytical"
+    enforce_memory(
+        memory, limit, what=what, path=MEMORY_FLAG, default=default, work=work, less=less
+    )
     return work
 
 
