@@ -40,8 +40,8 @@ MEMORY_RANGE = (0.5, 2.0)
 """Estimated / measured growth of the process's peak memory beyond the interpreter
 (:data:`~clustersim.budget.MEMORY_BASE` against the peak after the imports): generous,
 as a Python heap is, but a constant off by more than 2x fails.  Measured on commit
-e712558: 1.07x for a collective's schedule, 0.83x for a ZeRO-1 run's records, 1.1x for a
-pipeline's run folder."""
+e712558: 0.83x for a collective's schedule, 0.79x for a ZeRO-1 run's records, 1.13x for
+a pipeline's run folder."""
 
 
 def write(tmp_path: Path, doc: dict[str, Any], name: str = "s.yaml") -> str:

@@ -80,14 +80,18 @@ def calls_work(
 ) -> WorkEstimate:
     """The work of every call of ``calls``, each once.  Its
     :attr:`~clustersim.budget.WorkEstimate.held_sends` are those of the largest call of
-    each communicator (its group of devices: calls on one run one at a time) summed over
-    the communicators, whose calls run at once (a pipeline's stages and tensor ranks each
-    reduce their gradients over their own data-parallel group)."""
+    each operation on each communicator (its group of devices: its reductions run one at
+    a time, and so do its gathers) summed over them, as they run at once: a pipeline's
+    stages and tensor ranks each reduce their gradients over their own data-parallel
+    group, and the distributed optimizer's parameter gathers overlap the reductions
+    (GPT-3 175B on 16,384 GPUs, interleaved with both overlaps, every replica: 7.72 GB
+    peak measured, 8.0 GB estimated with 16.7 M sends held, 5.5 GB keying by group
+    alone; commit e712558)."""
     total = NOTHING
-    largest: dict[tuple[str, ...], float] = {}
+    largest: dict[tuple[str, tuple[str, ...]], float] = {}
     for call in calls:
         work = call_work(call, topology, model=model, channels=channels)
         total += work
-        group = tuple(call.devices)
-        largest[group] = max(largest.get(group, 0.0), work.held_sends)
+        key = (call.op, tuple(call.devices))
+        largest[key] = max(largest.get(key, 0.0), work.held_sends)
     return replace(total, held_sends=sum(largest.values()))
