@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_analytical.py
 	$(PY) bench/bench_contended_ring.py
 	$(PY) bench/bench_goodput.py
+	$(PY) bench/bench_estimates.py
 
 FUZZ_EXAMPLES ?= 10000
 

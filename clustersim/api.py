@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .budget import WorkEstimate
+from .budget import MemoryEstimate, WorkEstimate
 from .devices import stragglers_of
 from .engine import Simulation
 from .errors import SimulationError, join_path
@@ -71,8 +71,15 @@ class Prepared:
 
     @property
     def work(self) -> WorkEstimate | None:
-        """The run's estimated work (None if its strategy cannot say); within the limit."""
+        """The run's estimated work (None if its strategy cannot say); within the limits."""
         return self.strategy.enforce_work_limit()
+
+    @property
+    def memory(self) -> MemoryEstimate:
+        """The simulator's estimated peak memory for the run (the run folder included when
+        the scenario :attr:`~clustersim.scenario.Scenario.writes_outputs`); within the limit."""
+        self.work  # noqa: B018  (refuses over either limit)
+        return self.strategy.estimate_memory(self.scenario.writes_outputs)
 
 
 def prepare(
@@ -80,6 +87,8 @@ def prepare(
     topology: Topology | None = None,
     *,
     max_events: int | None = None,
+    max_memory: float | None = None,
+    outputs: bool = False,
 ) -> Prepared:
     """Load (if a path), build the topology and validate the workload against it.
 
@@ -87,10 +96,13 @@ def prepare(
     variants of one cluster, like ``clustersim plan``, build it once).
     ``max_events`` overrides the scenario's ``engine.max_events``: a run whose estimated
     work is over the limit is refused here (:class:`clustersim.budget.WorkLimitError`).
+    ``max_memory`` (bytes) overrides ``engine.max_memory``: a run whose estimated peak
+    memory is over it is refused here too (:class:`clustersim.budget.MemoryLimitError`),
+    counting the run folder built in memory when ``outputs`` (``clustersim run``).
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    scenario = scenario.with_max_events(max_events)
+    scenario = scenario.with_limits(max_events, max_memory, outputs or None)
     if topology is None:
         try:
             topology = scenario_topology(scenario)
@@ -201,12 +213,17 @@ def simulate(
     strict_memory: bool = False,
     max_events: int | None = None,
     goodput_progress: Callable[[int, int], None] | None = None,
+    max_memory: float | None = None,
+    outputs: bool = False,
 ) -> Result:
     """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
 
     Its work is estimated first and refused over the limit, ``max_events`` or else the
     scenario's ``engine.max_events`` (:class:`clustersim.budget.WorkLimitError`, before
-    anything runs; see :mod:`clustersim.budget`).
+    anything runs; see :mod:`clustersim.budget`); so is its peak memory, over
+    ``max_memory`` (bytes) or else ``engine.max_memory`` (default: 80% of this machine's),
+    counting the run folder too when ``outputs`` says it will be written
+    (:class:`clustersim.budget.MemoryLimitError`).
 
     Training strategies that model memory put a ``memory`` block in the
     summary (per device: weights, gradients, optimizer states, activations,
@@ -220,7 +237,7 @@ def simulate(
     """
     from .invariants import Checker, Watch, checking_requested
 
-    prepared = prepare(scenario, max_events=max_events)
+    prepared = prepare(scenario, max_events=max_events, max_memory=max_memory, outputs=outputs)
     memory = memory_block(prepared)
     if strict_memory and memory is not None and not memory.fits:
         from .errors import Problem, ScenarioError
@@ -286,10 +303,19 @@ def _result(
             sim.network.flows_completed,
             sim.network.recomputations,
             LinkFailureCounters.of(getattr(sim.network, "failures", None)),
+            *_estimates(prepared),
         ),
     )
     _check_finite(summary.as_dict())
     return Result(scenario, topology, records, links, summary)
+
+
+def _estimates(prepared: Prepared) -> tuple[float | None, float]:
+    """The summary's ``estimated_events`` and ``estimated_memory_bytes`` (without the run
+    folder, so the summary does not depend on the command that ran it)."""
+    work = prepared.strategy.enforce_work_limit(False)
+    memory = float(round(prepared.strategy.estimate_memory(outputs=False).total))
+    return (work.events if work is not None else None), memory
 
 
 def _usage(prepared: Prepared, part: StrategySummary) -> UsageSummary | None:

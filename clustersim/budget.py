@@ -19,6 +19,16 @@ simulate take ``--max-events N``, which overrides it.  Should an estimate be wro
 the engine stops a run whose counted work (:func:`counted_work`: records, transfers and
 flow re-ratings) passes :data:`HARD_STOP_FACTOR` times the limit
 (:class:`clustersim.engine.Simulation`), checked once per batch of SimPy steps.
+
+Beside the events, the simulator's own **memory** (the bytes of RAM the Python process
+will need at its peak; not the simulated GPUs' memory, which is the summary's ``memory``
+block) is estimated from the same counts and the cluster's size
+(:func:`estimate_memory`: records kept, collective schedules built at once, devices and
+links with their cached routes, and the run folder built in memory by ``clustersim run``)
+and refused over ``engine.max_memory`` (default: :data:`DEFAULT_MEMORY_FRACTION` of this
+machine's memory, :func:`machine_memory_bytes`) with :class:`MemoryLimitError`, exit 2;
+``--max-memory SIZE`` overrides it.  The machine-dependent limit never enters summary.json;
+the estimate (a function of the scenario alone) does.
 """
 
 from __future__ import annotations
@@ -29,24 +39,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Problem, ScenarioError
+from .host import machine_memory_bytes
 
-DEFAULT_MAX_EVENTS = 20_000_000
+DEFAULT_MAX_EVENTS = 200_000_000
 """Events a run may take unless told otherwise (``engine.max_events``, ``--max-events``).
 
-Measured on the 2-core machine this was written on, shared with other jobs (bare SimPy
-0.2-0.9 M timeouts/s, bench/bench_engine.py): the shipped scenarios of 10^4 events and
-more run at a median of about 55,000 events/s, from 0.17 M/s (ring all-reduces: sends
-without SimPy events, bench/bench_allreduce.py 0.1 M transfers/s) down to 3,300/s
-(parameter servers sharded on every worker: thousands of flows share each link and
-every rate recomputation walks them).  So 20 M events are 2-6 minutes of simulation for
-most runs.  The contended parameter-server ones spend most of their time re-rating flows
-(up to 500 re-ratings per transfer), which the estimate before the run cannot foresee:
-the engine counts them as work (:data:`RERATINGS_PER_EVENT`) and stops such a run at
-the hard stop, so it too ends within minutes.  Memory: a transfer is freed when it ends, a record
-stays (about 250 bytes: megatron/table1_76.1b's 0.38 M records peak at 174 MB), so a
-run that is all records stays near 5 GB.  The largest shipped scenario takes 0.53 M
-events (megatron/table1_76.1b) and bench_allreduce 2.1 M: the default leaves them ten
-times room and refuses what would run for hours."""
+The event limit guards time; memory has its own limit (``engine.max_memory``), so the
+default is what about an hour of simulation allows: the larger shipped scenarios run at
+55,000-70,000 events/s on the 2-core machine this was written on (commit e712558,
+:data:`EVENTS_PER_S`; megatron/table1_1t 57,000/s, gpt3_175b_1024 with every replica
+68,000/s, mosaic_mpt70b_a100_64 58,000/s; collective schedules and ring all-reduces up to
+170,000/s), so 200 M events are 50-60 minutes for most runs.  GPT-3 175B on 16,384 GPUs
+with global batch 8,192 (tp 8 x pp 8 x dp 256, interleaved, every replica simulated)
+estimates 88 M events on that commit: accepted with room to spare wherever its memory
+fits, and the limit does not depend on any one scenario's count, so it stays right
+as the engine takes fewer or cheaper events per iteration (raise it with the engine's
+speed: an hour at :data:`EVENTS_PER_S`).  The contended parameter-server runs that spend
+most of their time re-rating flows (up to 500 re-ratings per transfer, 3,300 events/s)
+are stopped by the engine's hard stop, which counts the re-ratings
+(:data:`RERATINGS_PER_EVENT`).  Before memory was estimated the default was 20 M (2-6
+minutes, and at most about 5 GB of records)."""
+
+EVENTS_PER_S = 60_000
+"""Events per wall-clock second of the larger shipped scenarios on 2 cores (the median,
+commit e712558): what :data:`DEFAULT_MAX_EVENTS` is an hour of."""
 
 RERATINGS_PER_EVENT = 10
 """Flow re-ratings (a flow whose rate a recomputation evaluates) that cost about one
@@ -80,6 +96,12 @@ class WorkEstimate:
     """Rows of the timeline."""
     priced_sends: float = 0.0
     """Sends of schedules built only to price collectives (analytical model)."""
+    held_sends: float = 0.0
+    """Memory, not events (:func:`estimate_memory`): the most sends held at once, in sends
+    of a collective schedule built whole before it runs (its slices together;
+    :func:`clustersim.collectives.work.calls_work` sums the communicators that run at
+    once), or their worth (a parameter server's messages).  ``+`` and ``*`` keep the
+    larger, as calls of one communicator, and iterations, run one after another."""
 
     @property
     def events(self) -> float:
@@ -96,10 +118,16 @@ class WorkEstimate:
             self.transfers + other.transfers,
             self.records + other.records,
             self.priced_sends + other.priced_sends,
+            max(self.held_sends, other.held_sends),
         )
 
     def __mul__(self, times: float) -> WorkEstimate:
-        return WorkEstimate(self.transfers * times, self.records * times, self.priced_sends * times)
+        return WorkEstimate(
+            self.transfers * times,
+            self.records * times,
+            self.priced_sends * times,
+            self.held_sends,
+        )
 
     __rmul__ = __mul__
 
@@ -113,7 +141,7 @@ class WorkEstimate:
         if self.priced_sends:
             parts.append(f"{format_count(self.priced_sends)} sends priced")
         if output:
-            parts.append(f"about {_format_bytes(self.output_bytes)} of output")
+            parts.append(f"about {format_bytes(self.output_bytes)} of output")
         return f"{format_count(self.events)} events ({', '.join(parts)})"
 
 
@@ -133,14 +161,15 @@ def format_count(count: float) -> str:
     return f"{count / 1e6:.3g} M"
 
 
-def _format_bytes(size: float) -> str:
+def format_bytes(size: float) -> str:
+    """Bytes for people (``1.2 GB``), ``inf`` and ``nan`` as such."""
     from .units import format_size
 
     return format_size(size) if math.isfinite(size) else str(size)
 
 
 def limit_text(limit: int) -> str:
-    """How the limit reads in messages: ``20,000,000 events``."""
+    """How the limit reads in messages: ``200,000,000 events``."""
     return f"{limit:,} events"
 
 
@@ -193,26 +222,40 @@ def enforce(
     raise WorkLimitError(Problem(path, message, how_to_raise(limit)), source, estimate, limit)
 
 
-def with_limit(doc: dict[str, Any], max_events: int | None) -> dict[str, Any]:
-    """A scenario document with ``engine.max_events`` set to ``max_events`` (``doc`` itself
-    if None): how the studies pass ``--max-events`` on to the runs they start."""
-    if max_events is None:
+def with_limit(
+    doc: dict[str, Any], max_events: int | None, max_memory: float | None = None
+) -> dict[str, Any]:
+    """A scenario document with ``engine.max_events`` set to ``max_events`` and
+    ``engine.max_memory`` to ``max_memory`` (bytes; each left as it is if None, ``doc``
+    itself if both are): how the studies pass ``--max-events`` and ``--max-memory`` on to
+    the runs they start."""
+    given = {"max_events": max_events, "max_memory": max_memory}
+    given = {key: value for key, value in given.items() if value is not None}
+    if not given:
         return doc
     engine = doc.get("engine")
-    return {
-        **doc,
-        "engine": {**(engine if isinstance(engine, dict) else {}), "max_events": max_events},
-    }
+    return {**doc, "engine": {**(engine if isinstance(engine, dict) else {}), **given}}
 
 
 def over_limit_reason(errors: Sequence[WorkLimitError]) -> str:
-    """One line for several runs refused for their work (the largest estimate): what
-    ``clustersim plan`` says of the candidates it leaves out."""
-    largest = max((e.estimate.events for e in errors if e.estimate is not None), default=0.0)
-    return (
-        f"estimated work over the limit of {limit_text(errors[0].limit)} (up to "
-        f"{format_count(largest)} events); {LIMIT_FLAG} N raises it"
-    )
+    """One line for several runs refused for their work or memory (the largest estimate
+    of each kind): what ``clustersim plan`` says of the candidates it leaves out."""
+    memory = [e for e in errors if isinstance(e, MemoryLimitError) and e.memory is not None]
+    work = [e for e in errors if not isinstance(e, MemoryLimitError)]
+    reasons = []
+    if work:
+        largest = max((e.estimate.events for e in work if e.estimate is not None), default=0.0)
+        reasons.append(
+            f"estimated work over the limit of {limit_text(work[0].limit)} (up to "
+            f"{format_count(largest)} events); {LIMIT_FLAG} N raises it"
+        )
+    if memory:
+        largest = max(e.memory.total for e in memory if e.memory is not None)
+        reasons.append(
+            f"estimated memory over the limit of {format_bytes(memory[0].limit)} (up to "
+            f"{format_bytes(largest)}); {MEMORY_FLAG} SIZE raises it"
+        )
+    return "; ".join(reasons)
 
 
 def counted_work(records: int, transfers: int, rerated: int) -> int:
@@ -239,4 +282,206 @@ def hard_stop_message(records: int, transfers: int, rerated: int, limit: int) ->
         f"the run stopped after {format_count(counted)} events of work ({parts}), "
         f"{HARD_STOP_FACTOR} times its limit of {limit_text(limit)} ({cause}); "
         f"{how_to_raise(limit)}"
+    )
+
+
+# --------------------------------------------------------------------------- memory
+# Calibrated on commit e712558 (Python 3.11, Linux, 2 cores) by the peak resident set size
+# (ru_maxrss) of a fresh process per scenario, stage by stage: after the imports, after
+# prepare (topology and strategy), after simulate, after writing the run folder
+# (bench/bench_estimates.py prints estimate against measurement).
+
+MEMORY_BASE = 115e6
+"""Bytes of the process before the work: the interpreter with clustersim, numpy, pandas,
+matplotlib and SimPy loaded (105 MB measured after the imports ``clustersim run`` makes;
+56 MB for ``clustersim collective``, which loads fewer) and a small scenario prepared
+(5 MB: pipeline/1f1b_m8 110 MB after prepare)."""
+
+MEMORY_PER_LINK = 1_300.0
+"""Bytes per directed link of the topology, its part of the devices, switches and the
+routes the run caches: prepare took 17.5 MB for megatron/gpt3_175b_1024's 10,560 links
+(1,152 devices), 46 MB for table1_1t's 31,680 (3,456 devices), 6.4 MB for
+mosaic_mpt70b_a100_64's 660, each less the 5 MB of :data:`MEMORY_BASE`."""
+
+MEMORY_PER_DEVICE = 4_000.0
+"""Bytes per device beyond its links: per-device state of the strategy and the engine
+(compute streams, clocks, memory plans) and the routes cached while it runs (moe/
+deepseek_v3_2048 cached 65,000 routes for 2,304 devices, about 15 MB)."""
+
+MEMORY_PER_RECORD = 400.0
+"""Bytes per record kept until the end of the run (a 14-field named tuple, its floats and
+labels, and the list holding it), with whatever else grows with the run's work (flows in
+flight, their callbacks): the peak less the prepared process was 350 B per record for
+gpt3_175b_1024 with every replica (598,016 records, 210 MB), 380 B for table1_76.1b,
+350 B for table1_1t (1.57 M records, 550 MB), 415 B for zero/gpt3_1.3b_stage3_prefetch,
+500 B for mosaic_mpt70b_a100_64 (1.08 M records)."""
+
+MEMORY_PER_HELD_SEND = 300.0
+"""Bytes per send of a collective schedule built whole (:attr:`WorkEstimate.held_sends`):
+its parallel lists, its dependents and the execution's state.  ``clustersim collective
+--op allreduce --devices 4 --bytes 1MB`` peaked at 243 B per send with ``--chunk 1B``
+(ring, 6 M sends, 1.52 GB in 86 s), 280 B with ``--chunk 64B`` (ring, 94,000 sends) and
+330 B (tree).  GPT-3 175B on 16,384 GPUs (tp 8 x pp 8 x dp 256, global batch 4,096,
+interleaved, both of Megatron-Core's overlaps, every replica) peaked at 7.72 GB: 8.04 GB
+estimated, 5.0 GB of it 16.7 M sends held (a reduce-scatter and an all-gather of 130,000
+sends on each of 64 data-parallel groups), 2.6 GB records, 0.3 GB topology."""
+
+OUTPUT_MEMORY_BASE = 30e6
+"""Bytes ``clustersim run`` adds to write a run folder of any size (the Gantt chart's
+figure): 25 MB for pipeline/1f1b_m8."""
+
+OUTPUT_MEMORY_PER_BYTE = 4.5
+"""Bytes of memory per byte of the run folder while ``clustersim run`` writes it (every
+text is built whole before it is written, from lists of rows and trace events): 4.1 for
+gpt3_175b_1024 with every replica (287 MB written, 1.19 GB more at the peak), 4.3 for
+table1_76.1b, 4.0 for table1_1t (768 MB written, 3.1 GB), 3.2 for mosaic_mpt70b_a100_64,
+5.4 for zero/gpt3_1.3b_stage3_prefetch, 2.7 for ps_vs_ring/bert_large_ps_servers_1x; the
+folder's size is :attr:`WorkEstimate.output_bytes`."""
+
+DEFAULT_MEMORY_FRACTION = 0.8
+"""The default ``engine.max_memory``: this fraction of the machine's memory
+(:func:`machine_memory_bytes`), the rest left to the system and to other programs."""
+
+MEMORY_KEY = "engine.max_memory"
+"""The scenario key of the memory limit."""
+MEMORY_FLAG = "--max-memory"
+"""The command-line flag that overrides it."""
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The simulator process's peak memory (bytes) for a run, estimated before it runs."""
+
+    process: float = MEMORY_BASE
+    """The interpreter and libraries (:data:`MEMORY_BASE`)."""
+    topology: float = 0.0
+    """Devices, links and cached routes."""
+    records: float = 0.0
+    """Records kept for the summary and the outputs."""
+    held: float = 0.0
+    """Sends held at once: collective schedules built whole (each communicator's largest
+    call), a parameter server's messages (:attr:`WorkEstimate.held_sends`)."""
+    outputs: float = 0.0
+    """The run folder built in memory by ``clustersim run`` (0 for the commands that
+    write none)."""
+
+    @property
+    def total(self) -> float:
+        """The peak, bytes."""
+        return self.process + self.topology + self.records + self.held + self.outputs
+
+    @property
+    def simulation(self) -> float:
+        """The peak without the run folder, bytes."""
+        return self.total - self.outputs
+
+    def describe(self) -> str:
+        """``1.2 GB (records 800 MB, run folder 300 MB, topology 20 MB, process 115 MB)``:
+        the parts that are not negligible, largest first, the process last."""
+        parts = {
+            "records": self.records,
+            "sends held": self.held,
+            "topology": self.topology,
+            "run folder": self.outputs,
+        }
+        shown = [
+            f"{name} {format_bytes(size)}"
+            for name, size in sorted(parts.items(), key=lambda kv: -kv[1])
+            if size >= 0.01 * self.total
+        ]
+        shown.append(f"process {format_bytes(self.process)}")
+        return f"{format_bytes(self.total)} ({', '.join(shown)})"
+
+
+def estimate_memory(
+    work: WorkEstimate | None, devices: int, links: int, outputs: bool = False
+) -> MemoryEstimate:
+    """The peak memory of simulating ``work`` on a cluster of ``devices`` devices and
+    ``links`` directed links; with ``outputs``, writing its run folder too.  ``work`` None
+    (a strategy that cannot estimate) counts the process and the cluster only."""
+    work = work or NOTHING
+    topology = devices * MEMORY_PER_DEVICE + links * MEMORY_PER_LINK
+    written = OUTPUT_MEMORY_BASE + work.output_bytes * OUTPUT_MEMORY_PER_BYTE if outputs else 0.0
+    return MemoryEstimate(
+        MEMORY_BASE,
+        topology,
+        work.records * MEMORY_PER_RECORD,
+        work.held_sends * MEMORY_PER_HELD_SEND,
+        written,
+    )
+
+
+def default_max_memory() -> float | None:
+    """The default ``engine.max_memory``: :data:`DEFAULT_MEMORY_FRACTION` of
+    :func:`machine_memory_bytes` (None, no limit, where the machine's memory is unknown)."""
+    size = machine_memory_bytes()
+    return None if size is None else DEFAULT_MEMORY_FRACTION * size
+
+
+def memory_limit_text(limit: float, default: bool = False) -> str:
+    """How a memory limit reads in messages: ``18.8 GB``, and for the default
+    ``18.8 GB (80% of this machine's 23.5 GB)``."""
+    text = format_bytes(limit)
+    if default:
+        text += (
+            f" ({DEFAULT_MEMORY_FRACTION:.0%} of this machine's "
+            f"{format_bytes(limit / DEFAULT_MEMORY_FRACTION)})"
+        )
+    return text
+
+
+NEED_LESS = "parallelism.simulate_replicas: one, fewer iterations or micro-batches, a larger chunk"
+"""What makes a run need less memory (a refusal's last words; the collective command says
+its own flags)."""
+
+
+def how_to_raise_memory(limit: float, less: str = NEED_LESS) -> str:
+    """What a memory refusal allows: the limit and the ways to raise it or need ``less``."""
+    return (
+        f"at most {format_bytes(limit)}; raise the limit with {MEMORY_FLAG} SIZE on the "
+        f"command line or {MEMORY_KEY}: SIZE in the scenario (e.g. 64GB), or need less: {less}"
+    )
+
+
+class MemoryLimitError(WorkLimitError):
+    """A run would need more memory than its limit allows (refused before it runs)."""
+
+    def __init__(
+        self,
+        problems: Sequence[Problem] | Problem,
+        source: str = "",
+        estimate: WorkEstimate | None = None,
+        limit: float = 0.0,
+        memory: MemoryEstimate | None = None,
+    ) -> None:
+        super().__init__(problems, source, estimate, int(limit))
+        self.memory = memory
+        """The memory estimated."""
+
+    def with_source(self, source: str) -> MemoryLimitError:
+        return MemoryLimitError(self.problems, source, self.estimate, self.limit, self.memory)
+
+
+def enforce_memory(
+    memory: MemoryEstimate,
+    limit: float | None,
+    source: str = "",
+    what: str = "",
+    path: str = MEMORY_KEY,
+    default: bool = False,
+    work: WorkEstimate | None = None,
+    less: str = NEED_LESS,
+) -> None:
+    """Raise :class:`MemoryLimitError` at ``path`` when ``memory`` is over ``limit`` bytes
+    (None: no limit); ``default`` says the limit is the machine's default (the message
+    says so), ``what`` names the run, ``less`` what would make it need less."""
+    if limit is None or memory.total <= limit:
+        return
+    subject = f"{what}: " if what else ""
+    message = (
+        f"{subject}estimated memory {memory.describe()} is over the limit of "
+        f"{memory_limit_text(limit, default)}"
+    )
+    raise MemoryLimitError(
+        Problem(path, message, how_to_raise_memory(limit, less)), source, work, limit, memory
     )

@@ -91,3 +91,20 @@ def flow_time(call, topo: Topology, model: str = "flow") -> float:
     run_collective(sim, call, model=model, record_transfers=False)
     sim.run()
     return sim.now
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Simulating, building a collective schedule or a pipeline's operations fail the
+    test: a refusal must come before any of them."""
+    from clustersim.collectives.schedule import Schedule
+    from clustersim.engine import Simulation
+    from clustersim.parallel.schedules import registered_schedules
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("work started before the refusal")
+
+    monkeypatch.setattr(Simulation, "run", forbidden)
+    monkeypatch.setattr(Schedule, "__init__", forbidden)
+    for cls in registered_schedules().values():
+        monkeypatch.setattr(cls, "operations", forbidden)

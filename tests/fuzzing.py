@@ -1117,6 +1117,8 @@ CHANNELS = ["auto", "1", "8", "64", "0", "65", "-1", "1.5", "x", "AUTO", ""]
 RATIOS = ["1", "2", "4.5", "0", "-1", "nan", "inf", "x", "1e308"]
 EVENTS = ["200000000", "2e8", "1_000", "1", "10", "0", "-1", "1.5", "nan", "inf", "1e18", "x", ""]
 """Event counts (``--max-events``): plain, with exponent or underscores, tiny, bad, huge."""
+MEMORY = ["64GB", "8GB", "512MiB", "1e9", "1", "1B", "0", "-1GB", "nan", "inf", "8Gb/s", "x", ""]
+"""Memory limits (``--max-memory``): sizes with units, bytes, tiny (refuses every run), bad."""
 SCHEDULERS = ["local:1", "local:0", "local:x", "local:", "bogus", "tcp://", ""]
 """Dask schedulers (``--scheduler``): a local cluster of one worker, malformed forms."""
 PATTERNS = ["D1", "zero", "B*", "MM1", "nomatch", "", "["]
@@ -1146,6 +1148,7 @@ VALUES: dict[str, list[str]] = {
     "protocol": PROTOCOLS,
     "channels": CHANNELS,
     "events": EVENTS,
+    "memory": MEMORY,
     "scheduler": SCHEDULERS,
     "pattern": PATTERNS,
 }
@@ -1175,6 +1178,7 @@ VALID: dict[str, list[str]] = {
     "protocol": ["LL", "Simple", "auto", "none"],
     "channels": ["auto", "1", "8"],
     "events": ["200000000", "2e8", "10"],
+    "memory": ["64GB", "8GB"],
     "scheduler": ["local:1"],
     "pattern": ["D1", "zero", "MM1"],
 }
@@ -1222,6 +1226,7 @@ DOMAINS: dict[str, str] = {
     "group": "glob",
     "protocol": "protocol",
     "max_events": "events",
+    "max_memory": "memory",
     "scheduler": "scheduler",
     "only": "pattern",
 }

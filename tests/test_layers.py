@@ -169,7 +169,7 @@ def test_output_modules_stay_under_600_lines() -> None:
 
 
 LAYERS = (
-    ("errors", "units", "version", "registry", "budget", "compute", "hardware"),
+    ("errors", "units", "version", "registry", "host", "budget", "compute", "hardware"),
     ("scenario", "workload_trace"),
     ("topology",),
     ("network",),

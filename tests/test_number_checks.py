@@ -386,6 +386,7 @@ KEYS: list[Key] = [
     ),
     Key("NetworkSpec", "channels", "flat", ("network", "channels")),
     Key("EngineSpec", "max_events", "flat", ("engine", "max_events")),
+    Key("EngineSpec", "max_memory", "flat", ("engine", "max_memory")),
     Key("JobSpec", "start", "jobs", ("jobs", 0, "start"), zero_ok=True),
     Key("JobSpec", "gpus", "jobs", ("jobs", 0, "gpus")),
     Key("FixedStraggler", "slowdown", "flat", (*_STRAGGLERS, 0, "slowdown")),

@@ -50,22 +50,6 @@ all-reduce (ranks with nothing to send get no row) are up to 7% over."""
 
 
 @pytest.fixture
-def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Simulating, building a collective schedule or a pipeline's operations fail the
-    test: a refusal must come before any of them."""
-    from clustersim.collectives.schedule import Schedule
-    from clustersim.parallel.schedules import registered_schedules
-
-    def forbidden(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("work started before the refusal")
-
-    monkeypatch.setattr(Simulation, "run", forbidden)
-    monkeypatch.setattr(Schedule, "__init__", forbidden)
-    for cls in registered_schedules().values():
-        monkeypatch.setattr(cls, "operations", forbidden)
-
-
-@pytest.fixture
 def nothing_composed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Composing a YAML document (slow, memory in proportion to its size) fails the test."""
     from clustersim.scenario import loader
@@ -214,7 +198,7 @@ def test_plan_and_compare_refuse_a_billion_iterations(tmp_path, capsys, nothing_
     path = str(SCENARIOS / "pipeline" / "1f1b_m8.yaml")
     assert main(["plan", path, "--iterations", str(BILLION), "-j", "1", "--pp", "2,4"]) == 2
     captured = capsys.readouterr()
-    assert "estimated work over the limit of 20,000,000 events (up to" in captured.out
+    assert f"estimated work over the limit of {DEFAULT_MAX_EVENTS:,} events (up to" in captured.out
     assert "--max-events N raises it" in captured.out
     assert "--max-events" in captured.err
     argv = ["compare", path, "--set", f"training.iterations={BILLION}", "-o", str(tmp_path)]

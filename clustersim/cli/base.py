@@ -7,6 +7,7 @@ Command modules import this one and never each other.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import ClassVar
 
 from ..registry import Registered, Registry
@@ -59,9 +60,28 @@ def event_count(text: str) -> int:
     return int(value)
 
 
-def add_max_events_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The ``--max-events N`` flag of the commands that simulate."""
-    from ..budget import DEFAULT_MAX_EVENTS
+def memory_size(text: str) -> float:
+    """``--max-memory`` as bytes: a size above 0 with a unit (``8GB``, ``512MiB``) or a
+    plain number of bytes."""
+    from ..units import UnitError, parse_size
+
+    try:
+        value = float(text.replace("_", ""))  # plain bytes: 8e9, 8_000_000_000
+    except ValueError:
+        try:
+            value = parse_size(text)
+        except UnitError:
+            value = float("nan")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(
+            f"expected a size of memory above 0 (e.g. 8GB, 512MiB or 8e9), got {text!r}"
+        )
+    return value
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--max-events N`` and ``--max-memory SIZE`` flags of the commands that simulate."""
+    from ..budget import DEFAULT_MAX_EVENTS, DEFAULT_MEMORY_FRACTION
 
     parser.add_argument(
         "--max-events",
@@ -70,6 +90,14 @@ def add_max_events_argument(parser: argparse.ArgumentParser | argparse._Argument
         help="work limit of each simulation in events (transfers + timeline records): a run "
         "estimated above it is refused (exit 2) before it starts; overrides the scenario's "
         f"engine.max_events (default {DEFAULT_MAX_EVENTS:,})",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=memory_size,
+        metavar="SIZE",
+        help="memory limit of each simulation (the simulator process's peak, e.g. 8GB): a run "
+        "estimated above it is refused (exit 2) before it starts; overrides the scenario's "
+        f"engine.max_memory (default {DEFAULT_MEMORY_FRACTION:.0%}% of this machine's memory)",
     )
 
 

@@ -28,7 +28,7 @@ from ..units import (
     parse_time,
     require_positive,
 )
-from .base import EXIT_OK, Command, add_max_events_argument, out
+from .base import EXIT_OK, Command, add_limit_arguments, out
 from .progress import QUIET_HELP, Progress, wanted
 
 _DEFAULT_TOPOLOGY = "switch"
@@ -63,7 +63,10 @@ class CollectiveCommand(Command):
         "Simulate one collective operation for every size and algorithm and print, per size, "
         "the time (us), algorithm bandwidth and bus bandwidth (GB/s = 1e9 bytes/s, nccl-tests "
         "definitions) of each algorithm. The cluster comes from --cluster FILE (a scenario or "
-        "its cluster section) or from --devices/--topology/--bandwidth/--latency."
+        "its cluster section) or from --devices/--topology/--bandwidth/--latency. Every point's "
+        "work (events) and peak memory (its schedule built whole) are estimated before the "
+        "first runs; a point over either limit, or all points together over the event limit, "
+        "is refused (exit 2)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -134,7 +137,7 @@ class CollectiveCommand(Command):
             default=1,
             help="back-to-back runs per point, at least 1; time is their mean (default: 1)",
         )
-        add_max_events_argument(what)
+        add_limit_arguments(what)
         self._add_cluster_arguments(parser)
         output = parser.add_argument_group("output")
         output.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -207,6 +210,7 @@ class CollectiveCommand(Command):
                 if args.cluster
                 else "--devices",
                 max_events=args.max_events,
+                max_memory=args.max_memory,
             )
         finally:
             progress.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import Problem, ScenarioError
-from .base import EXIT_OK, Command, add_max_events_argument, add_scheduler_argument, out
+from .base import EXIT_OK, Command, add_limit_arguments, add_scheduler_argument, out
 from .overrides import add_override_arguments, override_settings
 from .progress import QUIET_HELP, Progress, wanted
 
@@ -49,7 +49,7 @@ class CompareCommand(Command):
             help="output folder, replaced as a whole; refused if it holds files clustersim "
             "does not write",
         )
-        add_max_events_argument(parser)
+        add_limit_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder
@@ -61,7 +61,7 @@ class CompareCommand(Command):
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         check_scheduler(args.scheduler, args.jobs)
         settings = override_settings(args, sweep=True)
-        jobs = sweep.build_jobs(args.scenarios, settings, args.max_events)
+        jobs = sweep.build_jobs(args.scenarios, settings, args.max_events, args.max_memory)
         progress = Progress(wanted(args.quiet), "compare")
         try:
             results = sweep.run_jobs(jobs, args.jobs, progress, args.scheduler)

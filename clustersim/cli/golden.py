@@ -11,7 +11,7 @@ from .base import (
     EXIT_FAILED,
     EXIT_OK,
     Command,
-    add_max_events_argument,
+    add_limit_arguments,
     add_scheduler_argument,
     out,
 )
@@ -61,7 +61,7 @@ class GoldenCommand(Command):
                 help="simulations at once, at least 1 (default: cores)",
             )
             add_scheduler_argument(p)
-            add_max_events_argument(p)
+            add_limit_arguments(p)
         record.add_argument(
             "--rtol",
             type=float,
@@ -85,7 +85,11 @@ class GoldenCommand(Command):
         if args.jobs is not None and args.jobs < 1:
             raise ScenarioError(Problem("-j", f"expected a whole number >= 1, got {args.jobs}"))
         check_scheduler(args.scheduler, args.jobs)
-        run = {"max_events": args.max_events, "scheduler": args.scheduler}
+        run = {
+            "max_events": args.max_events,
+            "max_memory": args.max_memory,
+            "scheduler": args.scheduler,
+        }
         if args.golden_action == "record":
             overrides = [s.text() for s in override_settings(args)]
             written = golden.record(

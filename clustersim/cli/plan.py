@@ -11,7 +11,7 @@ from .base import (
     EXIT_FAILED,
     EXIT_OK,
     Command,
-    add_max_events_argument,
+    add_limit_arguments,
     add_scheduler_argument,
     out,
 )
@@ -103,7 +103,7 @@ class PlanCommand(Command):
             help="simulations at once, at least 1 (default: cores)",
         )
         add_scheduler_argument(run)
-        add_max_events_argument(run)
+        add_limit_arguments(run)
         run.add_argument(
             "--verify",
             type=int,
@@ -155,7 +155,7 @@ class PlanCommand(Command):
             raise ClustersimError(
                 f"{args.scenario}: no valid configuration to simulate (see the reasons above); "
                 "try other --devices, --tp, --pp, --micro-batch or --zero values (or a higher "
-                "--max-events, if they were over the work limit)"
+                "--max-events or --max-memory, if they were over the work or memory limit)"
             )
         out(f"simulating {len(found.candidates)} configuration(s)")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
@@ -215,6 +215,7 @@ def _plan_options(args: argparse.Namespace, network: str) -> Any:
         iterations=args.iterations,
         all_replicas=args.all_replicas,
         max_events=args.max_events,
+        max_memory=args.max_memory,
     )
 
 

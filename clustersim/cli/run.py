@@ -19,7 +19,7 @@ from ..metrics import (
     UsageSummary,
 )
 from ..units import format_bandwidth, format_size, format_time
-from .base import EXIT_OK, Command, add_max_events_argument, out
+from .base import EXIT_OK, Command, add_limit_arguments, out
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
@@ -32,7 +32,7 @@ class RunCommand(Command):
     description = (
         "Simulate SCENARIO and write DIR/summary.json, DIR/timeline.csv, DIR/links.csv, "
         "DIR/trace.json and DIR/scenario.resolved.yaml (the scenario as run: every --set, --network, "
-        "--seed and --max-events applied; `clustersim run DIR/scenario.resolved.yaml` runs it "
+        "--seed, --max-events and --max-memory applied; `clustersim run DIR/scenario.resolved.yaml` runs it "
         "again), plus DIR/gantt.png and DIR/gantt.svg for training scenarios and replayed traces. DIR is "
         "checked before simulating and replaced as a unit: the files are written into a "
         "temporary folder beside it, which then takes its place, so DIR holds the old "
@@ -40,7 +40,9 @@ class RunCommand(Command):
         "is folded by default (see the output options): trace.json and timeline.csv hold one "
         "replica, summary.json's per-device entries their 10 highest and 10 lowest devices "
         "(DIR/devices.csv every device) and links.csv equal links once; summary.json's "
-        "'folded' block says what was folded. Prints a short summary."
+        "'folded' block says what was folded. The run's work (events) and the simulator's "
+        "peak memory, the run folder built in memory included, are estimated first and a run "
+        "over either limit is refused (exit 2). Prints a short summary."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -72,7 +74,7 @@ class RunCommand(Command):
             "marked in summary.json (memory.fits: false) and warned about",
         )
         add_override_arguments(parser)
-        add_max_events_argument(parser)
+        add_limit_arguments(parser)
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -100,7 +102,9 @@ class RunCommand(Command):
         expanded, presets = expanded_document(doc, args.scenario)  # catalog values written out
         anchored = anchor_trace_paths(expanded, args.scenario)  # a trace beside the scenario
         anchored = anchor_kernel_paths(anchored, args.scenario)  # and a kernels CSV
-        resolved = resolved_yaml(with_limit(anchored, args.max_events), source, presets)
+        resolved = resolved_yaml(
+            with_limit(anchored, args.max_events, args.max_memory), source, presets
+        )
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()
@@ -112,6 +116,8 @@ class RunCommand(Command):
                 strict_memory=args.strict_memory,
                 max_events=args.max_events,
                 goodput_progress=goodput if goodput.enabled else None,
+                max_memory=args.max_memory,
+                outputs=True,
             )
         finally:
             progress.close()

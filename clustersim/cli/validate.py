@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import EXIT_BAD_INPUT, EXIT_OK, Command, add_max_events_argument, out
+from .base import EXIT_BAD_INPUT, EXIT_OK, Command, add_limit_arguments, out
 
 
 class ValidateCommand(Command):
@@ -16,12 +16,14 @@ class ValidateCommand(Command):
     help = "check scenario files without running them"
     description = (
         "Check each FILE: YAML, keys, units, devices named in the workload, and the run's "
-        "estimated work (events) against its limit. Exit 2 if any is invalid or too large."
+        "estimated work (events) and memory (the simulator's peak, bytes) against their "
+        "limits, and print both estimates: the memory to simulate, and with the run folder "
+        "`clustersim run` builds in memory. Exit 2 if any is invalid or too large to simulate."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("files", metavar="FILE", nargs="+", help="scenario YAML files")
-        add_max_events_argument(parser)
+        add_limit_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import prepare
@@ -29,7 +31,7 @@ class ValidateCommand(Command):
         bad = 0
         for path in args.files:
             try:
-                prepared = prepare(path, max_events=args.max_events)
+                prepared = prepare(path, max_events=args.max_events, max_memory=args.max_memory)
             except ClustersimError as exc:
                 bad += 1
                 print(str(exc), file=sys.stderr)
@@ -39,6 +41,7 @@ class ValidateCommand(Command):
                 f"ok  {path}: {topo.get('devices', 0)} devices, {topo.get('links', 0)} links; {prepared.strategy.describe()}"
             )
             out(f"    {_work_line(prepared)}")
+            out(f"    {_memory_line(prepared)}")
         if bad:
             print(f"{bad} of {len(args.files)} file(s) invalid", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -46,7 +49,7 @@ class ValidateCommand(Command):
 
 
 def _work_line(prepared: Any) -> str:
-    """``estimated work: 1.2 M events (...), limit 20,000,000 events``."""
+    """``estimated work: 1.2 M events (...), limit 200,000,000 events``."""
     from ..budget import limit_text
 
     work = prepared.work
@@ -54,3 +57,24 @@ def _work_line(prepared: Any) -> str:
     if work is None:
         return f"estimated work: unknown (this workload does not estimate it), limit {limit}"
     return f"estimated work: {work.describe(output=True)}, limit {limit}"
+
+
+def _memory_line(prepared: Any) -> str:
+    """``estimated memory: 150 MB to simulate (...), 480 MB with clustersim run's outputs,
+    limit 20.2 GB (80% of this machine's 25.3 GB)``, and what ``run`` would do over it."""
+    from ..budget import format_bytes, memory_limit_text
+
+    strategy = prepared.strategy
+    simulate = strategy.estimate_memory(outputs=False)
+    run = strategy.estimate_memory(outputs=True)
+    limit = strategy.max_memory
+    text = (
+        f"estimated memory: {simulate.describe()} to simulate, {format_bytes(run.total)} with "
+        "clustersim run's outputs, "
+    )
+    if limit is None:
+        return text + "no limit (this machine's memory is unknown)"
+    text += f"limit {memory_limit_text(limit, strategy.memory_limit_is_default)}"
+    if run.total > limit:
+        text += "; clustersim run would refuse it (over the limit with its outputs)"
+    return text

@@ -67,6 +67,13 @@ class EngineCounters(SummaryPart):
     flows_completed: int
     rate_recomputations: int
     link_failures: LinkFailureCounters | None = field(default=None, metadata=OPTIONAL)
+    estimated_events: float | None = field(default=None, metadata=OPTIONAL)
+    """The work estimated before the run (:mod:`clustersim.budget`): transfers + records
+    (+ sends priced); not written for a workload that cannot estimate it."""
+    estimated_memory_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    """The simulator process's peak memory estimated before the run, without writing the
+    run folder (:func:`clustersim.budget.estimate_memory`; a function of the scenario
+    alone, so the summary stays the same on every machine)."""
 
 
 @dataclass(frozen=True)

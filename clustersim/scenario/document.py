@@ -13,7 +13,7 @@ from .checkpoint import CheckpointSpec
 from .cluster import ClusterSpec
 from .devices import MissingPeak, needs_precision, price_devices
 from .failures import FailureSpec, RecoverySpec
-from .fields import MAX_SEED, Count, Invalid, Seed, _Spec
+from .fields import MAX_SEED, Count, Invalid, MemoryBytes, Seed, _Spec
 from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
 from .network import NetworkSpec
 from .presets import scenario_folder
@@ -30,11 +30,15 @@ from .validation import _describe, validate_model
 
 
 class EngineSpec(_Spec):
-    """How much work a run may take (:mod:`clustersim.budget`)."""
+    """How much work and memory a run may take (:mod:`clustersim.budget`)."""
 
     max_events: Count = DEFAULT_MAX_EVENTS
     """Most events (transfers + timeline records) the run may take: a run estimated above it
     is refused before it starts, with the estimate (``--max-events N`` overrides it)."""
+    max_memory: MemoryBytes | None = None
+    """Most bytes of memory the simulator process may need: a run whose peak is estimated
+    above it is refused before it starts (``--max-memory SIZE`` overrides it); None, the
+    default: 80% of this machine's memory (:func:`clustersim.budget.default_max_memory`)."""
 
 
 class Scenario(_Spec):
@@ -188,19 +192,46 @@ class Scenario(_Spec):
         return single
 
     _source: str = PrivateAttr("")
+    _writes_outputs: bool = PrivateAttr(False)
 
     @property
     def source(self) -> str:
         """The file the scenario came from ("" if none)."""
         return self._source
 
+    @property
+    def writes_outputs(self) -> bool:
+        """Whether the run will write its run folder (``clustersim run``), whose texts are
+        built in memory: the memory estimate counts them (:meth:`with_limits`)."""
+        return self._writes_outputs
+
     def with_max_events(self, max_events: int | None) -> Scenario:
         """This scenario with ``engine.max_events`` set to ``max_events`` (itself if None):
         what ``--max-events N`` does."""
-        if max_events is None or max_events == self.engine.max_events:
+        return self.with_limits(max_events)
+
+    def with_limits(
+        self,
+        max_events: int | None,
+        max_memory: float | None = None,
+        writes_outputs: bool | None = None,
+    ) -> Scenario:
+        """This scenario with ``engine.max_events`` and ``engine.max_memory`` (bytes) set to
+        the ones given, and :attr:`writes_outputs` (each kept if None; itself if nothing
+        changes): what ``--max-events N`` and ``--max-memory SIZE`` do."""
+        given = {"max_events": max_events, "max_memory": max_memory}
+        update = {
+            key: value
+            for key, value in given.items()
+            if value is not None and value != getattr(self.engine, key)
+        }
+        outputs = self._writes_outputs if writes_outputs is None else writes_outputs
+        if not update and outputs == self._writes_outputs:
             return self
-        changed = self.model_copy(update={"engine": EngineSpec(max_events=max_events)})
+        engine = self.engine.model_copy(update=update) if update else self.engine
+        changed = self.model_copy(update={"engine": engine})
         changed._source = self._source
+        changed._writes_outputs = outputs
         return changed
 
 

@@ -65,6 +65,34 @@ Size = _quantity(units.parse_size, "size")
 """Bytes (0 or more), written ``160MB``, ``1GiB``, ``8Gb``."""
 PositiveSize = _quantity(units.parse_size, "size", positive=True)
 """Bytes, more than 0 (a pipelining chunk)."""
+
+
+def _memory_bytes(value: object) -> float:
+    """Bytes above 0: a size with a unit (``8GB``, ``512MiB``) or a plain number of bytes."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value) and value > 0:
+            return float(value)
+        q = units.QUANTITIES["size"]
+        raise units.UnitError(f"must be a size above 0, got {value!r}", q.allowed)
+    return units.require_positive(units.parse_size(value), value, "size")
+
+
+MemoryBytes = Annotated[
+    float,
+    BeforeValidator(_memory_bytes),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": units.unit_pattern("size")},
+                {"type": "number", "exclusiveMinimum": 0},
+            ],
+            "description": "bytes of memory above 0: a size with a unit or a plain number",
+            "examples": ["8GB", "512MiB", 8000000000],
+        }
+    ),
+]
+"""Bytes of memory, more than 0, written ``8GB``, ``512MiB`` or as a plain number of bytes
+(``engine.max_memory``)."""
 Bandwidth = _quantity(units.parse_bandwidth, "bandwidth", positive=True)
 """Bytes per second, more than 0, written ``100Gb/s``, ``12.5GB/s``."""
 TimeSpan = _quantity(units.parse_time, "time")

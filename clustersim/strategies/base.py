@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from ..budget import DEFAULT_MAX_EVENTS, WorkEstimate, enforce
+from ..budget import (
+    DEFAULT_MAX_EVENTS,
+    MemoryEstimate,
+    WorkEstimate,
+    default_max_memory,
+    enforce,
+    enforce_memory,
+    estimate_memory,
+)
 from ..errors import ClustersimError, Problem, ScenarioError
 from ..registry import Registered, Registry
 
@@ -122,15 +130,50 @@ class Strategy(Registered):
         engine = getattr(self.scenario, "engine", None)
         return getattr(engine, "max_events", DEFAULT_MAX_EVENTS)
 
-    def enforce_work_limit(self) -> WorkEstimate | None:
+    @property
+    def max_memory(self) -> float | None:
+        """The run's memory limit, bytes: the scenario's ``engine.max_memory``, else the
+        machine's default (:func:`~clustersim.budget.default_max_memory`; None if unknown)."""
+        given = getattr(getattr(self.scenario, "engine", None), "max_memory", None)
+        return given if given is not None else default_max_memory()
+
+    @property
+    def memory_limit_is_default(self) -> bool:
+        """Whether :attr:`max_memory` is the machine's default, not the scenario's."""
+        return getattr(getattr(self.scenario, "engine", None), "max_memory", None) is None
+
+    def estimate_memory(self, outputs: bool = False) -> MemoryEstimate:
+        """The simulator's peak memory for this run (:func:`~clustersim.budget.estimate_memory`
+        of :meth:`estimate_work` on this topology); with ``outputs``, writing its run folder
+        too."""
+        if not hasattr(self, "_work"):
+            self._work = self.estimate_work()
+        devices, links = len(self.topology.devices), len(self.topology.links)
+        return estimate_memory(self._work, devices, links, outputs)
+
+    def enforce_work_limit(self, outputs: bool | None = None) -> WorkEstimate | None:
         """The estimate (:meth:`estimate_work`, made once); a
-        :class:`~clustersim.budget.WorkLimitError` if it is over :attr:`max_events`.
+        :class:`~clustersim.budget.WorkLimitError` if it is over :attr:`max_events`, a
+        :class:`~clustersim.budget.MemoryLimitError` if the memory it needs
+        (:meth:`estimate_memory`, the run folder too with ``outputs``, by default when the
+        scenario :attr:`~clustersim.scenario.Scenario.writes_outputs`) is over
+        :attr:`max_memory`.
 
         ``from_scenario`` calls it after :meth:`check`; a strategy whose check would
         allocate in proportion to its counts calls it in :meth:`check`, before that."""
         if not hasattr(self, "_work"):
             self._work = self.estimate_work()
-        enforce(self._work, self.max_events, getattr(self.scenario, "source", ""))
+        if outputs is None:
+            outputs = getattr(self.scenario, "writes_outputs", False)
+        source = getattr(self.scenario, "source", "")
+        enforce(self._work, self.max_events, source)
+        enforce_memory(
+            self.estimate_memory(outputs),
+            self.max_memory,
+            source,
+            default=self.memory_limit_is_default,
+            work=self._work,
+        )
         return self._work
 
     def start(self, sim: Simulation) -> None:

@@ -1,5 +1,6 @@
 """The work a parameter-server run will do, estimated before it runs (for the engine's
-work limit; see :mod:`clustersim.budget`).  Counts: transfers and records."""
+work limit; see :mod:`clustersim.budget`).  Counts: transfers and records, and the memory
+every transfer keeps (:data:`HELD_SENDS_PER_TRANSFER`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ from .ps_hierarchy import transfers_per_round
 
 if TYPE_CHECKING:
     from .parameter_server import ParameterServer
+
+HELD_SENDS_PER_TRANSFER = 8
+"""Memory a parameter server's push or pull keeps until the run ends (its message, the
+callbacks and records that refer to it, its flow), in sends of a collective schedule
+(:data:`~clustersim.budget.MEMORY_PER_HELD_SEND`): about 2.4 kB a transfer, measured on
+ps_vs_ring/bert_large_ps_servers_1x, 143 MB beyond its records for 60,192 transfers in 1
+iteration, 431 MB for 180,576 in 3 (commit e712558)."""
 
 
 def estimate_work(ps: ParameterServer) -> WorkEstimate:
@@ -33,4 +41,5 @@ def estimate_work(ps: ParameterServer) -> WorkEstimate:
         transfers = rounds * sum(transfers_per_round(ps.groups, ps.workers, key) for key in ps.keys)
         server += len(ps.groups) * len(ps.keys) * rounds
     extra = (ps.ps.replicas - 1) * (updates or n * len(ps.keys) * rounds)  # forwards
-    return WorkEstimate(transfers + extra, computes + transfers + server + 2 * extra)
+    held = HELD_SENDS_PER_TRANSFER * (transfers + extra)  # memory: kept to the end
+    return WorkEstimate(transfers + extra, computes + transfers + server + 2 * extra, 0, held)

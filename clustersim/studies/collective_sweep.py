@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ from ..units import UnitError, parse_size
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from ..budget import WorkEstimate
     from ..scenario import Scenario
     from ..topology import Topology
 
@@ -253,6 +255,7 @@ def sweep(
     protocol: str | None = None,
     group_flag: str = "",
     max_events: int | None = None,
+    max_memory: float | None = None,
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -268,8 +271,11 @@ def sweep(
     point runs: a group of fewer than 2 ranks is refused (with one nothing moves), at
     ``group_flag`` (default ``--group`` or ``--devices``), and ``root`` must be a rank.
     The work of every point is checked too: a point estimated over ``max_events`` events
-    (default: the scenario's ``engine.max_events``) is refused before any runs
-    (:class:`clustersim.budget.WorkLimitError`).
+    (default: the scenario's ``engine.max_events``), or all of them together, is refused
+    before any runs (:class:`clustersim.budget.WorkLimitError`), and so is a point whose
+    peak memory is estimated over ``max_memory`` bytes (default: the scenario's
+    ``engine.max_memory``, else 80% of this machine's;
+    :class:`clustersim.budget.MemoryLimitError`).
     """
     from ..topology import build_topology
 
@@ -309,10 +315,12 @@ def sweep(
         ]
         for size in sizes
     ]
-    limit = max_events or getattr(getattr(scenario, "engine", None), "max_events", None)
-    for row_calls in calls:
-        for call in row_calls:
-            check_point_work(call, topology, model, iterations, channels, limit)
+    engine = getattr(scenario, "engine", None)
+    limits = Limits(
+        max_events or getattr(engine, "max_events", None),
+        max_memory or getattr(engine, "max_memory", None),
+    )
+    check_sweep_work(calls, topology, model, iterations, channels, limits)
     total = len(sizes) * len(names)
     rows = []
     for row_calls in calls:
@@ -341,26 +349,81 @@ def _check_options(
         )
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A sweep's limits: events (None: :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`) and
+    memory in bytes (None: :func:`~clustersim.budget.default_max_memory`)."""
+
+    events: int | None = None
+    memory: float | None = None
+
+
+def check_sweep_work(
+    calls: Sequence[Sequence[CollectiveCall]],
+    topology: Topology,
+    model: str,
+    iterations: int,
+    channels: int | str = 1,
+    limits: Limits = Limits(),
+) -> WorkEstimate:
+    """Refuse a sweep before it runs: every point as :func:`check_point_work` does, then
+    the points together against the event limit (they run one after another, so their
+    time adds up; memory does not, each point being a fresh simulation).  Returns the
+    sweep's work."""
+    from ..budget import DEFAULT_MAX_EVENTS, LIMIT_FLAG, NOTHING, enforce
+
+    total = NOTHING
+    for row_calls in calls:
+        for call in row_calls:
+            total = total + check_point_work(call, topology, model, iterations, channels, limits)
+    points = sum(len(row) for row in calls)
+    what = f"{points:,} points of the sweep together"
+    enforce(total, limits.events or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
+    return total
+
+
 def check_point_work(
     call: CollectiveCall,
     topology: Topology,
     model: str,
     iterations: int,
     channels: int | str = 1,
-    limit: int | None = None,
-) -> None:
+    limits: Limits | int | None = None,
+) -> WorkEstimate:
     """Refuse (:class:`~clustersim.budget.WorkLimitError`) a point whose estimated work,
-    ``call`` run ``iterations`` times as :func:`run_point` runs it, is over ``limit``
-    events (default :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`)."""
-    from ..budget import DEFAULT_MAX_EVENTS, LIMIT_FLAG, enforce
+    ``call`` run ``iterations`` times as :func:`run_point` runs it, is over the limit's
+    events (default :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`), or
+    (:class:`~clustersim.budget.MemoryLimitError`) whose peak memory, its schedule built
+    whole included, is over its memory (default: 80% of this machine's).  ``limits`` may
+    be an event count alone.  Returns the point's work."""
+    from ..budget import (
+        DEFAULT_MAX_EVENTS,
+        LIMIT_FLAG,
+        MEMORY_FLAG,
+        default_max_memory,
+        enforce,
+        enforce_memory,
+        estimate_memory,
+    )
     from ..collectives.work import call_work
     from ..units import format_size
 
+    if not isinstance(limits, Limits):
+        limits = Limits(limits)
     once = call_work(call, topology, model=model, channels=channels, record_transfers=False)
     what = f"{call.op} of {format_size(call.size_bytes)} by {call.algorithm}"
     if iterations > 1:
         what += f", {iterations:,} iterations"
-    enforce(once * iterations, limit or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
+    work = once * iterations
+    enforce(work, limits.events or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
+    memory = estimate_memory(work, len(topology.devices), len(topology.links))
+    limit = limits.memory or default_max_memory()
+    default = limits.memory is None
+    less = "a larger --chunk, fewer --bytes or --iterations, or --model analytical"
+    enforce_memory(
+        memory, limit, what=what, path=MEMORY_FLAG, default=default, work=work, less=less
+    )
+    return work
 
 
 def run_point(

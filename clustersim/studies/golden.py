@@ -139,20 +139,25 @@ def measure(
     path: str | os.PathLike[str],
     max_events: int | None = None,
     overrides: Sequence[str] = (),
+    max_memory: float | None = None,
 ) -> dict[str, Any]:
     """Simulate the scenario at ``path`` with ``overrides`` (``--set KEY=VALUE`` texts)
     applied; its name, seed, file hash and metrics.
 
-    ``max_events`` overrides the scenario's work limit (``engine.max_events``)."""
-    return measure_scenario(_scenario(path, overrides), scenario_sha256(path), max_events)
+    ``max_events`` and ``max_memory`` (bytes) override the scenario's limits
+    (``engine.max_events``, ``engine.max_memory``)."""
+    scenario = _scenario(path, overrides)
+    return measure_scenario(scenario, scenario_sha256(path), max_events, max_memory)
 
 
-def measure_scenario(scenario: Any, sha256: str, max_events: int | None = None) -> dict[str, Any]:
+def measure_scenario(
+    scenario: Any, sha256: str, max_events: int | None = None, max_memory: float | None = None
+) -> dict[str, Any]:
     """:func:`measure` of a loaded :class:`~clustersim.scenario.Scenario` whose file has
     the hash ``sha256``."""
     from ..api import simulate
 
-    summary = simulate(scenario, max_events=max_events).typed_summary
+    summary = simulate(scenario, max_events=max_events, max_memory=max_memory).typed_summary
     return {
         "scenario": summary.header.scenario,
         "seed": summary.header.seed,
@@ -162,7 +167,11 @@ def measure_scenario(scenario: Any, sha256: str, max_events: int | None = None) 
 
 
 def _measure_safely(
-    doc: Any, source: str, sha256: str, max_events: int | None = None
+    doc: Any,
+    source: str,
+    sha256: str,
+    max_events: int | None = None,
+    max_memory: float | None = None,
 ) -> dict[str, Any]:
     """:func:`measure` for a worker process, of the scenario's document with its overrides
     applied (a worker on another machine has no access to the file): errors come back as
@@ -170,7 +179,7 @@ def _measure_safely(
     from ..scenario import parse_scenario
 
     try:
-        return measure_scenario(parse_scenario(doc, source), sha256, max_events)
+        return measure_scenario(parse_scenario(doc, source), sha256, max_events, max_memory)
     except ClustersimError as exc:
         return {"error": str(exc), "simulation": isinstance(exc, SimulationError)}
 
@@ -181,13 +190,15 @@ def measure_all(
     max_events: int | None = None,
     overrides: Sequence[Sequence[str]] | None = None,
     scheduler: str | None = None,
+    max_memory: float | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores)
     or on the Dask cluster ``scheduler`` (:func:`run_all`); ``overrides``: each path's
     ``--set KEY=VALUE`` texts (default: none).
 
-    Every scenario is checked first, its estimated work against its limit (``max_events``,
-    else its ``engine.max_events``) included: bad input raises before anything runs."""
+    Every scenario is checked first, its estimated work and memory against their limits
+    (``max_events`` and ``max_memory``, else its ``engine.max_events`` and
+    ``engine.max_memory``) included: bad input raises before anything runs."""
     from ..api import prepare
     from ..scenario.overrides import described
 
@@ -197,16 +208,19 @@ def measure_all(
         if not Path(name).is_file():
             raise ClustersimError(f"{name}: no such scenario file")
     loaded = [_loaded(name, texts) for name, texts in zip(names, sets)]
-    for _, scenario in loaded:
-        prepare(scenario, max_events=max_events)
+    prepared = [prepare(s, max_events=max_events, max_memory=max_memory) for _, s in loaded]
+    memory = [p.memory.total for p in prepared]
+    limit = min((p.strategy.max_memory or math.inf for p in prepared), default=None)
     if scheduler is None and worker_count(jobs, len(names)) == 1:
         # errors raised as they are
-        return [measure(name, max_events, texts) for name, texts in zip(names, sets)]
+        return [measure(name, max_events, texts, max_memory) for name, texts in zip(names, sets)]
     calls = [
-        (doc, described(name, list(texts)), scenario_sha256(name), max_events)
+        (doc, described(name, list(texts)), scenario_sha256(name), max_events, max_memory)
         for (doc, _), name, texts in zip(loaded, names, sets)
     ]
-    results = run_all(_measure_safely, calls, jobs, scheduler=scheduler)
+    results = run_all(
+        _measure_safely, calls, jobs, scheduler=scheduler, memory=memory, memory_limit=limit
+    )
     for name, result in zip(names, results):
         if "error" in result:
             error = SimulationError if result["simulation"] else ClustersimError
@@ -367,6 +381,7 @@ def record(
     max_events: int | None = None,
     overrides: Sequence[str] = (),
     scheduler: str | None = None,
+    max_memory: float | None = None,
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
 
@@ -385,7 +400,8 @@ def record(
         check_output_file(target, flag)
     previous = [_previous(target) for target in targets]
     overrides = tuple(overrides)
-    measured = measure_all(scenarios, jobs, max_events, [overrides] * len(scenarios), scheduler)
+    sets = [overrides] * len(scenarios)
+    measured = measure_all(scenarios, jobs, max_events, sets, scheduler, max_memory)
     return [
         write_golden(target, golden_document(s, m, old, rtol, root, overrides))
         for s, m, old, target in zip(scenarios, measured, previous, targets)
@@ -516,6 +532,7 @@ def check(
     root: str | os.PathLike[str] | None = None,
     max_events: int | None = None,
     scheduler: str | None = None,
+    max_memory: float | None = None,
 ) -> list[GoldenReport]:
     """Re-run every scenario and compare it with its golden file in ``golden_dir``, with
     the overrides the file records.
@@ -531,7 +548,7 @@ def check(
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
     overrides = [doc.get("overrides", []) for doc in docs]
-    measured = measure_all(scenarios, jobs, max_events, overrides, scheduler)
+    measured = measure_all(scenarios, jobs, max_events, overrides, scheduler, max_memory)
     reports = [
         compare(doc, m, rtol, str(s), str(target))
         for s, m, doc, target in zip(scenarios, measured, docs, targets)

@@ -19,6 +19,20 @@ def worker_count(workers: int | None, total: int) -> int:
     return max(1, min(workers or os.cpu_count() or 1, total or 1))
 
 
+def memory_workers(count: int, memory: Sequence[float] | None, limit: float | None) -> int:
+    """At most ``count`` processes, and no more than the runs whose estimated peaks
+    (``memory``, bytes, one per run) fit in ``limit`` bytes together, the largest first:
+    runs at once share the machine (:mod:`clustersim.budget`); at least 1."""
+    if not memory or limit is None:
+        return count
+    largest = sorted(memory, reverse=True)
+    fit, total = 0, 0.0
+    while fit < count and fit < len(largest) and total + largest[fit] <= limit:
+        total += largest[fit]
+        fit += 1
+    return max(1, fit)
+
+
 def run_all(
     fn: Callable[..., R],
     calls: Sequence[tuple[Any, ...]],
@@ -27,6 +41,8 @@ def run_all(
     *,
     announce: bool = False,
     scheduler: str | None = None,
+    memory: Sequence[float] | None = None,
+    memory_limit: float | None = None,
 ) -> list[R]:
     """``fn(*args)`` for every ``args`` of ``calls``, results in call order.
 
@@ -38,10 +54,12 @@ def run_all(
     the runs still queued are cancelled instead of started.
 
     With ``scheduler`` (``local:N`` or a Dask scheduler's address) the runs go to a Dask
-    cluster instead, ``workers`` unused (:mod:`clustersim.studies.dask_runner`).
+    cluster instead, ``workers`` unused (:mod:`clustersim.studies.dask_runner`).  Locally,
+    ``memory`` (each run's estimated peak, bytes) and ``memory_limit`` cap the processes
+    at the runs that fit in the limit together (:func:`memory_workers`).
     """
     total = len(calls)
-    count = worker_count(workers, total)
+    count = memory_workers(worker_count(workers, total), memory, memory_limit)
     if announce and progress:
         progress(0, total)
     if scheduler is not None:

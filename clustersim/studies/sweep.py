@@ -94,6 +94,10 @@ class Job:
     doc: dict[str, Any] = field(repr=False)
     model: str = ""
     """The model preset of a training scenario ("" otherwise)."""
+    memory_bytes: float = 0.0
+    """The run's estimated peak memory (:func:`clustersim.budget.estimate_memory`)."""
+    memory_limit: float | None = None
+    """Its memory limit, bytes (``engine.max_memory`` or the machine's default)."""
 
 
 def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -111,10 +115,12 @@ def build_jobs(
     files: Sequence[str | os.PathLike[str]],
     settings: Sequence[Setting],
     max_events: int | None = None,
+    max_memory: float | None = None,
 ) -> list[Job]:
     """One job per file and grid point, each document re-validated against its topology
-    and its estimated work against its limit: ``max_events`` (written into every document
-    as ``engine.max_events``), else the document's own.
+    and its estimated work and memory against their limits: ``max_events`` and
+    ``max_memory`` (bytes; written into every document as ``engine.max_events`` and
+    ``engine.max_memory``), else the document's own.
 
     Errors name the file, the --set values of the point and the key path (ScenarioError).
     """
@@ -135,16 +141,18 @@ def build_jobs(
                 except ScenarioError as exc:
                     single = {setting.key: point[setting.key]}
                     raise exc.with_source(_set_source(source, single)) from None
-            changed = with_limit(changed, max_events)
+            changed = with_limit(changed, max_events, max_memory)
             try:
-                prepare(parse_scenario(changed, source=source))
+                prepared = prepare(parse_scenario(changed, source=source))
             except ScenarioError as exc:
                 if not point:
                     raise
                 raise exc.with_source(_set_source(source, point)) from None
             model = changed.get("model")
             preset = model.get("preset") if isinstance(model, dict) else None
-            jobs.append(Job(len(jobs), source, label, point, changed, str(preset or "")))
+            memory, limit = prepared.memory.total, prepared.strategy.max_memory
+            job = Job(len(jobs), source, label, point, changed, str(preset or ""), memory, limit)
+            jobs.append(job)
     return jobs
 
 
@@ -182,14 +190,25 @@ def run_jobs(
     progress: Callable[[int, int], None] | None = None,
     scheduler: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Each job's numeric summary keys, in job order; ``workers`` processes (default: all cores).
+    """Each job's numeric summary keys, in job order; ``workers`` processes (default: all cores),
+    no more than fit in the memory limit together (their estimates).
 
     With one worker (or one job) the jobs run in this process; with ``scheduler``, on that
     Dask cluster (:func:`run_all`). ``progress(done, total)`` is called after each job. A
     failed job raises its error, naming the file.
     """
     calls = [(j.doc, j.source) for j in jobs]
-    results = run_all(run_document, calls, workers, progress, scheduler=scheduler)
+    memory = [j.memory_bytes for j in jobs]
+    limit = min((j.memory_limit for j in jobs if j.memory_limit), default=None)
+    results = run_all(
+        run_document,
+        calls,
+        workers,
+        progress,
+        scheduler=scheduler,
+        memory=memory,
+        memory_limit=limit,
+    )
     for job, result in zip(jobs, results):
         if "error" in result:
             where = ", ".join(f"{k}={v}" for k, v in job.point.items())

@@ -60,6 +60,9 @@ class PlanOptions:
     replicas, data-parallel collectives priced analytically -- unless there are stragglers)."""
     max_events: int | None = None
     """Work limit of each candidate's run (``engine.max_events``; None: the scenario's)."""
+    max_memory: float | None = None
+    """Memory limit of each candidate's run, bytes (``engine.max_memory``; None: the
+    scenario's, else 80% of this machine's)."""
 
 
 def parse_counts(

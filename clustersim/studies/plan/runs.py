@@ -86,11 +86,13 @@ def run_candidates(
     scheduler: str | None = None,
 ) -> list[Outcome]:
     """Each candidate's :class:`Outcome`, in candidate order; ``workers`` processes
-    (default: all cores; one worker or one candidate runs in this process).
+    (default: all cores, no more than fit in the memory limit together; one worker or one
+    candidate runs in this process).
 
     ``progress(done, total)`` is called once before the first run finishes and
     after each run.  With ``scheduler`` they run on that Dask cluster (:func:`run_all`).
     """
+    limits = [c.memory[1] for c in candidates if c.memory[1]]
     results = run_all(
         simulate_candidate,
         [(c.doc, c.source) for c in candidates],
@@ -98,6 +100,8 @@ def run_candidates(
         progress,
         announce=True,
         scheduler=scheduler,
+        memory=[c.memory[0] for c in candidates],
+        memory_limit=min(limits, default=None),
     )
     return [_outcome(c, r or {}) for c, r in zip(candidates, results)]
 

@@ -423,9 +423,9 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
     ``stage_layers``; with chunks > 1 the interleaved schedule and its chunks, with 1 chunk
     1f1b in place of an interleaved schedule); stages 2 and 3 none, and no
     ``training.micro_batch``.
-    ``max_events`` becomes ``engine.max_events``.
+    ``max_events`` and ``max_memory`` become ``engine.max_events`` and ``engine.max_memory``.
     """
-    out = with_limit(copy.deepcopy(doc), options.max_events)
+    out = with_limit(copy.deepcopy(doc), options.max_events, options.max_memory)
     out.pop("workload", None)
     parallelism = dict(out.get("parallelism") or {})
     parallelism.update(dp=point.dp, tp=point.tp, pp=point.pp)
@@ -465,6 +465,8 @@ class Candidate:
     point: Point
     doc: dict[str, Any] = field(repr=False, compare=False)
     source: str = ""
+    memory: tuple[float, float | None] = (0.0, None)
+    """Its run's estimated peak memory and memory limit, bytes (:mod:`clustersim.budget`)."""
 
 
 @dataclass
@@ -506,7 +508,7 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
     for point in points:
         changed = candidate_document(doc, point, options)
         try:
-            prepare_on(parse_scenario(changed, source), topology)
+            memory = prepare_on(parse_scenario(changed, source), topology)
         except WorkLimitError as exc:
             over.append(exc)
             continue
@@ -514,7 +516,7 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
             reason = shorten(_reason(exc))
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
-        candidates.append(Candidate(len(candidates), point, changed, source))
+        candidates.append(Candidate(len(candidates), point, changed, source, memory))
     if over:
         skipped[over_limit_reason(over)] = len(over)
     notes = unused_values(space, options, points)
@@ -527,12 +529,14 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
     return Enumeration(space, candidates, skipped, notes, doc)
 
 
-def prepare_on(scenario: Scenario, topology: Topology) -> None:
+def prepare_on(scenario: Scenario, topology: Topology) -> tuple[float, float | None]:
     """:func:`clustersim.api.prepare` on a topology built once: every candidate has the same
-    cluster, and building a 1024-GPU topology per candidate would cost more than the checks."""
+    cluster, and building a 1024-GPU topology per candidate would cost more than the checks.
+    Returns the run's estimated peak memory and its memory limit (bytes)."""
     from ...api import prepare
 
-    prepare(scenario, topology)
+    prepared = prepare(scenario, topology)
+    return prepared.memory.total, prepared.strategy.max_memory
 
 
 def _check_options(options: PlanOptions) -> None:

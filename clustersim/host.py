@@ -1,0 +1,82 @@
+"""This machine: how much memory the process may use (:func:`machine_memory_bytes`).
+
+Read portably: the physical memory from ``os.sysconf`` (Linux, macOS, the BSDs) or
+Windows' ``GlobalMemoryStatusEx``, and inside a container the control group's limit when
+it is smaller (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``).  What
+:func:`clustersim.budget.default_max_memory` takes its share of.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def machine_memory_bytes() -> float | None:
+    """This machine's memory, bytes: the physical memory, or the control group's limit
+    where the process runs in one with less (a container: cgroup v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``); None where neither can be read."""
+    sizes = [size for size in (_physical_memory(), _cgroup_memory()) if size]
+    return float(min(sizes)) if sizes else None
+
+
+def _physical_memory() -> int | None:
+    """``SC_PHYS_PAGES x SC_PAGE_SIZE`` (Linux, macOS, the BSDs), or Windows'
+    ``GlobalMemoryStatusEx``."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:  # Windows: no sysconf
+        import ctypes
+
+        words = ("total", "free", "page", "free_page", "virtual", "free_virtual", "extended")
+
+        class _Status(ctypes.Structure):  # MEMORYSTATUSEX
+            _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong)]
+            _fields_ += [(name, ctypes.c_ulonglong) for name in words]
+
+        status = _Status()
+        status.length = ctypes.sizeof(_Status)
+        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):  # type: ignore[attr-defined]
+            return int(status.total)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return None
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+"""Where control groups are mounted: a container's limit is ``memory.max`` (v2) or
+``memory/memory.limit_in_bytes`` (v1) there, its own group's under the path that
+:data:`PROC_CGROUP` names."""
+
+PROC_CGROUP = "/proc/self/cgroup"
+"""The control groups of this process (``N:controllers:/path`` lines)."""
+
+_UNLIMITED = 2**60
+"""A cgroup limit this large means none (v1 writes 2**63 rounded down to a page)."""
+
+
+def _cgroup_memory() -> int | None:
+    """The smallest memory limit of the control groups that hold this process (Linux)."""
+    root = CGROUP_ROOT
+    paths = [f"{root}/memory.max", f"{root}/memory/memory.limit_in_bytes"]
+    try:
+        with open(PROC_CGROUP, encoding="ascii") as fh:
+            for line in fh:
+                _, controllers, group = line.rstrip("\n").split(":", 2)
+                if controllers == "":  # v2: 0::/path
+                    paths.append(f"{root}{group}/memory.max")
+                elif "memory" in controllers.split(","):
+                    paths.append(f"{root}/memory{group}/memory.limit_in_bytes")
+    except (OSError, ValueError):
+        pass
+    limits = []
+    for path in dict.fromkeys(paths):
+        try:
+            with open(path, encoding="ascii") as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < _UNLIMITED:
+            limits.append(int(text))
+    return min(limits) if limits else None
