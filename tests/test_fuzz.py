@@ -271,7 +271,7 @@ def test_huge_clusters_are_refused_before_building(
     doc: dict[str, Any], what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     err = _rejected(_write(tmp_path, doc), capsys, "cluster:", what, "262,144")
-    assert "1,000,000 links" in err
+    assert "3,000,000 links" in err
 
 
 def test_cluster_at_the_limit_is_accepted() -> None:

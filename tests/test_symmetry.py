@@ -5,6 +5,7 @@ priced -- checked against pricing each group on its own."""
 from __future__ import annotations
 
 import random
+import zlib
 from typing import Any
 
 import pytest
@@ -115,20 +116,40 @@ def test_first_route_is_the_first_of_the_routes(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(CLUSTERS))
 @pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter"])
-def test_alike_groups_cost_the_same(kind: str, op: str) -> None:
-    """With split spine routing (no ECMP hash), a ring's cost on a group equals its cost on
-    the canonical group of its orbit, for every protocol: what pricing one group per orbit
-    relies on."""
-    topo = topology(kind, split=True)
+@pytest.mark.parametrize("split", [False, True])
+def test_alike_groups_cost_the_same(kind: str, op: str, split: bool) -> None:
+    """A ring's cost on a group, priced on the first group of its orbit (what the ring's hop
+    costs are remembered by), equals its cost priced on the group itself (a restricted view
+    has no orbits), for every protocol, with ECMP or split spine routing."""
+    topo = topology(kind, split=split)
+    alone = topo.restricted(topo.devices)
     rng = random.Random(7)
     ring = algorithm("ring")
     for _ in range(6):
         group = random_group(topo, rng, rng.randint(2, 10))
-        twin = tuple(topo.canonical(topo.orbit_key(group)))
+        call = CollectiveCall(op, group, 64e6, "ring")
         for protocol in PROTOCOLS.values():
-            view = protocol_view(topo, protocol, "ring")
-            cost = ring.cost(CollectiveCall(op, group, 64e6, "ring"), view)
-            assert cost == ring.cost(CollectiveCall(op, twin, 64e6, "ring"), view)
+            by_orbit = ring.cost(call, protocol_view(topo, protocol, "ring"))
+            assert by_orbit == ring.cost(call, protocol_view(alone, protocol, "ring"))
+
+
+@pytest.mark.parametrize("kind", sorted(CLUSTERS))
+def test_an_ecmp_route_built_alone_is_the_hashed_one_of_all(kind: str) -> None:
+    """``Topology.route`` builds only the route ECMP picks; it is the one the CRC-32 of the
+    pair and key picks among all of :meth:`routes` (built first on another copy)."""
+    built_alone, every = topology(kind), topology(kind)
+    names = gpus(every)
+    rng = random.Random(3)
+    choices = 0
+    for _ in range(60):
+        a, b = rng.sample(names, 2)
+        key = f"connection{rng.randint(0, 7)}"
+        routes = every.routes(a, b)
+        want = routes[zlib.crc32(f"{a}|{b}|{key}".encode()) % len(routes)]
+        assert built_alone.route(a, b, key) == want
+        assert built_alone.route(a, b, key) is built_alone.route(a, b, key)  # one object
+        choices += len(routes) > 1
+    assert choices >= 20  # the sample crossed racks (and pods): routes to choose among
 
 
 @pytest.mark.parametrize("size", [1e3, 1e6, 1e9])

@@ -109,10 +109,13 @@ def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], co
     routes the flow-level model gives the pair's sends: its ECMP route (connection 0, see
     :func:`clustersim.collectives.schedule.execute`), or all its equal-cost routes evenly
     with ``spine_routing: split``."""
+    plain = getattr(
+        topology, "same_links", topology
+    )  # only the links count here: skip a view's repricing
     if topology.spine_routing == "split":
-        routes = topology.routes(src, dst)
+        routes = plain.routes(src, dst)
     else:  # the pair's ECMP route (the only one where it has one)
-        routes = (topology.route(src, dst, "connection0"),)
+        routes = (plain.route(src, dst, "connection0"),)
     share = count / len(routes)
     for route in routes:
         for link in route.links:

@@ -38,7 +38,7 @@ to NCCL's kernels at mid sizes and are left out.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -185,6 +185,20 @@ class ProtocolView(TopologyView):
         """The wrapped topology's links at NCCL's bandwidth (:func:`bus.bus_links`)."""
         self.bus_scaled = True
         """Its links are at NCCL's bandwidth already (:func:`bus.bus_links` keeps them)."""
+
+    def orbit_key(self, names: Sequence[str]) -> Hashable | None:
+        """The wrapped topology's: latencies and bandwidths change by link kind alone, so
+        groups that sit alike there sit alike here."""
+        return self._topology.orbit_key(names)
+
+    def canonical(self, key: Hashable) -> list[str]:
+        """The wrapped topology's first group of the orbit ``key``."""
+        return self._topology.canonical(key)
+
+    @property
+    def same_links(self) -> Topology:
+        """The wrapped topology: this view's routes take its links, in its ECMP choices."""
+        return self._topology
 
     def _slower(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
         hop = self._protocol.hop_latency_s

@@ -66,7 +66,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..topology import Topology
 from .algorithm import Algorithm, CollectiveCall, HopCost
@@ -285,6 +285,13 @@ _HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = {}
 every size, so a call priced again (DDP buckets, ``auto``) does not route again."""
 
 
+def _orbit_key(topology: Topology, devices: tuple[str, ...]) -> object | None:
+    """The orbit of ``devices`` in ``topology`` (:mod:`clustersim.topology.symmetry`), or
+    None where the topology (or view) cannot vouch for one."""
+    key = getattr(topology, "orbit_key", None)
+    return None if key is None else key(devices)
+
+
 class Ring(Algorithm):
     """Ring collectives: neighbour-to-neighbour steps in group order (see the module docstring)."""
 
@@ -342,13 +349,19 @@ class Ring(Algorithm):
         rings = [
             (order, _plan(call, n, order.index(call.root), share)) for order, share in _orders(call)
         ]
-        key = (call.op, call.devices, call.root, call.bidirectional, topology)
+        # Groups that sit alike (topology/symmetry.py) have alike hops: price the first.
+        orbit = _orbit_key(topology, call.devices)
+        group = call.devices if orbit is None else orbit
+        key = (call.op, group, call.root, call.bidirectional, topology)
         costs = _HOP_COSTS.get(key)
         if costs is None:
             pairs = [(order[h], order[(h + 1) % n]) for order, plan in rings for h in plan.hops]
             if len(_HOP_COSTS) >= _HOP_CACHE_LIMIT:
                 _HOP_COSTS.clear()
-            costs = _HOP_COSTS[key] = _hop_costs(call, topology, pairs)
+            priced = call
+            if orbit is not None:
+                priced = replace(call, devices=tuple(topology.canonical(orbit)))
+            costs = _HOP_COSTS[key] = _hop_costs(priced, topology, pairs)
         return max(self._ring_cost(call, topology, order, plan, costs) for order, plan in rings)
 
     def _ring_cost(

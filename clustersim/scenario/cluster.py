@@ -257,7 +257,7 @@ class UplinkSpec(_Spec):
 
 MAX_DEVICES = 262_144
 """Most devices (GPUs and CPUs) a cluster may have; checked before anything is built."""
-MAX_LINKS = 1_000_000
+MAX_LINKS = 3_000_000
 """Most links (each direction counted) a cluster may have; checked before anything is built."""
 
 

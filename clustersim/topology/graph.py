@@ -115,6 +115,19 @@ class TopologyView:
         this; one that changes routes must not inherit the wrapped topology's)."""
         return self.routes(src, dst)[0]
 
+    def orbit_key(self, names: Sequence[str]) -> Hashable | None:
+        """None: a view may change links one by one, so the wrapped topology's symmetry
+        (:meth:`Topology.orbit_key`) is not known to hold in it; views that change every
+        link of a kind alike say otherwise."""
+        return None
+
+    @property
+    def same_links(self) -> Any:
+        """The topology whose routes run over the same links, in the same ECMP choices, as
+        this view's (itself: a view may reroute; views that only reprice links say their
+        wrapped topology, which builds routes more cheaply)."""
+        return self
+
 
 class _Router(Protocol):
     def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
@@ -145,6 +158,7 @@ class Topology:
         "_device_list",
         "_part",
         "_first",
+        "_ecmp",
     )
 
     def __init__(
@@ -179,6 +193,7 @@ class Topology:
         self._device_list = list(devices.values())
         self._part = False  # a restricted view: groups of the whole cluster are not its own
         self._first: dict[tuple[str, str], Route] = {}
+        self._ecmp: dict[tuple[str, str, int | str], Route] = {}
 
     def __repr__(self) -> str:
         return (
@@ -207,6 +222,7 @@ class Topology:
         )
         view._cache = self._cache
         view._first = self._first
+        view._ecmp = self._ecmp
         view._part = True
         return view
 
@@ -339,10 +355,29 @@ class Topology:
         The choice is a CRC-32 of ``"src|dst|flow_key"``: stable across runs and
         machines, and spread evenly over the alternatives for varying keys.
         """
+        found = self._cache.get((src, dst))
+        pick = getattr(self._router, "ecmp_route", None)
+        if found is None and pick is not None and src != dst:
+            # The router builds the chosen route alone (a pair across pods has spines x
+            # cores of them); remembered per pair and key, so a flow's route is one object.
+            key = (src, dst, flow_key)
+            route = self._ecmp.get(key)
+            if route is None:
+                if len(self._ecmp) >= _ECMP_CACHE_LIMIT:
+                    self._ecmp.clear()
+                route = self._ecmp[key] = pick(
+                    self.device(src), self.device(dst), lambda n: _ecmp_index(src, dst, flow_key, n)
+                )
+            return route
         found = self.routes(src, dst)
         if len(found) == 1:
             return found[0]
-        return found[zlib.crc32(f"{src}|{dst}|{flow_key}".encode()) % len(found)]
+        return found[_ecmp_index(src, dst, flow_key, len(found))]
+
+    @property
+    def same_links(self) -> Topology:
+        """Itself (see :attr:`TopologyView.same_links`)."""
+        return self
 
     def orbit_key(self, names: Sequence[str]) -> Hashable | None:
         """A key equal for groups of devices that sit alike in this cluster, so that what is
@@ -371,6 +406,16 @@ class Topology:
             "switches": len(self.switches),
             "links": len(self.links),
         }
+
+
+_ECMP_CACHE_LIMIT = 1 << 20
+"""(pair, flow key) routes :meth:`Topology.route` remembers (then it starts afresh)."""
+
+
+def _ecmp_index(src: str, dst: str, flow_key: int | str, count: int) -> int:
+    """Which of a pair's ``count`` equal-cost routes ECMP gives ``flow_key``: a CRC-32 of
+    ``"src|dst|flow_key"`` (stable across runs and machines, even over varying keys)."""
+    return zlib.crc32(f"{src}|{dst}|{flow_key}".encode()) % count if count > 1 else 0
 
 
 def _compile_glob(glob: str, path: str) -> Any:

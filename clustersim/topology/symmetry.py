@@ -22,6 +22,11 @@ OrbitKey = tuple[tuple[int, int, int, int, str], ...]
 device's own name inside its node."""
 
 
+_KEY_CACHE_NAMES = 1 << 18
+"""Names in the groups whose orbit keys :meth:`Orbits.key` remembers (then it starts
+afresh): about 25 MB of keys."""
+
+
 class Orbits:
     """A racked cluster's places indexed by level: pod -> its racks, rack -> its NVLink
     domains, domain -> its nodes, each in build order (a node outside a multi-node NVLink
@@ -31,6 +36,8 @@ class Orbits:
     def __init__(self, places: Mapping[str, Any], pod_of: Sequence[int] | None) -> None:
         self.places = places
         self.pod_of = pod_of
+        self._keys: dict[tuple[str, ...], OrbitKey | None] = {}
+        self._names_kept = 0
         self.domain_of: dict[str, str] = {}
         for place in places.values():
             if "/nvdomain" in place.nvdomain:  # a domain of several nodes (docs/internals.md)
@@ -53,7 +60,19 @@ class Orbits:
     def key(self, names: Sequence[str]) -> OrbitKey | None:
         """The orbit of the group ``names`` (see the module docstring): equal keys, alike
         groups; None if a name has no place (a device outside the racks, such as
-        checkpoint storage)."""
+        checkpoint storage).  Remembered per group (a group is priced many times: its
+        channels, ``auto``, its work estimate, each bucket)."""
+        group = tuple(names)
+        found = self._keys.get(group, False)
+        if found is False:
+            if self._names_kept + len(group) > _KEY_CACHE_NAMES:
+                self._keys.clear()
+                self._names_kept = 0
+            found = self._keys[group] = self._key(group)
+            self._names_kept += len(group)
+        return found
+
+    def _key(self, names: Sequence[str]) -> OrbitKey | None:
         pods: dict[int, int] = {}
         racks: dict[int, int] = {}
         domains: dict[str, int] = {}

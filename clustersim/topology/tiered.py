@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,22 @@ class _TwoTierRouter:
         """The first of :meth:`routes` (spine 0, core 0), built alone."""
         return self.routes(src, dst, first=True)[0]
 
-    def routes(self, src: Device, dst: Device, first: bool = False) -> tuple[Route, ...]:
+    def ecmp_route(self, src: Device, dst: Device, pick: Callable[[int], int]) -> Route:
+        """``routes(src, dst)[pick(len(routes))]``, built alone."""
+        return self.routes(src, dst, pick=pick)[0]
+
+    def routes(
+        self,
+        src: Device,
+        dst: Device,
+        first: bool = False,
+        pick: Callable[[int], int] | None = None,
+    ) -> tuple[Route, ...]:
+        """The equal-cost routes from ``src`` to ``dst``: over spine ``k`` (and core ``m``
+        across pods), ``k`` major; ``first``: only the first; ``pick``: only the one at
+        ``pick(count)``."""
+        if pick is None and first:
+            pick = _first
         a = self.places[src.name]
         b = self.places[dst.name]
         if a.node == b.node:
@@ -99,24 +114,28 @@ class _TwoTierRouter:
             if a.to_nvswitch is not None and b.from_nvswitch is not None:
                 return (Route.of((a.to_nvswitch, b.from_nvswitch)),)
         if self.rails:
-            return self._rail_routes(a, b, first)
+            return self._rail_routes(a, b, pick)
         if a.rack == b.rack:
             return (Route.of(a.up + b.down),)
         ups = self.tor_up[a.rack]
         downs = self.tor_down[b.rack]
-        spines = 1 if first else len(ups)
         pods = self.pod_of
         if pods is None or pods[a.rack] == pods[b.rack]:
-            return tuple(Route.of((*a.up, ups[k], downs[k], *b.down)) for k in range(spines))
+            spines = range(len(ups)) if pick is None else (pick(len(ups)),)
+            return tuple(Route.of((*a.up, ups[k], downs[k], *b.down)) for k in spines)
         to_core = self.pod_up[pods[a.rack]]
         from_core = self.pod_down[pods[b.rack]]
+        pairs = [(k, m) for k in range(len(ups)) for m in range(len(to_core[k]))]
+        if pick is not None:
+            pairs = [pairs[pick(len(pairs))]]
         return tuple(
             Route.of((*a.up, ups[k], to_core[k][m], from_core[k][m], downs[k], *b.down))
-            for k in range(spines)
-            for m in range(1 if first else len(to_core[k]))
+            for k, m in pairs
         )
 
-    def _rail_routes(self, a: _Place, b: _Place, first: bool = False) -> tuple[Route, ...]:
+    def _rail_routes(
+        self, a: _Place, b: _Place, pick: Callable[[int], int] | None = None
+    ) -> tuple[Route, ...]:
         """Rail-optimized: to the destination's rail first -- over NVLink to the GPU of that
         rail on the source node (PXN) when there is an NVSwitch -- then through that rail's
         switch, and through the spines between groups or rails."""
@@ -130,14 +149,17 @@ class _TwoTierRouter:
             return (Route.of((*prefix, *start.up, *b.down)),)
         ups = self.tor_up[start.rack * self._nics + start.nic]
         downs = self.tor_down[b.rack * self._nics + b.nic]
-        return tuple(
-            Route.of((*prefix, *start.up, ups[k], downs[k], *b.down))
-            for k in range(1 if first else len(ups))
-        )
+        spines = range(len(ups)) if pick is None else (pick(len(ups)),)
+        return tuple(Route.of((*prefix, *start.up, ups[k], downs[k], *b.down)) for k in spines)
 
     @property
     def _nics(self) -> int:
         return len(next(iter(self.node_gpus.values()), [])) or 1
+
+
+def _first(count: int) -> int:
+    """The first of ``count`` routes."""
+    return 0
 
 
 def rack_uplink_Bps(cluster_spec: Any) -> float:
