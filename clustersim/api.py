@@ -12,9 +12,10 @@ result.write("reports/d1")          # summary.json, timeline.csv, links.csv
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -40,9 +41,10 @@ from .metrics import (
     UsageSummary,
     canonical_json,
     device_breakdown,
-    link_table,
     usage_summary,
 )
+from .metrics.link_table import build_link_table
+from .network.flow import link_columns, release_link_state
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
 from .outputs.modes import OutputModes
@@ -144,8 +146,9 @@ class Result:
     scenario: Scenario
     topology: Topology
     records: list[Record]
-    links: list[dict[str, Any]]
-    """Every link that carried traffic, busiest first (see :func:`metrics.link_table`)."""
+    links: Sequence[dict[str, Any]]
+    """Every link that carried traffic, busiest first (see :func:`metrics.link_table`): a
+    :class:`~clustersim.metrics.link_table.LinkTable`, read like a list of rows."""
     typed_summary: Summary
     """The summary as typed parts (:class:`clustersim.metrics.Summary`)."""
 
@@ -286,7 +289,8 @@ def _result(
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
-    links = link_table(sim.network.link_stats(), topology.links, makespan)
+    links = build_link_table(*link_columns(sim.network), topology.links, makespan)
+    release_link_state(sim.network)  # the summary is built beside less
     part = prepared.strategy.summarize(sim)
     devices = device_breakdown(records, makespan, list(topology.devices))
     strategy_part = part if isinstance(part, StrategySummary) else UntypedSummary(dict(part))
@@ -306,8 +310,11 @@ def _result(
             *_estimates(prepared),
         ),
     )
-    _check_finite(summary.as_dict())
-    return Result(scenario, topology, records, links, summary)
+    plain = summary.as_summary_dict()
+    _check_finite(plain)
+    result = Result(scenario, topology, records, links, summary)
+    result.__dict__["summary"] = plain  # the cached property, built once (2 M values at scale)
+    return result
 
 
 def _estimates(prepared: Prepared) -> tuple[float | None, float]:
@@ -358,7 +365,23 @@ def _goodput(
 
 
 def _check_finite(value: Any, path: str = "") -> None:
-    """A SimulationError naming the summary key whose number overflowed (inf or NaN)."""
+    """A SimulationError naming the summary key whose number overflowed (inf or NaN).
+
+    JSON's encoder refuses NaN and infinities in C, fast; only a summary it refuses is
+    walked in Python for the key's path."""
+    if not path:
+        try:  # part by part: a whole summary at scale is a string of a hundred megabytes
+            for part in value.values() if isinstance(value, dict) else (value,):
+                json.dumps(part, allow_nan=False, default=str)
+        except ValueError:
+            pass
+        else:
+            return
+    _find_nonfinite(value, path)
+
+
+def _find_nonfinite(value: Any, path: str = "") -> None:
+    """:func:`_check_finite` in Python, naming the path."""
     if isinstance(value, float):
         if not math.isfinite(value):
             raise SimulationError(
@@ -367,10 +390,10 @@ def _check_finite(value: Any, path: str = "") -> None:
             )
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_finite(item, join_path(path, str(key)))
+            _find_nonfinite(item, join_path(path, str(key)))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check_finite(item, join_path(path, index))
+            _find_nonfinite(item, join_path(path, index))
 
 
 def json_schema() -> dict[str, Any]:

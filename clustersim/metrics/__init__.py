@@ -67,6 +67,7 @@ from .summary import (
     MemoryRow,
     RunHeader,
     Summary,
+    SummaryDict,
 )
 from .training import (
     BUBBLE_FRACTION,
@@ -133,6 +134,7 @@ __all__ = [
     "StageWeightVersions",
     "StrategySummary",
     "Summary",
+    "SummaryDict",
     "SummaryFormatError",
     "SummaryPart",
     "MoESummary",

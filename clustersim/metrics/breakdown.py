@@ -20,7 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..records import COMMUNICATION_KINDS, Record
+from .link_table import LinkTable, build_link_table
 from .parts import SummaryPart
 
 Interval = tuple[float, float]
@@ -102,26 +105,17 @@ def device_breakdown(
     return out
 
 
-def link_table(
-    link_stats: Sequence[Any], links: Sequence[Any], makespan_s: float
-) -> list[dict[str, Any]]:
-    """Every link that carried bytes, busiest (by utilisation) first."""
-    rows = []
-    for stat in link_stats:
-        if stat.bytes <= 0 and stat.peak_flows == 0:
-            continue
-        link = links[stat.index]
-        capacity = link.bandwidth_Bps * makespan_s
-        rows.append(
-            {
-                "link": link.name,
-                "bandwidth_Bps": link.bandwidth_Bps,
-                "bytes": stat.bytes,
-                "busy_s": stat.busy_s,
-                "busy_fraction": stat.busy_s / makespan_s if makespan_s > 0 else 0.0,
-                "utilisation": stat.bytes / capacity if capacity > 0 else 0.0,
-                "peak_flows": stat.peak_flows,
-            }
-        )
-    rows.sort(key=lambda r: (-r["utilisation"], -r["bytes"], r["link"]))
-    return rows
+def link_table(link_stats: Sequence[Any], links: Sequence[Any], makespan_s: float) -> LinkTable:
+    """Every link that carried bytes, busiest (by utilisation) first: a
+    :class:`~clustersim.metrics.link_table.LinkTable` of rows with ``link``,
+    ``bandwidth_Bps``, ``bytes``, ``busy_s``, ``busy_fraction``, ``utilisation`` and
+    ``peak_flows``, from per-link stats (``index``, ``bytes``, ``busy_s``, ``peak_flows``)."""
+    n = len(link_stats)
+    return build_link_table(
+        np.fromiter((s.index for s in link_stats), np.int64, n),
+        np.fromiter((s.bytes for s in link_stats), float, n),
+        np.fromiter((s.busy_s for s in link_stats), float, n),
+        np.fromiter((s.peak_flows for s in link_stats), np.int64, n),
+        links,
+        makespan_s,
+    )

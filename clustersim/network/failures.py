@@ -356,6 +356,7 @@ class LinkFailures:
             lf = link_flows[link]
             if not lf:
                 net._since[link] = now
+                lf = link_flows[link] = {}
             lf[flow.id] = flow
             if len(lf) > peak[link]:
                 peak[link] = len(lf)

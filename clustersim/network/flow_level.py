@@ -49,8 +49,17 @@ import simpy
 from simpy.events import NORMAL, Event
 
 from ..errors import SimulationError
-from .flow import Callback, Flow, LinkLike, LinkStats, RouteLike, overflow_message
-from .routes import check_bandwidth, route_info
+from .flow import (
+    NO_FLOWS,
+    Callback,
+    Flow,
+    LinkLike,
+    LinkStats,
+    RouteLike,
+    overflow_message,
+    stats_of_links,
+)
+from .routes import check_bandwidth, link_capacities, route_info
 from .solver import _Solver
 from .weighted import leave_weighted, recompute_weighted
 
@@ -80,13 +89,8 @@ class Network:
         self.env = env
         self._links: list[Any] = list(links)
         n = len(self._links)
-        cap: list[float] = []
-        for i, link in enumerate(self._links):
-            if link.index != i:
-                raise SimulationError(f"link {link.name!r} has index {link.index}, expected {i}")
-            cap.append(check_bandwidth(link.bandwidth_Bps, link.name))
-        self._cap = cap
-        self._link_flows: list[dict[int, Flow]] = [{} for _ in range(n)]
+        self._cap = link_capacities(self._links)
+        self._link_flows: list[Any] = [NO_FLOWS] * n  # a dict of its flows once it has one
         self._bytes = [0.0] * n
         self._busy = [0.0] * n
         self._since = [0.0] * n
@@ -131,9 +135,7 @@ class Network:
 
     def active(self) -> list[Flow]:
         """The flows in their bandwidth phase, by id (O(links + flows))."""
-        found: dict[int, Flow] = {}
-        for lf in self._link_flows:
-            found.update(lf)
+        found = {fid: flow for lf in self._link_flows for fid, flow in lf.items()}
         return [found[fid] for fid in sorted(found)]
 
     def bandwidth_Bps(self, link_index: int) -> float:
@@ -213,29 +215,21 @@ class Network:
             if not self._recompute_pending:
                 self._schedule_recompute()
 
-    def link_stats(self) -> list[LinkStats]:
-        """Per-link bytes, busy time and peak concurrency up to ``env.now``."""
-        now = self.env.now
-        out = []
-        for i, link in enumerate(self._links):
-            busy = self._busy[i]
-            if self._link_flows[i]:
-                busy += now - self._since[i]
-            out.append(LinkStats(i, link.name, self._bytes[i], busy, self._peak[i]))
-        return out
+    def link_stats(self, used_only: bool = False) -> list[LinkStats]:
+        """Per-link bytes, busy time and peak concurrency up to ``env.now`` (of the links that
+        ever held a flow only, with ``used_only``): :func:`.flow.stats_of_links`."""
+        return stats_of_links(self, used_only)
 
     # --------------------------------------------------------------- internals
 
     def _route_info(self, route: RouteLike) -> tuple[Any, tuple[int, ...], float, Any, float]:
-        """:func:`route_info` of ``route``, cached by ``id``.
-
-        The cache holds a reference to the route, so its ``id`` cannot be
-        reused by another object while the entry exists.
-        """
+        """:func:`route_info` of ``route``, cached by ``id`` (the entry holds the route, so
+        its id is not reused) unless weighted: a collective's phase, used once."""
         info = route_info(route, len(self._links))
         if len(self._routes) >= _ROUTE_CACHE_MAX:
             self._routes.clear()
-        self._routes[id(route)] = info
+        if info[3] is None:
+            self._routes[id(route)] = info
         return info
 
     def _push(self, t: float, fid: int, version: int, flow: Flow) -> None:
@@ -376,7 +370,7 @@ class Network:
                             peak[link] = len(lf)
                     else:
                         since[link] = now
-                        lf[fid] = flow
+                        link_flows[link] = {fid: flow}
                         if not peak[link]:
                             peak[link] = 1
                         c = cap[link]
@@ -438,7 +432,7 @@ class Network:
                     peak[link] = len(lf)
             else:
                 self._since[link] = now
-                lf[fid] = flow
+                link_flows[link] = {fid: flow}
                 if not peak[link]:
                     peak[link] = 1
                 c = cap[link]

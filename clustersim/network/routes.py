@@ -23,6 +23,23 @@ def check_bandwidth(value: float, name: str) -> float:
     return bw
 
 
+def link_capacities(links: Sequence[Any]) -> list[float]:
+    """Each link's bandwidth in bytes/s, checked (:func:`check_bandwidth`), and its index
+    (``links[i].index`` must be ``i``); equal bandwidths share one float (a 131,072-GPU
+    cluster has 1.4 M links of a handful of bandwidths)."""
+    checked: dict[float, float] = {}
+    out = []
+    for i, link in enumerate(links):
+        if link.index != i:
+            raise SimulationError(f"link {link.name!r} has index {link.index}, expected {i}")
+        bandwidth = link.bandwidth_Bps
+        found = checked.get(bandwidth)
+        if found is None:
+            found = checked[bandwidth] = check_bandwidth(bandwidth, link.name)
+        out.append(found)
+    return out
+
+
 def route_info(route: RouteLike, n_links: int) -> tuple[Any, tuple[int, ...], float, Any, float]:
     """``(route, distinct link indices, latency_s, weights or None, wire)`` of ``route`` on a
     network of ``n_links`` links; SimulationError for a bad link index, latency, weight or

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .flow import NO_FLOWS
+
 if TYPE_CHECKING:
     from .flow import Flow
     from .flow_level import Network
@@ -43,7 +45,10 @@ def leave_weighted(net: Network, flow: Flow, now: float) -> bool:
             freed = True
         else:
             net._busy[link] += now - net._since[link]
+            net._link_flows[link] = NO_FLOWS  # frees the dict: a phase spans a cluster, once
     net._weighted -= 1
+    if net._wstate is not None:  # its arrays (each transfer has its own weights)
+        net._wstate.arrays.pop(id(flow.weights), None)
     return freed
 
 
