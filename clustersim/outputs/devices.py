@@ -160,6 +160,10 @@ def _cells(path: Path_, value: Any, shape: str) -> Iterator[tuple[str, Any]]:
                 yield _column(path, index, field), inner
 
 
+_TEXTS_KEPT = 1 << 16
+"""Distinct values whose text :func:`device_table` remembers."""
+
+
 def _text(value: Any) -> str:
     """A value as devices.csv writes it (floats as summary.json holds them)."""
     value = canonical_value(value)
@@ -176,12 +180,20 @@ def device_table(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[
     rows: dict[str, dict[str, str]] = {}
     for device, bubble in device_bubbles(typed).items():
         rows.setdefault(device, {})[BUBBLE] = "" if bubble is None else _text(bubble)
+    texts: dict[tuple[type, Any], str] = {}  # devices alike repeat their values
     for path, entry, shape in device_entries(data):
         for device, value in entry.items():
             row = rows.setdefault(device, {})
             for column, item in _cells(path, value, shape):
                 columns.setdefault(column)
-                row[column] = _text(item)
+                plain = isinstance(item, (int, float, str))
+                key = (type(item), item.hex() if isinstance(item, float) else item)  # -0.0
+                text = texts.get(key) if plain else None
+                if text is None:
+                    text = _text(item)
+                    if plain and len(texts) < _TEXTS_KEPT:
+                        texts[key] = text
+                row[column] = text
     header = list(columns)
     return header, [[device] + [row.get(c, "") for c in header[1:]] for device, row in rows.items()]
 

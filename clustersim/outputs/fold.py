@@ -34,7 +34,13 @@ def simulated_workers(summary: Summary | Mapping[str, object]) -> tuple[set[str]
     """The simulated workers and how many devices each stands for (1 unless one-replica mode).
 
     An empty set means every device with records is shown."""
-    data = Summary.of(summary).as_dict()
+    data: Mapping[str, object] = (
+        summary
+        if isinstance(summary, Mapping)
+        else {
+            k: getattr(summary, k, None) for k in ("workers_simulated", "workers_total", "workers")
+        }
+    )
     simulated, total = data.get("workers_simulated"), data.get("workers_total")
     workers = data.get("workers")
     if (

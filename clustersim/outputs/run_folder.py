@@ -34,11 +34,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..metrics import FoldedLinks, FoldedOutputs, Summary, SummaryFormatError, canonical_json
+from ..metrics import (
+    FoldedLinks,
+    FoldedOutputs,
+    Summary,
+    SummaryDict,
+    SummaryFormatError,
+    canonical_json,
+)
 from ..records import Record, sorted_records
 from .atomic import write_atomic
 from .devices import DEVICES_CSV, devices_csv, fold_entries, read_devices, unfold_entries
@@ -135,13 +142,25 @@ def _plan(
     extra = {"folded": block} if block is not None else {}
     return _Plan(
         summary={**data, **extra},
-        charted={**summary, **extra},
+        charted=_charted(summary, extra),
         timeline=kept if modes.timeline_file in folded_files else ordered,
         trace=kept if "trace.json" in folded_files else ordered,
         trace_fold=fold if "trace.json" in folded_files else None,
         devices_table=devices_csv(summary) if cut is not None else None,
         links=link_rows if merged is not None else [dict(r) for r in links],
     )
+
+
+def _charted(summary: Mapping[str, Any], extra: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``summary`` with ``extra`` keys (its ``folded`` block), for the charts: still
+    carrying its typed summary (:class:`~clustersim.metrics.SummaryDict`), so that each
+    chart does not type two million values again."""
+    out = SummaryDict({**summary, **extra})
+    typed = getattr(summary, "typed", None)
+    if isinstance(typed, Summary):
+        folded = extra.get("folded")
+        out.typed = replace(typed, folded=FoldedOutputs.from_dict(folded)) if folded else typed
+    return out
 
 
 def write_run_folder(
