@@ -289,8 +289,9 @@ def _result(
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
-    links = build_link_table(*link_columns(sim.network), topology.links, makespan)
-    release_link_state(sim.network)  # the summary is built beside less
+    columns = link_columns(sim.network)
+    release_link_state(sim.network)  # the link table and the summary are built beside less
+    links = build_link_table(*columns, topology.links, makespan)
     part = prepared.strategy.summarize(sim)
     devices = device_breakdown(records, makespan, list(topology.devices))
     strategy_part = part if isinstance(part, StrategySummary) else UntypedSummary(dict(part))
@@ -300,7 +301,7 @@ def _result(
         _usage(prepared, strategy_part),
         _goodput(prepared, strategy_part, goodput_progress),
         memory,
-        {name: DeviceTimes(**row) for name, row in devices.items()},
+        _device_times(devices),
         [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],
         EngineCounters(
             len(records),
@@ -315,6 +316,20 @@ def _result(
     result = Result(scenario, topology, records, links, summary)
     result.__dict__["summary"] = plain  # the cached property, built once (2 M values at scale)
     return result
+
+
+def _device_times(devices: dict[str, dict[str, float]]) -> dict[str, DeviceTimes]:
+    """Each device's :class:`DeviceTimes`, one object for devices with equal times (the
+    replicas a one-replica run stands for: 131,072 rows of a handful of kinds)."""
+    made: dict[tuple[float, ...], DeviceTimes] = {}
+    out = {}
+    for name, row in devices.items():
+        key = tuple(row.values())
+        found = made.get(key)
+        if found is None:
+            found = made[key] = DeviceTimes(**row)
+        out[name] = found
+    return out
 
 
 def _estimates(prepared: Prepared) -> tuple[float | None, float]:
@@ -370,14 +385,23 @@ def _check_finite(value: Any, path: str = "") -> None:
     JSON's encoder refuses NaN and infinities in C, fast; only a summary it refuses is
     walked in Python for the key's path."""
     if not path:
-        try:  # part by part: a whole summary at scale is a string of a hundred megabytes
-            for part in value.values() if isinstance(value, dict) else (value,):
-                json.dumps(part, allow_nan=False, default=str)
+        try:  # piece by piece: a whole summary at scale is a string of a hundred megabytes
+            for piece in _pieces(value, 2):
+                json.dumps(piece, allow_nan=False, default=str)
         except ValueError:
             pass
         else:
             return
     _find_nonfinite(value, path)
+
+
+def _pieces(value: Any, depth: int) -> Any:
+    """``value``, or the values of a dict (and of theirs, ``depth`` levels down) one by one."""
+    if depth and isinstance(value, dict):
+        for item in value.values():
+            yield from _pieces(item, depth - 1)
+    else:
+        yield value
 
 
 def _find_nonfinite(value: Any, path: str = "") -> None:

@@ -100,3 +100,17 @@ def test_an_idle_network_has_an_empty_table() -> None:
     links = [Link(0, "x", "a", "b", 1e9, 0.0)]
     table = build_link_table(*link_columns(Network(simpy.Environment(), links)), links, 0.0)
     assert len(table) == 0 and list(table) == [] and not table
+
+
+def test_folding_columns_equals_folding_rows() -> None:
+    """``fold_links`` on the table's columns (numpy) gives what it gives on its rows."""
+    from clustersim.outputs.links import fold_links
+
+    merged = 0
+    for seed in range(8):
+        net, links = random_network(seed)
+        table = build_link_table(*link_columns(net), links, net.env.now)
+        by_rows = fold_links(list(table))
+        assert fold_links(table) == by_rows
+        merged += len(table) - len(by_rows)
+    assert merged > 0  # some networks had equal rows to merge

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Hashable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -156,10 +156,36 @@ def slices(
     each: as many as :func:`~clustersim.collectives.channels.simulated_slices` says (the
     channels' distinct rotations, each carrying its copies' bytes), each priced beside the
     others."""
+    key = _slices_key(call, topology, channels, model)
+    found = _SLICES.get(key) if key is not None else None
+    if found is not None:  # a call is sliced for its estimate, its run and its summary
+        return list(found)
     count = channel_count(call, topology, channels)
     played = simulated_slices(call, topology, count, network_model(model).plays_sends)
     parts = [channel_call(call, topology, c, played) for c in range(played)]
-    return [resolve(part, topology, parts) for part in parts]
+    found = [resolve(part, topology, parts) for part in parts]
+    if key is not None:
+        if len(_SLICES) >= _SLICES_KEPT:
+            _SLICES.clear()
+        _SLICES[key] = found
+    return list(found)
+
+
+def _slices_key(call: CollectiveCall, *more: Any) -> Hashable | None:
+    """What :func:`slices` is remembered by: the call's fields and ``more``; None when an
+    algorithm option cannot be a key (a nested mapping)."""
+    key = (*(getattr(call, f.name) for f in fields(call) if f.name != "options"), *more)
+    try:
+        options = tuple(sorted(call.options.items()))
+        hash(options)
+    except TypeError:
+        return None
+    return (key, options)
+
+
+_SLICES: dict[tuple[Any, ...], list[CollectiveCall]] = {}
+_SLICES_KEPT = 4096
+"""Calls whose slices :func:`slices` remembers (then it starts afresh)."""
 
 
 def channel_count(call: CollectiveCall, topology: Topology, channels: int | str = 1) -> int:

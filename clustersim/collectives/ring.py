@@ -334,12 +334,22 @@ class Ring(Algorithm):
         out: dict[int, float] = {}
         if n < 2:
             return out
-        for order, share in _orders(call):
-            plan = _plan(call, n, order.index(call.root), share)
-            for h in plan.hops:
-                src, dst = call.devices[order[h]], call.devices[order[(h + 1) % n]]
+        hops = [
+            (call.devices[order[h]], call.devices[order[(h + 1) % n]])
+            for order, share in _orders(call)
+            for h in _plan(call, n, order.index(call.root), share).hops
+        ]
+        if topology.spine_routing == "split":
+            for src, dst in hops:
                 pair_flows(topology, src, dst, out, 1.0)
-        return out
+            return out
+        # ECMP: each hop on the one route its connection hashes to (fluid.pair_flows), the
+        # crossings counted in C (a 1,024-rank ring crosses 7,000 links).
+        plain = getattr(topology, "same_links", topology)
+        counts: Counter[int] = Counter()
+        for src, dst in hops:
+            counts.update([link.index for link in plain.route(src, dst, "connection0").links])
+        return {link: float(k) for link, k in counts.items()}
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""

@@ -79,6 +79,20 @@ class LinkTable(Sequence[dict[str, Any]]):
         for slot, value in zip(self.__slots__, state, strict=True):
             object.__setattr__(self, slot, value)
 
+    def fold(self, count_column: str) -> list[dict[str, Any]]:
+        """Rows equal in every column but the name, merged into their first (in the table's
+        order), each with ``count_column``: how many rows it stands for.  Equal bandwidth,
+        bytes, busy time and peak make the rest equal (the same makespan divides them), so
+        numpy groups on those four."""
+        if not len(self):
+            return []
+        keys = np.column_stack(
+            (self._bandwidth, self._bytes, self._busy, self._peak.astype(np.float64))
+        )
+        _, first, counts = np.unique(keys, axis=0, return_index=True, return_counts=True)
+        order = np.argsort(first, kind="stable")
+        return [{**self._row(int(first[i])), count_column: int(counts[i])} for i in order.tolist()]
+
     def _row(self, i: int) -> dict[str, Any]:
         bandwidth = float(self._bandwidth[i])
         nbytes = float(self._bytes[i])
@@ -102,7 +116,7 @@ class _LinkNames(Sequence[str]):
 
     __slots__ = ("_links", "_index")
 
-    def __init__(self, links: Sequence[Any], index: list[int]) -> None:
+    def __init__(self, links: Sequence[Any], index: np.ndarray) -> None:
         self._links = links
         self._index = index
 
@@ -111,8 +125,8 @@ class _LinkNames(Sequence[str]):
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
-            return [self._links[j].name for j in self._index[i]]
-        return self._links[self._index[i]].name
+            return [self._links[j].name for j in self._index[i].tolist()]
+        return self._links[int(self._index[i])].name
 
 
 def build_link_table(
@@ -137,7 +151,7 @@ def build_link_table(
     by_name[sorted(range(len(rows)), key=lambda j: links[rows[j]].name)] = np.arange(len(rows))
     order = np.lexsort((by_name, -nbytes, -utilisation)).tolist()
     return LinkTable(
-        _LinkNames(links, [rows[i] for i in order]),
+        _LinkNames(links, index[order]),
         bandwidth[order],
         nbytes[order],
         busy_s[order],

@@ -171,7 +171,14 @@ def with_settings(
     """``per_device`` with ``training.memory`` applied (the same mapping if it changes nothing)."""
     if fragmentation == 0 and buffers:
         return per_device
-    return {name: m.with_settings(fragmentation, buffers) for name, m in per_device.items()}
+    made: dict[DeviceMemory, DeviceMemory] = {}  # devices alike: the replicas of one rank
+    out = {}
+    for name, m in per_device.items():
+        found = made.get(m)
+        if found is None:
+            found = made[m] = m.with_settings(fragmentation, buffers)
+        out[name] = found
+    return out
 
 
 def memory_summary(per_device: Mapping[str, DeviceMemory]) -> MemoryBlock | None:
@@ -193,7 +200,7 @@ def memory_summary(per_device: Mapping[str, DeviceMemory]) -> MemoryBlock | None
         peak_device=peak_device,
         capacity_bytes=worst.capacity,
         devices_over_capacity=over,
-        per_device={name: m.row() for name, m in per_device.items()},
+        per_device=_shared_rows(per_device),
     )
 
 
@@ -221,3 +228,16 @@ def over_capacity_message(memory: MemoryBlock | None) -> str:
         f"capacity; {memory.peak_device} needs {format_size(row.peak_bytes)} of "
         f"{format_size(row.capacity_bytes)} ({parts})"
     )
+
+
+def _shared_rows(per_device: Mapping[str, DeviceMemory]) -> dict[str, MemoryRow]:
+    """Each device's summary row, one object for devices with equal memory (the replicas of
+    one stage and tensor rank: 131,072 rows of a few dozen kinds)."""
+    made: dict[DeviceMemory, MemoryRow] = {}
+    out = {}
+    for name, m in per_device.items():
+        row = made.get(m)
+        if row is None:
+            row = made[m] = m.row()
+        out[name] = row
+    return out

@@ -36,7 +36,7 @@ import csv
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,17 +147,35 @@ def _column(path: Path_, *rest: object) -> str:
     return ".".join([*path, *(str(r) for r in rest)])
 
 
-def _cells(path: Path_, value: Any, shape: str) -> Iterator[tuple[str, Any]]:
-    """(column, value) of one device's value in an entry."""
+def _cells(value: Any, shape: str) -> Iterable[tuple[tuple[object, ...], Any]]:
+    """(where in the entry's columns, value) of one device's value in an entry: ``()``
+    for a number, ``(field,)`` for a row's field, ``(index, field)`` in a list of rows
+    (:func:`_column` makes the column from the entry's path and these)."""
     if shape == "number":
-        yield _column(path), value
-    elif shape == "row":
-        for field, item in value.items():
-            yield _column(path, field), item
-    else:
-        for index, item in enumerate(value):
-            for field, inner in item.items():
-                yield _column(path, index, field), inner
+        return (((), value),)
+    if shape == "row":
+        return (((field,), item) for field, item in value.items())
+    return (
+        ((index, field), inner) for index, item in enumerate(value) for field, inner in item.items()
+    )
+
+
+class _TextCache:
+    """:func:`_text` of values, remembered for numbers and strings (devices alike repeat
+    their values: 131,072 devices of a few dozen kinds); 0.0 is not remembered, so -0.0
+    keeps its sign."""
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple[type, Any], str] = {}
+
+    def __call__(self, item: Any) -> str:
+        key = (type(item), item)
+        found = self._texts.get(key) if isinstance(item, (int, float, str)) else None
+        if found is None:
+            found = _text(item)
+            if isinstance(item, (int, float, str)) and item != 0 and len(self._texts) < _TEXTS_KEPT:
+                self._texts[key] = found
+        return found
 
 
 _TEXTS_KEPT = 1 << 16
@@ -180,20 +198,17 @@ def device_table(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[
     rows: dict[str, dict[str, str]] = {}
     for device, bubble in device_bubbles(typed).items():
         rows.setdefault(device, {})[BUBBLE] = "" if bubble is None else _text(bubble)
-    texts: dict[tuple[type, Any], str] = {}  # devices alike repeat their values
+    text_of = _TextCache()
     for path, entry, shape in device_entries(data):
+        named: dict[tuple[object, ...], str] = {}  # (field, index) -> column, once per entry
         for device, value in entry.items():
             row = rows.setdefault(device, {})
-            for column, item in _cells(path, value, shape):
-                columns.setdefault(column)
-                plain = isinstance(item, (int, float, str))
-                key = (type(item), item.hex() if isinstance(item, float) else item)  # -0.0
-                text = texts.get(key) if plain else None
-                if text is None:
-                    text = _text(item)
-                    if plain and len(texts) < _TEXTS_KEPT:
-                        texts[key] = text
-                row[column] = text
+            for where, item in _cells(value, shape):
+                column = named.get(where)
+                if column is None:
+                    column = named[where] = _column(path, *where)
+                    columns.setdefault(column)
+                row[column] = text_of(item)
     header = list(columns)
     return header, [[device] + [row.get(c, "") for c in header[1:]] for device, row in rows.items()]
 

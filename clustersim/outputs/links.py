@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..metrics.link_table import LinkTable
 from .tables import cell, csv_text, read_csv_table
 
 LINK_COLUMNS = (
@@ -37,6 +38,8 @@ COUNT_COLUMN = "links"
 def fold_links(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Rows equal in every column but ``link`` merged into their first (in the table's
     order, busiest first), each with :data:`COUNT_COLUMN`."""
+    if isinstance(rows, LinkTable):  # its columns, grouped in numpy (800,000 rows at scale)
+        return rows.fold(COUNT_COLUMN)
     first: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         key = tuple(row[c] for c in LINK_COLUMNS[1:])

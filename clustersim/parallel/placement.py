@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..errors import Problem
 from ..scenario import ParallelismSpec
@@ -59,13 +60,19 @@ class Placement:
 
     def rank(self, d: int, s: int, t: int, c: int = 0) -> int:
         """Index into ``workers`` of (replica d, stage s, tensor rank t, context rank c)."""
-        coords = {"dp": d, "pp": s, "tp": t, "cp": c}
+        dp, pp, tp, cp = self._strides
+        return d * dp + s * pp + t * tp + c * cp
+
+    @cached_property
+    def _strides(self) -> tuple[int, int, int, int]:
+        """The stride in ``workers`` of one step along dp, pp, tp and cp (the axes nest in
+        :attr:`axes` order, innermost first)."""
         sizes = {"dp": self.dp, "pp": self.pp, "tp": self.tp, "cp": self.cp}
-        rank, stride = 0, 1
+        strides, stride = {}, 1
         for axis in self.axes:
-            rank += coords[axis] * stride
+            strides[axis] = stride
             stride *= sizes[axis]
-        return rank
+        return strides["dp"], strides["pp"], strides["tp"], strides["cp"]
 
     def device(self, d: int, s: int, t: int, c: int = 0) -> str:
         return self.workers[self.rank(d, s, t, c)]

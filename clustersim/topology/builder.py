@@ -64,10 +64,8 @@ class WiredLink(Link):
 
     @property  # type: ignore[override]
     def name(self) -> str:
-        try:
-            return _get_stored_name(self, WiredLink)  # type: ignore[no-any-return]
-        except AttributeError:
-            return f"{self.src}->{self.dst}"
+        stored = _get_stored_name(self, WiredLink)
+        return f"{self.src}->{self.dst}" if stored is None else stored  # type: ignore[no-any-return]
 
     @name.setter
     def name(self, value: str) -> None:
@@ -122,6 +120,7 @@ class _Builder:
             raise ScenarioError(Problem("cluster", message, "a finite bandwidth above 0"))
         link = _new_object(WiredLink)
         _set_index(link, len(self.links))
+        _set_name(link, None)  # made from the ends when read
         _set_src(link, src)
         _set_dst(link, dst)
         _set_bandwidth(link, bandwidth_Bps)
