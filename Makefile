@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_contended_ring.py
 	$(PY) bench/bench_goodput.py
 	$(PY) bench/bench_estimates.py
+	$(PY) bench/bench_scale.py
 
 FUZZ_EXAMPLES ?= 10000
 

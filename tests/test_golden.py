@@ -18,6 +18,8 @@ pytest_plugins = ["pytester"]
 
 GOLDEN_DIR = ROOT / "tests" / "golden"
 SLOW_FIRST = (
+    "scale/dense_131k.yaml",
+    "scale/gpt3_175b_16k.yaml",
     "ps_vs_ring/bert_large_ps_servers_*.yaml",
     "ps_vs_ring/bert_large_ring.yaml",
     "ps_vs_ring/bert_large_hierarchical.yaml",

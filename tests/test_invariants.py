@@ -28,12 +28,16 @@ GPU0, GPU1, GPU2 = (f"rack0/node0/gpu{i}" for i in range(3))
 # `clustersim reproduce`; their smaller siblings of the same shape are checked here.  Of the
 # measured runs (scenarios/production, run by test_golden and `clustersim reproduce`) the
 # checker sees the quick ones; the FSDP run of 64 A100s (15 s checked) is left to those two.
+# The scale scenarios (16,384 and 131,072 GPUs, 10-40 s each) run in test_golden only; their
+# engine paths are checked here on the smaller scenarios of the same shapes.
 SLOW = {
     "geo.yaml",
     "ssp.yaml",
     "table1_1t.yaml",
     "table1_529.6b.yaml",
     "mosaic_mpt70b_a100_64.yaml",
+    "dense_131k.yaml",
+    "gpt3_175b_16k.yaml",
 }
 
 
