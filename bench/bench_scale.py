@@ -126,15 +126,20 @@ def mb(nbytes: float) -> str:
 
 
 _BUILD = """
-import json, sys, time, tracemalloc
+import json, sys, time
 from clustersim.scenario import load_scenario
 from clustersim.topology import build_topology
+
+def rss():
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
+
 spec = load_scenario(sys.argv[1]).cluster
-tracemalloc.start()
+before = rss()
 started = time.perf_counter()
 topology = build_topology(spec)
 built = time.perf_counter() - started
-size = tracemalloc.get_traced_memory()[0]
+size = rss() - before
 names = [d.name for d in topology.devices.values() if d.kind == "gpu"]
 ring = names[::128]  # one GPU per replica: a data-parallel ring across the racks
 started = time.perf_counter()
@@ -144,8 +149,8 @@ routed = time.perf_counter() - started
 print(json.dumps({"gpus": len(names), "links": len(topology.links), "build_s": built,
                   "bytes": size, "route_s": routed / len(ring)}))
 """
-"""Build a scenario's topology in a fresh process: seconds and bytes (tracemalloc), and the
-seconds per route of a ring over one GPU of each replica."""
+"""Build a scenario's topology in a fresh process (Linux): seconds and bytes (the resident
+memory it added), and the seconds per route of a ring over one GPU of each replica."""
 
 
 def topology_build(folder: Path) -> None:

@@ -297,16 +297,19 @@ matplotlib and SimPy loaded (105 MB measured after the imports ``clustersim run`
 56 MB for ``clustersim collective``, which loads fewer) and a small scenario prepared
 (5 MB: pipeline/1f1b_m8 110 MB after prepare)."""
 
-MEMORY_PER_LINK = 1_300.0
-"""Bytes per directed link of the topology, its part of the devices, switches and the
-routes the run caches: prepare took 17.5 MB for megatron/gpt3_175b_1024's 10,560 links
-(1,152 devices), 46 MB for table1_1t's 31,680 (3,456 devices), 6.4 MB for
-mosaic_mpt70b_a100_64's 660, each less the 5 MB of :data:`MEMORY_BASE`."""
+MEMORY_PER_LINK = 450.0
+"""Bytes per directed link: the topology's links, devices and switches (prepare took
+429 MB for scenarios/scale/dense_131k's 1.36 M links, 63 MB for gpt3_175b_16k's 174,000,
+20 MB for megatron/table1_1t's 31,700: about 310 B a link, devices included), and the
+network's state of the links a run uses (one replica of dense_131k reaches 800,000 of its
+links with its data-parallel rings: 0.90 GB at its peak with 0.12 GB of records).
+Re-measured at commit 619e6ce, after links stopped holding their names and the network
+its per-link dicts (1,300 B before)."""
 
-MEMORY_PER_DEVICE = 4_000.0
+MEMORY_PER_DEVICE = 300.0
 """Bytes per device beyond its links: per-device state of the strategy and the engine
-(compute streams, clocks, memory plans) and the routes cached while it runs (moe/
-deepseek_v3_2048 cached 65,000 routes for 2,304 devices, about 15 MB)."""
+(compute streams, clocks, memory plans shared by devices alike) and the routes cached
+while it runs (4,000 B before the memory rows, routes and summary rows were shared)."""
 
 MEMORY_PER_RECORD = 400.0
 """Bytes per record kept until the end of the run (a 14-field named tuple, its floats and

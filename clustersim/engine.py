@@ -17,10 +17,8 @@ transfers are in flight.  Every compute and transfer becomes a
 
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -31,6 +29,7 @@ from simpy.events import URGENT, Timeout
 from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, counted_work, hard_stop_message
 from .devices import ComputeStream, Stragglers, compute_overflow, stragglers_of, work_seconds
 from .errors import SimulationError
+from .host import gc_paused
 from .network import Network
 from .network.cancel import cancel_flow
 from .network.failures import LinkFailures, apply_degradations
@@ -45,23 +44,6 @@ STEPS_PER_CHECK = 8192
 """SimPy steps :meth:`Simulation.run` takes between two looks at the work counted so far
 (records, transfers started, flow re-ratings) and two progress reports: the guard costs
 one comparison per batch, nothing per event."""
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector.
-
-    A run allocates millions of small objects that live until it ends; the
-    collector would scan them again and again (it doubled the time of building
-    a 2-million-send schedule).  Cycles made meanwhile are collected after.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 ProcessGenerator = Generator[simpy.Event, Any, Any]

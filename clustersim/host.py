@@ -1,4 +1,6 @@
-"""This machine: how much memory the process may use (:func:`machine_memory_bytes`).
+"""This machine and this process: how much memory the process may use
+(:func:`machine_memory_bytes`), and pausing its garbage collector while it builds millions
+of objects that live on (:func:`gc_paused`).
 
 Read portably: the physical memory from ``os.sysconf`` (Linux, macOS, the BSDs) or
 Windows' ``GlobalMemoryStatusEx``, and inside a container the control group's limit when
@@ -8,7 +10,10 @@ it is smaller (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``).  What
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def machine_memory_bytes() -> float | None:
@@ -80,3 +85,21 @@ def _cgroup_memory() -> int | None:
         if text.isdigit() and 0 < int(text) < _UNLIMITED:
             limits.append(int(text))
     return min(limits) if limits else None
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector.
+
+    A run allocates millions of small objects that live until it ends; the
+    collector would scan them again and again (it doubled the time of building
+    a 2-million-send schedule, and of a 131,072-GPU cluster's 1.4 M links).  Cycles
+    made meanwhile are collected after.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

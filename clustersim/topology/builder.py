@@ -12,6 +12,7 @@ import math
 from typing import Any, Literal
 
 from clustersim.errors import Problem, ScenarioError
+from clustersim.host import gc_paused
 from clustersim.registry import Registry
 
 from .graph import Device, Link, Topology
@@ -144,4 +145,6 @@ def build_topology(cluster_spec: Any) -> Topology:
     unknown link endpoints in custom clusters.
     """
     kind = getattr(cluster_spec, "kind", "two_tier")
-    return FABRICS.lookup(kind, "cluster.kind")(cluster_spec)
+    build = FABRICS.lookup(kind, "cluster.kind")
+    with gc_paused():  # 1.4 M links at 131,072 GPUs: twice as fast, and linear
+        return build(cluster_spec)
