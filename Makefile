@@ -62,10 +62,10 @@ ps-vs-ring: $(STAMP)
 	rm -f reports/ps_vs_ring/README.md reports/ps_vs_ring/ps_vs_ring.png  # compare replaces only its own outputs
 	$(VENV)/bin/clustersim compare scenarios/ps_vs_ring/*.yaml --set $(PS_VS_RING_KEY)=1,2,4,8,16 -o reports/ps_vs_ring
 	cp reports/ps_vs_ring/compare.png reports/ps_vs_ring/ps_vs_ring.png
-	$(PY) -c 'from clustersim.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring", "$(PS_VS_RING_KEY)"))'
+	$(PY) -c 'from clustersim.studies.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring", "$(PS_VS_RING_KEY)"))'
 	rm -f reports/ps_vs_ring_partitions/README.md
 	$(VENV)/bin/clustersim compare scenarios/ps_vs_ring/*_ps_servers_1x.yaml --set $(PS_PARTITION_KEY)=64MB,16MB,4MB,1MB,256KB -o reports/ps_vs_ring_partitions
-	$(PY) -c 'from clustersim.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring_partitions", "$(PS_PARTITION_KEY)"))'
+	$(PY) -c 'from clustersim.studies.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring_partitions", "$(PS_PARTITION_KEY)"))'
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from clustersim.api import simulate
-from clustersim.plan import PlanOptions, Point, candidate_document
 from clustersim.scenario import parse_scenario
-from clustersim.sweep import load_document
+from clustersim.studies.plan import PlanOptions, Point, candidate_document
+from clustersim.studies.sweep import load_document
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

@@ -15,7 +15,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _compat
 from .version import __version__
+
+_compat.install()  # the old paths of five moved modules, for one release (_compat.py)
 
 if TYPE_CHECKING:
     from .api import Prepared, Result, prepare, simulate

@@ -858,7 +858,7 @@ an atomic write replaces the link, not the device)."""
 
 WARM_MODULES = (
     "clustersim.api",
-    "clustersim.collectives.bench",
+    "clustersim.studies.collective_sweep",
     "clustersim.outputs.gantt",
     "clustersim.outputs.html",
     "clustersim.outputs.plots",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import re
 import sys
@@ -431,18 +432,17 @@ BENCH_NAMES = (
     "plot_figure "
     "resolve_algorithms rows_csv run_point save_figure scenario_of sweep two_tier_cluster"
 ).split()
-"""The public names ``clustersim.collectives.bench`` defined before the sweep became a study."""
+"""The public names of the collective sweep (those ``clustersim.collectives.bench`` had
+before the sweep became a study)."""
 
 
-def test_old_path_is_the_collective_sweep_with_its_public_names() -> None:
-    """``clustersim.collectives.bench`` (README's path) is the study module itself, with
-    every public name it had; the cluster helpers are those of scenario.shorthand."""
-    from clustersim.collectives import bench
-    from clustersim.collectives.bench import sweep as old_sweep
-    from clustersim.collectives.bench import two_tier_cluster
+def test_the_collective_sweep_keeps_its_public_names() -> None:
+    """The study has every public name its old path had (the old path itself is gone: no
+    shim modules); the cluster helpers are those of scenario.shorthand."""
     from clustersim.scenario import shorthand
 
-    assert bench is collective_sweep and old_sweep is sweep
-    assert two_tier_cluster is shorthand.two_tier_cluster
     assert sorted(collective_sweep.__all__) == sorted(BENCH_NAMES)
-    assert all(hasattr(bench, name) for name in BENCH_NAMES)
+    assert all(hasattr(collective_sweep, name) for name in BENCH_NAMES)
+    assert collective_sweep.two_tier_cluster is shorthand.two_tier_cluster
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("clustersim.collectives.bench")

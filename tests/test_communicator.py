@@ -10,7 +10,7 @@ import pytest
 
 from clustersim.api import simulate
 from clustersim.scenario import parse_scenario
-from clustersim.sweep import load_document
+from clustersim.studies.sweep import load_document
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -1,4 +1,4 @@
-"""`clustersim compare` and clustersim.sweep: key paths, grids, tables, plot, parallel runs."""
+"""`clustersim compare` and clustersim.studies.sweep: key paths, grids, tables, plot, parallel runs."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clustersim import sweep
 from clustersim.cli import main
 from clustersim.errors import ScenarioError
+from clustersim.studies import sweep
 
 from .conftest import SCENARIOS
 

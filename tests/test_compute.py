@@ -3,7 +3,7 @@ roofline of a transformer layer's kernels, and what the pipeline strategy makes 
 
 Sources: OpenXLA's measured H100 bf16 matmul table (scenarios/kernels/h100_bf16_xla.csv,
 cited in its header); the roofline max(F / rate, bytes / bandwidth) (Williams et al. 2009);
-the FLOPs of a transformer layer (Narayanan et al. 2021, Section 5.1, clustersim.transformer).
+the FLOPs of a transformer layer (Narayanan et al. 2021, Section 5.1, clustersim.model.transformer).
 """
 
 from __future__ import annotations

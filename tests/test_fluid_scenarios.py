@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from clustersim.api import simulate
-from clustersim.plan import PlanOptions, Point, candidate_document
 from clustersim.scenario import parse_scenario
-from clustersim.sweep import load_document, parse_key_path, set_path
+from clustersim.studies.plan import PlanOptions, Point, candidate_document
+from clustersim.studies.sweep import load_document, parse_key_path, set_path
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 TOLERANCE = 0.10

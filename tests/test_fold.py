@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from clustersim.outputs.fold import fold_rows, simulated_workers
+from clustersim.outputs.gantt import gantt_data, gantt_figure
 from clustersim.records import Record
-from clustersim.report import gantt_data, gantt_figure
 
 from .test_report import pipeline_records
 

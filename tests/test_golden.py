@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clustersim import golden
 from clustersim.cli import main
+from clustersim.studies import golden
 
 from .conftest import ROOT, SCENARIOS
 

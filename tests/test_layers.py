@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 import clustersim
+from clustersim import _compat
 
 PACKAGE = Path(clustersim.__file__).parent
-ABOVE_OUTPUTS = ("clustersim.api", "clustersim.cli", "clustersim.sweep", "clustersim.plan")
+ABOVE_OUTPUTS = ("clustersim.api", "clustersim.cli", "clustersim.studies")
 """Modules that use the outputs package; none of its modules may import them, even lazily."""
 MAX_LINES = 600
 
@@ -130,10 +131,11 @@ def test_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
 
 def test_relative_imports_resolve_to_modules() -> None:
     """The graph sees api -> records and outputs, and a lazy import only when asked; the
-    package itself imports only its version (its public names load on first use, so the
-    console entry stays light)."""
+    package itself imports only its version and the finder of old paths, both standard
+    library only (its public names load on first use, so the console entry stays light)."""
     graph = import_graph()
-    assert graph["clustersim"] == {"clustersim.version"}
+    assert graph["clustersim"] == {"clustersim.version", "clustersim._compat"}
+    assert graph["clustersim._compat"] == set()
     assert graph["clustersim.console"] == set()
     assert "clustersim.records" in graph["clustersim.api"]
     assert "clustersim.outputs.run_folder" in graph["clustersim.api"]
@@ -169,7 +171,7 @@ def test_output_modules_stay_under_600_lines() -> None:
 
 
 LAYERS = (
-    ("errors", "units", "version", "registry", "host", "budget", "compute", "hardware"),
+    ("errors", "units", "version", "_compat", "registry", "host", "budget", "compute", "hardware"),
     ("scenario", "workload_trace"),
     ("topology",),
     ("network",),
@@ -186,30 +188,14 @@ level, only modules of its own layer or of a lower one.  Plugin loaders (a regis
 importing the modules that register into it) import upwards inside a function, which
 this does not count."""
 
-ALIASES = (
-    "models",
-    "training",
-    "memory",
-    "transformer",
-    "activations",
-    "pipeline",
-    "tensor_parallel",
-    "placement",
-    "sweep",
-    "golden",
-    "plan",
-    "report",
-    "trace",
-    "collectives.bench",
-)
-"""Compatibility modules at the old paths, under the package: they sit above everything
-(nothing inside the package may import them).  ``collectives.bench`` is the collective
-sweep's old public path (README), an alias of ``studies.collective_sweep``."""
+OLD_PATHS = frozenset(_compat.OLD_PATHS)
+"""The old paths :mod:`clustersim._compat` keeps importable (no file stands there): above
+everything, so no module of the package may import one."""
 
 
 def _layer(module: str) -> int:
     top = module.split(".")[1] if module.count(".") else ""
-    if top in ALIASES or module.partition(".")[2] in ALIASES:
+    if module in OLD_PATHS:
         return len(LAYERS)
     for i, names in enumerate(LAYERS):
         if top in names:

@@ -800,7 +800,7 @@ def test_bad_collective_flag_exits_2_naming_the_flag(
 ) -> None:
     """Every numeric flag of ``clustersim collective`` refuses 0 (where meaningless), negative,
     NaN and infinite values, with the flag named; nothing runs."""
-    monkeypatch.setattr("clustersim.collectives.bench.run_point", _never_runs)
+    monkeypatch.setattr("clustersim.studies.collective_sweep.run_point", _never_runs)
     code, err = _cli(argv, capsys)
     assert code == 2 and flag in err and "Traceback" not in err
 

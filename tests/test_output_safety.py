@@ -80,7 +80,7 @@ def nothing_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("simulated before the output path was checked")
 
     import clustersim.api
-    import clustersim.collectives.bench
+    import clustersim.studies.collective_sweep
     import clustersim.studies.golden
     import clustersim.studies.plan
     import clustersim.studies.sweep
@@ -89,7 +89,7 @@ def nothing_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clustersim.studies.sweep, "run_jobs", refuse)
     monkeypatch.setattr(clustersim.studies.plan, "run_candidates", refuse)
     monkeypatch.setattr(clustersim.studies.golden, "measure_all", refuse)
-    monkeypatch.setattr(clustersim.collectives.bench, "sweep", refuse)
+    monkeypatch.setattr(clustersim.studies.collective_sweep, "sweep", refuse)
 
 
 COLLECTIVE = ["collective", "--op", "allreduce", "--devices", "4", "--bytes", "1MB"]

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from clustersim import plan
 from clustersim.api import prepare
 from clustersim.errors import Problem, ScenarioError
 from clustersim.parallel.rules import (
@@ -30,6 +29,7 @@ from clustersim.parallel.rules import (
 from clustersim.parallel.schedules import make_schedule, registered_schedules
 from clustersim.parallel.stages import check_stage_layers
 from clustersim.scenario import parse_scenario
+from clustersim.studies import plan
 
 
 @pytest.mark.parametrize("heads", [12, 16, 25, 96])

@@ -19,18 +19,18 @@ import pytest
 from clustersim import simulate
 from clustersim.errors import ScenarioError
 from clustersim.parallel import schedules
-from clustersim.pipeline import (
+from clustersim.parallel.schedules import (
     BACKWARD,
     BUILTIN_SCHEDULES,
     FORWARD,
     Op,
     Schedule,
-    balanced_split,
     ideal_timeline,
     make_schedule,
     registered_schedules,
     schedule_modules,
 )
+from clustersim.parallel.stages import balanced_split
 from clustersim.scenario import load_scenario, parse_scenario, scenario_json_schema
 
 from .conftest import SCENARIOS, TEXTBOOK

@@ -1,4 +1,4 @@
-"""`clustersim plan` and clustersim.plan: enumeration, resizing, ranking, tables, files, CLI."""
+"""`clustersim plan` and clustersim.studies.plan: enumeration, resizing, ranking, tables, files, CLI."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from clustersim import plan
 from clustersim.api import memory_block, prepare, simulate
 from clustersim.cli import main
 from clustersim.errors import ScenarioError, SimulationError
 from clustersim.scenario import parse_scenario
+from clustersim.studies import plan
 
 from .conftest import SCENARIOS
 
@@ -67,7 +67,7 @@ def brute_force(
     zero: tuple[int, ...] = (0, 1),
 ) -> set[tuple[int, int, int, int | None, int, int]]:
     """Every (dp, tp, pp, micro_batch, zero, chunks) by trying all numbers up to N against the
-    rules as the brief states them (independent of clustersim.plan); chunks 2 (interleaved,
+    rules as the brief states them (independent of clustersim.studies.plan); chunks 2 (interleaved,
     Narayanan et al. 2021) where pp > 1, the blocks split into pp x 2 virtual stages (layers:
     at least one each) and the micro-batches come in whole groups of pp."""
     found = set()

@@ -10,13 +10,12 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from clustersim import plan
 from clustersim.api import simulate
 from clustersim.cli import main
 from clustersim.outputs.figures import svg_beside, wrap_to_width
 from clustersim.outputs.gantt import gantt_figure
 from clustersim.outputs.plots import links_figure, memory_figure
-from clustersim.studies import collective_sweep, sweep
+from clustersim.studies import collective_sweep, plan, sweep
 
 from .conftest import SCENARIOS
 

@@ -134,7 +134,7 @@ def test_shipped_scenario_hand_worked_number() -> None:
 
 
 def test_plan_resizes_by_whole_groups() -> None:
-    from clustersim.plan import resize_cluster
+    from clustersim.studies.plan import resize_cluster
 
     doc = {"name": "r", "cluster": cluster(), "workload": {"program": []}}
     assert resize_cluster(doc, 32)["cluster"]["groups"] == 4

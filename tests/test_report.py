@@ -11,20 +11,18 @@ from matplotlib.collections import PolyCollection
 
 from clustersim import simulate
 from clustersim.cli import main
-from clustersim.records import Record
-from clustersim.report import (
+from clustersim.outputs.gantt import (
     MAX_BOXES,
     MAX_ROWS,
     box_kind,
     gantt_counts,
     gantt_data,
     gantt_figure,
-    links_figure,
-    memory_figure,
-    read_timeline,
-    report_html,
-    write_report,
 )
+from clustersim.outputs.html import report_html, write_report
+from clustersim.outputs.plots import links_figure, memory_figure
+from clustersim.outputs.timeline import read_timeline
+from clustersim.records import Record
 
 from .conftest import SCENARIOS
 
@@ -374,16 +372,12 @@ def test_report_html_escapes_every_value() -> None:
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "a &amp; b" in page
 
 
-def test_old_import_paths_reach_the_outputs_package() -> None:
-    """clustersim.report, clustersim.trace and clustersim.api keep the names the CLI, README
-    and users import, as the very objects of clustersim.outputs."""
+def test_the_api_keeps_the_output_names_the_cli_imports() -> None:
+    """clustersim.api keeps the output names the CLI and users import from it, as the very
+    objects of clustersim.outputs (the old clustersim.report and clustersim.trace paths:
+    tests/test_compat.py)."""
     import clustersim.api
-    import clustersim.report
-    import clustersim.trace
-    from clustersim.outputs import atomic, html, links, timeline, trace
+    from clustersim.outputs import atomic, links
 
-    assert clustersim.report.write_report is html.write_report
-    assert clustersim.report.read_timeline is timeline.read_timeline
-    assert clustersim.trace.trace_json is trace.trace_json
     assert clustersim.api.write_atomic is atomic.write_atomic
     assert clustersim.api.LINK_COLUMNS is links.LINK_COLUMNS

@@ -9,8 +9,8 @@ import pytest
 
 import clustersim
 from clustersim.errors import ScenarioError
-from clustersim.plan import resize_cluster
 from clustersim.scenario import parse_scenario
+from clustersim.studies.plan import resize_cluster
 from clustersim.topology import Topology, build_topology
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

@@ -9,9 +9,9 @@ import pytest
 
 from clustersim import simulate
 from clustersim.cli import main
+from clustersim.outputs.timeline import read_timeline
 from clustersim.outputs.trace import node_of, nodes_of, trace_document, trace_events, trace_json
 from clustersim.records import Record, sorted_records
-from clustersim.report import read_timeline
 
 from .conftest import SCENARIOS
 

@@ -13,8 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from clustersim import activations
-from clustersim.model import Model, build_model, registered_presets
+from clustersim.model import Model, activations, build_model, registered_presets
 from clustersim.model.transformer import Transformer, megatron_flops_per_iteration
 from clustersim.scenario import ModelSpec
 

@@ -30,11 +30,11 @@ from clustersim.budget import (
 )
 from clustersim.cli import main
 from clustersim.collectives import OPERATIONS, CollectiveCall, registered_algorithms
-from clustersim.collectives.bench import flat_cluster, scenario_of, two_tier_cluster
 from clustersim.collectives.schedule import Schedule
 from clustersim.engine import Simulation
 from clustersim.errors import SimulationError
 from clustersim.scenario import parse_scenario
+from clustersim.studies.collective_sweep import flat_cluster, scenario_of, two_tier_cluster
 from clustersim.topology import build_topology
 
 from .conftest import SCENARIOS

@@ -1,5 +1,5 @@
 """``clustersim plan``: search the parallel configurations of a training scenario and
-print them ranked; the search, the runs and the files are :mod:`clustersim.plan`'s."""
+print them ranked; the search, the runs and the files are :mod:`clustersim.studies.plan`'s."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ class PlanCommand(Command):
 
 
 def _plan_options(args: argparse.Namespace, network: str) -> Any:
-    """The :class:`clustersim.plan.PlanOptions` of the flags (errors name the flag);
+    """The :class:`clustersim.studies.plan.PlanOptions` of the flags (errors name the flag);
     ``network``: the candidates' network model (``--network``, ``--set network.model``)."""
     from ..studies import plan
 

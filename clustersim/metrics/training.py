@@ -92,7 +92,7 @@ def training_summary(
       default ``devices``) of idle time / run time (:data:`BUBBLE_FRACTION`);
     * ``non_compute_fraction`` -- mean over the same workers of 1 - compute time / run time.
 
-    ``clock`` is a :class:`clustersim.training.IterationClock`.
+    ``clock`` is a :class:`clustersim.strategies.training.IterationClock`.
     """
     times = clock.iteration_times(iterations)
     done = len(times)

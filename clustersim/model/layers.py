@@ -53,7 +53,7 @@ class Model:
     name: str
     layers: tuple[Layer, ...]
     transformer: Any = None
-    """The :class:`clustersim.transformer.Transformer` shape the model was built from, if any
+    """The :class:`clustersim.model.transformer.Transformer` shape the model was built from, if any
     (activation, FLOPs and tensor-parallel formulas need it)."""
     embedding: Any = None
     """The :class:`clustersim.model.embedding.EmbeddingTable` of the model's first layer, if

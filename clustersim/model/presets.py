@@ -1,7 +1,7 @@
 """Models as layer lists: presets computed from their architecture, or layers given by hand.
 
 :func:`build_model` turns the scenario's ``model:`` section into a
-:class:`~clustersim.training.Model`.  Nothing here is a typed-in total: each
+:class:`~clustersim.strategies.training.Model`.  Nothing here is a typed-in total: each
 preset walks its architecture (convolution shapes, transformer widths) and
 every count follows from it.
 
@@ -25,7 +25,7 @@ Conventions (all per sample, i.e. per image or per sequence):
   Large Transformer Models"), 16-bit activations, no tensor parallelism, no
   recomputation -- a GPT block keeps 34 s h + 5 a s^2 bytes (1-byte dropout
   masks included), the embedding its dropout mask s h, the head the final
-  norm's input 2 s h and the fp32 logits 4 s V; :mod:`clustersim.transformer`
+  norm's input 2 s h and the fp32 logits 4 s V; :mod:`clustersim.model.transformer`
   lists every tensor and the generalisation to other FFN widths, gated FFNs,
   grouped-query attention and models without dropout.
 

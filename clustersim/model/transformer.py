@@ -2,10 +2,10 @@
 
 A :class:`Transformer` is the shape of a decoder (GPT, LLaMA) or encoder
 (BERT); :meth:`Transformer.build` turns it into a
-:class:`~clustersim.training.Model` of layers: ``embedding``, then
+:class:`~clustersim.strategies.training.Model` of layers: ``embedding``, then
 ``layer{i}.attention`` and ``layer{i}.mlp`` per block, then ``head`` (final
 norm, LM head, pooler -- those the model has).  Each layer carries its
-:attr:`~clustersim.training.Layer.kind` and the model keeps the shape in
+:attr:`~clustersim.strategies.training.Layer.kind` and the model keeps the shape in
 ``Model.transformer``.
 
 Notation (Narayanan et al. 2021; Korthikanti et al. 2022): ``l`` blocks,
@@ -24,7 +24,7 @@ layer ``4 s h f`` (``6 s h f`` gated); the LM head ``2 s h V``.  With
 
 **Activation bytes** are Korthikanti et al.'s tensors kept for the backward
 pass, 16-bit (2 bytes) each, per sequence (b = 1), no tensor parallelism, no
-recomputation (:mod:`clustersim.activations` has the same numbers with
+recomputation (:mod:`clustersim.model.activations` has the same numbers with
 tensor/sequence parallelism and recomputation):
 
 * attention: layer-norm input 2sh, QKV input 2sh, Q 2sh, K and V 2 s h_kv

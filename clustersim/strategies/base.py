@@ -307,7 +307,7 @@ class TrainingStrategy(Strategy):
             )
 
     def memory_plan(self) -> dict[str, Any] | None:
-        """Per device, a :class:`clustersim.memory.DeviceMemory` (bytes at the iteration's peak),
+        """Per device, a :class:`clustersim.model.memory.DeviceMemory` (bytes at the iteration's peak),
         known before the run; None if the strategy does not model memory.  The api puts it
         in summary.json under ``memory`` and ``--strict-memory`` refuses runs that do not fit."""
         return None

@@ -10,10 +10,10 @@ data_parallel:
 ```
 
 Every worker holds the whole model and trains on its share of the global
-batch (:func:`~clustersim.training.split_batch`).  Per iteration a worker runs
+batch (:func:`~clustersim.strategies.training.split_batch`).  Per iteration a worker runs
 the forward pass, then the backward pass in reverse layer order.  Gradients
 are grouped into buckets in backward order
-(:func:`~clustersim.training.make_buckets`); a worker's bucket is complete
+(:func:`~clustersim.strategies.training.make_buckets`); a worker's bucket is complete
 when the backward of every layer in it has run.
 
 Synchronisation (the modelling choices):
@@ -29,7 +29,7 @@ Synchronisation (the modelling choices):
 * with ``overlap: false`` no bucket starts before every worker has finished
   its whole backward pass; then all are launched, in order, at that instant;
 * ``training.recompute`` adds its recomputation to each layer's backward
-  (:func:`~clustersim.training.with_recompute`) and shrinks the stored
+  (:func:`~clustersim.strategies.training.with_recompute`) and shrinks the stored
   activations of the memory report;
 * a layer's forward or backward takes its FLOPs x the worker's samples at the device's
   rate -- under the ``roofline`` compute model (the default), for a transformer, each
@@ -38,7 +38,7 @@ Synchronisation (the modelling choices):
   (:class:`~clustersim.strategies.kernel_times.LayerTimes`, docs/compute.md); under
   ``flat``, and for other models, FLOPs / (peak x efficiency);
 * once every bucket's all-reduce has ended, each worker runs its optimizer
-  step (memory-bound, :func:`~clustersim.training.optimizer_step`) and
+  step (memory-bound, :func:`~clustersim.strategies.training.optimizer_step`) and
   starts the next iteration.
 
 An iteration of a worker therefore takes forward + backward + the exposed part
@@ -242,7 +242,7 @@ def workers_memory(
 def stored_activation_bytes(model: training.Model, samples: float, recompute: str) -> float:
     """Activation bytes a data-parallel worker keeps for its backward pass over ``samples``
     samples, with ``recompute`` (none, selective, full): the sum over layers of
-    :func:`clustersim.activations.layer_activation_bytes`."""
+    :func:`clustersim.model.activations.layer_activation_bytes`."""
     return sum(
         activations.layer_activation_bytes(layer, model, samples, recompute=recompute)
         for layer in model.layers

@@ -12,7 +12,7 @@ zero: {stage: 3, prefetch: true}          # stage 1, 2, 3 or fsdp (= 3)
 
 ZeRO (Rajbhandari et al. 2020) keeps plain data parallelism's arithmetic --
 every one of the N workers trains ``global_batch / N`` samples
-(:func:`~clustersim.training.split_batch`), one forward and one backward pass
+(:func:`~clustersim.strategies.training.split_batch`), one forward and one backward pass
 per iteration -- but shards the model states over the workers.  Collectives
 use ``data_parallel.allreduce.algorithm`` (it must implement reducescatter and
 allgather) and the scenario's ``network.model``.  Sizes are nccl-tests' S (see
@@ -22,14 +22,14 @@ or ends with, S / N of it.
 Stage 1 and 2 (optimizer states, then also gradients, sharded):
 
 * the gradients are grouped into DDP's buckets in backward order
-  (:func:`~clustersim.training.make_buckets`, ``allreduce.bucket``); a bucket
+  (:func:`~clustersim.strategies.training.make_buckets`, ``allreduce.bucket``); a bucket
   is **reduce-scattered** over the N workers when the last worker has
   completed it, buckets launched in order, overlapping backward when
   ``allreduce.overlap`` (exactly as :mod:`.data_parallel` launches its
   all-reduces);
 * once every reduce-scatter has ended, each worker runs the optimizer step on
   its params / N parameters (memory-bound,
-  :data:`~clustersim.training.OPTIMIZER_BYTES_PER_PARAM`);
+  :data:`~clustersim.strategies.training.OPTIMIZER_BYTES_PER_PARAM`);
 * when the last worker has stepped, the updated parameters are
   **all-gathered** over the same buckets, all launched at once, in order; the
   iteration ends when every all-gather has.
@@ -67,15 +67,15 @@ backward (DeepSpeed releases gathered parameters after use).  m = 1 without the 
 layer cost one more forward (folded into its ``bwd`` record, as the pipeline
 strategy does); in stage 3 the backward gather serves the recomputation.
 Selective recomputation adds the attention scores and their product with V
-(:func:`~clustersim.training.with_recompute`).  Each layer's time is priced as
+(:func:`~clustersim.strategies.training.with_recompute`).  Each layer's time is priced as
 plain data parallelism prices it: its kernels at their shapes for the samples of
 one pass under the ``roofline`` compute model, for a transformer
 (:class:`~clustersim.strategies.kernel_times.LayerTimes`); FLOPs / (peak x
 efficiency) under ``flat`` and for other models.
 
 Memory (:meth:`Zero.memory_plan`): model states by
-:func:`clustersim.memory.model_states`; activations by
-:func:`clustersim.activations.layer_activation_bytes`; buffers: stage 1-2 one
+:func:`clustersim.model.memory.model_states`; activations by
+:func:`clustersim.model.activations.layer_activation_bytes`; buffers: stage 1-2 one
 bucket for the reduce-scatter and one for the all-gather; stage 3 one bucket
 plus the gathered parameters of the two largest consecutive layers (prefetch)
 or of the largest layer (no prefetch).  Units: seconds, bytes, FLOPs.

@@ -16,7 +16,7 @@ nccl-tests': algbw = size / time, busbw = algbw x the operation's bus factor
 The clusters come from :mod:`clustersim.scenario.shorthand` (its names are
 re-exported here, as the sweep's users build their cluster with them).  This
 module computes; it never prints.  The ``clustersim collective`` command formats
-its rows.  ``clustersim.collectives.bench``, its former path, is an alias of it.
+its rows.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Golden timings: record a scenario's key metrics once, then check later runs against them.
 
 ```python
-from clustersim import golden
+from clustersim.studies import golden
 golden.record(["scenarios/pipeline/1f1b_m8.yaml"], "tests/golden")
 reports = golden.check(["scenarios/pipeline/1f1b_m8.yaml"], "tests/golden")
 reports[0].passed          # False if a metric moved beyond its tolerance

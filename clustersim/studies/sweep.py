@@ -7,7 +7,7 @@ in a process pool, and tabulates one numeric summary key (the *metric*, e.g.
 ``iteration_time_s`` in seconds) per point:
 
 ```python
-from clustersim import sweep
+from clustersim.studies import sweep
 jobs = sweep.build_jobs(["a.yaml", "b.yaml"], [sweep.parse_set("cluster.rack_uplink.oversubscription=1,4")])
 rows = sweep.table_rows(jobs, sweep.run_jobs(jobs, workers=2), "iteration_time_s")
 sweep.write_outputs(rows, "reports/cmp", ["cluster.rack_uplink.oversubscription"], "iteration_time_s")

@@ -21,7 +21,7 @@ given):
   of global_batch / (dp m) samples (an error if below 1; fractions allowed).
 * **Stages.** The layers are split into ``p v`` virtual stages (``v`` chunks
   per device, interleaved only), contiguous, balanced by forward + backward
-  FLOPs (:func:`clustersim.pipeline.balanced_split`) or as
+  FLOPs (:func:`clustersim.parallel.stages.balanced_split`) or as
   ``pipeline.stage_layers`` lists; chunk ``c`` of device ``s`` is virtual
   stage ``c p + s``.
 * **Operations.** Each stage device runs its schedule's operations in order

@@ -7,8 +7,8 @@
 * :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png/svg;
 * :mod:`.figure` -- plan.png: throughput relative to the best, on a zoomed axis.
 
-``clustersim.plan`` is an alias of this package, so ``from clustersim import plan``
-and every name below keep working.
+``clustersim.plan``, its old path, still imports for one release, with a DeprecationWarning
+(:mod:`clustersim._compat`).
 """
 
 from .figure import *  # noqa: F403

@@ -31,7 +31,7 @@ Simulations run in a process pool; results come back in enumeration order,
 and the ranking breaks ties by that order.
 
 ```python
-from clustersim import plan
+from clustersim.studies import plan
 options = plan.PlanOptions(devices=16)
 found = plan.enumerate_candidates(plan.load_training_document("s.yaml"), "s.yaml", options)
 ranked = plan.rank(plan.run_candidates(found.candidates, workers=2))
