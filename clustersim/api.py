@@ -105,6 +105,7 @@ def prepare(
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     scenario = scenario.with_limits(max_events, max_memory, outputs or None)
+    _check_network_model(scenario)
     if topology is None:
         try:
             topology = scenario_topology(scenario)
@@ -127,6 +128,19 @@ def prepare(
         job_length(scenario)  # tokens need a sequence length
     outlook.check(scenario, strategy, failures)
     return Prepared(scenario, topology, strategy, failures)
+
+
+def _check_network_model(scenario: Scenario) -> None:
+    """``network.model`` names a registered network model (the registry is the one list:
+    :class:`clustersim.network.models.NetworkModel`); a ScenarioError at the key with the
+    names there are, and a guess, if not."""
+    from .errors import ScenarioError
+    from .network.models import network_model
+
+    try:
+        network_model(scenario.network.model)
+    except ScenarioError as exc:
+        raise exc.with_source(scenario.source) from None
 
 
 def scenario_topology(scenario: Scenario) -> Topology:

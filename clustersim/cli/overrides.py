@@ -22,8 +22,9 @@ def add_override_arguments(
     sweep: bool = False,
     network: bool = True,
 ) -> None:
-    """``--set`` (one value per key, or several to sweep) and the ``--network`` shortcut."""
-    from ..scenario.overrides import network_models
+    """``--set`` (one value per key, or several to sweep) and the ``--network`` shortcut
+    (its choices: the network-model registry's names, the one list of models)."""
+    from ..network.models import NetworkModel
 
     parser.add_argument(
         "--set",
@@ -36,7 +37,7 @@ def add_override_arguments(
     if network:
         parser.add_argument(
             "--network",
-            choices=network_models(),
+            choices=NetworkModel.registry.names(),
             help="network model, short for --set network.model=MODEL",
         )
 

@@ -26,11 +26,13 @@ Protocol = Annotated[
 class NetworkSpec(_Spec):
     """How communication is priced."""
 
-    model: Literal["flow", "analytical"] = "flow"
-    """``flow`` (flow-level max-min, default): every transfer, every send of a collective
-    included, is a flow sharing links max-min fairly; ``analytical`` (congestion-aware
-    analytical): each collective is a few weighted flows priced by its algorithm's
-    alpha-beta cost, sharing links with everything in flight (few events; large sweeps)."""
+    model: Annotated[str, Strict(), Field(min_length=1)] = "flow"
+    """A registered network model (``clustersim list`` shows them; checked against the
+    registry when the scenario is prepared, :func:`clustersim.api.prepare`): ``flow``
+    (flow-level max-min, default): every transfer, every send of a collective included, is
+    a flow sharing links max-min fairly; ``analytical`` (congestion-aware analytical): each
+    collective is a few weighted flows priced by its algorithm's alpha-beta cost, sharing
+    links with everything in flight (few events; large sweeps)."""
     channels: Channels = "auto"
     """Channels per collective: each collective runs as this many equal slices at once on
     its ranks, every node's ranks rotated per channel (1 .. 64), or ``auto`` (default): the

@@ -273,12 +273,3 @@ def resolved_yaml(doc: dict[str, Any], source: str = "", presets: Sequence[str] 
         header += "".join(f"#   {note}\n" for note in presets)
     body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False)
     return header + body
-
-
-def network_models() -> tuple[str, ...]:
-    """The values of ``network.model`` (what ``--network`` accepts), as the format has them."""
-    import typing
-
-    from .network import NetworkSpec
-
-    return typing.get_args(NetworkSpec.model_fields["model"].annotation)
