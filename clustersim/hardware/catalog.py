@@ -37,9 +37,9 @@ import yaml
 
 from ..errors import Problem, ScenarioError, hinted, join_path
 from ..registry import Registry
+from .curves import curves_as_spec
+from .listing import gpu_summary, node_summary
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-"""Number formats a GPU may have a peak (and a curve) for, as ``training.precision`` names them."""
 KINDS = ("gpu", "node")
 """What a catalog file describes."""
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -132,8 +132,6 @@ def parse_preset(
     if missing:
         raise _problem(file, f"source {missing[0]!r} is not among its references")
     if doc["kind"] == "gpu":
-        from .presets import curves_as_spec
-
         plain_spec = curves_as_spec(plain_spec, file)
     return Preset(
         kind=doc["kind"],
@@ -211,8 +209,6 @@ def _load_builtin(kind: str) -> None:
 
 def _line(name: str, preset: Preset) -> str:
     """What ``clustersim list gpus`` (or ``nodes``) prints for ``preset``."""
-    from .presets import gpu_summary, node_summary
-
     summary = gpu_summary if preset.kind == "gpu" else node_summary
     return f"{name:<16} {summary(preset)}"
 

@@ -52,6 +52,15 @@ class StrategySummary(SummaryPart, Registered):
         return []
 
 
+FRAME_KEYS = frozenset(
+    ("scenario", "seed", "workload", "clustersim_version", "makespan_s")
+    + ("mfu", "tokens_per_s", "time_to_train_s", "gpu_hours", "cost")
+    + ("memory", "devices", "busiest_links", "engine", "folded")
+)
+"""Keys of the summary that are not the strategy's (the frame :class:`.summary.Summary`
+puts around a strategy's part): what :class:`UntypedSummary` leaves out."""
+
+
 @dataclass(frozen=True)
 class UntypedSummary(StrategySummary):
     """A strategy part with no class of its own: its keys, kept as given."""
@@ -63,8 +72,6 @@ class UntypedSummary(StrategySummary):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> UntypedSummary:
-        from .summary import FRAME_KEYS
-
         return cls({k: v for k, v in data.items() if k not in FRAME_KEYS})
 
     def __getattr__(self, name: str) -> Any:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .breakdown import DeviceTimes, LinkLoad
-from .families import StrategySummary
+from .families import FRAME_KEYS, StrategySummary  # noqa: F401  (FRAME_KEYS re-exported)
 from .folding import FoldedOutputs
 from .goodput import GoodputSummary
 from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart
@@ -108,14 +108,6 @@ class MemoryBlock(SummaryPart):
     """The capacity of ``peak_device``."""
     devices_over_capacity: int
     per_device: dict[str, MemoryRow]
-
-
-FRAME_KEYS = frozenset(
-    ("scenario", "seed", "workload", "clustersim_version", "makespan_s")
-    + ("mfu", "tokens_per_s", "time_to_train_s", "gpu_hours", "cost")
-    + ("memory", "devices", "busiest_links", "engine", "folded")
-)
-"""Keys of the summary that are not the strategy's."""
 
 
 @dataclass(frozen=True)
