@@ -128,17 +128,8 @@ def _orbit(
     groups = tuple(s.devices for s in siblings)
     if call.devices not in groups:
         groups = (call.devices, *groups)
-    memo = (topology, groups)
-    found = _orbits.get(memo, False)
-    if found is False:
-        found = topology.orbit_key([name for group in groups for name in group])
-        if len(_orbits) >= _CACHE_LIMIT:
-            _orbits.clear()
-        _orbits[memo] = found
+    found = topology.orbit_key([name for group in groups for name in group])  # remembered there
     return None if found is None else (groups.index(call.devices), found)
-
-
-_orbits: dict[tuple[Any, ...], Any] = {}
 
 
 def _canonical(

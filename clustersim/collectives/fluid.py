@@ -38,6 +38,7 @@ first one's ECMP routes.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -109,9 +110,7 @@ def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], co
     routes the flow-level model gives the pair's sends: its ECMP route (connection 0, see
     :func:`clustersim.collectives.schedule.execute`), or all its equal-cost routes evenly
     with ``spine_routing: split``."""
-    plain = getattr(
-        topology, "same_links", topology
-    )  # only the links count here: skip a view's repricing
+    plain = getattr(topology, "same_links", topology)  # links only: skip a view's repricing
     if topology.spine_routing == "split":
         routes = plain.routes(src, dst)
     else:  # the pair's ECMP route (the only one where it has one)
@@ -120,6 +119,22 @@ def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], co
     for route in routes:
         for link in route.links:
             out[link.index] = out.get(link.index, 0.0) + share
+
+
+def hop_flows(topology: Topology, hops: Sequence[tuple[str, str]]) -> dict[int, float]:
+    """Link index -> hops crossing it, one flow per (src, dst) hop on the routes
+    :func:`pair_flows` gives it; with ECMP each hop's one route, counted in C (a ring of
+    1,024 ranks crosses 7,000 links)."""
+    out: dict[int, float] = {}
+    if topology.spine_routing == "split":
+        for src, dst in hops:
+            pair_flows(topology, src, dst, out, 1.0)
+        return out
+    plain = getattr(topology, "same_links", topology)
+    counts: Counter[int] = Counter()
+    for src, dst in hops:
+        counts.update([link.index for link in plain.route(src, dst, "connection0").links])
+    return {link: float(k) for link, k in counts.items()}
 
 
 def schedule_flows(

@@ -327,29 +327,19 @@ class Ring(Algorithm):
         return sum(_send_count(call, call.n, share) for _order, share in _orders(call))
 
     def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
-        """Link index -> hops in use crossing it (both rings counted), from the hops' routes."""
-        from .fluid import pair_flows
+        """Link index -> hops in use crossing it (both rings counted), from the hops' routes
+        (:func:`.fluid.hop_flows`)."""
+        from .fluid import hop_flows
 
         n = call.n
-        out: dict[int, float] = {}
         if n < 2:
-            return out
+            return {}
         hops = [
             (call.devices[order[h]], call.devices[order[(h + 1) % n]])
             for order, share in _orders(call)
             for h in _plan(call, n, order.index(call.root), share).hops
         ]
-        if topology.spine_routing == "split":
-            for src, dst in hops:
-                pair_flows(topology, src, dst, out, 1.0)
-            return out
-        # ECMP: each hop on the one route its connection hashes to (fluid.pair_flows), the
-        # crossings counted in C (a 1,024-rank ring crosses 7,000 links).
-        plain = getattr(topology, "same_links", topology)
-        counts: Counter[int] = Counter()
-        for src, dst in hops:
-            counts.update([link.index for link in plain.route(src, dst, "connection0").links])
-        return {link: float(k) for link, k in counts.items()}
+        return hop_flows(topology, hops)
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""
