@@ -442,6 +442,6 @@ def json_schema() -> dict[str, Any]:
     workloads = {
         name: cls.config_model.model_json_schema(by_alias=True)
         for name, cls in registered_strategies().items()
-        if not cls.is_training
+        if cls.owns_workload_key()
     }
     return scenario_json_schema(workloads)

@@ -10,14 +10,23 @@ algorithm is one new file with one new class in it.
 Every registry is listed in :data:`REGISTRIES` under its plural label
 (``strategies``, ``algorithms``, ...): ``clustersim list LABEL`` prints one
 line per entry from the registry's ``describe`` function.
+
+**Discovery.**  A registry finds its entries itself, on its first lookup: it imports
+the modules it names in ``builtins`` (dotted names: the built-in plugins, which may
+live in any layer above the registry) and loads the entry points of its
+``entry_points`` group (third-party plugins).  So a base class never imports its
+subclasses, and this module is the only one that imports by name
+(``tests/test_layers.py`` holds both).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Iterator
+from importlib import metadata
 from typing import Any, ClassVar, Generic, TypeVar
 
-from .errors import Problem, ScenarioError, hinted
+from .errors import ClustersimError, Problem, ScenarioError, hinted
 
 T = TypeVar("T")
 
@@ -38,8 +47,10 @@ class Registry(Generic[T]):
     ``kind`` the singular used in messages (``pipeline schedule``);
     ``describe(name, entry)`` the line ``clustersim list`` prints for an
     entry; ``sort`` whether listing and iteration are by name (else in
-    registration order).  ``loader`` is called once before the first lookup,
-    to import the modules whose classes register themselves.  ``unknown`` is
+    registration order).  Before the first lookup, once, the registry imports
+    the modules named in ``builtins`` (in order), calls ``loader`` (entries
+    that are data, not modules) and loads the entry points of the group
+    ``entry_points`` (sorted by name).  ``unknown`` is
     the message of :meth:`lookup` for a name that is not registered (``{kind}``
     and ``{name}`` are filled in); ``unique`` makes registering a taken name
     (or alias) a ValueError instead of a replacement.
@@ -52,7 +63,9 @@ class Registry(Generic[T]):
         *,
         describe: Callable[[str, T], str] = _default_line,
         sort: bool = False,
+        builtins: Iterable[str] = (),
         loader: Callable[[], None] | None = None,
+        entry_points: str | None = None,
         unknown: str = "unknown {kind} {name!r}",
         unique: bool = False,
     ) -> None:
@@ -60,7 +73,12 @@ class Registry(Generic[T]):
         self.kind = kind
         self.describe = describe
         self.sort = sort
+        self.builtins = tuple(builtins)
+        """Dotted names of the modules whose entries register on import."""
+        self.entry_points = entry_points
+        """The entry-point group of third-party entries (None: none)."""
         self._loader = loader
+        self._loaded = False
         self.unknown = unknown
         self.unique = unique
         self._entries: dict[str, T] = {}
@@ -91,14 +109,32 @@ class Registry(Generic[T]):
 
         return decorate
 
-    def set_loader(self, loader: Callable[[], None]) -> None:
-        """Call ``loader`` before the next lookup (imports the built-in entries)."""
-        self._loader = loader
+    def load(self) -> None:
+        """Find the entries: import the built-in modules, run the loader, load the entry
+        points; once (lookups call it).  A plugin that fails to load is a ClustersimError
+        naming it, so a broken plugin never hides the built-ins' error messages."""
+        if self._loaded:
+            return
+        self._loaded = True  # first: a module registering on import may look things up
+        for module in self.builtins:
+            importlib.import_module(module)
+        if self._loader is not None:
+            self._loader()
+        if self.entry_points is not None:
+            self._load_entry_points(self.entry_points)
 
-    def _load(self) -> None:
-        loader, self._loader = self._loader, None
-        if loader is not None:
-            loader()
+    def _load_entry_points(self, group: str) -> None:
+        for entry in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+            try:
+                entry.load()
+            except Exception as exc:
+                raise ClustersimError(
+                    f"{self.kind} plugin '{entry.name}' ({entry.value}) failed to load: {exc}"
+                ) from exc
+
+    def reload(self) -> None:
+        """Find the entries again on the next lookup (for tests that change entry points)."""
+        self._loaded = False
 
     def canonical(self, name: str) -> str:
         """``name`` with an alias resolved (unknown names come back unchanged)."""
@@ -106,7 +142,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T | None:
         """The entry called ``name`` (or one of its aliases), or None."""
-        self._load()
+        self.load()
         return self._entries.get(self.canonical(name))
 
     def lookup(self, name: object, path: str = "") -> T:
@@ -133,12 +169,12 @@ class Registry(Generic[T]):
 
     def aliases(self) -> dict[str, str]:
         """Alias -> canonical name."""
-        self._load()
+        self.load()
         return dict(self._aliases)
 
     def entries(self) -> dict[str, T]:
         """A copy of the name -> entry mapping, sorted by name if ``sort``."""
-        self._load()
+        self.load()
         if self.sort:
             return dict(sorted(self._entries.items()))
         return dict(self._entries)

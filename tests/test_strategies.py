@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from clustersim import parse_scenario, simulate
+from clustersim import registry as registry_module
 from clustersim.errors import ClustersimError, ScenarioError
 from clustersim.strategies import Strategy, base, registered_strategies, strategy_for
 
@@ -67,7 +68,15 @@ def test_workload_naming_two_kinds_is_an_error() -> None:
         strategy_for({"ping": 1, "program": []})
 
 
-def test_entry_point_plugins_are_loaded(monkeypatch) -> None:
+@pytest.fixture
+def fresh_strategies():
+    """The strategy registry set to find its entries again (and again after the test)."""
+    Strategy.registry.reload()
+    yield Strategy.registry
+    Strategy.registry.reload()
+
+
+def test_entry_point_plugins_are_loaded(monkeypatch, fresh_strategies) -> None:
     """Modules named by the clustersim.strategies entry-point group are imported."""
     loaded = []
 
@@ -82,13 +91,12 @@ def test_entry_point_plugins_are_loaded(monkeypatch) -> None:
         assert group == base.ENTRY_POINT_GROUP
         return [FakeEntryPoint()]
 
-    monkeypatch.setattr(base, "_plugins_loaded", False)
-    monkeypatch.setattr(base.metadata, "entry_points", fake_entry_points)
-    base.load_plugins()
+    monkeypatch.setattr(registry_module.metadata, "entry_points", fake_entry_points)
+    fresh_strategies.load()
     assert loaded == ["fake"]
 
 
-def test_broken_plugin_is_a_clear_error(monkeypatch) -> None:
+def test_broken_plugin_is_a_clear_error(monkeypatch, fresh_strategies) -> None:
     """A plugin that fails to import names itself in the error."""
 
     class Broken:
@@ -98,7 +106,6 @@ def test_broken_plugin_is_a_clear_error(monkeypatch) -> None:
         def load(self):
             raise ImportError("no module named nowhere")
 
-    monkeypatch.setattr(base, "_plugins_loaded", False)
-    monkeypatch.setattr(base.metadata, "entry_points", lambda group: [Broken()])
-    with pytest.raises(ClustersimError, match="broken"):
-        base.load_plugins()
+    monkeypatch.setattr(registry_module.metadata, "entry_points", lambda group: [Broken()])
+    with pytest.raises(ClustersimError, match="strategy plugin 'broken'"):
+        fresh_strategies.load()

@@ -14,7 +14,6 @@ done = run_collective(sim, call)       # a SimPy event; yield it from a process
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Hashable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
@@ -65,36 +64,6 @@ __all__ = [
     "timed_group_problem",
     "what_ran",
 ]
-
-BUILTIN_ALGORITHMS = (
-    "ring",
-    "direct",
-    "tree",
-    "halving_doubling",
-    "hierarchical",
-    "in_network",
-    "root",
-    "scatter_allgather",
-    "in_network",
-    "auto",
-)
-"""Modules of the built-in algorithms (each registers its classes on import)."""
-
-_loaded = False
-
-
-def load_algorithms() -> None:
-    """Import the built-in algorithm modules once."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in BUILTIN_ALGORITHMS:
-        try:
-            importlib.import_module(f"{__name__}.{module}")
-        except ModuleNotFoundError as exc:  # an algorithm module not written yet
-            if exc.name != f"{__name__}.{module}":
-                raise
 
 
 def label_of(call: CollectiveCall) -> str:

@@ -26,10 +26,19 @@ MEASURED_SENDS_UP_TO = 250_000
 (:meth:`Algorithm.measured_call`); larger calls are measured on a smaller copy."""
 
 
-def _load_builtin_algorithms() -> None:
-    from . import load_algorithms
-
-    load_algorithms()
+BUILTIN_ALGORITHMS = (
+    "ring",
+    "direct",
+    "tree",
+    "halving_doubling",
+    "hierarchical",
+    "in_network",
+    "root",
+    "scatter_allgather",
+    "auto",
+)
+"""Modules of :mod:`clustersim.collectives` holding the built-in algorithms (each
+registers its classes on import; the registry imports them on its first lookup)."""
 
 
 def _algorithm_line(name: str, cls: type[Algorithm]) -> str:
@@ -107,7 +116,7 @@ class Algorithm(Registered):
         "algorithms",
         "algorithm",
         describe=_algorithm_line,
-        loader=_load_builtin_algorithms,
+        builtins=[f"clustersim.collectives.{module}" for module in BUILTIN_ALGORITHMS],
         unknown="unknown {kind} '{name}'",
     )
     name: ClassVar[str]

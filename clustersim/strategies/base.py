@@ -10,7 +10,6 @@ point names a module or class; importing it registers the strategy).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -24,7 +23,7 @@ from ..budget import (
     enforce_memory,
     estimate_memory,
 )
-from ..errors import ClustersimError, Problem, ScenarioError
+from ..errors import Problem, ScenarioError
 from ..registry import Registered, Registry
 
 if TYPE_CHECKING:
@@ -35,8 +34,19 @@ if TYPE_CHECKING:
     from ..topology import Topology
 
 ENTRY_POINT_GROUP = "clustersim.strategies"
-
-_plugins_loaded = False
+"""The entry-point group of third-party strategies (each names a module or class; importing
+it registers the strategy)."""
+BUILTIN_STRATEGIES = (
+    "collective",
+    "data_parallel",
+    "hybrid",
+    "jobs",
+    "parameter_server",
+    "program",
+    "trace",
+    "zero",
+)
+"""Modules (or packages) of :mod:`clustersim.strategies` holding the built-in strategies."""
 
 
 def _strategy_line(name: str, cls: type[Strategy]) -> str:
@@ -54,7 +64,12 @@ class Strategy(Registered):
     """
 
     registry: ClassVar[Registry[type[Strategy]]] = Registry(
-        "strategies", "strategy", describe=_strategy_line, sort=True
+        "strategies",
+        "strategy",
+        describe=_strategy_line,
+        sort=True,
+        builtins=[f"clustersim.strategies.{module}" for module in BUILTIN_STRATEGIES],
+        entry_points=ENTRY_POINT_GROUP,
     )
     name: ClassVar[str]
     description: ClassVar[str] = ""
@@ -62,6 +77,14 @@ class Strategy(Registered):
     is_training: ClassVar[bool] = False
     """True for strategies that run training scenarios (model, training) instead of
     owning a ``workload:`` key."""
+    section: ClassVar[str | None] = None
+    """The top-level scenario section whose presence selects this strategy (``jobs``), for
+    a strategy that owns neither a workload key nor training; None: none."""
+
+    @classmethod
+    def owns_workload_key(cls) -> bool:
+        """Whether the strategy is chosen by its name as a ``workload:`` key."""
+        return not cls.is_training and cls.section is None
 
     def __init__(self, config: BaseModel, scenario: Scenario, topology: Topology) -> None:
         self.config = config
@@ -314,31 +337,9 @@ class TrainingStrategy(Strategy):
 
 
 def load_plugins() -> None:
-    """Import the built-in strategies and every ``clustersim.strategies`` entry point, once."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    from . import (  # noqa: F401  (built-in strategies register on import)
-        collective,
-        data_parallel,
-        hybrid,
-        parameter_server,
-        program,
-        trace,
-        zero,
-    )
-
-    for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            entry.load()
-        except Exception as exc:  # a broken plugin must not hide the built-ins
-            raise ClustersimError(
-                f"strategy plugin '{entry.name}' ({entry.value}) failed to load: {exc}"
-            ) from exc
-
-
-Strategy.registry.set_loader(load_plugins)
+    """Import the built-in strategies and every ``clustersim.strategies`` entry point, once
+    (the registry does it on its first lookup)."""
+    Strategy.registry.load()
 
 
 def registered_strategies() -> dict[str, type[Strategy]]:
@@ -374,12 +375,11 @@ def training_strategy_name(scenario: Scenario) -> str:
 
 
 def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
-    """The strategy that runs ``scenario``: by its workload key, or its training sections
-    (:class:`~clustersim.strategies.jobs.JobsStrategy` for a scenario with ``jobs``)."""
-    if getattr(scenario, "jobs", None) is not None:
-        from .jobs import JobsStrategy
-
-        return JobsStrategy
+    """The strategy that runs ``scenario``: the one whose :attr:`Strategy.section` it has
+    (``jobs``), else by its workload key, else by its training sections."""
+    for cls in registered_strategies().values():
+        if cls.section is not None and getattr(scenario, cls.section, None) is not None:
+            return cls
     if scenario.workload is not None:
         return strategy_for(scenario.workload, scenario.source)
     name = training_strategy_name(scenario)
@@ -394,7 +394,9 @@ def strategy_for_scenario(scenario: Scenario) -> type[Strategy]:
 
 def strategy_for(workload: Any, source: str = "") -> type[Strategy]:
     """The strategy that owns the ``workload:`` mapping of a scenario."""
-    strategies = {name: cls for name, cls in registered_strategies().items() if not cls.is_training}
+    strategies = {
+        name: cls for name, cls in registered_strategies().items() if cls.owns_workload_key()
+    }
     allowed = ", ".join(strategies)
     if not isinstance(workload, dict) or not workload:
         raise ScenarioError(

@@ -21,13 +21,6 @@ BUILTIN_FABRICS = ("tiered", "flat", "custom")
 """Modules of :mod:`clustersim.topology` whose builders register on import."""
 
 
-def _load_fabrics() -> None:
-    import importlib
-
-    for module in BUILTIN_FABRICS:
-        importlib.import_module(f"clustersim.topology.{module}")
-
-
 def _first_sentence(doc: str) -> str:
     """The first sentence of a docstring, on one line, without reST markup."""
     text = " ".join(doc.replace("``", "").split())
@@ -38,7 +31,7 @@ def _first_sentence(doc: str) -> str:
 FABRICS: Registry[Any] = Registry(
     "fabrics",
     "cluster kind",
-    loader=_load_fabrics,
+    builtins=[f"clustersim.topology.{module}" for module in BUILTIN_FABRICS],
     describe=lambda name, build: f"{name:<16} {_first_sentence(build.__doc__ or '')}",
 )
 """Cluster kind -> function building its :class:`~clustersim.topology.Topology` from the spec."""

@@ -39,7 +39,6 @@ layer counts (``pipeline.stage_layers``).
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,12 +111,6 @@ def schedule_modules() -> list[str]:
     return [*BUILTIN_SCHEDULES, *others]
 
 
-def _load_schedules() -> None:
-    """The registry's loader: import every schedule module (each class registers itself)."""
-    for module in schedule_modules():
-        importlib.import_module(f"{__package__}.{module}")
-
-
 def _schedule_line(name: str, cls: type[Schedule]) -> str:
     """``clustersim list schedules``: name and description."""
     return f"{name:<14} {cls.description}"
@@ -136,7 +129,7 @@ class Schedule(Registered):
         "pipeline schedule",
         describe=_schedule_line,
         unknown="unknown schedule {name!r}",
-        loader=_load_schedules,
+        builtins=[f"{__package__}.{module}" for module in schedule_modules()],
     )
     name: ClassVar[str]
     description: ClassVar[str] = ""

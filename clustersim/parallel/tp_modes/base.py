@@ -19,7 +19,6 @@ Units: bytes, seconds.
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -69,13 +68,12 @@ BUILTIN_MODES = ("one_d", "two_d", "two_and_half_d", "three_d")
 """Modules of the built-in modes, in the order ``clustersim list tp-modes`` shows them."""
 
 
-def _load_modes() -> None:
-    """Import every module of this folder (each mode registers itself): the built-ins in
-    :data:`BUILTIN_MODES` order, then any other by name."""
+def mode_modules() -> list[str]:
+    """Every module of this folder that holds a mode (each registers itself on import): the
+    built-ins in :data:`BUILTIN_MODES` order, then any other by name."""
     folder = Path(__file__).parent
     found = {info.name for info in pkgutil.iter_modules([str(folder)])} - {"base"}
-    for name in [*BUILTIN_MODES, *sorted(found.difference(BUILTIN_MODES))]:
-        importlib.import_module(f"{__package__}.{name}")
+    return [*BUILTIN_MODES, *sorted(found.difference(BUILTIN_MODES))]
 
 
 def _mode_line(name: str, cls: type[TensorParallelMode]) -> str:
@@ -89,7 +87,7 @@ class TensorParallelMode(Registered):
         "tp-modes",
         "tensor-parallel mode",
         describe=_mode_line,
-        loader=_load_modes,
+        builtins=[f"{__package__}.{module}" for module in mode_modules()],
         unknown="unknown tensor-parallel mode {name!r}",
     )
     name: ClassVar[str]

@@ -54,8 +54,11 @@ def job_strategy(scenario: Any, index: int, view: Any) -> Strategy:
 class JobsStrategy(Strategy):
     """The jobs of a ``jobs:`` scenario, sharing one cluster (see the module docstring).
 
-    Not registered: a scenario's ``jobs`` section selects it, never a workload key."""
+    A scenario's ``jobs`` section selects it (:attr:`Strategy.section`), never a workload
+    key."""
 
+    name = "jobs"
+    section = "jobs"
     description = "several jobs sharing one cluster"
 
     def __init__(self, scenario: Any, topology: Any, jobs: list[Job]) -> None:
