@@ -51,10 +51,17 @@ from .outputs.modes import OutputModes
 from .outputs.run_folder import write_run_folder
 from .outputs.trace import nodes_of
 from .records import Record, timeline_frame
-from .resilience import ResolvedFailures, job_length, outlook, resolve_failures
+from .resilience import job_length, outlook
 from .scenario import Scenario, load_scenario
+from .scenario.plugins import check_plugins
 from .strategies import Strategy, strategy_for_scenario
 from .topology import Topology, attach_storage, build_topology
+from .topology.failures import (
+    ResolvedFailures,
+    play_link_failures,
+    played_device_failures,
+    resolve_failures,
+)
 from .version import __version__
 
 BUSIEST_LINKS = 10
@@ -103,9 +110,10 @@ def prepare(
     counting the run folder built in memory when ``outputs`` (``clustersim run``).
     """
     if not isinstance(scenario, Scenario):
-        scenario = load_scenario(scenario)
+        scenario = load_scenario(scenario)  # its plugin keys checked as it is parsed
+    else:  # built or changed in code: check its plugin keys here
+        check_plugins(scenario, scenario.source)
     scenario = scenario.with_limits(max_events, max_memory, outputs or None)
-    _check_network_model(scenario)
     if topology is None:
         try:
             topology = scenario_topology(scenario)
@@ -123,24 +131,11 @@ def prepare(
         workers = getattr(strategy, "workers", None)
         # errors name the file
         failures = resolve_failures(scenario, topology, workers, strategy.loses_state)
-        strategy.take_failures(outlook.played_device_failures(failures))
+        strategy.take_failures(played_device_failures(failures))
     if scenario.training is not None and scenario.training.tokens is not None:
         job_length(scenario)  # tokens need a sequence length
     outlook.check(scenario, strategy, failures)
     return Prepared(scenario, topology, strategy, failures)
-
-
-def _check_network_model(scenario: Scenario) -> None:
-    """``network.model`` names a registered network model (the registry is the one list:
-    :class:`clustersim.network.models.NetworkModel`); a ScenarioError at the key with the
-    names there are, and a guess, if not."""
-    from .errors import ScenarioError
-    from .network.models import network_model
-
-    try:
-        network_model(scenario.network.model)
-    except ScenarioError as exc:
-        raise exc.with_source(scenario.source) from None
 
 
 def scenario_topology(scenario: Scenario) -> Topology:
@@ -272,7 +267,7 @@ def simulate(
     sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
     watch = Checker(sim) if check or checking_requested() else Watch(sim)
     prepared.strategy.start(sim)
-    outlook.play_link_failures(sim, prepared.failures)
+    play_link_failures(sim, prepared.failures)
     sim.run(progress=progress)
     watch.raise_if_deadlocked(prepared.strategy)
     if isinstance(watch, Checker):

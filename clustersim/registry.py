@@ -32,6 +32,25 @@ T = TypeVar("T")
 
 REGISTRIES: dict[str, Registry[Any]] = {}
 """Every registry by its plural label, in creation order."""
+REGISTRY_HOMES = (
+    "clustersim.strategies",
+    "clustersim.collectives",
+    "clustersim.model",
+    "clustersim.topology",
+    "clustersim.parallel.schedules",
+    "clustersim.parallel.tp_modes",
+    "clustersim.compute",
+    "clustersim.hardware",
+)
+"""The packages that create the built-in registries when imported."""
+
+
+def all_registries() -> dict[str, Registry[Any]]:
+    """Every registry by label, once the packages that create them are imported (a plugin
+    key of a scenario is checked against them, ``clustersim list`` lists them)."""
+    for home in REGISTRY_HOMES:
+        importlib.import_module(home)
+    return dict(REGISTRIES)
 
 
 def _default_line(name: str, entry: Any) -> str:

@@ -13,7 +13,8 @@ from clustersim.collectives import (
     registered_algorithms,
     run_collective,
 )
-from clustersim.collectives.hierarchical import Hierarchical, SharedLinks, node_groups
+from clustersim.collectives.call import node_groups
+from clustersim.collectives.hierarchical import Hierarchical, SharedLinks
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario

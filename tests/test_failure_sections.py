@@ -11,9 +11,10 @@ import pytest
 
 from clustersim.api import prepare
 from clustersim.errors import ScenarioError
-from clustersim.resilience import job_length, resolve_failures
+from clustersim.resilience import job_length
 from clustersim.scenario import parse_scenario
 from clustersim.topology import build_topology
+from clustersim.topology.failures import resolve_failures
 
 _NODE = {"gpus": 2, "pcie": {"bandwidth": "32GB/s"}, "nic": {"bandwidth": "100Gb/s"}}
 _CLUSTER = {

@@ -73,8 +73,9 @@ def test_valid_documents_of_every_strategy_run_and_keep_the_invariants(
 
 
 def test_documents_cover_every_strategy_and_schedule() -> None:
-    """The generators reach every registered strategy, every parameter-server mode and
-    every registered pipeline schedule."""
+    """The generators reach every registered strategy a workload key or the training
+    sections select, every parameter-server mode and every registered pipeline schedule
+    (the jobs strategy, which a ``jobs:`` section selects, has tests of its own: test_jobs.py)."""
     from clustersim.parallel.schedules import Schedule
     from clustersim.scenario.training import ParameterServerSpec
     from clustersim.strategies import registered_strategies
@@ -83,6 +84,7 @@ def test_documents_cover_every_strategy_and_schedule() -> None:
         name
         for name, cls in registered_strategies().items()
         if cls.__module__.startswith("clustersim.")  # not the plugins other tests register
+        and cls.section is None
     }
     assert set(fuzzing.STRATEGY_OF.values()) == builtin
     modes = ParameterServerSpec.model_fields["mode"].annotation.__args__

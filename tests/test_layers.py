@@ -1,10 +1,14 @@
-"""Import layers: no cycles among clustersim modules, outputs below the public API.
+"""Import layers: no cycles among clustersim modules, each layer above the ones it uses.
 
 The graph is read from the source (``ast``), not by importing: an edge A -> B
-means module A imports module B at module level (imports inside functions and
-under ``if TYPE_CHECKING:`` are not counted, as they run later or never).
-``from . import x`` is an edge to the submodule ``x`` when there is one, else
-to the package (its ``__init__``).
+means module A imports module B, at module level or inside a function (it runs,
+so it is a dependency); only imports under ``if TYPE_CHECKING:`` are left out
+(they never run).  ``from . import x`` is an edge to the submodule ``x`` when
+there is one, else to the package (its ``__init__``).
+
+Plugins are found by their registry (:mod:`clustersim.registry`: a registry imports
+the modules named in its ``builtins`` and its entry points on first lookup), the one
+place where the package imports by name; a test below keeps it the only one.
 """
 
 from __future__ import annotations
@@ -144,8 +148,53 @@ def test_relative_imports_resolve_to_modules() -> None:
 
 
 def test_no_import_cycles_among_clustersim_modules() -> None:
-    """Module-level imports form no cycle anywhere in the package."""
-    assert cycles(import_graph()) == []
+    """Imports form no cycle anywhere in the package, counting those inside functions."""
+    assert cycles(import_graph(nested=True)) == []
+
+
+def test_the_cycle_test_sees_imports_inside_functions(tmp_path: Path) -> None:
+    """A loop closed by an import inside a function is a cycle; one closed under
+    ``if TYPE_CHECKING:`` is not."""
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "a.py").write_text("from . import b\n")
+    (root / "b.py").write_text("def f():\n    from . import a\n")
+    (root / "c.py").write_text("from . import d\n")
+    (root / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n"
+    )
+    assert cycles(import_graph(nested=True, root=root)) == [["pkg.a", "pkg.b"]]
+    assert cycles(import_graph(root=root)) == []
+
+
+NAMED_IMPORTERS = frozenset({"clustersim.registry", "clustersim._compat", "clustersim"})
+"""The modules that may import by name (``importlib``): the registry's plugin discovery,
+the finder of old paths and the package's lazily loaded public names."""
+
+
+def test_only_the_registry_imports_by_name() -> None:
+    """No module but the registry (and the two entry points of the package) calls
+    ``importlib.import_module`` or ``__import__``: every other dependency is an import
+    statement the graph above sees."""
+    found = {}
+    for name, (path, _) in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id in {"import_module", "__import__"}
+                )
+            )
+        ]
+        if calls and name not in NAMED_IMPORTERS:
+            found[name] = calls
+    assert found == {}
 
 
 def test_outputs_never_import_the_layers_above_them() -> None:
@@ -177,16 +226,16 @@ LAYERS = (
     ("network",),
     ("engine", "devices", "records"),
     ("model", "collectives", "parallel", "invariants", "metrics", "goodput"),
-    ("strategies", "resilience"),
+    ("strategies",),
+    ("resilience",),
     ("outputs",),
     ("api",),
     ("studies", "validation"),
     ("cli", "console", "pytest_plugin"),
 )
 """The package's layers, lowest first (docs/ARCHITECTURE.md): a module imports, at module
-level, only modules of its own layer or of a lower one.  Plugin loaders (a registry
-importing the modules that register into it) import upwards inside a function, which
-this does not count."""
+level or inside a function, only modules of its own layer or of a lower one.  A registry
+finds plugins above it by name (its ``builtins``), which is no import statement."""
 
 OLD_PATHS = frozenset(_compat.OLD_PATHS)
 """The old paths :mod:`clustersim._compat` keeps importable (no file stands there): above
@@ -204,7 +253,7 @@ def _layer(module: str) -> int:
 
 
 def test_modules_import_only_their_layer_or_lower_ones() -> None:
-    graph = import_graph()
+    graph = import_graph(nested=True)
     upward = {
         name: sorted(t for t in targets if _layer(t) > _layer(name))
         for name, targets in graph.items()

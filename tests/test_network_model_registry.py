@@ -13,8 +13,7 @@ import yaml
 
 from clustersim import simulate
 from clustersim.cli import main
-from clustersim.collectives.models import FlowLevel
-from clustersim.network.models import NetworkModel
+from clustersim.collectives.models import FlowLevel, NetworkModel
 
 RING = {
     "name": "ring",

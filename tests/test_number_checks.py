@@ -634,7 +634,7 @@ def _numeric_keys() -> set[tuple[str, str]]:
 
     walk(scenario_module.Scenario)
     for cls in registered_strategies().values():  # the built-in ones, not test plugins
-        if not cls.is_training and cls.__module__.startswith("clustersim."):
+        if cls.owns_workload_key() and cls.__module__.startswith("clustersim."):
             walk(cls.config_model)
 
     def numeric(annotation: Any) -> bool:

@@ -278,8 +278,9 @@ def test_candidate_document_sets_the_configuration() -> None:
 
 
 def test_rejected_candidates_are_counted_by_reason() -> None:
-    """Configurations api.prepare rejects are skipped and counted; the rest are candidates."""
-    doc = training_doc(parallelism={"tp_algorithm": "no-such-algorithm"})
+    """Configurations api.prepare rejects are skipped and counted; the rest are candidates
+    (here every tensor-parallel one: the tp algorithm implements no all-reduce)."""
+    doc = training_doc(parallelism={"tp_algorithm": "scatter_allgather"})
     found = plan.enumerate_candidates(doc, "s.yaml", plan.PlanOptions())
     points = plan.enumerate_points(found.space, plan.PlanOptions())
     with_tp = sum(1 for p in points if p.tp > 1)
@@ -288,7 +289,7 @@ def test_rejected_candidates_are_counted_by_reason() -> None:
     assert len(found.candidates) == len(points) - with_tp
     assert {c.point.tp for c in found.candidates} == {1}
     [(reason, count)] = found.skipped.items()
-    assert count == with_tp and "no-such-algorithm" in reason
+    assert count == with_tp and "scatter_allgather does not implement allreduce" in reason
     assert len(reason) <= plan.REASON_CHARS
     assert [c.index for c in found.candidates] == list(range(len(found.candidates)))
 
@@ -563,7 +564,7 @@ def test_cli_every_simulation_failed_exits_1(
 
 
 def test_skipped_reasons_are_printed(tmp_path: Path, capsys) -> None:
-    doc = copy.deepcopy(training_doc(parallelism={"tp_algorithm": "no-such-algorithm"}))
+    doc = copy.deepcopy(training_doc(parallelism={"tp_algorithm": "scatter_allgather"}))
     path = write_doc(tmp_path, doc)
     assert main(["plan", path, "--pp", "1", "-j", "1"]) == 0
     out = capsys.readouterr().out

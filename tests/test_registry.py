@@ -87,9 +87,9 @@ def test_subclasses_register_themselves() -> None:
 )
 def test_builtin_registries_list_their_entries(label: str, at_least: int) -> None:
     import clustersim.collectives  # noqa: F401  (registers the algorithms' registry)
+    import clustersim.collectives.models  # noqa: F401
     import clustersim.compute  # noqa: F401
     import clustersim.model  # noqa: F401
-    import clustersim.network.models  # noqa: F401
     import clustersim.strategies  # noqa: F401
     import clustersim.topology  # noqa: F401
 
@@ -101,8 +101,29 @@ def test_builtin_registries_list_their_entries(label: str, at_least: int) -> Non
 
 
 def test_an_unknown_network_model_is_a_scenario_error() -> None:
-    from clustersim.network.models import network_model
+    from clustersim.collectives.models import network_model
 
     assert network_model("flow").plays_sends and not network_model("analytical").plays_sends
     with pytest.raises(ScenarioError, match="unknown network model 'flwo'.*did you mean"):
         network_model("flwo")
+
+
+def test_every_registry_finds_its_builtins_and_each_registers_entries() -> None:
+    """``clustersim list`` shows every registry the packages create; each module a registry
+    names as built-in imports and registers at least one of its entries (classes and
+    functions carry the module that defined them)."""
+    import inspect
+
+    from clustersim.registry import REGISTRY_HOMES, all_registries
+
+    registries = all_registries()
+    assert {"strategies", "algorithms", "schedules", "tp-modes", "fabrics"} <= set(registries)
+    assert all(home.startswith("clustersim.") for home in REGISTRY_HOMES)
+    for label, registry in registries.items():
+        entries = list(registry.entries().values())
+        modules = {e.__module__ for e in entries if inspect.isclass(e) or inspect.isfunction(e)}
+        for builtin in registry.builtins:
+            assert any(m == builtin or m.startswith(builtin + ".") for m in modules), (
+                label,
+                builtin,
+            )

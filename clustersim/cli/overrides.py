@@ -24,7 +24,7 @@ def add_override_arguments(
 ) -> None:
     """``--set`` (one value per key, or several to sweep) and the ``--network`` shortcut
     (its choices: the network-model registry's names, the one list of models)."""
-    from ..network.models import NetworkModel
+    from ..collectives.models import NetworkModel
 
     parser.add_argument(
         "--set",

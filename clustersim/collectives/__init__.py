@@ -21,20 +21,18 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from ..errors import Problem, ScenarioError
-from ..network.models import Launch, network_model
 from .algorithm import (
     Algorithm,
-    CollectiveCall,
-    HopCost,
     algorithm,
     applicable_algorithms,
     check_call,
     registered_algorithms,
 )
 from .auto import resolve
+from .call import CollectiveCall, HopCost, node_groups
 from .channels import AUTO, MAX_CHANNELS, nccl_channels, simulated_slices
 from .communicator import communicator
-from .hierarchical import node_groups
+from .models import Launch, network_model
 from .ops import OPERATIONS, bandwidths, canonical_op, root_problem, timed_group_problem
 from .protocol import PROTOCOLS, priced_cost, protocol_view
 from .schedule import Schedule, execute

@@ -1,4 +1,4 @@
-"""Collective algorithms: the registry, a call, and the alpha-beta costs of routes.
+"""Collective algorithms: the registry, and checking a call against it.
 
 An :class:`Algorithm` subclass registers itself by defining ``name``.  It
 says which operations it implements (``ops``), whether it applies to a call
@@ -9,12 +9,13 @@ prices it in closed form (:meth:`Algorithm.cost`, analytical mode).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import Problem, ScenarioError
 from ..registry import Registered, Registry
 from ..topology import Topology
+from .call import CollectiveCall
 from .ops import OPERATIONS
 from .schedule import Schedule
 
@@ -45,68 +46,6 @@ def _algorithm_line(name: str, cls: type[Algorithm]) -> str:
     """``clustersim list algorithms``: name, description, operations."""
     ops = ", ".join(sorted(cls.ops))
     return f"{name:<20} {cls.description or (cls.__doc__ or '').splitlines()[0]} [{ops}]"
-
-
-@dataclass(frozen=True)
-class CollectiveCall:
-    """One collective: an operation over a group of devices.
-
-    ``size_bytes`` is nccl-tests' size (see :mod:`clustersim.collectives.ops`);
-    ``root`` a rank index (rooted operations); ``chunk_bytes`` the pipelining
-    chunk of algorithms that pipeline (``None``: the algorithm's default);
-    ``bidirectional`` runs a ring both ways, half the data each way;
-    ``reduce_cost`` makes each reduction cost its bytes over the receiving
-    device's memory bandwidth (free by default).
-    """
-
-    op: str
-    devices: tuple[str, ...]
-    size_bytes: float
-    algorithm: str = "ring"
-    root: int = 0
-    chunk_bytes: float | None = None
-    bidirectional: bool = False
-    reduce_cost: bool = False
-    options: dict[str, Any] = field(default_factory=dict)
-    """Algorithm-specific options (e.g. hierarchical's ``inter`` algorithm)."""
-    protocol: str | None = None
-    """NCCL protocol (``LL``, ``LL128``, ``Simple``, or ``auto``: the fastest by the cost
-    model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None (or
-    ``none``, kept as None): sends cost only what the links give."""
-
-    def __post_init__(self) -> None:
-        if self.protocol == "none":
-            object.__setattr__(self, "protocol", None)
-
-    @property
-    def n(self) -> int:
-        """Number of ranks."""
-        return len(self.devices)
-
-
-@dataclass(frozen=True)
-class HopCost:
-    """Alpha-beta cost of sending between two devices on an idle network."""
-
-    alpha_s: float
-    """Latency of the route in seconds."""
-    beta_s_per_B: float
-    """Seconds per byte: 1 / the route's bottleneck bandwidth."""
-
-    def time(self, nbytes: float) -> float:
-        """alpha + nbytes x beta, in seconds."""
-        return self.alpha_s + nbytes * self.beta_s_per_B
-
-    @classmethod
-    def between(cls, topology: Topology, src: str, dst: str) -> HopCost:
-        """The cost of the (first) route from ``src`` to ``dst``."""
-        route = topology.first_route(src, dst)
-        return cls(route.latency_s, 1.0 / route.bottleneck_Bps)
-
-    @classmethod
-    def worst(cls, costs: list[HopCost]) -> HopCost:
-        """Largest alpha and largest beta of ``costs`` (the slowest hop dominates)."""
-        return cls(max(c.alpha_s for c in costs), max(c.beta_s_per_B for c in costs))
 
 
 class Algorithm(Registered):

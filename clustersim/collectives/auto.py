@@ -36,7 +36,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall, registered_algorithms
+from .algorithm import Algorithm, registered_algorithms
+from .call import CollectiveCall
 from .channels import slice_counts
 from .ops import OPERATIONS
 from .protocol import PROTOCOLS, priced_cost

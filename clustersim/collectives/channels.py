@@ -47,7 +47,7 @@ from typing import Any
 
 from ..topology import Link, Route, Topology, TopologyView
 from .bus import applies, bus_links, link_kind
-from .hierarchical import node_groups
+from .call import CollectiveCall, node_groups
 
 ARCH_OF_GENERATION = {1: 60, 2: 70, 3: 80, 4: 90, 5: 100}
 """NVLink generation -> the GPU architecture (SM) that brought it."""
@@ -152,8 +152,6 @@ def _search(devices: tuple[str, ...], topology: Topology) -> Graph | None:
 
 
 def _groups(devices: tuple[str, ...], topology: Topology) -> list[list[int]] | None:
-    from .algorithm import CollectiveCall
-
     return node_groups(CollectiveCall("allreduce", devices, 0.0), topology)
 
 

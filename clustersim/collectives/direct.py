@@ -39,7 +39,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall
+from .algorithm import Algorithm
+from .call import CollectiveCall
 from .ops import OPERATIONS
 from .schedule import Schedule
 

@@ -50,7 +50,8 @@ from ..errors import SimulationError
 if TYPE_CHECKING:
     from ..engine import Simulation
     from ..topology import Link, Topology
-    from .algorithm import Algorithm, CollectiveCall
+    from .algorithm import Algorithm
+    from .call import CollectiveCall
     from .schedule import Schedule
 
 __all__ = [

@@ -62,7 +62,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall, HopCost
+from .algorithm import Algorithm
+from .call import CollectiveCall, HopCost
 from .ops import OPERATIONS
 from .schedule import Schedule
 

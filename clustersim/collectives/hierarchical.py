@@ -36,7 +36,8 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..topology import Link, Route, Topology, TopologyView
-from .algorithm import Algorithm, CollectiveCall, registered_algorithms
+from .algorithm import Algorithm, registered_algorithms
+from .call import CollectiveCall, node_groups
 from .fluid import FluidPhase
 from .schedule import Schedule
 
@@ -44,17 +45,6 @@ INTER_DEFAULT = "ring"
 """Algorithm across nodes when ``options`` does not name one."""
 INTRA_DEFAULT = "ring"
 """Algorithm inside a node when ``options`` does not name one."""
-
-
-def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | None:
-    """Ranks of ``call`` grouped by node, nodes in order of first rank; None if a device has no node."""
-    groups: dict[str, list[int]] = {}
-    for rank, name in enumerate(call.devices):
-        node = topology.device(name).node
-        if node is None:
-            return None
-        groups.setdefault(node, []).append(rank)
-    return list(groups.values())
 
 
 class SharedLinks(TopologyView):

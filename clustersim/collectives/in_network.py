@@ -84,8 +84,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..topology import Link, Route, Topology
-from .algorithm import Algorithm, CollectiveCall
+from .algorithm import Algorithm
 from .bus import route_of
+from .call import CollectiveCall
 from .ring import pieces
 from .schedule import Schedule
 

@@ -69,7 +69,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall, HopCost
+from .algorithm import Algorithm
+from .call import CollectiveCall, HopCost
 from .ops import OPERATIONS
 from .schedule import Schedule
 

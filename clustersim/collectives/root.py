@@ -32,7 +32,8 @@ by all: switch, one PCIe switch, fully connected); an approximation otherwise.
 from __future__ import annotations
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall
+from .algorithm import Algorithm
+from .call import CollectiveCall
 from .direct import Phase, phases_cost, play_phases
 from .ops import OPERATIONS
 from .schedule import Schedule

@@ -17,7 +17,8 @@ instant (switch, fully connected, one node).
 from __future__ import annotations
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall
+from .algorithm import Algorithm
+from .call import CollectiveCall
 from .direct import phase_time, play_phases
 from .ring import Ring
 from .schedule import Schedule

@@ -76,9 +76,9 @@ import math
 from dataclasses import dataclass
 
 from ..topology import Topology
-from .algorithm import Algorithm, CollectiveCall, HopCost
+from .algorithm import Algorithm
+from .call import CollectiveCall, HopCost, node_groups
 from .fluid import pair_flows
-from .hierarchical import node_groups
 from .ops import OPERATIONS
 from .schedule import Schedule
 

@@ -27,7 +27,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..budget import NOTHING, WorkEstimate
-from .algorithm import CollectiveCall, algorithm
+from .algorithm import algorithm
+from .call import CollectiveCall
 from .schedule import RECORD_TRANSFERS_UP_TO
 
 if TYPE_CHECKING:

@@ -1,7 +1,9 @@
-"""Failures, recovery and checkpoints of a training job, resolved and priced.
+"""Checkpoints, the job's length and its goodput under failures, priced.
 
-* :mod:`.failures` -- :func:`resolve_failures`: the ``failures:`` and ``recovery:`` sections
-  as plain lists (component names, link indices, seconds) for the engine and goodput model;
+The failures themselves, resolved against the cluster (:func:`resolve_failures`) and played
+by a simulation, are the topology's (:mod:`clustersim.topology.failures`): a strategy that
+runs them needs nothing of this package, which stands above the strategies.
+
 * :mod:`.checkpoint` -- :func:`checkpoint_cost`: a checkpoint written over the cluster's
   network, simulated (blocking and background drain seconds);
 * :mod:`.length` -- :func:`job_length`: the job's length from ``training.iterations``,
@@ -16,14 +18,6 @@ from .checkpoint import (
     checkpoint_topology,
     drain_slowdown,
 )
-from .failures import (
-    Component,
-    RandomFailureProcess,
-    ResolvedFailures,
-    ScheduledComponentFailure,
-    ScheduledLinkFailureResolved,
-    resolve_failures,
-)
 from .length import JobLength, job_length
 
 __all__ = [
@@ -33,12 +27,6 @@ __all__ = [
     "checkpoint_cost",
     "checkpoint_topology",
     "drain_slowdown",
-    "Component",
     "JobLength",
-    "RandomFailureProcess",
-    "ResolvedFailures",
-    "ScheduledComponentFailure",
-    "ScheduledLinkFailureResolved",
     "job_length",
-    "resolve_failures",
 ]

@@ -4,7 +4,7 @@ length (``training.duration`` / ``tokens``).
 
 The simulation plays the representative iterations (``training.iterations``); the
 failures that only reroute or stall traffic are played there too
-(:func:`play_link_failures`).  Everything that stops the job -- a worker's GPU or node, a
+(:func:`clustersim.topology.failures.play_link_failures`).  Everything that stops the job -- a worker's GPU or node, a
 link, NIC or switch failure that cuts a worker off for good, every random failure -- is
 priced by the goodput model (:mod:`clustersim.goodput`) from the simulated iteration
 time, the simulated checkpoint cost and ``recovery``, advanced analytically over the
@@ -40,8 +40,8 @@ from ..goodput import (
 )
 from ..metrics.goodput import GoodputSummary
 from ..metrics.training import IterationTimes
+from ..topology.failures import ResolvedFailures, stops_in_simulation
 from .checkpoint import checkpoint_cost, rank_state, training_with_drain
-from .failures import ResolvedFailures
 from .length import job_length
 
 Progress = Callable[[int, int], None]
@@ -56,34 +56,6 @@ def wanted(scenario: Any) -> bool:
     training = scenario.training
     length = training.duration_s is not None or training.tokens is not None
     return bool(scenario.failures) or scenario.checkpoint is not None or length
-
-
-def stops_in_simulation(failure: Any) -> bool:
-    """Whether a scheduled failure is left to the goodput model (it stops the job: a
-    worker's device, or a cut with no repair) instead of being played by the simulation."""
-    if getattr(failure, "devices", ()):
-        return bool(failure.stops_job)
-    return bool(failure.stops_job) and math.isinf(failure.repair_s)
-
-
-def played_device_failures(failures: ResolvedFailures | None) -> list[Any]:
-    """The scheduled device failures the simulation plays (those that do not stop the job),
-    for the strategy's ``take_failures``."""
-    if failures is None:
-        return []
-    return [f for f in failures.scheduled_devices if not stops_in_simulation(f)]
-
-
-def play_link_failures(sim: Any, failures: ResolvedFailures | None) -> None:
-    """Take down, in ``sim``, the links of every scheduled failure the simulation plays:
-    link failures and NIC or switch failures, unless they cut a worker off for good."""
-    if failures is None:
-        return
-    for failure in (*failures.scheduled_links, *failures.scheduled_devices):
-        if stops_in_simulation(failure) or not failure.links:
-            continue
-        repair = failure.at_s + failure.repair_s
-        sim.fail_links(failure.links, failure.at_s, None if math.isinf(repair) else repair)
 
 
 def goodput_of(

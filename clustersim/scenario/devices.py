@@ -25,6 +25,7 @@ from clustersim.errors import Problem, ScenarioError, hinted, join_path
 
 from .fields import Bandwidth as _Bandwidth
 from .fields import Float, FlopRate, Invalid, Size, TimeSpan, _Spec, _unit
+from .plugins import plugin_name
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 """A number format: what ``training.precision`` takes and what ``peaks`` are given for."""
@@ -92,10 +93,14 @@ class AttentionRateSpec(_Spec):
     """Its efficiency curve."""
 
 
+ComputeModelName = plugin_name("compute-models")
+"""The name of a registered compute model (``clustersim list compute-models``)."""
+
+
 class ComputeSpec(_Spec):
     """How the device prices shaped work (``cluster.node.gpu.compute``; docs/compute.md)."""
 
-    model: str = "roofline"
+    model: ComputeModelName = "roofline"
     """A compute model: ``roofline`` (default) or ``flat`` (``clustersim list compute-models``)."""
     kernels: str | None = None
     """A CSV of measured matrix products (m,n,k,dtype,tflops|seconds[,batch]) to fit the

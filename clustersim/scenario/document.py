@@ -16,6 +16,7 @@ from .failures import FailureSpec, RecoverySpec
 from .fields import MAX_SEED, Count, Invalid, MemoryBytes, Seed, _Spec
 from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
 from .network import NetworkSpec
+from .plugins import check_plugins
 from .presets import scenario_folder
 from .stragglers import StragglerSpec
 from .training import (
@@ -256,5 +257,6 @@ def parse_scenario(doc: object, source: str = "") -> Scenario:
         )
     context = {"base_dir": scenario_folder(source)}
     scenario = validate_model(Scenario, doc, source=source, context=context)
+    check_plugins(scenario, source)
     scenario._source = source
     return scenario

@@ -12,7 +12,7 @@ A failure has one of three forms, told apart by its keys (:data:`FailureSpec`):
   with times between failures of mean ``mtbf``.
 
 Nothing here knows the cluster: the globs are resolved against the built topology by
-:func:`clustersim.resilience.failures.resolve_failures`, whose errors name the key path.
+:func:`clustersim.topology.failures.resolve_failures`, whose errors name the key path.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, Strict
 
 from .fields import _Spec
+from .plugins import plugin_name
 
 MAX_CHANNELS = 64
 """Most channels a collective may run in (NCCL's limit)."""
@@ -23,12 +24,16 @@ Protocol = Annotated[
 """An NCCL protocol to price (``none``: sends cost what the links give at line rate)."""
 
 
+NetworkModelName = plugin_name("network-models")
+"""The name of a registered network model (``clustersim list network-models``)."""
+
+
 class NetworkSpec(_Spec):
     """How communication is priced."""
 
-    model: Annotated[str, Strict(), Field(min_length=1)] = "flow"
+    model: NetworkModelName = "flow"
     """A registered network model (``clustersim list`` shows them; checked against the
-    registry when the scenario is prepared, :func:`clustersim.api.prepare`): ``flow``
+    registry when the scenario is parsed, :mod:`clustersim.scenario.plugins`): ``flow``
     (flow-level max-min, default): every transfer, every send of a collective included, is
     a flow sharing links max-min fairly; ``analytical`` (congestion-aware analytical): each
     collective is a few weighted flows priced by its algorithm's alpha-beta cost, sharing

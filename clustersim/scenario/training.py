@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Strict, Tag, model_validator
+from pydantic import Discriminator, Field, Strict, Tag, model_validator
 
-from clustersim.errors import Problem, hinted
+from clustersim.errors import Problem
 
 from .devices import Precision
 from .experts import MoESpec
@@ -32,12 +32,20 @@ from .fields import (
     _unit,
 )
 from .network import Channels
-from .validation import _describe
+from .plugins import plugin_name
 
 MAX_LAYERS = 10_000
 """Most layers a model may have once built (``repeat`` copies each count, a transformer
 block two: attention and MLP), checked before any is built: every layer is a record per
 worker and pass, and stage splits and gathers walk them."""
+
+
+ScheduleName = plugin_name("schedules")
+"""The name of a registered pipeline schedule (``clustersim list schedules``)."""
+AlgorithmName = plugin_name("algorithms")
+"""The name of a registered collective algorithm (``clustersim list algorithms``)."""
+TpModeName = plugin_name("tp-modes")
+"""The name of a registered tensor-parallel mode (``clustersim list tp-modes``)."""
 
 
 class LayerSpec(_Spec):
@@ -316,7 +324,7 @@ class TrainingSpec(_Spec):
 class AllreduceSyncSpec(_Spec):
     """Gradient all-reduce as PyTorch DDP and Horovod do it."""
 
-    algorithm: str = "auto"
+    algorithm: AlgorithmName = "auto"
     """Collective algorithm (``clustersim list algorithms``); ``auto`` (default): NCCL's
     choice by its tuner's model (``ring`` for the textbook ring)."""
     bucket: Size = _unit("25MB", "bucket")
@@ -481,10 +489,10 @@ class ParallelismSpec(_Spec):
     """Megatron-Core's ``--tp-comm-overlap``: each sequence-parallel all-gather and
     reduce-scatter runs beside the matrix product next to it; only what outlasts it is
     exposed (needs ``sequence_parallel``)."""
-    tp_algorithm: str = "auto"
+    tp_algorithm: AlgorithmName = "auto"
     """Collective algorithm of the tensor-parallel collectives (``clustersim list algorithms``);
     ``auto`` (default): NCCL's choice (``ring`` for the textbook ring)."""
-    tp_mode: str = "1d"
+    tp_mode: TpModeName = "1d"
     """How the tp GPUs split a layer (``clustersim list tp-modes``): 1d (Megatron-LM), 2d
     (Optimus, tp = q^2), 2.5d (Tesseract, tp = q^2 x tp_depth) or 3d (tp = q^3)."""
     tp_depth: Count = 1
@@ -526,37 +534,6 @@ class ZeroSpec(_Spec):
     def level(self) -> int:
         """The stage as a number (fsdp is 3)."""
         return 3 if self.stage == "fsdp" else int(self.stage)
-
-
-def _registered_schedule(value: object) -> object:
-    """``value`` if it names a registered pipeline schedule; else the problem, with a
-    did-you-mean hint and the registered names.
-
-    The schedules register themselves in :mod:`clustersim.parallel.schedules`, a layer
-    above this one, so the registry is imported here, when a scenario is validated, and
-    never when this module is: a new schedule file is all a new name needs.
-    """
-    from clustersim.parallel.schedules import Schedule
-
-    registry = Schedule.registry
-    if isinstance(value, str) and value in registry:
-        return value
-    names = registry.names()
-    message = hinted(f"unknown schedule {_describe(value)}", value, [*names, *registry.aliases()])
-    raise Invalid(Problem("", message, ", ".join(names)))
-
-
-def _schedule_enum(schema: dict[str, Any]) -> None:
-    """``clustersim schema``: the registered schedules as the field's enum."""
-    from clustersim.parallel.schedules import Schedule
-
-    schema["enum"] = Schedule.registry.names()
-
-
-ScheduleName = Annotated[
-    str, BeforeValidator(_registered_schedule), Field(json_schema_extra=_schedule_enum)
-]
-"""The name of a registered pipeline schedule (``clustersim list schedules``)."""
 
 
 class PipelineSpec(_Spec):

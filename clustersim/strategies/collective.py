@@ -51,11 +51,11 @@ from ..collectives import (
 from ..collectives import label_of as _label_of
 from ..collectives.algorithm import algorithm
 from ..collectives.bus import figures_GBps
+from ..collectives.models import network_model
 from ..collectives.work import call_work
 from ..engine import Simulation
 from ..errors import ScenarioError
 from ..metrics import CollectiveSummary
-from ..network.models import network_model
 from ..scenario import Bool, Count, Glob, Int, PositiveSize, Size
 from ..units import format_size
 from .base import Strategy

@@ -23,6 +23,7 @@ from ...engine import Simulation
 from ...errors import ScenarioError, join_path
 from ...metrics import JobsSummary, JobSummary, StrategySummary, UntypedSummary
 from ...model.memory import with_settings
+from ...topology.failures import play_link_failures, resolve_failures
 from ..base import Strategy, strategy_for_scenario
 from .placement import job_devices
 from .view import JobSimulation
@@ -150,10 +151,8 @@ class JobsStrategy(Strategy):
         sim = Simulation.from_scenario(self.scenario, self.topology)
         if self.scenario.failures:
             # The same link failures as the shared run: the slowdown is the sharing's alone.
-            from ...resilience import outlook, resolve_failures
-
             failures = resolve_failures(self.scenario, self.topology)
-            outlook.play_link_failures(sim, failures)
+            play_link_failures(sim, failures)
         start_job(sim, alone)
         sim.run()
         assert alone.sim is not None

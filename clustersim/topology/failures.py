@@ -1,4 +1,5 @@
-"""The ``failures:`` and ``recovery:`` sections resolved against a built topology.
+"""The ``failures:`` and ``recovery:`` sections resolved against a built topology, and the
+failures a simulation plays.
 
 :func:`resolve_failures` turns the globs into plain lists -- component and device names, link
 indices, times in seconds -- for the engine and the goodput model, and says of each failure
@@ -17,6 +18,7 @@ Components are named as in the topology: devices (``rack0/node1/gpu3``, ``rack0/
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 import zlib
 from collections import deque
@@ -26,7 +28,8 @@ from typing import Any, Literal
 
 from ..errors import Problem, ScenarioError
 from ..scenario import RandomFailure, ScheduledLinkFailure
-from ..topology import STORAGE, Topology
+from .graph import Topology
+from .storage import STORAGE
 
 ComponentKind = Literal["gpu", "cpu", "storage", "node", "nic", "switch"]
 _NIC = re.compile(r"(^|/)nic\d*$")
@@ -316,3 +319,31 @@ def _reach(start: str, links: list[Any], dead: set[str], forward: bool) -> set[s
                 seen.add(v)
                 queue.append(v)
     return seen
+
+
+def stops_in_simulation(failure: Any) -> bool:
+    """Whether a scheduled failure is left to the goodput model (it stops the job: a
+    worker's device, or a cut with no repair) instead of being played by the simulation."""
+    if getattr(failure, "devices", ()):
+        return bool(failure.stops_job)
+    return bool(failure.stops_job) and math.isinf(failure.repair_s)
+
+
+def played_device_failures(failures: ResolvedFailures | None) -> list[Any]:
+    """The scheduled device failures the simulation plays (those that do not stop the job),
+    for the strategy's ``take_failures``."""
+    if failures is None:
+        return []
+    return [f for f in failures.scheduled_devices if not stops_in_simulation(f)]
+
+
+def play_link_failures(sim: Any, failures: ResolvedFailures | None) -> None:
+    """Take down, in ``sim``, the links of every scheduled failure the simulation plays:
+    link failures and NIC or switch failures, unless they cut a worker off for good."""
+    if failures is None:
+        return
+    for failure in (*failures.scheduled_links, *failures.scheduled_devices):
+        if stops_in_simulation(failure) or not failure.links:
+            continue
+        repair = failure.at_s + failure.repair_s
+        sim.fail_links(failure.links, failure.at_s, None if math.isinf(repair) else repair)
