@@ -454,10 +454,11 @@ def test_literal_choice_with_hint_and_choices() -> None:
 
 
 def test_unknown_kind_lists_the_kinds() -> None:
-    """An unknown cluster kind is reported at ``cluster.kind`` with every kind allowed."""
+    """An unknown cluster kind is reported at ``cluster.kind`` with every registered fabric
+    allowed (the other keys are not judged: they would be a plugin fabric's own)."""
     (problem,) = problems(with_cluster({"kind": "torus", "devices": 4}))
     assert problem.path == "cluster.kind"
-    assert problem.message == "unknown kind 'torus'"
+    assert problem.message == "unknown cluster kind 'torus'"
     assert problem.allowed == (
         "two_tier, three_tier, rail_optimized, switch, ring, fully_connected, custom"
     )
@@ -465,7 +466,7 @@ def test_unknown_kind_lists_the_kinds() -> None:
 
 def test_misspelt_kind_gets_a_hint() -> None:
     """A near miss of a kind is suggested."""
-    assert "cluster.kind: unknown kind 'rign'; did you mean 'ring'?" in rendered(
+    assert "cluster.kind: unknown cluster kind 'rign'; did you mean 'ring'?" in rendered(
         with_cluster({"kind": "rign"})
     )
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
+    ConfigDict,
     Field,
     Strict,
     Tag,
@@ -41,10 +42,15 @@ from .fields import (
     Invalid,
     TimeSpan,
     _Spec,
+    _tag_of,
     _tagged,
     _unit,
 )
 from .nvlink import NVLS_SHARE, nvlink_generation
+from .plugins import plugin_name
+
+FabricName = plugin_name("fabrics")
+"""The name of a registered fabric (``clustersim list fabrics``)."""
 
 MIN_RATIO = 1e-6
 """Smallest oversubscription ratio."""
@@ -521,6 +527,18 @@ def _name_problems(cluster: CustomCluster) -> list[Problem]:
     return problems
 
 
+class PluginCluster(_Priced):
+    """A cluster of a kind registered from outside the package (``FABRICS.add(kind,
+    build)``, :mod:`clustersim.topology.builder`).  ``kind`` names it, checked against the
+    fabric registry like every plugin key (:mod:`.plugins`); every other key is the
+    fabric's own (``model_extra``), which its builder validates."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: FabricName
+    """A registered fabric (``clustersim list fabrics``)."""
+
+
 CLUSTER_KINDS = (
     "two_tier",
     "three_tier",
@@ -530,7 +548,19 @@ CLUSTER_KINDS = (
     "fully_connected",
     "custom",
 )
-"""Every value of ``cluster.kind``."""
+"""The built-in cluster kinds, whose keys this module types; every other registered fabric
+takes a :class:`PluginCluster`."""
+PLUGIN_KIND = "plugin"
+"""The union tag of every kind that is not built in."""
+
+
+def _cluster_tag(data: Any) -> str | None:
+    """The union member of a cluster mapping: its built-in kind, else :data:`PLUGIN_KIND`
+    (the fabric registry then says whether the kind exists)."""
+    kind = _tag_of("kind", "two_tier")(data)
+    if kind is None or kind in CLUSTER_KINDS:
+        return kind
+    return PLUGIN_KIND
 
 
 ClusterSpec = Annotated[
@@ -540,7 +570,8 @@ ClusterSpec = Annotated[
     | Annotated[FlatCluster, Tag("switch")]
     | Annotated[FlatCluster, Tag("ring")]
     | Annotated[FlatCluster, Tag("fully_connected")]
-    | Annotated[CustomCluster, Tag("custom")],
-    _tagged("kind", CLUSTER_KINDS, default="two_tier"),
+    | Annotated[CustomCluster, Tag("custom")]
+    | Annotated[PluginCluster, Tag(PLUGIN_KIND)],
+    _tagged("kind", CLUSTER_KINDS, default="two_tier", tag=_cluster_tag),
 ]
 """A cluster of any kind; ``kind`` chooses, ``two_tier`` when absent."""

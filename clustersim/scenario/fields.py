@@ -213,10 +213,16 @@ def _tag_of(key: str, default: str | None = None) -> Callable[[Any], str | None]
     return tag
 
 
-def _tagged(key: str, choices: Sequence[str], default: str | None = None) -> Discriminator:
-    """A discriminator on ``key`` whose errors :func:`validate_model` words itself."""
+def _tagged(
+    key: str,
+    choices: Sequence[str],
+    default: str | None = None,
+    tag: Callable[[Any], str | None] | None = None,
+) -> Discriminator:
+    """A discriminator on ``key`` whose errors :func:`validate_model` words itself (``tag``:
+    the function choosing the member, by default the value under ``key``)."""
     return Discriminator(
-        _tag_of(key, default),
+        tag or _tag_of(key, default),
         custom_error_type=TAG_ERROR,
         custom_error_message=f"unknown {key}",
         custom_error_context={"key": key, "choices": ", ".join(choices)},

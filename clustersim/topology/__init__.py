@@ -10,7 +10,7 @@
   service cabled to a built topology.
 """
 
-from .builder import FABRICS, build_topology
+from .builder import FABRICS, FabricBuilder, build_topology
 from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology, TopologyView
 from .storage import STORAGE, attach_storage
 from .tiered import pod_uplink_Bps, rack_uplink_Bps
@@ -18,6 +18,7 @@ from .tiered import pod_uplink_Bps, rack_uplink_Bps
 __all__ = [
     "EMPTY_ROUTE",
     "FABRICS",
+    "FabricBuilder",
     "MAX_ROUTES",
     "STORAGE",
     "Device",

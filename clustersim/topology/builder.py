@@ -66,7 +66,7 @@ class WiredLink(Link):
         _set_name(self, value)
 
 
-class _Builder:
+class FabricBuilder:
     """Collects devices, switches and links in build order."""
 
     __slots__ = ("devices", "switches", "links")

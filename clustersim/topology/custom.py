@@ -7,7 +7,7 @@ from typing import Any
 
 from clustersim.errors import Problem, ScenarioError
 
-from .builder import FABRICS, _Builder
+from .builder import FABRICS, FabricBuilder
 from .graph import MAX_ROUTES, Device, Link, Route, Topology
 
 
@@ -85,7 +85,7 @@ class _GraphRouter:
 
 def _build_custom(spec: Any) -> Topology:
     """A custom topology.  Names, link ends and self-loops were checked by the scenario."""
-    b = _Builder()
+    b = FabricBuilder()
     for d in spec.devices:
         b.device(d.name, d.kind, d)
     for s in spec.switches:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builder import FABRICS, _Builder
+from .builder import FABRICS, FabricBuilder
 from .graph import Device, Link, Route, Topology
 
 
-def _flat_devices(b: _Builder, spec: Any) -> list[str]:
+def _flat_devices(b: FabricBuilder, spec: Any) -> list[str]:
     kind = spec.device_kind
     return [b.device(f"{kind}{i}", kind, spec.device) for i in range(int(spec.devices))]
 
@@ -26,7 +26,7 @@ class _SwitchRouter:
 
 def _build_switch(spec: Any) -> Topology:
     """Devices on one non-blocking switch."""
-    b = _Builder()
+    b = FabricBuilder()
     names = _flat_devices(b, spec)
     switch = b.switch("switch")
     bw, lat = float(spec.link.bandwidth_Bps), float(spec.link.latency_s)
@@ -63,7 +63,7 @@ class _RingRouter:
 
 def _build_ring(spec: Any) -> Topology:
     """Devices in a ring: each cabled to the next."""
-    b = _Builder()
+    b = FabricBuilder()
     names = _flat_devices(b, spec)
     n = len(names)
     bw, lat = float(spec.link.bandwidth_Bps), float(spec.link.latency_s)
@@ -100,7 +100,7 @@ class _FullRouter:
 
 def _build_fully_connected(spec: Any) -> Topology:
     """Every pair of devices cabled directly."""
-    b = _Builder()
+    b = FabricBuilder()
     names = _flat_devices(b, spec)
     bw, lat = float(spec.link.bandwidth_Bps), float(spec.link.latency_s)
     cable = b.cable

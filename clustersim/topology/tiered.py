@@ -8,7 +8,7 @@ from typing import Any
 
 from clustersim.errors import Problem, ScenarioError
 
-from .builder import FABRICS, _Builder
+from .builder import FABRICS, FabricBuilder
 from .graph import Device, Link, Route, Topology
 from .symmetry import OrbitKey, Orbits
 
@@ -200,7 +200,7 @@ def _build_two_tier(spec: Any) -> Topology:
 
 
 def _tiered(
-    kind: str, b: _Builder, router: _TwoTierRouter, spec: Any, racks: int, nodes_per_rack: int
+    kind: str, b: FabricBuilder, router: _TwoTierRouter, spec: Any, racks: int, nodes_per_rack: int
 ) -> Topology:
     """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers:
     with the nodes' NVLink generation, and their NVSwitches as reducing switches where
@@ -291,7 +291,7 @@ def _build_three_tier(spec: Any) -> Topology:
 
 
 def _uplinks(
-    b: _Builder, switch: str, uppers: list[str], bandwidth_Bps: float, latency_s: float
+    b: FabricBuilder, switch: str, uppers: list[str], bandwidth_Bps: float, latency_s: float
 ) -> tuple[list[Link], list[Link]]:
     """Cables from ``switch`` to each of ``uppers``: (the up links, the down links)."""
     pairs = [b.cable(switch, upper, bandwidth_Bps, latency_s) for upper in uppers]
@@ -331,7 +331,7 @@ def _nvlink_domain(node_spec: Any, nodes_per_rack: int) -> int:
 
 def _build_racks(
     spec: Any, rack_names: list[str], nodes_per_rack: int = 0, rails: bool = False
-) -> tuple[_Builder, _TwoTierRouter]:
+) -> tuple[FabricBuilder, _TwoTierRouter]:
     """The nodes of every rack (named ``rack_names``) under their top-of-rack switches;
     with ``rails``, NIC j of every node of a group under the group's rail switch j."""
     node_spec = spec.node
@@ -351,7 +351,7 @@ def _build_racks(
     nics = int(getattr(node_spec, "nics", 1))
     domain = _nvlink_domain(node_spec, nodes_per_rack)
 
-    b = _Builder()
+    b = FabricBuilder()
     router = _TwoTierRouter()
     places = router.places
     for r, rack in enumerate(rack_names):
