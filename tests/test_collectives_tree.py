@@ -10,7 +10,8 @@ import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, run_collective
 from clustersim.collectives.algorithm import algorithm
-from clustersim.collectives.schedule import Schedule, execute
+from clustersim.collectives.execution import execute
+from clustersim.collectives.schedule import Schedule
 from clustersim.collectives.tree import (
     TREE_CHUNK_BYTES,
     BinaryTree,

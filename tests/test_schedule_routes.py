@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from clustersim.collectives import CollectiveCall, check_call
+from clustersim.collectives.execution import execute
 from clustersim.collectives.fluid import schedule_flows
-from clustersim.collectives.schedule import Schedule, Via, execute
+from clustersim.collectives.schedule import Schedule, Via
 from clustersim.engine import Simulation
 from clustersim.topology import Route
 

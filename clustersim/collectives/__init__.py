@@ -32,10 +32,11 @@ from .auto import resolve
 from .call import CollectiveCall, HopCost, node_groups
 from .channels import AUTO, MAX_CHANNELS, nccl_channels, simulated_slices
 from .communicator import communicator
+from .execution import execute
 from .models import Launch, network_model
 from .ops import OPERATIONS, bandwidths, canonical_op, root_problem, timed_group_problem
 from .protocol import PROTOCOLS, priced_cost, protocol_view
-from .schedule import Schedule, execute
+from .schedule import Schedule
 
 if TYPE_CHECKING:
     from ..engine import Simulation

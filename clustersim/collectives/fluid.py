@@ -109,7 +109,7 @@ class FluidRoute:
 def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], count: float) -> None:
     """Add ``count`` flows from ``src`` to ``dst`` to ``out`` (link index -> flows) on the
     routes the flow-level model gives the pair's sends: its ECMP route (connection 0, see
-    :func:`clustersim.collectives.schedule.execute`), or all its equal-cost routes evenly
+    :func:`clustersim.collectives.execution.execute`), or all its equal-cost routes evenly
     with ``spine_routing: split``."""
     plain = getattr(topology, "same_links", topology)  # links only: skip a view's repricing
     if topology.spine_routing == "split":

@@ -25,9 +25,9 @@ import simpy
 
 from ..host import gc_paused
 from ..registry import Registered, Registry
+from .execution import execute
 from .fluid import run_fluid
 from .protocol import PROTOCOLS
-from .schedule import execute
 
 if TYPE_CHECKING:
     from ..engine import Simulation

@@ -6,7 +6,7 @@
 * flow-level model: every send of the algorithm's schedule is a transfer
   (:meth:`Algorithm.sends`, counted without building the schedule); the records are one
   ``collective`` row per rank, plus a ``transfer`` row per send when the schedule is
-  small enough to record them (:data:`~clustersim.collectives.schedule.RECORD_TRANSFERS_UP_TO`,
+  small enough to record them (:data:`~clustersim.collectives.execution.RECORD_TRANSFERS_UP_TO`,
   or as ``record_transfers`` says), plus about one reduction per two sends with
   ``reduce_cost``;
 * analytical model: about one weighted flow per call (hierarchical: one per level
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ..budget import NOTHING, WorkEstimate
 from .algorithm import algorithm
 from .call import CollectiveCall
-from .schedule import RECORD_TRANSFERS_UP_TO
+from .execution import RECORD_TRANSFERS_UP_TO
 
 if TYPE_CHECKING:
     from ..topology import Topology

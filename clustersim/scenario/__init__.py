@@ -69,6 +69,7 @@ from .document import (  # noqa: F401
     parse_scenario,
     with_seed,
 )
+from .experts import MoESpec  # noqa: F401
 from .failures import (  # noqa: F401
     FailureSpec,
     RandomFailure,
@@ -103,6 +104,15 @@ from .loader import (  # noqa: F401
     _read_text,
     load_scenario,
 )
+from .model import (  # noqa: F401
+    MAX_LAYERS,
+    MAX_ZIPF_EXPONENT,
+    EmbeddingSpec,
+    LayerSpec,
+    ModelSpec,
+    TransformerSpec,
+    ZipfKeys,
+)
 from .network import (  # noqa: F401
     MAX_CHANNELS,
     PROTOCOL_NAMES,
@@ -128,24 +138,16 @@ from .stragglers import (  # noqa: F401
     UniformSlowdown,
 )
 from .training import (  # noqa: F401
-    MAX_LAYERS,
     MAX_PS_KEYS,
-    MAX_ZIPF_EXPONENT,
     AllreduceSyncSpec,
     DataParallelSpec,
-    EmbeddingSpec,
-    LayerSpec,
-    ModelSpec,
-    MoESpec,
     OffloadSpec,
     ParallelAxis,
     ParallelismSpec,
     ParameterServerSpec,
     PipelineSpec,
     TrainingSpec,
-    TransformerSpec,
     ZeroSpec,
-    ZipfKeys,
 )
 from .validation import (  # noqa: F401
     validate_model,

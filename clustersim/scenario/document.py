@@ -15,13 +15,13 @@ from .devices import MissingPeak, needs_precision, price_devices
 from .failures import FailureSpec, RecoverySpec
 from .fields import MAX_SEED, Count, Invalid, MemoryBytes, Seed, _Spec
 from .jobs import JOB_SECTIONS, JobSpec, job_names_problems
+from .model import ModelSpec
 from .network import NetworkSpec
 from .plugins import check_plugins
 from .presets import scenario_folder
 from .stragglers import StragglerSpec
 from .training import (
     DataParallelSpec,
-    ModelSpec,
     ParallelismSpec,
     PipelineSpec,
     TrainingSpec,

@@ -18,9 +18,9 @@ from pydantic import Field, model_validator
 from clustersim.errors import Problem
 
 from .fields import Count, Glob, Invalid, TimeSpan, _Spec, _unit
+from .model import ModelSpec
 from .training import (
     DataParallelSpec,
-    ModelSpec,
     ParallelismSpec,
     PipelineSpec,
     TrainingSpec,
