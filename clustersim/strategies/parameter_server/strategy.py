@@ -19,7 +19,7 @@ ties between keys keep layer order, ties between servers take the lowest
 server index.
 
 **Partitions** (``data_parallel.ps.partition_bytes``, BytePS's per-key
-pipelining; :mod:`clustersim.strategies.ps_pipeline`): every key above the
+pipelining; :mod:`.pipeline`): every key above the
 size is cut into equal partitions ``name:j``, keys of their own, placed as
 above; and each worker-server connection carries one message at a time, in
 order, so a partition is pulled as soon as its round closes while later ones
@@ -31,16 +31,16 @@ and ending together.
 ``[gpu, server]`` or ``[cpu, server]`` -- a node's workers' gradients are summed on the
 node (on its first worker and/or its CPU) and pushed once per node; the server's round
 waits for one push per node; pulls fan back down
-(:mod:`clustersim.strategies.ps_hierarchy`).  Unset or ``[server]``: flat.
+(:mod:`.hierarchy`).  Unset or ``[server]``: flat.
 
 A model with ``model.embedding`` (a sparse table) has one key per server for its row
-shards, moving only the rows a batch touches; see :mod:`clustersim.strategies.ps_embedding`.
-**Replication and failover**: ``replicas``, ``failover_timeout`` (:mod:`.ps_replication`).
+shards, moving only the rows a batch touches; see :mod:`.embedding`.
+**Replication and failover**: ``replicas``, ``failover_timeout`` (:mod:`.replication`).
 
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
 ``sharding: hash | range`` replaces the balanced assignment; see
-:mod:`clustersim.strategies.ps_layout`.
+:mod:`.layout`.
 
 **Placement** (``data_parallel.ps.placement``; ``server_devices`` overrides it
 and then every matched device is a server, whatever ``servers`` says):
@@ -58,7 +58,7 @@ no transfer.
 
 **Per iteration** each worker runs the forward pass, then the backward pass (a
 transformer's layers priced at their kernels' shapes under the ``roofline`` compute model,
-as data parallelism prices them, without recomputation: :mod:`.kernel_times`);
+as data parallelism prices them, without recomputation: :mod:`..kernel_times`);
 as each layer's gradient is ready its keys are pushed (``params x
 BYTES_PER_VALUE[precision]`` bytes each) to their servers -- pushes overlap
 the rest of the backward.  A server's work runs on its compute stream (FIFO)
@@ -77,7 +77,7 @@ iteration when all its pulls are in.
 * ``backup`` -- the same, but a round closes after the first ``k`` pushes
   (``backup_k``, default ``ceil(0.9 n)``) made on the current version.  With
   ``backup_cancel`` (default) the workers left out are cancelled as in K-sync
-  SGD (:mod:`clustersim.strategies.ps_backup`): when the first key of round
+  SGD (:mod:`.backup`): when the first key of round
   ``r`` closes, every worker it did not accept stops at once -- its compute is
   cut, its pushes on the wire leave the network -- and pulls round ``r``'s
   result, so a round lasts the ``k``-th fastest worker's time.  Without it,
@@ -135,41 +135,38 @@ from typing import Any
 
 import simpy
 
-from ..budget import WorkEstimate, enforce
-from ..engine import Simulation
-from ..errors import Problem, ScenarioError
-from ..metrics import (
+from ...budget import WorkEstimate, enforce
+from ...engine import Simulation
+from ...errors import Problem, ScenarioError
+from ...metrics import (
     KeyPlacement,
     ModelInfo,
     ParameterServerSummary,
     ServerLoad,
     ServerSettings,
 )
-from ..scenario import DataParallelSpec
-from ..topology import Device
-from . import training
-from .base import TrainingStrategy
-from .kernel_times import LayerTimes
-from .ps_backup import BackupCancel
-from .ps_embedding import embedding_fields, layout_blocks
-from .ps_hierarchy import Hierarchy, build_groups
-from .ps_layout import PS_KEY as _PS
-from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
+from ...scenario import DataParallelSpec
+from ...topology import Device
+from .. import training
+from ..base import TrainingStrategy
+from ..kernel_times import LayerTimes
+from .backup import BackupCancel
+from .embedding import embedding_fields, layout_blocks
+from .hierarchy import Hierarchy, build_groups
+from .layout import PS_KEY as _PS
+from .layout import (
     Key,
-    assign_keys,
     busiest,
     count_partitions,
-    key_blocks,
-    make_blocks,
     partition_keys,
     place,
     server_bytes,
     shard,
 )
-from .ps_pipeline import Connections
-from .ps_replication import FailureHooks, check_replicas, replication_for
-from .ps_summary import async_summary, round_summary
-from .ps_work import estimate_work
+from .pipeline import Connections
+from .replication import FailureHooks, check_replicas, replication_for
+from .report import async_summary, round_summary
+from .work import estimate_work
 
 ASYNC_MODES = ("async", "ssp", "geo")
 """Modes in which each worker runs at its own pace."""
@@ -270,7 +267,7 @@ class ParameterServer(FailureHooks, TrainingStrategy):
         ]
 
     def estimate_work(self) -> WorkEstimate:
-        """See :func:`.ps_work.estimate_work`."""
+        """See :func:`.work.estimate_work`."""
         return estimate_work(self)
 
     def continues_without_workers(self) -> bool:

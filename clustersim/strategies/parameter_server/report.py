@@ -1,17 +1,17 @@
-"""The training times of a parameter-server run (:mod:`.parameter_server`): rounds in the
+"""The training times of a parameter-server run (:mod:`.strategy`): rounds in the
 synchronous modes, per-worker periods in the asynchronous ones."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..engine import Simulation
-from ..errors import SimulationError
-from ..metrics import IterationTimes, TrainingTimes, training_summary
-from . import training
+from ...engine import Simulation
+from ...errors import SimulationError
+from ...metrics import IterationTimes, TrainingTimes, training_summary
+from .. import training
 
 if TYPE_CHECKING:
-    from .parameter_server import ParameterServer
+    from .strategy import ParameterServer
 
 
 def round_summary(self: ParameterServer, sim: Simulation) -> tuple[TrainingTimes, float]:
