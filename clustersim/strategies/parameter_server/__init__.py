@@ -1,14 +1,15 @@
 """Data-parallel training with parameter servers (``parameter_server``): sync, backup, async,
 ssp and geo (the model: :mod:`.strategy`).
 
-* :mod:`.strategy` -- running it (:class:`ParameterServer`): workers, pushes, rounds, pulls;
+* :mod:`.strategy` -- running it (:class:`ParameterServer`): the workers' iterations;
+* :mod:`.server` -- the servers' side: pushes, rounds, updates, pulls;
 * :mod:`.layout` -- keys, their distribution and sharding, and which devices work and serve;
 * :mod:`.pipeline` -- partitions and ordered worker-server connections (BytePS);
 * :mod:`.backup` -- backup workers: cancelling the workers a round leaves out;
 * :mod:`.hierarchy` -- multi-level aggregation inside nodes;
 * :mod:`.embedding` -- a sparse embedding table's row shards;
 * :mod:`.replication` -- chain replication and a failed server's failover;
-* :mod:`.report` -- its training times (rounds, or each worker's periods);
+* :mod:`.report` -- its summary: training times (rounds, or each worker's periods), servers;
 * :mod:`.work` -- the work a run will do, estimated before it runs.
 """
 

@@ -44,7 +44,8 @@ from .layout import Key
 from .pipeline import Message
 
 if TYPE_CHECKING:
-    from .strategy import ParameterServer, _KeyState
+    from .server import KeyState
+    from .strategy import ParameterServer
 
 
 class BackupCancel:
@@ -150,7 +151,7 @@ class BackupCancel:
         if message is not None:
             self.in_flight[w][key.index] = message
 
-    def closed(self, st: _KeyState) -> None:
+    def closed(self, st: KeyState) -> None:
         """A key's round has its ``k`` pushes: the first of its round fixes the
         participants and cancels every other worker still in the round."""
         round_ = st.version
