@@ -3,7 +3,7 @@
 * :mod:`.stages` -- what each stage holds and costs;
 * :mod:`.layout` -- the configuration, checked (:class:`HybridLayout`);
 * :mod:`.strategy` -- running it (:class:`Pipeline`);
-* :mod:`.summary` -- its summary, FLOPs and traffic (:class:`HybridReport`);
+* :mod:`.report` -- its summary, FLOPs and traffic (:class:`HybridReport`);
 * :mod:`.accounting` -- activation memory, bubbles per iteration, link sharing;
 * :mod:`.split_backward` -- the zero-bubble schedules' B and W: FLOPs and memory;
 * :mod:`.flush_free` -- PipeDream and PipeDream-2BW running on across iterations.
