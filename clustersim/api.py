@@ -29,7 +29,6 @@ from .metrics import (
     DeviceTimes,
     EngineCounters,
     GoodputSummary,
-    JobsSummary,
     LinkFailureCounters,
     LinkLoad,
     MemoryBlock,
@@ -54,6 +53,7 @@ from .records import Record, timeline_frame
 from .resilience import ResolvedFailures, job_length, outlook, resolve_failures
 from .scenario import Scenario, load_scenario
 from .strategies import Strategy, strategy_for_scenario
+from .strategies.jobs.summary import JobsSummary
 from .topology import Topology, attach_storage, build_topology
 from .version import __version__
 

@@ -5,7 +5,6 @@
 * :mod:`.families` -- each strategy family's part of the summary, registered by workload
   (:mod:`.parameter_server` the parameter server's);
 * :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
-* :mod:`.jobs` -- the part of a multi-job run: each job's part and its slowdown;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
 * :mod:`.folding` -- the ``folded`` block of a folded run folder's summary.json;
 * :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
@@ -43,7 +42,6 @@ from .families import (
 )
 from .folding import FoldedEntry, FoldedLinks, FoldedOutputs, FoldedRows, FoldedSummary
 from .goodput import GoodputSummary
-from .jobs import JobsSummary, JobSummary
 from .parameter_server import (
     KeyPlacement,
     ParameterServerSummary,
@@ -85,8 +83,6 @@ __all__ = [
     "BUBBLE_FRACTION",
     "UsageSummary",
     "usage_summary",
-    "JobSummary",
-    "JobsSummary",
     "COMMUNICATION_KINDS",
     "OPTIONAL",
     "OPTIONAL_SPLICE",

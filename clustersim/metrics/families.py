@@ -18,12 +18,16 @@ from .breakdown import DeviceTimes
 from .parts import OPTIONAL, SPLICE, SummaryPart, plain
 from .training import DeviceShares, FlopRates, IterationTimes, ModelInfo
 
+FAMILY_MODULES = ("clustersim.strategies.jobs.summary",)
+"""The modules of the families' summary types that live beside their strategies (dotted
+names: the registry imports them on its first lookup; this layer never imports them)."""
+
 
 class StrategySummary(SummaryPart, Registered):
     """Base of the strategy parts; a subclass defining ``name`` (the workload) registers."""
 
     registry: ClassVar[Registry[type[StrategySummary]]] = Registry(
-        "summaries", "summary layout", sort=True
+        "summaries", "summary layout", sort=True, builtins=FAMILY_MODULES
     )
 
     @classmethod

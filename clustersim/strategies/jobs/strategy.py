@@ -21,10 +21,11 @@ from typing import Any
 from ...budget import WorkEstimate
 from ...engine import Simulation
 from ...errors import ScenarioError, join_path
-from ...metrics import JobsSummary, JobSummary, StrategySummary, UntypedSummary
+from ...metrics import StrategySummary, UntypedSummary
 from ...model.memory import with_settings
 from ..base import Strategy, strategy_for_scenario
 from .placement import job_devices
+from .summary import JobsSummary, JobSummary
 from .view import JobSimulation
 
 
