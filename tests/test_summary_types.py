@@ -16,9 +16,7 @@ from clustersim.metrics import (
     DataParallelSummary,
     FlopTrainingSummary,
     HybridSummary,
-    ParameterServerSummary,
     ProgramSummary,
-    ServerSettings,
     StrategySummary,
     Summary,
     SummaryFormatError,
@@ -30,6 +28,7 @@ from clustersim.metrics import (
     canonical_json,
 )
 from clustersim.strategies import registered_strategies
+from clustersim.strategies.parameter_server.summary import ParameterServerSummary, ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_PER_FAMILY = {

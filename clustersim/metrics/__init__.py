@@ -2,8 +2,7 @@
 
 * :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
 * :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
-* :mod:`.families` -- each strategy family's part of the summary, registered by workload
-  (:mod:`.parameter_server` the parameter server's);
+* :mod:`.families` -- each strategy family's part of the summary, registered by workload;
 * :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
 * :mod:`.folding` -- the ``folded`` block of a folded run folder's summary.json;
@@ -42,13 +41,6 @@ from .families import (
 )
 from .folding import FoldedEntry, FoldedLinks, FoldedOutputs, FoldedRows, FoldedSummary
 from .goodput import GoodputSummary
-from .parameter_server import (
-    KeyPlacement,
-    ParameterServerSummary,
-    ReplicationSummary,
-    ServerLoad,
-    ServerSettings,
-)
 from .parts import (
     OPTIONAL,
     OPTIONAL_SPLICE,
@@ -110,21 +102,16 @@ __all__ = [
     "Interval",
     "IterationBubble",
     "IterationTimes",
-    "KeyPlacement",
     "LinkFailureCounters",
     "LinkLoad",
     "MemoryBlock",
     "ModelInfo",
     "OperationTimes",
-    "ParameterServerSummary",
     "ReplayedCollective",
-    "ReplicationSummary",
     "TraceSummary",
     "TrainingRecipes",
     "ProgramSummary",
     "RunHeader",
-    "ServerLoad",
-    "ServerSettings",
     "ShardedTraffic",
     "StageActivations",
     "StageWeightVersions",

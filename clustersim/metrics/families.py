@@ -18,7 +18,10 @@ from .breakdown import DeviceTimes
 from .parts import OPTIONAL, SPLICE, SummaryPart, plain
 from .training import DeviceShares, FlopRates, IterationTimes, ModelInfo
 
-FAMILY_MODULES = ("clustersim.strategies.jobs.summary",)
+FAMILY_MODULES = (
+    "clustersim.strategies.jobs.summary",
+    "clustersim.strategies.parameter_server.summary",
+)
 """The modules of the families' summary types that live beside their strategies (dotted
 names: the registry imports them on its first lookup; this layer never imports them)."""
 

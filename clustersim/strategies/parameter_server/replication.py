@@ -65,10 +65,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import Problem, ScenarioError
-from ...metrics import ReplicationSummary
 from .. import training
 from .layout import PS_KEY
 from .pipeline import Connections, Message
+from .summary import ReplicationSummary
 
 if TYPE_CHECKING:
     import simpy

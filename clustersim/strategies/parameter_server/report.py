@@ -33,19 +33,11 @@ from typing import TYPE_CHECKING
 
 from ...engine import Simulation
 from ...errors import SimulationError
-from ...metrics import (
-    IterationTimes,
-    KeyPlacement,
-    ModelInfo,
-    ParameterServerSummary,
-    ServerLoad,
-    ServerSettings,
-    TrainingTimes,
-    training_summary,
-)
+from ...metrics import IterationTimes, ModelInfo, TrainingTimes, training_summary
 from .. import training
 from .embedding import embedding_fields
 from .layout import busiest, server_bytes
+from .summary import KeyPlacement, ParameterServerSummary, ServerLoad, ServerSettings
 
 if TYPE_CHECKING:
     from .strategy import ParameterServer

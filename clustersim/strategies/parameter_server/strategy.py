@@ -116,7 +116,6 @@ import simpy
 from ...budget import WorkEstimate, enforce
 from ...engine import Simulation
 from ...errors import Problem, ScenarioError
-from ...metrics import ParameterServerSummary
 from ...scenario import DataParallelSpec
 from ...topology import Device
 from .. import training
@@ -131,6 +130,7 @@ from .pipeline import Connections
 from .replication import FailureHooks, check_replicas, replication_for
 from .report import summarize
 from .server import KeyServer, KeyState, Pending
+from .summary import ParameterServerSummary
 from .work import estimate_work
 
 
