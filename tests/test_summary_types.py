@@ -15,7 +15,6 @@ from clustersim.metrics import (
     CollectiveSummary,
     DataParallelSummary,
     FlopTrainingSummary,
-    HybridSummary,
     ProgramSummary,
     StrategySummary,
     Summary,
@@ -28,6 +27,7 @@ from clustersim.metrics import (
     canonical_json,
 )
 from clustersim.strategies import registered_strategies
+from clustersim.strategies.hybrid.summary import HybridSummary
 from clustersim.strategies.parameter_server.summary import ParameterServerSummary, ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]

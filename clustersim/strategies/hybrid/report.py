@@ -2,7 +2,7 @@
 
 :class:`HybridReport` reads what a run of :class:`~clustersim.strategies.hybrid.strategy.Pipeline`
 left (its iteration clock, activation-memory tracks and records) and builds the
-:class:`~clustersim.metrics.HybridSummary`.  Units: seconds, bytes, FLOPs.
+:class:`~.summary.HybridSummary`.  Units: seconds, bytes, FLOPs.
 """
 
 from __future__ import annotations
@@ -12,21 +12,19 @@ from dataclasses import replace
 from ...collectives import CollectiveCall
 from ...engine import Simulation
 from ...errors import SimulationError
-from ...metrics import (
-    HybridSummary,
-    HybridTraffic,
-    IterationBubble,
-    ModelInfo,
-    StageActivations,
-    StageWeightVersions,
-    TensorParallelTraffic,
-    flop_rates,
-    training_summary,
-)
+from ...metrics import ModelInfo, flop_rates, training_summary
 from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
 from .dp_overlap import DataParallelOverlap
 from .experts import summary_block
 from .layout import HybridLayout
+from .summary import (
+    HybridSummary,
+    HybridTraffic,
+    IterationBubble,
+    StageActivations,
+    StageWeightVersions,
+    TensorParallelTraffic,
+)
 
 
 class HybridReport(DataParallelOverlap, HybridLayout):
