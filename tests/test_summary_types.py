@@ -12,23 +12,23 @@ from clustersim import simulate
 from clustersim.metrics import (
     OPTIONAL,
     SPLICE,
-    CollectiveSummary,
-    DataParallelSummary,
     FlopTrainingSummary,
-    ProgramSummary,
     StrategySummary,
     Summary,
     SummaryFormatError,
     SummaryPart,
-    TraceSummary,
     TrainingSummary,
     UntypedSummary,
-    ZeroSummary,
     canonical_json,
 )
 from clustersim.strategies import registered_strategies
+from clustersim.strategies.collective import CollectiveSummary
+from clustersim.strategies.data_parallel import DataParallelSummary
 from clustersim.strategies.hybrid.summary import HybridSummary
 from clustersim.strategies.parameter_server.summary import ParameterServerSummary, ServerSettings
+from clustersim.strategies.program import ProgramSummary
+from clustersim.strategies.trace import TraceSummary
+from clustersim.strategies.zero import ZeroSummary
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_PER_FAMILY = {

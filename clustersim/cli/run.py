@@ -10,10 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ScenarioError
 from ..metrics import (
-    CollectiveSummary,
     GoodputSummary,
     Summary,
-    TraceSummary,
     TrainingSummary,
     UsageSummary,
 )
@@ -156,7 +154,9 @@ def _safe_name(name: str) -> str:
 
 def _print_summary(result: Any, wall_s: float) -> None:
     # the families' summary types: imported with their strategies, which the run loaded
+    from ..strategies.collective import CollectiveSummary
     from ..strategies.parameter_server.summary import ParameterServerSummary
+    from ..strategies.trace import TraceSummary
 
     s: Summary = result.typed_summary
     head, part = s.header, s.strategy

@@ -15,12 +15,17 @@ from typing import Any, ClassVar
 
 from ..registry import Registered, Registry
 from .parts import OPTIONAL, SPLICE, SummaryPart
-from .training import DeviceShares, FlopRates, IterationTimes, ModelInfo
+from .training import FlopRates, IterationTimes, ModelInfo
 
 FAMILY_MODULES = (
+    "clustersim.strategies.collective",
+    "clustersim.strategies.data_parallel",
     "clustersim.strategies.hybrid.summary",
     "clustersim.strategies.jobs.summary",
     "clustersim.strategies.parameter_server.summary",
+    "clustersim.strategies.program",
+    "clustersim.strategies.trace",
+    "clustersim.strategies.zero",
 )
 """The modules of the families' summary types that live beside their strategies (dotted
 names: the registry imports them on its first lookup; this layer never imports them)."""
@@ -126,43 +131,6 @@ class FlopTrainingSummary(TrainingSummary):
         return [[w] for w in self.workers or []]
 
 
-# ------------------------------------------------------------------ collective
-
-
-@dataclass(frozen=True)
-class CollectiveSummary(StrategySummary):
-    """One collective repeated ``iterations`` times, as nccl-tests reports it."""
-
-    name = "collective"
-    description = "op, algorithm, ranks, bytes, time_s, algbw_GBps, busbw_GBps"
-
-    op: str
-    algorithm: str
-    chosen: str
-    """The algorithm (and protocol) that ran, ``auto`` resolved (``double_tree/LL``)."""
-    ranks: int
-    group: list[str]
-    bytes: float
-    iterations: int
-    model: str
-    """The network model that priced it (``flow`` or ``analytical``)."""
-    time_s: float
-    """Mean seconds per iteration."""
-    times_s: list[float]
-    algbw_GBps: float
-    busbw_GBps: float
-    bytes_sent_per_device: float
-    protocol: str | None = field(default=None, metadata=OPTIONAL)
-    """The protocol that ran (``auto`` resolved; ``none``: line rates, no protocol)."""
-    channels: int | None = field(default=None, metadata=OPTIONAL)
-    """Channels it ran in (``auto``: NCCL's count for the group)."""
-    channels_played: int | None = field(default=None, metadata=OPTIONAL)
-    """Slices simulated: the channels' distinct rotations when copies merge."""
-    link_bandwidths_GBps: dict[str, float] | None = field(default=None, metadata=OPTIONAL)
-    """Per link kind (NVLink, PCIe, NET), the bandwidth links were priced at: NCCL's figure
-    where a protocol runs on a cluster of nodes (absent: line rates)."""
-
-
 @dataclass(frozen=True)
 class CollectivesRan(SummaryPart):
     """What ran for one kind of communicator of a training run (``auto`` resolved)."""
@@ -177,141 +145,3 @@ class CollectivesRan(SummaryPart):
     """``algorithm/protocol`` -> how many of one iteration's collectives ran so."""
     channels_played: int | None = field(default=None, metadata=OPTIONAL)
     """Slices simulated per collective, when fewer than ``channels`` (copies merged)."""
-
-
-# ------------------------------------------------------------------ program
-
-
-@dataclass(frozen=True)
-class OperationTimes(SummaryPart):
-    """When one hand-written operation ran (seconds)."""
-
-    start_s: float
-    end_s: float
-
-
-@dataclass(frozen=True)
-class ProgramSummary(StrategySummary):
-    """Hand-written operations: when each ran."""
-
-    name = "program"
-    description = "operations: start_s and end_s of each operation"
-
-    operations: dict[str, OperationTimes]
-
-
-# ------------------------------------------------------------------ trace
-
-
-@dataclass(frozen=True)
-class ReplayedCollective(SummaryPart):
-    """One collective of a replayed trace: as recorded, and as simulated (seconds)."""
-
-    op: str
-    name: str
-    """The kernel's or node's name in the trace."""
-    bytes: float
-    group_size: int
-    groups: int
-    """Collectives it ran as (ranks / group_size blocks)."""
-    start_s: float
-    end_s: float
-    time_s: float
-    """Simulated seconds, mean over its groups."""
-    trace_time_s: float
-    """Its duration in the trace."""
-
-
-@dataclass(frozen=True)
-class TraceSummary(StrategySummary):
-    """A replayed trace: its own span and compute next to the simulated ones."""
-
-    name = "trace"
-    description = "trace_span_s vs makespan_s, compute and communication, each collective"
-
-    trace: str
-    format: str
-    ranks: int
-    ops: int
-    trace_span_s: float
-    """The recorded rank's span (compare with makespan_s)."""
-    trace_compute_s: float
-    compute_s: float
-    """Replayed compute per rank: trace_compute_s x compute_scale."""
-    trace_communication_s: float
-    communication_s: float
-    """Simulated collective seconds, summed over the collectives."""
-    collectives: dict[str, ReplayedCollective]
-
-
-# ------------------------------------------------------------------ data parallel
-
-
-@dataclass(frozen=True)
-class BucketSizes(SummaryPart):
-    """The gradient buckets: how many, and bytes each."""
-
-    count: int
-    bytes: list[float]
-
-
-@dataclass(frozen=True)
-class AllReduceTraffic(SummaryPart):
-    """A data-parallel run's ``communication`` block."""
-
-    op: str
-    algorithm: str
-    overlap: bool
-    network_model: str
-    bytes_per_iteration: float
-    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
-    """What the data-parallel collectives ran as (algorithm/protocol counts, channels)."""
-
-
-@dataclass(frozen=True)
-class DataParallelSummary(FlopTrainingSummary):
-    """Bucketed gradient all-reduce (DDP/Horovod)."""
-
-    name = "data_parallel"
-    description = "training keys, buckets, communication (all-reduce bytes per iteration)"
-
-    buckets: BucketSizes
-    communication: AllReduceTraffic
-    shares: DeviceShares = field(metadata=SPLICE)
-
-
-# ------------------------------------------------------------------ ZeRO
-
-
-@dataclass(frozen=True)
-class ZeroSettings(SummaryPart):
-    stage: int
-    prefetch: bool
-
-
-@dataclass(frozen=True)
-class ShardedTraffic(SummaryPart):
-    """A ZeRO run's ``communication`` block (bytes per iteration)."""
-
-    bytes_per_iteration: float
-    allgather_bytes: float
-    reducescatter_bytes: float
-    algorithm: str
-    overlap: bool
-    network_model: str
-    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
-    """What the ZeRO (reduce-scatter, all-gather) collectives ran as (algorithm/protocol counts, channels)."""
-
-
-@dataclass(frozen=True)
-class ZeroSummary(FlopTrainingSummary):
-    """ZeRO stages 1-3 / FSDP."""
-
-    name = "zero"
-    description = "training keys, zero settings, buckets, reduce-scatter and all-gather bytes"
-
-    zero: ZeroSettings
-    zero_stage: int
-    buckets: BucketSizes
-    communication: ShardedTraffic
-    shares: DeviceShares = field(metadata=SPLICE)
