@@ -1,9 +1,13 @@
 """Metrics derived from records, and summary.json as typed parts.
 
 * :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
-* :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
-* :mod:`.families` -- each strategy family's part of the summary, registered by workload;
+* :mod:`.families` -- :class:`StrategySummary`, the base of each strategy family's part of
+  the summary, and the registry that finds the families' parts beside their strategies;
+* :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates) and
+  the bases of their parts (:class:`TrainingSummary`, :class:`FlopTrainingSummary`);
 * :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
+* :mod:`.goodput` -- the goodput keys of a run with failures, checkpoints or a job length;
+* :mod:`.link_table` -- every link that carried traffic, busiest first, held as columns;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
 * :mod:`.folding` -- the ``folded`` block of a folded run folder's summary.json;
 * :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
@@ -12,13 +16,7 @@
 
 from ..records import COMMUNICATION_KINDS
 from .breakdown import DeviceTimes, Interval, LinkLoad, device_breakdown, link_table, union_length
-from .families import (
-    CollectivesRan,
-    FlopTrainingSummary,
-    StrategySummary,
-    TrainingSummary,
-    UntypedSummary,
-)
+from .families import StrategySummary, UntypedSummary
 from .folding import FoldedEntry, FoldedLinks, FoldedOutputs, FoldedRows, FoldedSummary
 from .goodput import GoodputSummary
 from .parts import (
@@ -41,10 +39,13 @@ from .summary import (
 )
 from .training import (
     BUBBLE_FRACTION,
+    CollectivesRan,
     DeviceShares,
     FlopRates,
+    FlopTrainingSummary,
     IterationTimes,
     ModelInfo,
+    TrainingSummary,
     TrainingTimes,
     flop_rates,
     training_summary,

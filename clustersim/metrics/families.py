@@ -1,10 +1,14 @@
-"""The strategy part of summary.json, one typed class per strategy family.
+"""The strategy part of summary.json: :class:`StrategySummary`, the base of each strategy
+family's typed class, and the registry that finds them.
 
-Each class registers itself under the workload name its strategy writes in
-``workload`` (``clustersim list summaries``); :meth:`StrategySummary.kind`
-finds the class for a summary read back from disk.  A strategy without a class
-of its own (a third-party plugin returning a dict) gets :class:`UntypedSummary`,
-which keeps its keys as they are.
+Each family's class lives beside its strategy (``strategies/zero.py``,
+``strategies/hybrid/summary.py``, ...: :data:`FAMILY_MODULES`) and registers itself under
+the workload name its strategy writes in ``workload`` (``clustersim list summaries``);
+:meth:`StrategySummary.kind` finds the class for a summary read back from disk, the
+registry importing those modules on its first lookup (this layer never imports them).
+A strategy without a class of its own (a third-party plugin returning a dict) gets
+:class:`UntypedSummary`, which keeps its keys as they are.  The bases the training
+families share are in :mod:`.training`.
 """
 
 from __future__ import annotations
@@ -14,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..registry import Registered, Registry
-from .parts import OPTIONAL, SPLICE, SummaryPart
-from .training import FlopRates, IterationTimes, ModelInfo
+from .parts import SummaryPart
 
 FAMILY_MODULES = (
     "clustersim.strategies.collective",
@@ -100,48 +103,3 @@ class UntypedSummary(StrategySummary):
 
     def stage_activations(self) -> Mapping[str, Any]:
         return self.keys.get("activation_memory") or {}
-
-
-@dataclass(frozen=True)
-class TrainingSummary(StrategySummary):
-    """Base of the training families: their summaries start with the iteration times."""
-
-    times: IterationTimes = field(metadata=SPLICE)
-
-    def iteration_times(self) -> list[float]:
-        return list(self.times.iteration_times_s or [])
-
-    def job_workers(self) -> int:
-        """Devices the job trains on: its ``workers`` (every replica's in one-replica mode)."""
-        return len(getattr(self, "workers", None) or [])
-
-
-@dataclass(frozen=True)
-class FlopTrainingSummary(TrainingSummary):
-    """Base of the training families that count FLOPs: after the times come the FLOP
-    rates, the model, the workers and the global batch."""
-
-    flops: FlopRates = field(metadata=SPLICE)
-    model: ModelInfo
-    workers: list[str]
-    global_batch: float
-
-    def replicas(self) -> list[list[str]]:
-        """Each worker holds a whole replica (data parallelism, ZeRO)."""
-        return [[w] for w in self.workers or []]
-
-
-@dataclass(frozen=True)
-class CollectivesRan(SummaryPart):
-    """What ran for one kind of communicator of a training run (``auto`` resolved)."""
-
-    algorithm: str
-    """The algorithm asked for (``auto``: NCCL's choice)."""
-    protocol: str
-    """The protocol asked for (``auto``, ``LL``, ``LL128``, ``Simple`` or ``none``)."""
-    channels: int
-    """Channels per collective (``auto``: NCCL's count for the communicators' groups)."""
-    chosen: dict[str, int]
-    """``algorithm/protocol`` -> how many of one iteration's collectives ran so."""
-    channels_played: int | None = field(default=None, metadata=OPTIONAL)
-    """Slices simulated per collective, when fewer than ``channels`` (copies merged)."""

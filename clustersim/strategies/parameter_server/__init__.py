@@ -9,11 +9,13 @@ ssp and geo (the model: :mod:`.strategy`).
 * :mod:`.hierarchy` -- multi-level aggregation inside nodes;
 * :mod:`.embedding` -- a sparse embedding table's row shards;
 * :mod:`.replication` -- chain replication and a failed server's failover;
-* :mod:`.report` -- its summary: training times (rounds, or each worker's periods), servers;
+* :mod:`.report` -- its summary built: training times (rounds, or each worker's periods);
+* :mod:`.summary` -- its part of summary.json (:class:`ParameterServerSummary`) and blocks;
 * :mod:`.work` -- the work a run will do, estimated before it runs.
 """
 
 from .layout import Key, assign_keys, key_blocks
 from .strategy import ParameterServer
+from .summary import ParameterServerSummary
 
-__all__ = ["Key", "ParameterServer", "assign_keys", "key_blocks"]
+__all__ = ["Key", "ParameterServer", "ParameterServerSummary", "assign_keys", "key_blocks"]
