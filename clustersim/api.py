@@ -29,7 +29,6 @@ from .metrics import (
     DeviceTimes,
     EngineCounters,
     GoodputSummary,
-    JobsSummary,
     LinkFailureCounters,
     LinkLoad,
     MemoryBlock,
@@ -55,6 +54,7 @@ from .resilience import job_length, outlook
 from .scenario import Scenario, load_scenario
 from .scenario.plugins import check_plugins
 from .strategies import Strategy, strategy_for_scenario
+from .strategies.jobs.summary import JobsSummary
 from .topology import Topology, attach_storage, build_topology
 from .topology.failures import (
     ResolvedFailures,

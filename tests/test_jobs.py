@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 import clustersim
-from clustersim.metrics import JobsSummary, Summary, canonical_json
+from clustersim.metrics import Summary, canonical_json
 from clustersim.scenario import parse_scenario
+from clustersim.strategies.jobs.summary import JobsSummary
 
 from .conftest import SCENARIOS
 from .test_number_checks import _cli

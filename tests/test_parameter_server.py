@@ -22,7 +22,7 @@ from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.model import Layer, Model
 from clustersim.scenario import load_scenario, parse_scenario
-from clustersim.strategies.parameter_server import assign_keys, key_blocks
+from clustersim.strategies.parameter_server.layout import assign_keys, key_blocks
 
 NIC = 10e9  # bytes/s
 MEM = 200e9  # CPU memory bandwidth, bytes/s

@@ -1,5 +1,5 @@
-"""Backup workers as published (clustersim.strategies.ps_backup): the workers left out of a
-round are cancelled, so a round lasts the k-th order statistic of the workers' times.
+"""Backup workers as published (clustersim.strategies.parameter_server.backup): the workers
+left out of a round are cancelled, so a round lasts the k-th order statistic of the workers' times.
 
 Clusters as in tests/test_parameter_server.py: one GPU per node, zero latency, a NIC of
 NIC bytes/s the bottleneck of every transfer, a dedicated CPU server.

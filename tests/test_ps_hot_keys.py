@@ -22,7 +22,7 @@ from clustersim import simulate
 from clustersim.errors import ScenarioError
 from clustersim.model import Layer, Model
 from clustersim.scenario import ParameterServerSpec, parse_scenario
-from clustersim.strategies.ps_layout import (
+from clustersim.strategies.parameter_server.layout import (
     busiest,
     make_blocks,
     shard,

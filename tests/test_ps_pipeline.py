@@ -17,7 +17,7 @@ from clustersim.budget import WorkLimitError
 from clustersim.errors import ScenarioError
 from clustersim.model.layers import OPTIMIZER_BYTES_PER_PARAM
 from clustersim.scenario import parse_scenario
-from clustersim.strategies.ps_pipeline import partition_blocks
+from clustersim.strategies.parameter_server.pipeline import partition_blocks
 
 from .test_parameter_server import MEM, NIC, layer, ps_doc, run, run_strategy
 

@@ -1,4 +1,5 @@
-"""Chain replication and failover of parameter servers (clustersim.strategies.ps_replication).
+"""Chain replication and failover of parameter servers
+(clustersim.strategies.parameter_server.replication).
 
 Clusters as in tests/test_parameter_server.py: one GPU per node, a PCIe far faster than
 the NIC (NIC bytes/s bound every transfer), CPU servers of memory bandwidth MEM, dedicated

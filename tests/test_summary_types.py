@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,24 +15,26 @@ from clustersim import simulate
 from clustersim.metrics import (
     OPTIONAL,
     SPLICE,
-    CollectiveSummary,
-    DataParallelSummary,
     FlopTrainingSummary,
-    HybridSummary,
-    ParameterServerSummary,
-    ProgramSummary,
-    ServerSettings,
     StrategySummary,
     Summary,
     SummaryFormatError,
     SummaryPart,
-    TraceSummary,
     TrainingSummary,
     UntypedSummary,
-    ZeroSummary,
     canonical_json,
 )
+from clustersim.metrics.families import FAMILY_MODULES
 from clustersim.strategies import registered_strategies
+from clustersim.strategies.collective import CollectiveSummary
+from clustersim.strategies.data_parallel import DataParallelSummary
+from clustersim.strategies.hybrid.summary import HybridSummary
+from clustersim.strategies.parameter_server.summary import ParameterServerSummary, ServerSettings
+from clustersim.strategies.program import ProgramSummary
+from clustersim.strategies.trace import TraceSummary
+from clustersim.strategies.zero import ZeroSummary
+
+from .test_layers import import_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_PER_FAMILY = {
@@ -97,6 +102,68 @@ def test_every_builtin_strategy_has_a_family() -> None:
     assert {"collective", "data_parallel", "parameter_server", "pipeline", "zero"} <= builtin
     missing = [n for n in sorted(builtin) if StrategySummary.kind(n) is UntypedSummary]
     assert missing == []
+
+
+def test_every_family_lives_in_a_module_the_registry_names() -> None:
+    """Each built-in family's class is defined beside its strategy, in a module of
+    FAMILY_MODULES (what the registry imports on its first lookup), and each module named
+    defines one: a family moved without its name would read back untyped elsewhere."""
+    homes = {
+        cls.__module__
+        for cls in StrategySummary.registry.entries().values()
+        if cls.__module__.startswith("clustersim.")
+    }
+    assert homes == set(FAMILY_MODULES)
+    assert all(home.startswith("clustersim.strategies.") for home in homes)
+
+
+def test_metrics_never_import_the_strategies() -> None:
+    """No module of clustersim.metrics imports clustersim.strategies, not even inside a
+    function: the families' parts are found by name, through the registry."""
+    graph = import_graph(nested=True)
+    upward = {
+        name: sorted(t for t in targets if t.startswith("clustersim.strategies"))
+        for name, targets in graph.items()
+        if name.startswith("clustersim.metrics")
+    }
+    assert {name: found for name, found in upward.items() if found} == {}
+
+
+FRESH_READER = """
+import json, sys
+import clustersim.metrics as metrics
+early = sorted(m for m in sys.modules if m.startswith("clustersim.strategies"))
+assert not early, early
+for text in json.load(sys.stdin):
+    typed = metrics.Summary.from_dict(json.loads(text))
+    part = type(typed.strategy)
+    print(part.__module__, part.__name__, metrics.canonical_json(typed) == text)
+"""
+"""Reads summary.json texts (a JSON list on stdin) in an interpreter that imported only
+clustersim.metrics; prints each strategy part's class and whether it writes the same text."""
+
+
+def test_a_fresh_interpreter_reads_summaries_with_the_metrics_package_alone() -> None:
+    """summary.json read back where only clustersim.metrics was imported (a report, compare
+    or golden process): the registry finds the families beside their strategies, the jobs'
+    nested parts too, and the text comes back byte for byte."""
+    texts = [
+        simulate(ROOT / "scenarios" / path).summary_json()
+        for path in ("pipeline/gpipe_m8.yaml", "jobs/shared_uplinks.yaml")
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH_READER],
+        input=json.dumps(texts),
+        env=env,
+        text=True,
+        capture_output=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "clustersim.strategies.hybrid.summary HybridSummary True",
+        "clustersim.strategies.jobs.summary JobsSummary True",
+    ]
 
 
 def test_optional_keys_are_written_only_when_set() -> None:

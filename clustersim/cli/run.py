@@ -6,15 +6,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ScenarioError
 from ..metrics import (
-    CollectiveSummary,
     GoodputSummary,
-    ParameterServerSummary,
     Summary,
-    TraceSummary,
     TrainingSummary,
     UsageSummary,
 )
@@ -23,6 +20,9 @@ from .base import EXIT_OK, Command, add_limit_arguments, out
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
+
+if TYPE_CHECKING:
+    from ..strategies.parameter_server.summary import ParameterServerSummary
 
 
 class RunCommand(Command):
@@ -153,6 +153,11 @@ def _safe_name(name: str) -> str:
 
 
 def _print_summary(result: Any, wall_s: float) -> None:
+    # the families' summary types: imported with their strategies, which the run loaded
+    from ..strategies.collective import CollectiveSummary
+    from ..strategies.parameter_server.summary import ParameterServerSummary
+    from ..strategies.trace import TraceSummary
+
     s: Summary = result.typed_summary
     head, part = s.header, s.strategy
     topo = result.topology.describe()

@@ -1,11 +1,13 @@
 """Metrics derived from records, and summary.json as typed parts.
 
 * :mod:`.breakdown` -- per-device compute / communication / idle seconds, link loads;
-* :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates);
-* :mod:`.families` -- each strategy family's part of the summary, registered by workload
-  (:mod:`.parameter_server` the parameter server's);
+* :mod:`.families` -- :class:`StrategySummary`, the base of each strategy family's part of
+  the summary, and the registry that finds the families' parts beside their strategies;
+* :mod:`.training` -- the keys training strategies share (iteration times, FLOP rates) and
+  the bases of their parts (:class:`TrainingSummary`, :class:`FlopTrainingSummary`);
 * :mod:`.usage` -- the keys users compare: MFU, tokens/s, time to train, GPU-hours, cost;
-* :mod:`.jobs` -- the part of a multi-job run: each job's part and its slowdown;
+* :mod:`.goodput` -- the goodput keys of a run with failures, checkpoints or a job length;
+* :mod:`.link_table` -- every link that carried traffic, busiest first, held as columns;
 * :mod:`.summary` -- :class:`Summary`, the whole summary.json, written and read back;
 * :mod:`.folding` -- the ``folded`` block of a folded run folder's summary.json;
 * :mod:`.parts` -- :class:`SummaryPart`, the dataclass-to-keys machinery, and
@@ -14,43 +16,9 @@
 
 from ..records import COMMUNICATION_KINDS
 from .breakdown import DeviceTimes, Interval, LinkLoad, device_breakdown, link_table, union_length
-from .families import (
-    AllReduceTraffic,
-    BucketSizes,
-    CollectiveSummary,
-    ContextParallelTraffic,
-    DataParallelSummary,
-    FlopTrainingSummary,
-    HybridSummary,
-    HybridTraffic,
-    IterationBubble,
-    MoESummary,
-    OffloadTraffic,
-    OperationTimes,
-    ProgramSummary,
-    ReplayedCollective,
-    ShardedTraffic,
-    StageActivations,
-    StageWeightVersions,
-    StrategySummary,
-    TensorParallelTraffic,
-    TraceSummary,
-    TrainingRecipes,
-    TrainingSummary,
-    UntypedSummary,
-    ZeroSettings,
-    ZeroSummary,
-)
+from .families import StrategySummary, UntypedSummary
 from .folding import FoldedEntry, FoldedLinks, FoldedOutputs, FoldedRows, FoldedSummary
 from .goodput import GoodputSummary
-from .jobs import JobsSummary, JobSummary
-from .parameter_server import (
-    KeyPlacement,
-    ParameterServerSummary,
-    ReplicationSummary,
-    ServerLoad,
-    ServerSettings,
-)
 from .parts import (
     OPTIONAL,
     OPTIONAL_SPLICE,
@@ -71,10 +39,13 @@ from .summary import (
 )
 from .training import (
     BUBBLE_FRACTION,
+    CollectivesRan,
     DeviceShares,
     FlopRates,
+    FlopTrainingSummary,
     IterationTimes,
     ModelInfo,
+    TrainingSummary,
     TrainingTimes,
     flop_rates,
     training_summary,
@@ -85,8 +56,6 @@ __all__ = [
     "BUBBLE_FRACTION",
     "UsageSummary",
     "usage_summary",
-    "JobSummary",
-    "JobsSummary",
     "COMMUNICATION_KINDS",
     "OPTIONAL",
     "OPTIONAL_SPLICE",
@@ -97,53 +66,28 @@ __all__ = [
     "FoldedRows",
     "FoldedSummary",
     "SPLICE",
-    "AllReduceTraffic",
-    "BucketSizes",
-    "CollectiveSummary",
-    "DataParallelSummary",
+    "CollectivesRan",
     "MemoryRow",
     "DeviceShares",
     "DeviceTimes",
     "EngineCounters",
     "FlopRates",
     "FlopTrainingSummary",
-    "HybridSummary",
-    "ContextParallelTraffic",
-    "HybridTraffic",
-    "OffloadTraffic",
     "Interval",
-    "IterationBubble",
     "IterationTimes",
-    "KeyPlacement",
     "LinkFailureCounters",
     "LinkLoad",
     "MemoryBlock",
     "ModelInfo",
-    "OperationTimes",
-    "ParameterServerSummary",
-    "ReplayedCollective",
-    "ReplicationSummary",
-    "TraceSummary",
-    "TrainingRecipes",
-    "ProgramSummary",
     "RunHeader",
-    "ServerLoad",
-    "ServerSettings",
-    "ShardedTraffic",
-    "StageActivations",
-    "StageWeightVersions",
     "StrategySummary",
     "Summary",
     "SummaryDict",
     "SummaryFormatError",
     "SummaryPart",
-    "MoESummary",
-    "TensorParallelTraffic",
     "TrainingSummary",
     "TrainingTimes",
     "UntypedSummary",
-    "ZeroSettings",
-    "ZeroSummary",
     "canonical_json",
     "canonical_value",
     "device_breakdown",

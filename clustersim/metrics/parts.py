@@ -93,7 +93,7 @@ class SummaryPart:
                     continue  # an optional part that is not there: its default, None
                 values[f.name] = part.from_dict(data, lenient)
             elif f.name in data:
-                value = _typed(kind, data[f.name], lenient, f.name)
+                value = typed_value(kind, data[f.name], lenient, f.name)
                 if value is not None or f.default_factory is MISSING:
                     values[f.name] = value  # null for a dict or list: the empty default
             elif f.default is not MISSING or f.default_factory is not MISSING:
@@ -134,7 +134,7 @@ def _part_type(kind: Any) -> type[SummaryPart]:
     raise TypeError(f"not a summary part: {kind!r}")
 
 
-def _typed(kind: Any, value: Any, lenient: bool, key: str = "") -> Any:
+def typed_value(kind: Any, value: Any, lenient: bool, key: str = "") -> Any:
     """``value`` read as type ``kind``: parts, and dicts/lists of parts, become parts.
 
     A value of the wrong shape (not a mapping where a part or a dict belongs, not a list
@@ -146,15 +146,15 @@ def _typed(kind: Any, value: Any, lenient: bool, key: str = "") -> Any:
     args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return _typed(inner[0], value, lenient, key) if len(inner) == 1 else value
+        return typed_value(inner[0], value, lenient, key) if len(inner) == 1 else value
     if isinstance(kind, type) and issubclass(kind, SummaryPart):
         return kind.from_dict(_shaped(value, typing.Mapping, key), lenient)
     if origin is dict and len(args) == 2:
         items = _shaped(value, typing.Mapping, key).items()
-        return {k: _typed(args[1], v, lenient, f"{key}.{k}") for k, v in items}
+        return {k: typed_value(args[1], v, lenient, f"{key}.{k}") for k, v in items}
     if origin is list and args:
         return [
-            _typed(args[0], v, lenient, f"{key}[{i}]")
+            typed_value(args[0], v, lenient, f"{key}[{i}]")
             for i, v in enumerate(_shaped(value, list, key))
         ]
     return value

@@ -1,4 +1,6 @@
-"""The summary keys training strategies share: iteration times, device shares, FLOP rates."""
+"""The summary keys training strategies share: iteration times, device shares, FLOP rates;
+the bases of the training families' parts (:class:`TrainingSummary`,
+:class:`FlopTrainingSummary`) and what their collectives ran as (:class:`CollectivesRan`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from typing import Any
 
 from ..records import Record
 from .breakdown import DeviceTimes, device_breakdown
-from .parts import SPLICE, SummaryPart
+from .families import StrategySummary
+from .parts import OPTIONAL, SPLICE, SummaryPart
 
 BUBBLE_FRACTION = "mean over the training workers of idle time / run time"
 """The one definition of ``bubble_fraction`` in every training summary (DESIGN's output
@@ -68,6 +71,51 @@ class ModelInfo(SummaryPart):
     name: str
     params: float
     """Parameter count."""
+
+
+@dataclass(frozen=True)
+class TrainingSummary(StrategySummary):
+    """Base of the training families: their summaries start with the iteration times."""
+
+    times: IterationTimes = field(metadata=SPLICE)
+
+    def iteration_times(self) -> list[float]:
+        return list(self.times.iteration_times_s or [])
+
+    def job_workers(self) -> int:
+        """Devices the job trains on: its ``workers`` (every replica's in one-replica mode)."""
+        return len(getattr(self, "workers", None) or [])
+
+
+@dataclass(frozen=True)
+class FlopTrainingSummary(TrainingSummary):
+    """Base of the training families that count FLOPs: after the times come the FLOP
+    rates, the model, the workers and the global batch."""
+
+    flops: FlopRates = field(metadata=SPLICE)
+    model: ModelInfo
+    workers: list[str]
+    global_batch: float
+
+    def replicas(self) -> list[list[str]]:
+        """Each worker holds a whole replica (data parallelism, ZeRO)."""
+        return [[w] for w in self.workers or []]
+
+
+@dataclass(frozen=True)
+class CollectivesRan(SummaryPart):
+    """What ran for one kind of communicator of a training run (``auto`` resolved)."""
+
+    algorithm: str
+    """The algorithm asked for (``auto``: NCCL's choice)."""
+    protocol: str
+    """The protocol asked for (``auto``, ``LL``, ``LL128``, ``Simple`` or ``none``)."""
+    channels: int
+    """Channels per collective (``auto``: NCCL's count for the communicators' groups)."""
+    chosen: dict[str, int]
+    """``algorithm/protocol`` -> how many of one iteration's collectives ran so."""
+    channels_played: int | None = field(default=None, metadata=OPTIONAL)
+    """Slices simulated per collective, when fewer than ``channels`` (copies merged)."""
 
 
 def training_summary(

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..metrics import DeviceTimes, HybridSummary, Summary
+from ..metrics import DeviceTimes, Summary
+from ..strategies.hybrid.summary import HybridSummary
 from ..units import format_bandwidth, format_flop_rate, format_size, format_time
 from .devices import DEVICES_CSV
 from .links import COUNT_COLUMN

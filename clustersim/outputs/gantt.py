@@ -43,13 +43,13 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from ..metrics import (  # noqa: E402
     COMMUNICATION_KINDS,
-    HybridSummary,
-    JobsSummary,
     Summary,
     device_breakdown,
 )
 from ..network.failures import FAULT_KINDS  # noqa: E402
 from ..records import Record, phase_of, sorted_records  # noqa: E402
+from ..strategies.hybrid.summary import HybridSummary  # noqa: E402
+from ..strategies.jobs.summary import JobsSummary  # noqa: E402
 from .atomic import save_figure  # noqa: E402
 from .devices import as_fraction  # noqa: E402
 from .figures import fit_title  # noqa: E402

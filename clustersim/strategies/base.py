@@ -29,7 +29,7 @@ from ..registry import Registered, Registry
 if TYPE_CHECKING:
     from ..engine import Simulation
     from ..metrics import StrategySummary
-    from ..metrics.families import CollectivesRan
+    from ..metrics.training import CollectivesRan
     from ..scenario import Scenario
     from ..topology import Topology
 
@@ -263,7 +263,7 @@ class TrainingStrategy(Strategy):
         the slices played and the ``algorithm/protocol`` each resolves to (counted); None
         without calls."""
         from ..collectives import channel_count, slices
-        from ..metrics.families import CollectivesRan
+        from ..metrics.training import CollectivesRan
 
         live = [c for c in calls if c.n > 1]
         if not live:

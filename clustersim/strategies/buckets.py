@@ -13,6 +13,7 @@ import simpy
 
 from ..collectives import run_collective
 from ..engine import Simulation
+from ..metrics import SummaryPart
 from ..model.layers import BYTES_PER_VALUE, Model
 
 if TYPE_CHECKING:
@@ -26,6 +27,14 @@ class Bucket:
     index: int
     layers: tuple[int, ...]
     nbytes: float
+
+
+@dataclass(frozen=True)
+class BucketSizes(SummaryPart):
+    """The gradient buckets: how many, and bytes each."""
+
+    count: int
+    bytes: list[float]
 
 
 def make_buckets(model: Model, bucket_bytes: float, precision: str) -> list[Bucket]:

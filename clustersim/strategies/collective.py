@@ -27,7 +27,7 @@ bandwidths (GB = 1e9 bytes).
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,7 +55,7 @@ from ..collectives.models import network_model
 from ..collectives.work import call_work
 from ..engine import Simulation
 from ..errors import ScenarioError
-from ..metrics import CollectiveSummary
+from ..metrics import OPTIONAL, StrategySummary
 from ..scenario import Bool, Count, Glob, Int, PositiveSize, Size
 from ..units import format_size
 from .base import Strategy
@@ -91,6 +91,40 @@ class CollectiveWorkload(BaseModel):
         description="NCCL protocol priced on top of the links: auto, LL, LL128, Simple or "
         "none (default: network.protocol)",
     )
+
+
+@dataclass(frozen=True)
+class CollectiveSummary(StrategySummary):
+    """One collective repeated ``iterations`` times, as nccl-tests reports it."""
+
+    name = "collective"
+    description = "op, algorithm, ranks, bytes, time_s, algbw_GBps, busbw_GBps"
+
+    op: str
+    algorithm: str
+    chosen: str
+    """The algorithm (and protocol) that ran, ``auto`` resolved (``double_tree/LL``)."""
+    ranks: int
+    group: list[str]
+    bytes: float
+    iterations: int
+    model: str
+    """The network model that priced it (``flow`` or ``analytical``)."""
+    time_s: float
+    """Mean seconds per iteration."""
+    times_s: list[float]
+    algbw_GBps: float
+    busbw_GBps: float
+    bytes_sent_per_device: float
+    protocol: str | None = field(default=None, metadata=OPTIONAL)
+    """The protocol that ran (``auto`` resolved; ``none``: line rates, no protocol)."""
+    channels: int | None = field(default=None, metadata=OPTIONAL)
+    """Channels it ran in (``auto``: NCCL's count for the group)."""
+    channels_played: int | None = field(default=None, metadata=OPTIONAL)
+    """Slices simulated: the channels' distinct rotations when copies merge."""
+    link_bandwidths_GBps: dict[str, float] | None = field(default=None, metadata=OPTIONAL)
+    """Per link kind (NVLink, PCIe, NET), the bandwidth links were priced at: NCCL's figure
+    where a protocol runs on a cluster of nodes (absent: line rates)."""
 
 
 class Collective(Strategy):

@@ -49,6 +49,7 @@ Units: seconds, bytes, FLOPs.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..budget import WorkEstimate
@@ -57,10 +58,13 @@ from ..collectives.work import calls_work
 from ..engine import Simulation
 from ..errors import SimulationError
 from ..metrics import (
-    AllReduceTraffic,
-    BucketSizes,
-    DataParallelSummary,
+    OPTIONAL,
+    SPLICE,
+    CollectivesRan,
+    DeviceShares,
+    FlopTrainingSummary,
     ModelInfo,
+    SummaryPart,
     flop_rates,
     training_summary,
 )
@@ -69,8 +73,33 @@ from ..scenario import DataParallelSpec
 from ..units import format_size
 from . import training
 from .base import TrainingStrategy
-from .buckets import BucketSync
+from .buckets import BucketSizes, BucketSync
 from .kernel_times import LayerTimes
+
+
+@dataclass(frozen=True)
+class AllReduceTraffic(SummaryPart):
+    """A data-parallel run's ``communication`` block."""
+
+    op: str
+    algorithm: str
+    overlap: bool
+    network_model: str
+    bytes_per_iteration: float
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the data-parallel collectives ran as (algorithm/protocol counts, channels)."""
+
+
+@dataclass(frozen=True)
+class DataParallelSummary(FlopTrainingSummary):
+    """Bucketed gradient all-reduce (DDP/Horovod)."""
+
+    name = "data_parallel"
+    description = "training keys, buckets, communication (all-reduce bytes per iteration)"
+
+    buckets: BucketSizes
+    communication: AllReduceTraffic
+    shares: DeviceShares = field(metadata=SPLICE)
 
 
 class DataParallel(TrainingStrategy):

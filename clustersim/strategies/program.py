@@ -15,6 +15,7 @@ written this way; the validation cases D1-D3 and N1-N4 are.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..budget import WorkEstimate
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, hinted, join_path
-from ..metrics import OperationTimes, ProgramSummary
+from ..metrics import StrategySummary, SummaryPart
 from ..scenario import FlopCount, Size, TimeSpan
 from .base import Strategy
 
@@ -94,6 +95,24 @@ class ProgramWorkload(_Strict):
     """``workload: {program: [...]}``."""
 
     program: list[ProgramOp] = Field(min_length=1, description="operations with dependencies")
+
+
+@dataclass(frozen=True)
+class OperationTimes(SummaryPart):
+    """When one hand-written operation ran (seconds)."""
+
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class ProgramSummary(StrategySummary):
+    """Hand-written operations: when each ran."""
+
+    name = "program"
+    description = "operations: start_s and end_s of each operation"
+
+    operations: dict[str, OperationTimes]
 
 
 class Program(Strategy):

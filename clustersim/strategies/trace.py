@@ -41,7 +41,7 @@ from ..collectives import CollectiveCall, check_call, run_collective
 from ..collectives.work import call_work
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
-from ..metrics import ReplayedCollective, TraceSummary
+from ..metrics import StrategySummary, SummaryPart
 from ..scenario import Float, Glob
 from ..workload_trace import TraceOp, WorkloadTrace, load_trace
 from .base import Strategy
@@ -110,6 +110,47 @@ class _Meeting:
 
     arrived: int
     done: simpy.Event
+
+
+@dataclass(frozen=True)
+class ReplayedCollective(SummaryPart):
+    """One collective of a replayed trace: as recorded, and as simulated (seconds)."""
+
+    op: str
+    name: str
+    """The kernel's or node's name in the trace."""
+    bytes: float
+    group_size: int
+    groups: int
+    """Collectives it ran as (ranks / group_size blocks)."""
+    start_s: float
+    end_s: float
+    time_s: float
+    """Simulated seconds, mean over its groups."""
+    trace_time_s: float
+    """Its duration in the trace."""
+
+
+@dataclass(frozen=True)
+class TraceSummary(StrategySummary):
+    """A replayed trace: its own span and compute next to the simulated ones."""
+
+    name = "trace"
+    description = "trace_span_s vs makespan_s, compute and communication, each collective"
+
+    trace: str
+    format: str
+    ranks: int
+    ops: int
+    trace_span_s: float
+    """The recorded rank's span (compare with makespan_s)."""
+    trace_compute_s: float
+    compute_s: float
+    """Replayed compute per rank: trace_compute_s x compute_scale."""
+    trace_communication_s: float
+    communication_s: float
+    """Simulated collective seconds, summed over the collectives."""
+    collectives: dict[str, ReplayedCollective]
 
 
 class TraceReplay(Strategy):

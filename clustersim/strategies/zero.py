@@ -94,11 +94,13 @@ from ..collectives import CollectiveCall, check_call, run_collective
 from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import (
-    BucketSizes,
+    OPTIONAL,
+    SPLICE,
+    CollectivesRan,
+    DeviceShares,
+    FlopTrainingSummary,
     ModelInfo,
-    ShardedTraffic,
-    ZeroSettings,
-    ZeroSummary,
+    SummaryPart,
     flop_rates,
     training_summary,
 )
@@ -108,7 +110,7 @@ from ..scenario import DataParallelSpec
 from ..units import format_size
 from . import training
 from .base import TrainingStrategy
-from .buckets import BucketSync
+from .buckets import BucketSizes, BucketSync
 from .data_parallel import DataParallel, iteration_work, workers_memory
 from .kernel_times import LayerTimes
 
@@ -148,6 +150,42 @@ def stage3_steps(model: training.Model) -> list[Step]:
         if gathers[k] is not None:
             upcoming = gathers[k]
     return [Step(phase, i, gathers[k], following[k]) for k, (phase, i) in enumerate(order)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroSettings(SummaryPart):
+    """The ``zero`` block: the stage, and whether stage 3 gathers ahead (``prefetch``)."""
+
+    stage: int
+    prefetch: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardedTraffic(SummaryPart):
+    """A ZeRO run's ``communication`` block (bytes per iteration)."""
+
+    bytes_per_iteration: float
+    allgather_bytes: float
+    reducescatter_bytes: float
+    algorithm: str
+    overlap: bool
+    network_model: str
+    ran: CollectivesRan | None = dataclasses.field(default=None, metadata=OPTIONAL)
+    """What the ZeRO (reduce-scatter, all-gather) collectives ran as (algorithm/protocol counts, channels)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroSummary(FlopTrainingSummary):
+    """ZeRO stages 1-3 / FSDP."""
+
+    name = "zero"
+    description = "training keys, zero settings, buckets, reduce-scatter and all-gather bytes"
+
+    zero: ZeroSettings
+    zero_stage: int
+    buckets: BucketSizes
+    communication: ShardedTraffic
+    shares: DeviceShares = dataclasses.field(metadata=SPLICE)
 
 
 class Zero(TrainingStrategy):

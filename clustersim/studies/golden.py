@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
-from ..metrics import HybridSummary, JobsSummary, Summary
+from ..metrics import Summary
 from ..outputs.atomic import write_atomic
 from ..outputs.paths import check_output_file, check_output_folder
+from ..strategies.hybrid.summary import HybridSummary
+from ..strategies.jobs.summary import JobsSummary
 from ..version import __version__
 from .runner import run_all, worker_count
 

@@ -50,10 +50,10 @@ from typing import Any
 from ...devices import work_seconds
 from ...engine import Simulation
 from ...errors import Problem, ScenarioError
-from ...metrics import ContextParallelTraffic
 from ...model.transformer import BACKWARD_FACTOR
 from .. import training
 from .stages import StagePlan
+from .summary import ContextParallelTraffic
 
 
 def context_parallel_problem(cp: int, model: training.Model) -> Problem | None:

@@ -46,9 +46,10 @@ import simpy
 from ...budget import WorkEstimate
 from ...collectives.work import calls_work
 from ...engine import Simulation
-from ...metrics import Interval, TrainingRecipes, union_length
+from ...metrics import Interval, union_length
 from ...parallel.schedules import BACKWARD, BACKWARD_WEIGHT, FORWARD, Op
 from .grad_buckets import GradBucket
+from .summary import TrainingRecipes
 
 GATHER, REDUCE = "gather", "reduce"
 """How an operation runs in bucket parts: waiting for gathers, or launching reductions."""

@@ -59,8 +59,8 @@ from typing import TYPE_CHECKING, Any
 from ...collectives import CollectiveCall
 from ...collectives.direct import phase_time
 from ...errors import Problem, ScenarioError
-from ...metrics import MoESummary
 from ...model.memory import ModelStates, model_states
+from .summary import MoESummary
 
 if TYPE_CHECKING:
     from ...model.moe import MoE

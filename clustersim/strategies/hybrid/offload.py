@@ -47,12 +47,12 @@ import simpy
 
 from ...engine import Simulation
 from ...errors import Problem, ScenarioError
-from ...metrics import OffloadTraffic
 from ...model.memory import ModelStates
 from ...parallel.schedules import FORWARD, Op
 from ...scenario import OffloadSpec
 from ...units import format_size
 from .. import training
+from .summary import OffloadTraffic
 
 Pair = tuple[int, int]
 """(micro-batch, chunk)."""

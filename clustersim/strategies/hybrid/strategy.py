@@ -111,9 +111,9 @@ from .accounting import ActivationMemory
 from .compute_time import StageTimes, scenario_folder
 from .dp_overlap import REDUCE
 from .grad_buckets import as_gather
+from .report import HybridReport
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
 from .stages import StagePlan, peak_stored
-from .summary import HybridReport
 
 
 class Pipeline(HybridReport):

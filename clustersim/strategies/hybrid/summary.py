@@ -1,208 +1,254 @@
-"""The 3D hybrid's report: its FLOPs, summary, activation memory and traffic.
-
-:class:`HybridReport` reads what a run of :class:`~clustersim.strategies.hybrid.strategy.Pipeline`
-left (its iteration clock, activation-memory tracks and records) and builds the
-:class:`~clustersim.metrics.HybridSummary`.  Units: seconds, bytes, FLOPs.
-"""
+"""The hybrid's part of summary.json (:class:`HybridSummary`, registered under the workload
+``pipeline``; :class:`~.report.HybridReport` builds it) and the blocks it holds: bubbles per
+device and iteration, stored activations and weight versions per stage, the communication
+block (stage boundaries, data-parallel sync, tensor parallelism), mixture of experts,
+context parallelism, offload and Megatron-Core's recipes.  Units: seconds, bytes."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from ...collectives import CollectiveCall
-from ...engine import Simulation
-from ...errors import SimulationError
 from ...metrics import (
-    HybridSummary,
-    HybridTraffic,
-    IterationBubble,
-    ModelInfo,
-    StageActivations,
-    StageWeightVersions,
-    TensorParallelTraffic,
-    flop_rates,
-    training_summary,
+    OPTIONAL,
+    CollectivesRan,
+    DeviceTimes,
+    FlopTrainingSummary,
+    SummaryPart,
 )
-from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
-from .dp_overlap import DataParallelOverlap
-from .experts import summary_block
-from .layout import HybridLayout
+from ...metrics.parts import plain
 
 
-class HybridReport(DataParallelOverlap, HybridLayout):
-    """The summary side of the 3D hybrid; :class:`Pipeline` adds the running side."""
+@dataclass(frozen=True)
+class IterationBubble(SummaryPart):
+    """One device in one iteration of a pipeline run (seconds, and idle share)."""
 
-    memory: dict[tuple[int, int], ActivationMemory]
-    """Activation memory of (replica, device stage), filled while running."""
+    compute_s: float
+    exposed_communication_s: float
+    idle_s: float
+    bubble_fraction: float
 
-    # -- summary -------------------------------------------------------------
 
-    def flops_per_iteration(self) -> tuple[float, float]:
-        """(model FLOPs, hardware FLOPs) of one iteration over all replicas: forward +
-        backward, and the same plus recomputation (what Megatron-LM's 96 B s l h^2 formula
-        counts)."""
-        batch = self.train.global_batch
-        model = sum(p.forward_flops + p.backward_flops for p in self.plans) * batch
-        hardware = model + sum(p.recompute_flops for p in self.plans) * batch
-        return model, hardware
+@dataclass(frozen=True)
+class StageActivations(SummaryPart):
+    """One pipeline stage's stored activations: peaks, and replica 0's timeline."""
 
-    def summarize(self, sim: Simulation) -> HybridSummary:
-        """Training keys plus schedule, bubbles (measured and theoretical), stages, memory."""
-        iterations = self.train.iterations
-        ended = len(self.clock.iteration_ends(iterations))
-        if ended != iterations:
-            raise SimulationError(
-                f"pipeline finished {ended} of {iterations} iterations (schedule deadlock?)"
-            )
-        workers = self.workers
-        measured = training_summary(
-            self.clock, sim.records, iterations, self.train.global_batch, workers
-        )
-        windows = iteration_windows(self.clock.iteration_ends(iterations))
-        per_iteration = bubble_by_iteration(sim.records, workers, windows)
-        run_s = windows[-1][1] if windows else 0.0
-        per_device = {
-            device: sum(row["idle_s"] for row in rows) / run_s if run_s > 0 else 0.0
-            for device, rows in per_iteration.items()
-        }
-        s = self.schedule
-        gpus = len(self.placement.workers)
-        return HybridSummary(
-            times=measured.times,
-            flops=flop_rates(*self.flops_per_iteration(), measured.iteration_time_s, gpus),
-            model=ModelInfo(self.model.name, self.model.params),
-            workers=workers,
-            global_batch=self.train.global_batch,
-            schedule=s.name,
-            stages=s.stages,
-            micro_batches=s.micro_batches,
-            chunks=s.chunks,
-            recompute=self.recompute != "none",
-            recompute_mode=self.recompute,
-            dp=self.dp,
-            tp=self.tp,
-            pp=self.pp,
-            order=list(self.placement.order),
-            sequence_parallel=self.parallelism.sequence_parallel,
-            zero_stage=self.zero,
-            simulated_replicas=self.simulated,
-            micro_batch_size=self.micro_batch,
-            stage_devices=[list(r) for r in self.grid],
-            tensor_groups=[[list(g) for g in r] for r in self.groups],
-            stage_layers=list(self.stage_layers),
-            stage_layer_names=[
-                [
-                    self.model.layers[p.first_layer].name,
-                    self.model.layers[p.first_layer + p.layers - 1].name,
-                ]
-                for p in self.plans
-            ],
-            theoretical_bubble_fraction=s.theoretical_bubble(),
-            idle_fraction=measured.shares.bubble_fraction,
-            bubble_fraction=sum(per_device.values()) / len(per_device) if per_device else 0.0,
-            non_compute_fraction=measured.shares.non_compute_fraction,
-            per_device_bubble=per_device,
-            per_device_iteration={
-                device: [IterationBubble(**row) for row in rows]
-                for device, rows in per_iteration.items()
-            },
-            activation_memory=self._memory_summary(),
-            communication=self._communication(),
-            per_iteration=measured.shares.per_iteration,
-            workers_simulated=len(workers) if self.simulated < self.dp else None,
-            workers_total=gpus if self.simulated < self.dp else None,
-            moe=summary_block(self),
-            weight_versions=None if s.flush else self._weight_versions(),
-            cp=self.cp if self.cp > 1 else None,
-            context_parallel=self._context_parallel_traffic(),
-            offload=self._offload_traffic(),
-            recipes=self._recipes_summary(),
-        )
+    peak_bytes: float
+    peak_microbatches: int
+    recompute_working_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    timeline: list[list[float]] = field(default_factory=list)
+    """``[time_s, micro-batches held, bytes]`` at each change."""
 
-    def _weight_versions(self) -> dict[str, StageWeightVersions]:
-        """Per device stage: its weight versions and their bytes on one device."""
-        out: dict[str, StageWeightVersions] = {}
-        for s in range(self.pp):
-            versions = self.schedule.weight_versions(s)
-            one = self._stage_weight_bytes(s)
-            out[str(s)] = StageWeightVersions(versions, one, (versions - 1) * one)
-        return out
 
-    def _memory_summary(self) -> dict[str, StageActivations]:
-        """Per device stage: peak stored activations (max over replicas) and replica 0's timeline."""
-        out: dict[str, StageActivations] = {}
-        for s in range(self.pp):
-            tracks = [self.memory[d, s] for d in range(self.simulated)]
-            working = None
-            if self.recompute != "none":
-                working = max(
-                    self.plans[k].working_bytes * self.micro_batch / self.cp
-                    for k in self._chunks_of(s)
-                )
-            out[str(s)] = StageActivations(
-                peak_bytes=max(t.peak_bytes for t in tracks),
-                peak_microbatches=max(t.peak_count for t in tracks),
-                recompute_working_bytes=working,
-                timeline=tracks[0].timeline,
-            )
-        return out
+@dataclass(frozen=True)
+class StageWeightVersions(SummaryPart):
+    """One pipeline stage's weight versions under a flush-free schedule (PipeDream's
+    weight stashing, PipeDream-2BW's double buffer): how many, and their bytes per device."""
 
-    def _communication(self) -> HybridTraffic:
-        """Bytes per micro-batch at each stage boundary, the dp sync, the tensor-parallel bytes."""
-        return HybridTraffic(
-            boundary_bytes=[p.output_bytes * self.micro_batch for p in self.plans[:-1]],
-            allreduce_bytes=[calls[0].size_bytes for calls in self.calls.values()],
-            dp_op="reducescatter+allgather" if self.zero >= 1 else "allreduce",
-            algorithm=self.sync.algorithm if self.grad_ranks > 1 else None,
-            network_model=self.scenario.network.model,
-            dp_network_model=self.dp_network_model,
-            dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
-            tensor_parallel=self._tensor_parallel_traffic() if self.tp > 1 else None,
-            ran=self.collectives_ran(self._dp_iteration_calls(), model=self.dp_network_model),
-        )
+    versions: int
+    bytes_per_version: float
+    """Weights of the stage on one of its devices (params / tp x bytes per value)."""
+    extra_bytes: float
+    """The versions beyond the first: (versions - 1) x bytes_per_version, counted in the
+    device's ``memory.per_device`` weights."""
 
-    def _dp_iteration_calls(self) -> list[CollectiveCall]:
-        """The data-parallel collectives of one replica's stages (with ZeRO, each
-        reduce-scatter's all-gather too)."""
-        calls = [call for stage in self.calls.values() for call in stage]
-        if self.zero >= 1:
-            calls += [replace(call, op="allgather") for call in calls]
-        return calls
 
-    def _tensor_parallel_traffic(self) -> TensorParallelTraffic:
-        """The tensor-parallel ops, their bytes per layer and per block, and the seconds of
-        one micro-batch's forward per stage (priced analytically).  Per layer: the mean
-        over the first stage with split layers (attention and MLP layers differ in 2-D,
-        2.5-D and 3-D); other modes than 1d add the mode, grid and backward bytes."""
-        first = next((p for p in self.plans if p.split_layers), None)
-        ops = self._tp_ops(first, "fwd")
-        layers = max(first.split_layers, 1) if first else 1
-        per_layer = sum(c.size_bytes for c in ops) / layers if first else 0.0
-        megatron = self.tp_mode.name == "1d"
-        backward = sum(c.size_bytes for c in self._tp_ops(first, "bwd")) / layers
-        return TensorParallelTraffic(
-            algorithm=self.parallelism.tp_algorithm,
-            ops=(
-                [c.op for c in ops[: 2 if self.options.sequence_parallel else 1]]
-                if megatron
-                else sorted({f"{c.op} {c.axis}" for c in ops + self._tp_ops(first, "bwd")})
-            ),
-            bytes_per_layer_per_pass=per_layer,
-            bytes_per_block_per_pass=2 * per_layer,
-            seconds_per_microbatch_forward=[
-                self.tp_timers[0, s].seconds(
-                    tuple(
-                        op for k in self._chunks_of(s) for op in self._tp_ops(self.plans[k], "fwd")
-                    )
-                )
-                for s in range(self.pp)
-            ],
-            priced="analytical",
-            mode=None if megatron else self.tp_mode.name,
-            grid=None if megatron else self.tp_mode.grid,
-            bytes_per_layer_backward=None if megatron else backward,
-            ran=self.collectives_ran(
-                [self.tp_timers[0, 0].call_of(c) for c in ops + self._tp_ops(first, "bwd")],
-                self.scenario.network.channels,
-            ),
-        )
+@dataclass(frozen=True)
+class TensorParallelTraffic(SummaryPart):
+    """The tensor-parallel part of a hybrid run's ``communication`` block."""
+
+    algorithm: str
+    ops: list[str]
+    bytes_per_layer_per_pass: float
+    bytes_per_block_per_pass: float
+    seconds_per_microbatch_forward: list[float]
+    priced: str
+    mode: str | None = field(default=None, metadata=OPTIONAL)
+    """``parallelism.tp_mode`` when not 1d (2d, 2.5d, 3d)."""
+    grid: list[int] | None = field(default=None, metadata=OPTIONAL)
+    """The mode's grid: [q, q], [q, q, d] or [q, q, q] (not written for 1d)."""
+    bytes_per_layer_backward: float | None = field(default=None, metadata=OPTIONAL)
+    """Mean S bytes of one split layer's backward collectives (not written for 1d, where
+    backward equals forward)."""
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the tensor-parallel collectives ran as (algorithm/protocol counts, channels)."""
+
+
+@dataclass(frozen=True)
+class HybridTraffic(SummaryPart):
+    """A hybrid run's ``communication`` block: stage boundaries, dp sync, tensor parallel."""
+
+    boundary_bytes: list[float]
+    allreduce_bytes: list[float]
+    dp_op: str
+    algorithm: str | None
+    network_model: str
+    dp_network_model: str
+    dp_link_sharing: list[int]
+    tensor_parallel: TensorParallelTraffic | None = field(default=None, metadata=OPTIONAL)
+    ran: CollectivesRan | None = field(default=None, metadata=OPTIONAL)
+    """What the data-parallel (gradient sync) collectives ran as (algorithm/protocol counts, channels)."""
+
+
+@dataclass(frozen=True)
+class TrainingRecipes(SummaryPart):
+    """A hybrid run's ``recipes`` block: Megatron-Core's production settings in force
+    (:mod:`clustersim.strategies.hybrid.recipes`) and what the overlaps hid.  Seconds are per
+    iteration (mean), one value per device stage, replica 0."""
+
+    distributed_optimizer: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    tp_comm_overlap: bool
+    bucket_bytes: float
+    """Gradient bucket size (per GPU) where a model chunk is bucketed."""
+    buckets: list[int]
+    """Gradient buckets per device stage (over its chunks; 0: nothing to sync)."""
+    dp_communication_s: list[float]
+    """How long the stage's data-parallel collectives were in flight."""
+    dp_exposed_s: list[float]
+    """The part of it the stage waited for."""
+    dp_hidden_s: list[float]
+    """The rest: hidden behind compute (or the pipeline's bubbles)."""
+    tp_communication_s: list[float] | None = field(default=None, metadata=OPTIONAL)
+    """Seconds of the tensor-parallel collectives (tp > 1)."""
+    tp_exposed_s: list[float] | None = field(default=None, metadata=OPTIONAL)
+    """The part of them not hidden behind matrix products (all without tp_comm_overlap)."""
+
+
+@dataclass(frozen=True)
+class MoESummary(SummaryPart):
+    """A mixture-of-experts run's ``moe`` block (:mod:`clustersim.strategies.hybrid.experts`)."""
+
+    experts: int
+    top_k: int
+    shared_experts: int
+    expert_ffn: int
+    capacity_factor: float
+    skew: str
+    moe_layers: int
+    ep: int
+    expert_dp: int
+    """Ranks of an expert-data-parallel group (dp / ep): where expert gradients sync."""
+    experts_per_gpu: int
+    total_params: float
+    active_params: float
+    """Parameters one token uses (top_k routed + shared experts, router, dense layers)."""
+    busiest_load: float
+    """The busiest GPU's expert tokens over the mean (capacity padding and skew)."""
+    alltoall_bytes_per_microbatch: float
+    """A rank's padded buffer in one all-to-all (dispatch or combine) of one MoE layer."""
+    alltoalls_per_microbatch: list[int]
+    """Per device stage: all-to-alls of one micro-batch's forward (2 per MoE layer)."""
+    alltoall_seconds_per_microbatch_forward: list[float]
+    """Per device stage: their priced seconds."""
+
+
+@dataclass(frozen=True)
+class ContextParallelTraffic(SummaryPart):
+    """Ring attention (``parallelism.cp``): the key/value blocks one GPU sends per layer."""
+
+    cp: int
+    ring_steps: int
+    """cp - 1 steps per attention layer and pass."""
+    step_bytes: float
+    """Bytes one GPU sends per ring step, forward (K and V of its s/cp block, / tp)."""
+    bytes_per_layer_forward: float
+    bytes_per_layer_backward: float
+    """K/V and dK/dV (twice the forward), plus the forward again when recomputing."""
+    compute_step_s: float
+    """Seconds of one block of attention-score compute (forward, micro-batch, one GPU)."""
+    transfer_step_s: float
+    """Seconds of one step's transfer alone on the ring's slowest link (forward)."""
+    priced: str
+    """How the ring runs: ``flows`` (real flows on the links, sharing them)."""
+
+
+@dataclass(frozen=True)
+class OffloadTraffic(SummaryPart):
+    """``training.offload``: what crosses PCIe per iteration, what it costs, CPU memory."""
+
+    optimizer: str
+    activations: str
+    optimizer_bytes_per_iteration: float
+    """Per GPU: gradients GPU->CPU plus parameters CPU->GPU."""
+    activation_bytes_per_iteration: float
+    """Per GPU: activations GPU->CPU plus their return CPU->GPU."""
+    pcie_exposed_s: float
+    """Seconds per iteration (mean over iterations, max over GPUs) a GPU waits on offload
+    transfers."""
+    cpu_optimizer_s: float
+    """Seconds per iteration the CPU optimizer step takes (one GPU's share)."""
+    cpu_memory_bytes: dict[str, float]
+    """Per CPU: the bytes offloaded into it at the peak (optimizer states + activations)."""
+
+
+@dataclass(frozen=True)
+class HybridSummary(FlopTrainingSummary):
+    """3D hybrid training: pipeline x tensor parallel x data parallel (ZeRO-1)."""
+
+    name = "pipeline"
+    description = "training keys, schedule, stages, bubbles, activation memory, communication"
+
+    schedule: str
+    stages: int
+    micro_batches: int
+    chunks: int
+    recompute: bool
+    recompute_mode: str
+    dp: int
+    tp: int
+    pp: int
+    order: list[str]
+    sequence_parallel: bool
+    zero_stage: int
+    simulated_replicas: int
+    micro_batch_size: float
+    stage_devices: list[list[str]]
+    tensor_groups: list[list[list[str]]]
+    stage_layers: list[int]
+    stage_layer_names: list[list[str]]
+    theoretical_bubble_fraction: float
+    idle_fraction: float
+    """The same as ``bubble_fraction`` (kept for scripts written before they were one)."""
+    bubble_fraction: float
+    """Mean over the stage devices of idle time / run time (neither computing nor
+    communicating; :data:`clustersim.metrics.training.BUBBLE_FRACTION`)."""
+    non_compute_fraction: float
+    """Mean over the stage devices of 1 - compute time / run time (idle plus exposed
+    communication; the ``bubble_fraction`` of pipeline summaries before)."""
+    per_device_bubble: dict[str, float]
+    per_device_iteration: dict[str, list[IterationBubble]]
+    activation_memory: dict[str, StageActivations]
+    communication: HybridTraffic
+    per_iteration: dict[str, DeviceTimes]
+    workers_simulated: int | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode: the workers simulated (replica 0's, ``len(workers)``)."""
+    workers_total: int | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode: the workers of the job, every replica's (dp x tp x pp; the
+    replicas are identical)."""
+    moe: MoESummary | None = field(default=None, metadata=OPTIONAL)
+    """Mixture of experts: experts, expert parallelism, parameters, all-to-alls."""
+    weight_versions: dict[str, StageWeightVersions] | None = field(default=None, metadata=OPTIONAL)
+    """Flush-free schedules (pipedream, pipedream-2bw): per device stage, its weight
+    versions and their bytes."""
+    cp: int | None = field(default=None, metadata=OPTIONAL)
+    """Context-parallel degree (only when > 1)."""
+    context_parallel: ContextParallelTraffic | None = field(default=None, metadata=OPTIONAL)
+    offload: OffloadTraffic | None = field(default=None, metadata=OPTIONAL)
+    recipes: TrainingRecipes | None = field(default=None, metadata=OPTIONAL)
+    """Megatron-Core's production recipes in force, data-parallel time exposed and hidden."""
+
+    def job_workers(self) -> int:
+        return self.workers_total or len(self.workers or [])
+
+    def device_bubbles(self) -> Mapping[str, Any]:
+        return self.per_device_bubble or {}
+
+    def stage_activations(self) -> Mapping[str, Any]:
+        return plain(self.activation_memory or {})
+
+    def replicas(self) -> list[list[str]]:
+        """Replica d's devices: its stage groups (``tensor_groups[d]``), stage by stage."""
+        return [[d for group in replica for d in group] for replica in self.tensor_groups or []]

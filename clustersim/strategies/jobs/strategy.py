@@ -21,11 +21,12 @@ from typing import Any
 from ...budget import WorkEstimate
 from ...engine import Simulation
 from ...errors import ScenarioError, join_path
-from ...metrics import JobsSummary, JobSummary, StrategySummary, UntypedSummary
+from ...metrics import StrategySummary, UntypedSummary
 from ...model.memory import with_settings
 from ...topology.failures import play_link_failures, resolve_failures
 from ..base import Strategy, strategy_for_scenario
 from .placement import job_devices
+from .summary import JobsSummary, JobSummary
 from .view import JobSimulation
 
 

@@ -1,5 +1,5 @@
 """The layout of a parameter-server job: keys (parameter blocks), their servers, and
-which devices work and serve.  See :mod:`clustersim.strategies.parameter_server`.
+which devices work and serve.  See :mod:`.strategy`.
 
 **Synthetic keys** (``key_distribution: uniform`` or ``{zipf: s}``): ``keys`` keys
 ``key1`` ... ``keyN``; key of rank ``i`` holds ``params x i^-s / H`` parameters
@@ -28,12 +28,12 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import Problem, ScenarioError
-from ..model.layers import Model
-from ..records import Record
-from ..scenario import ParameterServerSpec, ZipfKeys
-from ..topology import Device, Topology
-from .ps_pipeline import partition_blocks, partition_count
+from ...errors import Problem, ScenarioError
+from ...model.layers import Model
+from ...records import Record
+from ...scenario import ParameterServerSpec, ZipfKeys
+from ...topology import Device, Topology
+from .pipeline import partition_blocks, partition_count
 
 PS_KEY = "data_parallel.ps"
 """Key path of the parameter-server section (for errors)."""
@@ -87,7 +87,7 @@ class Block:
 
     @property
     def triple(self) -> tuple[str, int, float]:
-        """``(name, layer, params)``, the form :mod:`.ps_pipeline` cuts."""
+        """``(name, layer, params)``, the form :mod:`.pipeline` cuts."""
         return (self.name, self.layer, self.params)
 
     @property
@@ -158,7 +158,7 @@ def count_partitions(
 def partition_keys(
     blocks: Sequence[Block], bytes_per_param: float, partition_bytes: float | None
 ) -> list[Block]:
-    """``blocks`` cut by :func:`~clustersim.strategies.ps_pipeline.partition_blocks` on the
+    """``blocks`` cut by :func:`.pipeline.partition_blocks` on the
     bytes one push carries (``params x access``); each partition keeps its key's access."""
     if partition_bytes is None:
         return list(blocks)

@@ -19,7 +19,7 @@ ties between keys keep layer order, ties between servers take the lowest
 server index.
 
 **Partitions** (``data_parallel.ps.partition_bytes``, BytePS's per-key
-pipelining; :mod:`clustersim.strategies.ps_pipeline`): every key above the
+pipelining; :mod:`.pipeline`): every key above the
 size is cut into equal partitions ``name:j``, keys of their own, placed as
 above; and each worker-server connection carries one message at a time, in
 order, so a partition is pulled as soon as its round closes while later ones
@@ -31,16 +31,16 @@ and ending together.
 ``[gpu, server]`` or ``[cpu, server]`` -- a node's workers' gradients are summed on the
 node (on its first worker and/or its CPU) and pushed once per node; the server's round
 waits for one push per node; pulls fan back down
-(:mod:`clustersim.strategies.ps_hierarchy`).  Unset or ``[server]``: flat.
+(:mod:`.hierarchy`).  Unset or ``[server]``: flat.
 
 A model with ``model.embedding`` (a sparse table) has one key per server for its row
-shards, moving only the rows a batch touches; see :mod:`clustersim.strategies.ps_embedding`.
-**Replication and failover**: ``replicas``, ``failover_timeout`` (:mod:`.ps_replication`).
+shards, moving only the rows a batch touches; see :mod:`.embedding`.
+**Replication and failover**: ``replicas``, ``failover_timeout`` (:mod:`.replication`).
 
 ``key_distribution: uniform`` or ``{zipf: s}`` replaces the layer keys by
 ``keys`` synthetic keys with power-law sizes and access frequencies, and
 ``sharding: hash | range`` replaces the balanced assignment; see
-:mod:`clustersim.strategies.ps_layout`.
+:mod:`.layout`.
 
 **Placement** (``data_parallel.ps.placement``; ``server_devices`` overrides it
 and then every matched device is a server, whatever ``servers`` says):
@@ -58,7 +58,7 @@ no transfer.
 
 **Per iteration** each worker runs the forward pass, then the backward pass (a
 transformer's layers priced at their kernels' shapes under the ``roofline`` compute model,
-as data parallelism prices them, without recomputation: :mod:`.kernel_times`);
+as data parallelism prices them, without recomputation: :mod:`..kernel_times`);
 as each layer's gradient is ready its keys are pushed (``params x
 BYTES_PER_VALUE[precision]`` bytes each) to their servers -- pushes overlap
 the rest of the backward.  A server's work runs on its compute stream (FIFO)
@@ -77,7 +77,7 @@ iteration when all its pulls are in.
 * ``backup`` -- the same, but a round closes after the first ``k`` pushes
   (``backup_k``, default ``ceil(0.9 n)``) made on the current version.  With
   ``backup_cancel`` (default) the workers left out are cancelled as in K-sync
-  SGD (:mod:`clustersim.strategies.ps_backup`): when the first key of round
+  SGD (:mod:`.backup`): when the first key of round
   ``r`` closes, every worker it did not accept stops at once -- its compute is
   cut, its pushes on the wire leave the network -- and pulls round ``r``'s
   result, so a round lasts the ``k``-th fastest worker's time.  Without it,
@@ -101,99 +101,40 @@ iteration when all its pulls are in.
   a delta at the cost of an update.  That is ``ceil(iterations / geo_period)``
   pushes per worker.
 
-**Summary.**  Besides the common training keys: ``updates_per_s`` -- sync and
-backup: rounds / end of the last round; async, ssp, geo: the sum over workers
-of (whole-model updates the worker had applied / end of its last iteration),
-the server's rate while every worker trains at its own pace (a whole-model
-update = one applied push of every key); ``iterations_per_worker``;
-``pushes_per_worker`` (whole-model pushes: key pushes / keys); ``key_pushes``
-and ``key_pushes_dropped`` (backup);
-``busiest_server`` -- the server that moved the most bytes (pushes to it and
-pulls from it, dropped backup pushes included; the first of equals) and
-``busiest_server_share`` -- its share of the bytes every server moved;
-``replicas``, ``replication_bytes``, ``failovers``, ``failover_lost_s`` (``replicas`` > 1);
-``cancelled_compute_s`` and ``cancelled_push_bytes`` (backup with
-``backup_cancel``: the compute of the rounds workers were cancelled in, the bytes
-their cancelled pushes had moved);
-``staleness_histogram`` -- for each applied push: by how many versions the
-key advanced between the worker's pull and the application (always 0 in sync
-and backup).  Async modes: ``iteration_time_s`` is the mean over workers of
-their mean iteration period, ``iteration_times_s[i]`` the mean over workers
-of the length of their iteration ``i``, ``throughput_samples_per_s`` the sum
-over workers of samples / end of their last iteration.  Backup: iteration
-``r`` ends when the last worker taking part in round ``r`` has pulled it, and
-throughput counts the samples of accepted pushes.
-Units: seconds, bytes, FLOPs.
+The servers' side (pushes, rounds, updates, pulls) is :mod:`.server`; the summary keys
+are :mod:`.report`'s.  Units: seconds, bytes, FLOPs.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import simpy
 
-from ..budget import WorkEstimate, enforce
-from ..engine import Simulation
-from ..errors import Problem, ScenarioError
-from ..metrics import (
-    KeyPlacement,
-    ModelInfo,
-    ParameterServerSummary,
-    ServerLoad,
-    ServerSettings,
-)
-from ..scenario import DataParallelSpec
-from ..topology import Device
-from . import training
-from .base import TrainingStrategy
-from .kernel_times import LayerTimes
-from .ps_backup import BackupCancel
-from .ps_embedding import embedding_fields, layout_blocks
-from .ps_hierarchy import Hierarchy, build_groups
-from .ps_layout import PS_KEY as _PS
-from .ps_layout import (  # noqa: F401  (assign_keys, key_blocks: imported from here by tests)
-    Key,
-    assign_keys,
-    busiest,
-    count_partitions,
-    key_blocks,
-    make_blocks,
-    partition_keys,
-    place,
-    server_bytes,
-    shard,
-)
-from .ps_pipeline import Connections
-from .ps_replication import FailureHooks, check_replicas, replication_for
-from .ps_summary import async_summary, round_summary
-from .ps_work import estimate_work
-
-ASYNC_MODES = ("async", "ssp", "geo")
-"""Modes in which each worker runs at its own pace."""
+from ...budget import WorkEstimate, enforce
+from ...engine import Simulation
+from ...errors import Problem, ScenarioError
+from ...scenario import DataParallelSpec
+from ...topology import Device
+from .. import training
+from ..base import TrainingStrategy
+from ..kernel_times import LayerTimes
+from .backup import BackupCancel
+from .embedding import layout_blocks
+from .hierarchy import Hierarchy, build_groups
+from .layout import PS_KEY as _PS
+from .layout import Key, count_partitions, partition_keys, place, shard
+from .pipeline import Connections
+from .replication import FailureHooks, check_replicas, replication_for
+from .report import summarize
+from .server import KeyServer, KeyState, Pending
+from .summary import ParameterServerSummary
+from .work import estimate_work
 
 
-@dataclass
-class _KeyState:
-    """A key on its server: version, the round being gathered (sync/backup)."""
-
-    version: int = 0
-    accepted: list[int] = field(default_factory=list)
-    waiting: list[int] = field(default_factory=list)
-    closing: bool = False
-
-
-@dataclass
-class _Pending:
-    """Pulls a worker still waits for in its current iteration."""
-
-    left: int
-    event: simpy.Event
-
-
-class ParameterServer(FailureHooks, TrainingStrategy):
+class ParameterServer(FailureHooks, KeyServer, TrainingStrategy):
     """Parameter-server data parallelism: sync, backup, async, ssp, geo."""
 
     name = "parameter_server"
@@ -270,7 +211,7 @@ class ParameterServer(FailureHooks, TrainingStrategy):
         ]
 
     def estimate_work(self) -> WorkEstimate:
-        """See :func:`.ps_work.estimate_work`."""
+        """See :func:`.work.estimate_work`."""
         return estimate_work(self)
 
     def continues_without_workers(self) -> bool:
@@ -297,9 +238,9 @@ class ParameterServer(FailureHooks, TrainingStrategy):
         self.backup = BackupCancel(self) if cancel else None
         self.hierarchy = Hierarchy(self, self.groups) if self.groups is not None else None
         self.clock = training.IterationClock.new()
-        self.state = [_KeyState() for _ in self.keys]
+        self.state = [KeyState() for _ in self.keys]
         self.pulled = [[0] * len(self.keys) for _ in range(n)]
-        self.pending: list[_Pending | None] = [None] * n
+        self.pending: list[Pending | None] = [None] * n
         self.completed = [0] * n
         self.applied = [0] * n
         self.histogram: dict[int, int] = {}
@@ -315,11 +256,6 @@ class ParameterServer(FailureHooks, TrainingStrategy):
             return
         for w in range(n):
             sim.process(body(w))
-
-    @property
-    def _done(self) -> bool:
-        """Sync/backup: every key has had ``training.iterations`` rounds."""
-        return min(st.version for st in self.state) >= self.train.iterations
 
     def _worker(self, w: int) -> Generator[Any, Any, None]:
         """Sync, backup, async and ssp: compute, push per layer, wait for every pull."""
@@ -393,194 +329,16 @@ class ParameterServer(FailureHooks, TrainingStrategy):
             self.ssp_waiters.append((need, event))
             yield event
 
-    def _expect_pulls(self, w: int) -> _Pending:
-        pending = _Pending(len(self.keys), self.sim.event())
+    def _expect_pulls(self, w: int) -> Pending:
+        pending = Pending(len(self.keys), self.sim.event())
         self.pending[w] = pending
         return pending
-
-    # -- push, apply, pull ---------------------------------------------------
-
-    def _push(self, w: int, key: Key, it: int) -> None:
-        """Send worker ``w``'s gradient (or delta) of ``key`` to its server."""
-        self.pushes[w] += 1
-        if self.backup is not None:
-            self.backup.push(w, key, it)
-            return
-        if self.hierarchy is not None:
-            self.hierarchy.push(w, key, it)
-            return
-        device = self.workers[w]
-        arrive = self._arrive_round if self.ps.mode in ("sync", "backup") else self._apply_now
-        if device == key.server:
-            arrive(w, key, it)
-            return
-        self.links.send(
-            device,
-            key.server,
-            key.nbytes,
-            lambda: arrive(w, key, it),
-            label=f"push {key.name}",
-            iteration=it,
-            op="push",
-        )
-
-    def _apply_now(self, w: int, key: Key, it: int) -> None:
-        """Async, ssp, geo: apply the push at once; the worker pulls the result."""
-        st = self.state[key.index]
-        self._count_staleness(st.version - self.pulled[w][key.index])
-        st.version += 1
-        version = st.version
-        self.applied[w] += 1
-        self._after_update(key, self._update(key, it), lambda: self._pull(w, key, version, it), it)
-
-    def _arrive_round(self, w: int, key: Key, it: int) -> None:
-        """Sync, backup: aggregate a push made on the current version, or drop it."""
-        st = self.state[key.index]
-        if self.pulled[w][key.index] == st.version and not st.closing and not self._key_done(st):
-            self._accept(w, key)
-            if len(st.accepted) == self.k:
-                st.closing = True
-                event = self._update(key, st.version)
-                self._after_update(key, event, lambda: self._close_round(key), st.version)
-                if self.backup is not None:
-                    self.backup.closed(st)
-            return
-        self.dropped += 1
-        if st.closing:
-            st.waiting.append(w)
-        else:
-            self._pull(w, key, st.version, it)
-
-    def _accept(self, sender: int, key: Key) -> None:
-        """Take ``sender``'s push (a worker's, or a node's under a hierarchy) into the
-        key's current round: the server aggregates it on its compute stream."""
-        st = self.state[key.index]
-        st.accepted.append(sender)
-        self._count_staleness(0)
-        self.sim.compute(
-            key.server,
-            bytes=key.nbytes,
-            label=f"aggregate {key.name}",
-            iteration=st.version,
-            op="ps_aggregate",
-        )
-
-    def _key_done(self, st: _KeyState) -> bool:
-        return st.version >= self.train.iterations
-
-    def _close_round(self, key: Key) -> None:
-        st = self.state[key.index]
-        round_ = st.version
-        st.version += 1
-        accepted, waiting = st.accepted, st.waiting
-        st.accepted, st.waiting, st.closing = [], [], False
-        if key.index == 0:
-            self.round_samples.append(sum(self.samples[w] for w in accepted))
-        for w in accepted:
-            self.applied[w] += 1
-            self._pull(w, key, st.version, round_, round_=round_)
-        for w in waiting:
-            self._pull(w, key, st.version, round_)
-
-    def _update(self, key: Key, it: int) -> simpy.Event:
-        """The server's optimizer update of ``key`` (memory-bound, on its compute stream)."""
-        per_param = training.OPTIMIZER_BYTES_PER_PARAM[self.train.optimizer]
-        return self.sim.compute(
-            key.server,
-            bytes=key.updated_params * per_param,
-            label=f"update {key.name}",
-            phase="optimizer",
-            iteration=it,
-            op="ps_update",
-        )
-
-    def _after_update(self, key: Key, ev: simpy.Event, then: Callable[[], None], it: int) -> None:
-        """``then()`` after the update ``ev`` (and its chain replication, ``replicas`` > 1)."""
-        if self.replication is None:
-            ev.callbacks.append(lambda _e: then())
-        else:
-            self.replication.after_update(key, ev, then, it)
-
-    def _pull(self, w: int, key: Key, version: int, it: int, round_: int | None = None) -> None:
-        """Send ``key`` at ``version`` to worker ``w``."""
-        device = self.workers[w]
-
-        def arrived() -> None:
-            self._arrived(w, key, version, round_)
-
-        if device == key.server:
-            arrived()
-            return
-        self.links.send(
-            key.server,
-            device,
-            key.nbytes,
-            arrived,
-            label=f"pull {key.name}",
-            iteration=it,
-            op="pull",
-        )
-
-    def _arrived(self, w: int, key: Key, version: int, round_: int | None) -> None:
-        """``key`` at ``version`` is in at worker ``w`` (the last byte of its pull)."""
-        self.pulled[w][key.index] = version
-        if round_ is not None:
-            self.round_end[round_] = max(self.round_end.get(round_, 0.0), self.sim.now)
-        pending = self.pending[w]
-        if pending is not None:
-            pending.left -= 1
-            if pending.left == 0:
-                pending.event.succeed()
-
-    def _count_staleness(self, staleness: int) -> None:
-        self.histogram[staleness] = self.histogram.get(staleness, 0) + 1
 
     # -- summary -------------------------------------------------------------
 
     def summarize(self, sim: Simulation) -> ParameterServerSummary:
-        """Common training keys, plus keys, servers, updates/s, iterations, staleness."""
-        mode = self.ps.mode
-        measured, updates_per_s = (
-            async_summary(self, sim) if mode in ASYNC_MODES else round_summary(self, sim)
-        )
-        per_value = training.BYTES_PER_VALUE[self.train.precision]
-        load = {s: 0.0 for s in self.servers}
-        for key in self.keys:
-            load[key.server] += key.params
-        hot, hot_share = busiest(server_bytes(sim.records, self.servers))
-        summary = ParameterServerSummary(
-            times=measured.times,
-            updates_per_s=updates_per_s,
-            iterations_per_worker=dict(zip(self.workers, self.completed, strict=True)),
-            staleness_histogram=dict(sorted(self.histogram.items())),
-            model=ModelInfo(self.model.name, self.model.params),
-            parameter_server=ServerSettings(
-                mode=mode,
-                placement=self.ps.placement,
-                backup_k=self.k if mode == "backup" else None,
-                staleness=self.ps.staleness if mode == "ssp" else None,
-                geo_period=self.ps.geo_period if mode == "geo" else None,
-            ),
-            workers=list(self.workers),
-            servers={s: ServerLoad(p, p * per_value) for s, p in load.items()},
-            keys=[KeyPlacement(k.name, k.params, k.nbytes, k.server) for k in self.keys],
-            global_batch=self.train.global_batch,
-            pushes_per_worker={
-                d: self.pushes[w] / len(self.keys) for w, d in enumerate(self.workers)
-            },
-            key_pushes=sum(self.pushes),
-            key_pushes_dropped=self.dropped,
-            busiest_server=hot,
-            busiest_server_share=hot_share,
-            shares=measured.shares,
-            cancelled_compute_s=self.backup.cancelled_compute_s if self.backup else None,
-            cancelled_push_bytes=self.backup.cancelled_push_bytes if self.backup else None,
-            replication=self.replication.summary() if self.replication else None,
-        )
-        return replace(summary, **embedding_fields(self))
-
-    def _devices(self) -> list[str]:
-        return list(dict.fromkeys(self.workers + self.servers))
+        """See :func:`.report.summarize`."""
+        return summarize(self, sim)
 
 
 def _until(gen: Iterator[Any], stop: Callable[[], bool] | None) -> Generator[Any, Any, bool]:

@@ -1,6 +1,6 @@
 """Sparse embeddings on parameter servers: a recommendation model's table, sharded by rows,
 pushed and pulled only where a batch touches it.  See
-:mod:`clustersim.strategies.parameter_server` and :mod:`clustersim.model.embedding`.
+:mod:`clustersim.strategies.parameter_server.strategy` and :mod:`clustersim.model.embedding`.
 
 ```yaml
 model:
@@ -40,14 +40,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Problem, ScenarioError
-from ..model.embedding import EmbeddingTable, shard_sizes, unique_rows_by_shard
-from ..model.layers import Model
-from . import training
-from .ps_layout import PS_KEY, Block, make_blocks
+from ...errors import Problem, ScenarioError
+from ...model.embedding import EmbeddingTable, shard_sizes, unique_rows_by_shard
+from ...model.layers import Model
+from .. import training
+from .layout import PS_KEY, Block, make_blocks
 
 if TYPE_CHECKING:
-    from .parameter_server import ParameterServer
+    from .strategy import ParameterServer
 
 
 def layout_blocks(ps: ParameterServer) -> list[Block]:

@@ -36,13 +36,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import Problem, ScenarioError
-from ..scenario import ParameterServerSpec
-from ..topology import Device, Topology
-from .ps_layout import PS_KEY, Key
+from ...errors import Problem, ScenarioError
+from ...scenario import ParameterServerSpec
+from ...topology import Device, Topology
+from .layout import PS_KEY, Key
 
 if TYPE_CHECKING:
-    from .parameter_server import ParameterServer
+    from .strategy import ParameterServer
 
 _HIER = f"{PS_KEY}.hierarchy"
 

@@ -2,7 +2,7 @@
 
 Two things let a pull start while other keys are still being pushed
 (``data_parallel.ps.partition_bytes``; see
-:mod:`clustersim.strategies.parameter_server`):
+:mod:`clustersim.strategies.parameter_server.strategy`):
 
 * **Partitions.**  Every key larger than ``partition_bytes`` is cut into
   ``ceil(key bytes / partition_bytes)`` equal partitions, which are keys of
@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import Simulation
+from ...engine import Simulation
 
 Block = tuple[str, int, float]
 """``(key name, layer index, params)``."""

@@ -5,7 +5,7 @@ al., AISTATS 2018) waits for the first ``k`` of ``n`` workers' gradients; the
 others stop their work and start the next round with the new parameters, so a
 round lasts the ``k``-th order statistic ``X_{k:n}`` of the workers' times.
 This is ``data_parallel.ps.mode: backup`` with ``backup_cancel: true`` (the
-default; see :mod:`clustersim.strategies.parameter_server`):
+default; see :mod:`.strategy`):
 
 * **Who takes part.**  Rounds close per key (the first ``k`` pushes made on the
   current version).  The *first* key of round ``r`` to close fixes the round's
@@ -40,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from .ps_layout import Key
-from .ps_pipeline import Message
+from .layout import Key
+from .pipeline import Message
 
 if TYPE_CHECKING:
-    from .parameter_server import ParameterServer, _KeyState
+    from .server import KeyState
+    from .strategy import ParameterServer
 
 
 class BackupCancel:
@@ -150,7 +151,7 @@ class BackupCancel:
         if message is not None:
             self.in_flight[w][key.index] = message
 
-    def closed(self, st: _KeyState) -> None:
+    def closed(self, st: KeyState) -> None:
         """A key's round has its ``k`` pushes: the first of its round fixes the
         participants and cancels every other worker still in the round."""
         round_ = st.version

@@ -1,4 +1,5 @@
-"""The summary part of a multi-job run (``jobs:``): each job's own part and its slowdown.
+"""The summary part of a multi-job run (``jobs:``, :mod:`.strategy`): each job's own part and
+its slowdown.
 
 ``jobs`` maps each job's name to a :class:`JobSummary`: ``workload`` (the job's
 strategy), then that strategy's part exactly as a run of the job alone as a single-job
@@ -14,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .families import StrategySummary
-from .parts import SPLICE, SummaryPart, _typed
+from ...metrics import SPLICE, StrategySummary, SummaryPart
+from ...metrics.parts import typed_value
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class JobsSummary(StrategySummary):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> JobsSummary:
-        jobs = _typed(dict[str, JobSummary], data.get("jobs") or {}, lenient, "jobs")
+        jobs = typed_value(dict[str, JobSummary], data.get("jobs") or {}, lenient, "jobs")
         return cls(data.get("max_slowdown"), jobs)  # type: ignore[arg-type]
 
     def job_of_device(self) -> dict[str, str]:

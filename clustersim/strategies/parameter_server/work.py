@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..budget import WorkEstimate
-from .ps_hierarchy import transfers_per_round
+from ...budget import WorkEstimate
+from .hierarchy import transfers_per_round
 
 if TYPE_CHECKING:
-    from .parameter_server import ParameterServer
+    from .strategy import ParameterServer
 
 HELD_SENDS_PER_TRANSFER = 8
 """Memory a parameter server's push or pull keeps until the run ends (its message, the

@@ -1,14 +1,20 @@
 """The parameter-server part of summary.json (:class:`ParameterServerSummary`, registered under
-the workload ``parameter_server``) and the blocks it holds: the servers' settings and load, the
-placement of keys, chain replication."""
+the workload ``parameter_server``; :mod:`.report` builds it) and the blocks it holds: the
+servers' settings and load, the placement of keys, chain replication."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .families import TrainingSummary
-from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart
-from .training import DeviceShares, ModelInfo
+from ...metrics import (
+    OPTIONAL,
+    OPTIONAL_SPLICE,
+    SPLICE,
+    DeviceShares,
+    ModelInfo,
+    SummaryPart,
+    TrainingSummary,
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class KeyPlacement(SummaryPart):
 @dataclass(frozen=True)
 class ReplicationSummary(SummaryPart):
     """Chain replication and failover of a parameter-server run (``replicas`` above 1;
-    :mod:`clustersim.strategies.ps_replication`)."""
+    :mod:`.replication`)."""
 
     replicas: int
     replication_bytes: float

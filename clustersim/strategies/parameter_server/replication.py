@@ -1,6 +1,6 @@
 """Chain replication of parameter-server keys, and failover when a server fails.
 
-``data_parallel.ps.replicas: r`` (see :mod:`clustersim.strategies.parameter_server`) is
+``data_parallel.ps.replicas: r`` (see :mod:`.strategy`) is
 the chain replication of Li et al., OSDI 2014, section 4.3 (ps-lite): the keys of server
 ``i`` (of ``S``, in the order of ``servers``) are also held by the next ``r - 1`` servers
 in ring order, ``i+1, ..., i+r-1 mod S`` -- the key range's *chain*, its head the master.
@@ -64,19 +64,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Problem, ScenarioError
-from ..metrics import ReplicationSummary
-from . import training
-from .ps_layout import PS_KEY
-from .ps_pipeline import Connections, Message
+from ...errors import Problem, ScenarioError
+from .. import training
+from .layout import PS_KEY
+from .pipeline import Connections, Message
+from .summary import ReplicationSummary
 
 if TYPE_CHECKING:
     import simpy
 
-    from ..engine import Simulation
-    from ..scenario import ParameterServerSpec
-    from .parameter_server import ParameterServer
-    from .ps_hierarchy import Group
+    from ...engine import Simulation
+    from ...scenario import ParameterServerSpec
+    from .hierarchy import Group
+    from .strategy import ParameterServer
 
 
 def chains(servers: Sequence[str], replicas: int) -> dict[str, list[str]]:

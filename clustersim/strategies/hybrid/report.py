@@ -1,0 +1,206 @@
+"""The 3D hybrid's report: its FLOPs, summary, activation memory and traffic.
+
+:class:`HybridReport` reads what a run of :class:`~clustersim.strategies.hybrid.strategy.Pipeline`
+left (its iteration clock, activation-memory tracks and records) and builds the
+:class:`~.summary.HybridSummary`.  Units: seconds, bytes, FLOPs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...collectives import CollectiveCall
+from ...engine import Simulation
+from ...errors import SimulationError
+from ...metrics import ModelInfo, flop_rates, training_summary
+from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
+from .dp_overlap import DataParallelOverlap
+from .experts import summary_block
+from .layout import HybridLayout
+from .summary import (
+    HybridSummary,
+    HybridTraffic,
+    IterationBubble,
+    StageActivations,
+    StageWeightVersions,
+    TensorParallelTraffic,
+)
+
+
+class HybridReport(DataParallelOverlap, HybridLayout):
+    """The summary side of the 3D hybrid; :class:`Pipeline` adds the running side."""
+
+    memory: dict[tuple[int, int], ActivationMemory]
+    """Activation memory of (replica, device stage), filled while running."""
+
+    # -- summary -------------------------------------------------------------
+
+    def flops_per_iteration(self) -> tuple[float, float]:
+        """(model FLOPs, hardware FLOPs) of one iteration over all replicas: forward +
+        backward, and the same plus recomputation (what Megatron-LM's 96 B s l h^2 formula
+        counts)."""
+        batch = self.train.global_batch
+        model = sum(p.forward_flops + p.backward_flops for p in self.plans) * batch
+        hardware = model + sum(p.recompute_flops for p in self.plans) * batch
+        return model, hardware
+
+    def summarize(self, sim: Simulation) -> HybridSummary:
+        """Training keys plus schedule, bubbles (measured and theoretical), stages, memory."""
+        iterations = self.train.iterations
+        ended = len(self.clock.iteration_ends(iterations))
+        if ended != iterations:
+            raise SimulationError(
+                f"pipeline finished {ended} of {iterations} iterations (schedule deadlock?)"
+            )
+        workers = self.workers
+        measured = training_summary(
+            self.clock, sim.records, iterations, self.train.global_batch, workers
+        )
+        windows = iteration_windows(self.clock.iteration_ends(iterations))
+        per_iteration = bubble_by_iteration(sim.records, workers, windows)
+        run_s = windows[-1][1] if windows else 0.0
+        per_device = {
+            device: sum(row["idle_s"] for row in rows) / run_s if run_s > 0 else 0.0
+            for device, rows in per_iteration.items()
+        }
+        s = self.schedule
+        gpus = len(self.placement.workers)
+        return HybridSummary(
+            times=measured.times,
+            flops=flop_rates(*self.flops_per_iteration(), measured.iteration_time_s, gpus),
+            model=ModelInfo(self.model.name, self.model.params),
+            workers=workers,
+            global_batch=self.train.global_batch,
+            schedule=s.name,
+            stages=s.stages,
+            micro_batches=s.micro_batches,
+            chunks=s.chunks,
+            recompute=self.recompute != "none",
+            recompute_mode=self.recompute,
+            dp=self.dp,
+            tp=self.tp,
+            pp=self.pp,
+            order=list(self.placement.order),
+            sequence_parallel=self.parallelism.sequence_parallel,
+            zero_stage=self.zero,
+            simulated_replicas=self.simulated,
+            micro_batch_size=self.micro_batch,
+            stage_devices=[list(r) for r in self.grid],
+            tensor_groups=[[list(g) for g in r] for r in self.groups],
+            stage_layers=list(self.stage_layers),
+            stage_layer_names=[
+                [
+                    self.model.layers[p.first_layer].name,
+                    self.model.layers[p.first_layer + p.layers - 1].name,
+                ]
+                for p in self.plans
+            ],
+            theoretical_bubble_fraction=s.theoretical_bubble(),
+            idle_fraction=measured.shares.bubble_fraction,
+            bubble_fraction=sum(per_device.values()) / len(per_device) if per_device else 0.0,
+            non_compute_fraction=measured.shares.non_compute_fraction,
+            per_device_bubble=per_device,
+            per_device_iteration={
+                device: [IterationBubble(**row) for row in rows]
+                for device, rows in per_iteration.items()
+            },
+            activation_memory=self._memory_summary(),
+            communication=self._communication(),
+            per_iteration=measured.shares.per_iteration,
+            workers_simulated=len(workers) if self.simulated < self.dp else None,
+            workers_total=gpus if self.simulated < self.dp else None,
+            moe=summary_block(self),
+            weight_versions=None if s.flush else self._weight_versions(),
+            cp=self.cp if self.cp > 1 else None,
+            context_parallel=self._context_parallel_traffic(),
+            offload=self._offload_traffic(),
+            recipes=self._recipes_summary(),
+        )
+
+    def _weight_versions(self) -> dict[str, StageWeightVersions]:
+        """Per device stage: its weight versions and their bytes on one device."""
+        out: dict[str, StageWeightVersions] = {}
+        for s in range(self.pp):
+            versions = self.schedule.weight_versions(s)
+            one = self._stage_weight_bytes(s)
+            out[str(s)] = StageWeightVersions(versions, one, (versions - 1) * one)
+        return out
+
+    def _memory_summary(self) -> dict[str, StageActivations]:
+        """Per device stage: peak stored activations (max over replicas) and replica 0's timeline."""
+        out: dict[str, StageActivations] = {}
+        for s in range(self.pp):
+            tracks = [self.memory[d, s] for d in range(self.simulated)]
+            working = None
+            if self.recompute != "none":
+                working = max(
+                    self.plans[k].working_bytes * self.micro_batch / self.cp
+                    for k in self._chunks_of(s)
+                )
+            out[str(s)] = StageActivations(
+                peak_bytes=max(t.peak_bytes for t in tracks),
+                peak_microbatches=max(t.peak_count for t in tracks),
+                recompute_working_bytes=working,
+                timeline=tracks[0].timeline,
+            )
+        return out
+
+    def _communication(self) -> HybridTraffic:
+        """Bytes per micro-batch at each stage boundary, the dp sync, the tensor-parallel bytes."""
+        return HybridTraffic(
+            boundary_bytes=[p.output_bytes * self.micro_batch for p in self.plans[:-1]],
+            allreduce_bytes=[calls[0].size_bytes for calls in self.calls.values()],
+            dp_op="reducescatter+allgather" if self.zero >= 1 else "allreduce",
+            algorithm=self.sync.algorithm if self.grad_ranks > 1 else None,
+            network_model=self.scenario.network.model,
+            dp_network_model=self.dp_network_model,
+            dp_link_sharing=[self.dp_sharing.get(s, 1) for s in range(self.pp)],
+            tensor_parallel=self._tensor_parallel_traffic() if self.tp > 1 else None,
+            ran=self.collectives_ran(self._dp_iteration_calls(), model=self.dp_network_model),
+        )
+
+    def _dp_iteration_calls(self) -> list[CollectiveCall]:
+        """The data-parallel collectives of one replica's stages (with ZeRO, each
+        reduce-scatter's all-gather too)."""
+        calls = [call for stage in self.calls.values() for call in stage]
+        if self.zero >= 1:
+            calls += [replace(call, op="allgather") for call in calls]
+        return calls
+
+    def _tensor_parallel_traffic(self) -> TensorParallelTraffic:
+        """The tensor-parallel ops, their bytes per layer and per block, and the seconds of
+        one micro-batch's forward per stage (priced analytically).  Per layer: the mean
+        over the first stage with split layers (attention and MLP layers differ in 2-D,
+        2.5-D and 3-D); other modes than 1d add the mode, grid and backward bytes."""
+        first = next((p for p in self.plans if p.split_layers), None)
+        ops = self._tp_ops(first, "fwd")
+        layers = max(first.split_layers, 1) if first else 1
+        per_layer = sum(c.size_bytes for c in ops) / layers if first else 0.0
+        megatron = self.tp_mode.name == "1d"
+        backward = sum(c.size_bytes for c in self._tp_ops(first, "bwd")) / layers
+        return TensorParallelTraffic(
+            algorithm=self.parallelism.tp_algorithm,
+            ops=(
+                [c.op for c in ops[: 2 if self.options.sequence_parallel else 1]]
+                if megatron
+                else sorted({f"{c.op} {c.axis}" for c in ops + self._tp_ops(first, "bwd")})
+            ),
+            bytes_per_layer_per_pass=per_layer,
+            bytes_per_block_per_pass=2 * per_layer,
+            seconds_per_microbatch_forward=[
+                self.tp_timers[0, s].seconds(
+                    tuple(
+                        op for k in self._chunks_of(s) for op in self._tp_ops(self.plans[k], "fwd")
+                    )
+                )
+                for s in range(self.pp)
+            ],
+            priced="analytical",
+            mode=None if megatron else self.tp_mode.name,
+            grid=None if megatron else self.tp_mode.grid,
+            bytes_per_layer_backward=None if megatron else backward,
+            ran=self.collectives_ran(
+                [self.tp_timers[0, 0].call_of(c) for c in ops + self._tp_ops(first, "bwd")],
+                self.scenario.network.channels,
+            ),
+        )
