@@ -26,12 +26,32 @@ from clustersim.cli import main
 from clustersim.devices import Stragglers, _RandomSlowdown
 from clustersim.errors import ScenarioError, SimulationError
 from clustersim.scenario import MAX_SEED, parse_scenario
+from clustersim.scenario.cluster import FlatCluster
 from clustersim.scenario.validation import _unwrap
 from clustersim.strategies import registered_strategies
+from clustersim.topology import FABRICS
 
 from .conftest import SCENARIOS, compute, flat_topology, transfer
 
 # --------------------------------------------------------------------------- base documents
+
+PLUGIN_FABRIC = "numbers_switch"
+"""A fabric registered from outside (below): a switch whose keys the builder reads itself."""
+
+
+def _build_plugin_switch(spec: Any) -> Any:
+    """The switch of ``spec``'s own keys (a plugin fabric checks them as it builds)."""
+    flat = FlatCluster.model_validate({"kind": "switch", **(spec.model_extra or {})})
+    return FABRICS.lookup("switch")(flat)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _plugin_fabric() -> Any:
+    """The plugin fabric registered while this module's tests run."""
+    FABRICS.add(PLUGIN_FABRIC, _build_plugin_switch)
+    yield
+    FABRICS.remove(PLUGIN_FABRIC)
+
 
 _LAYERS = [{"name": "block", "params": 1e6, "flops": 1e9, "activations": "1MB", "repeat": 2}]
 _SWITCH = {
@@ -175,6 +195,10 @@ BASES: dict[str, dict[str, Any]] = {
             "node": {**_NODE, "nics": 4},
         },
         {"program": [transfer("t", "group0/node0/gpu0", "group1/node0/gpu0", "1MB")]},
+    ),
+    "plugin": _workload(
+        {"kind": PLUGIN_FABRIC, "devices": 2, "link": {"bandwidth": "10GB/s"}},
+        {"program": [transfer("t", "gpu0", "gpu1", "1MB")]},
     ),
     "custom": _workload(
         {
@@ -357,6 +381,7 @@ KEYS: list[Key] = [
             ("ThreeTierCluster", "three_tier"),
             ("RailOptimizedCluster", "rail"),
             ("CustomCluster", "custom"),
+            ("PluginCluster", "plugin"),
         )
     ],
     *_keys(
