@@ -14,7 +14,8 @@ from ..runner import run_all
 if TYPE_CHECKING:
     pass
 
-from .space import Candidate, Point, _reason, dash, point_label, shorten
+from .candidates import Candidate, _reason, shorten
+from .space import Point, dash, point_label
 
 # --------------------------------------------------------------------------- simulation
 
