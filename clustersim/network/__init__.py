@@ -18,7 +18,8 @@ same sequence of calls gives bit-identical times.
 """
 
 from .flow import Flow, LinkLike, LinkStats, RouteLike
-from .flow_level import RECOMPUTE_PRIORITY, Network
+from .flow_level import Network
+from .rates import RECOMPUTE_PRIORITY
 from .solver import NUMPY_FILL_MIN_FLOWS, fill_arrays, max_min_rates
 
 __all__ = [
