@@ -43,21 +43,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from heapq import heappush
 from typing import Any
 
+import numpy as np
 import simpy
 from simpy.events import Event
 
 from ..errors import SimulationError
-from .flow import (
-    NO_FLOWS,
-    Flow,
-    LinkLike,
-    LinkStats,
-    RouteLike,
-    stats_of_links,
-)
+from .flow import NO_FLOWS, Flow, LinkLike, RouteLike
 from .rates import RateRecomputation
 from .routes import check_bandwidth, link_capacities, route_info
 from .solver import _Solver
@@ -66,6 +61,22 @@ from .timers import FlowTimers
 _INF = math.inf
 
 _ROUTE_CACHE_MAX = 1 << 18
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """Traffic seen by one link up to the time :meth:`Network.link_stats` was called."""
+
+    index: int
+    """Link index (position in the list given to :class:`Network`)."""
+    name: str
+    """Link name, e.g. ``rack0/tor->spine0``."""
+    bytes: float
+    """Bytes carried: sizes of the flows that finished crossing the link."""
+    busy_s: float
+    """Seconds during which at least one flow was moving bytes over the link."""
+    peak_flows: int
+    """Largest number of flows moving bytes over the link at the same time."""
 
 
 class Network(FlowTimers, RateRecomputation):
@@ -213,9 +224,16 @@ class Network(FlowTimers, RateRecomputation):
                 self._schedule_recompute()
 
     def link_stats(self, used_only: bool = False) -> list[LinkStats]:
-        """Per-link bytes, busy time and peak concurrency up to ``env.now`` (of the links that
-        ever held a flow only, with ``used_only``): :func:`.flow.stats_of_links`."""
-        return stats_of_links(self, used_only)
+        """Per-link bytes, busy time and peak concurrency up to ``env.now``; with
+        ``used_only``, of the links :func:`used_links` finds (that ever held a flow)."""
+        now, out = self.env.now, []
+        used = used_links(self._peak, self._bytes, self._busy) if used_only else None
+        for i in used if used is not None else range(len(self._links)):
+            busy = self._busy[i]
+            if self._link_flows[i]:
+                busy += now - self._since[i]
+            out.append(LinkStats(i, self._links[i].name, self._bytes[i], busy, self._peak[i]))
+        return out
 
     # --------------------------------------------------------------- internals
 
@@ -228,3 +246,41 @@ class Network(FlowTimers, RateRecomputation):
         if info[3] is None:
             self._routes[id(route)] = info
         return info
+
+
+# --------------------------------------------------------------------------- the link table
+
+
+def used_links(peak: list[int], nbytes: list[float], busy: list[float]) -> list[int]:
+    """Indices of the links that ever held a flow, carried bytes or were busy, from the
+    network's per-link lists (numpy: a 131,072-GPU cluster has 1.4 M links, most of them
+    idle in a one-replica run)."""
+    held = (np.asarray(peak) > 0) | (np.asarray(nbytes) > 0.0) | (np.asarray(busy) > 0.0)
+    return np.flatnonzero(held).tolist()  # type: ignore[no-any-return]
+
+
+def link_columns(net: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(link indices, bytes, busy seconds up to now, peak flows) of the links of network
+    ``net`` that ever held a flow, carried bytes or were busy (:func:`used_links`): what
+    :meth:`Network.link_stats` gives with ``used_only``, as numpy columns."""
+    index = np.asarray(used_links(net._peak, net._bytes, net._busy), dtype=np.int64)
+    rows = index.tolist()
+    busy = np.fromiter((net._busy[i] for i in rows), float, len(rows))
+    on = [j for j, i in enumerate(rows) if net._link_flows[i]]  # flows still moving
+    if on:
+        since = np.fromiter((net._since[rows[j]] for j in on), float, len(on))
+        busy[on] += net.env.now - since
+    nbytes = np.fromiter((net._bytes[i] for i in rows), float, len(rows))
+    peak = np.fromiter((net._peak[i] for i in rows), np.int64, len(rows))
+    return index, nbytes, busy, peak
+
+
+def release_link_state(net: Any) -> None:
+    """Let go of network ``net``'s per-link state (flows, capacities, bytes, busy times,
+    peaks, its solvers' arrays and route cache: lists of 1.4 M entries each on a 131,072-GPU
+    cluster) once a run's link table is taken (:func:`link_columns`).  Its counters stay;
+    it can carry no more flows."""
+    net._link_flows, net._cap, net._bytes, net._busy = [], [], [], []
+    net._since, net._peak, net._lmark = [], [], []
+    net._routes = {}
+    net._solver = net._wstate = None
