@@ -14,7 +14,6 @@
 """
 
 from .candidates import *  # noqa: F403
-from .candidates import _reason  # noqa: F401
 from .figure import *  # noqa: F403
 from .options import *  # noqa: F403
 from .runs import *  # noqa: F403

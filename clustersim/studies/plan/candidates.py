@@ -147,7 +147,7 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
             over.append(exc)
             continue
         except ClustersimError as exc:
-            reason = shorten(_reason(exc))
+            reason = shorten(error_message(exc))
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
         candidates.append(Candidate(len(candidates), point, changed, source, memory))
@@ -184,7 +184,7 @@ def _check_options(options: PlanOptions) -> None:
         raise ScenarioError(Problem("--zero", f"no ZeRO stage {bad[0]}", "0, 1, 2, 3"))
 
 
-def _reason(exc: ClustersimError) -> str:
+def error_message(exc: ClustersimError) -> str:
     """The message of ``exc`` without the file name (the same for every candidate)."""
     if isinstance(exc, ScenarioError):
         return "; ".join(p.render() for p in exc.problems)
