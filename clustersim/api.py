@@ -43,7 +43,7 @@ from .metrics import (
     usage_summary,
 )
 from .metrics.link_table import build_link_table
-from .network.flow import link_columns, release_link_state
+from .network.flow_level import link_columns, release_link_state
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
 from .outputs.modes import OutputModes

@@ -11,6 +11,7 @@ import pytest
 
 from clustersim.cli import main
 from clustersim.studies import golden
+from clustersim.version import __version__
 
 from .conftest import ROOT, SCENARIOS
 
@@ -74,7 +75,7 @@ def test_record_writes_named_file_with_key_metrics(
     monkeypatch.chdir(tmp_path)
     doc = _record(tmp_path, Path("scenarios/overlap.yaml"), capsys)
     assert (tmp_path / "golden" / "scenarios__overlap.json").is_file()
-    assert doc["clustersim_version"] == golden.__version__
+    assert doc["clustersim_version"] == __version__
     assert doc["scenario"] == "dp-overlap"
     assert doc["scenario_file"] == "scenarios/overlap.yaml"
     assert doc["scenario_sha256"] == golden.scenario_sha256(scenario)

@@ -12,7 +12,7 @@ import simpy
 
 from clustersim.metrics.link_table import LinkTable, build_link_table
 from clustersim.network import Network
-from clustersim.network.flow import link_columns
+from clustersim.network.flow_level import link_columns
 from clustersim.topology import Link, Route
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from clustersim.cli import main
 from clustersim.errors import ScenarioError
-from clustersim.model import Model
+from clustersim.model import Model, dense_presets
 from clustersim.model import presets as models
-from clustersim.model.presets import (
-    Transformer,
-    build_model,
-    registered_presets,
-    transformer_model,
-)
+from clustersim.model.presets import build_model, registered_presets
+from clustersim.model.transformer import Transformer, transformer_model
 from clustersim.scenario import ModelSpec
 
 PUBLISHED_PARAMS = {
@@ -211,7 +210,20 @@ def test_registry_is_filled_by_the_decorator() -> None:
     # runs' models (BLOOM, Llama 3 x 3, MPT-7B)
     assert len(names) == 4 + 8 + 3 + 10 + 3 + 5
     with pytest.raises(ValueError, match="already registered"):
-        models.preset("vgg16", "again")(models.vgg16)
+        models.preset("vgg16", "again")(dense_presets.vgg16)
+
+
+def test_the_order_does_not_depend_on_which_catalogue_is_imported_first() -> None:
+    """The registry imports its catalogues on its first lookup; catalogues imported directly
+    before it register first, and still list in their place (dense, experts, published runs)."""
+    code = (
+        "import clustersim.model.llm_presets, clustersim.model.moe_presets\n"
+        "from clustersim.model import registered_presets\n"
+        "print(' '.join(registered_presets()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == list(registered_presets())
+    assert {p.module for p in registered_presets().values()} == set(models.CATALOGUES)
 
 
 def test_cli_lists_models(capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,14 +81,16 @@ def nothing_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import clustersim.api
     import clustersim.studies.collective_sweep
-    import clustersim.studies.golden
+    import clustersim.studies.golden.checking
+    import clustersim.studies.golden.recording
     import clustersim.studies.plan
     import clustersim.studies.sweep
 
     monkeypatch.setattr(clustersim.api, "simulate", refuse)
     monkeypatch.setattr(clustersim.studies.sweep, "run_jobs", refuse)
     monkeypatch.setattr(clustersim.studies.plan, "run_candidates", refuse)
-    monkeypatch.setattr(clustersim.studies.golden, "measure_all", refuse)
+    monkeypatch.setattr(clustersim.studies.golden.recording, "measure_all", refuse)
+    monkeypatch.setattr(clustersim.studies.golden.checking, "measure_all", refuse)
     monkeypatch.setattr(clustersim.studies.collective_sweep, "sweep", refuse)
 
 

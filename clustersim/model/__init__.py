@@ -5,7 +5,9 @@
 * :mod:`~clustersim.model.activations` -- activation memory per layer.
 * :mod:`~clustersim.model.memory` -- model states and device memory.
 * :mod:`~clustersim.model.presets` -- named models (the ``PRESETS`` registry) and
-  :func:`build_model` for a scenario's ``model:`` section.
+  :func:`build_model` for a scenario's ``model:`` section; the presets themselves in
+  :mod:`~clustersim.model.dense_presets`, :mod:`~clustersim.model.moe_presets` and
+  :mod:`~clustersim.model.llm_presets`.
 """
 
 from .layers import BYTES_PER_VALUE, Layer, Model

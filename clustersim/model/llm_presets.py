@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+from .presets import LLAMA_STYLE, register_transformer
 from .transformer import Transformer
 
 LLAMA3_VOCAB = 128256
@@ -37,58 +38,57 @@ LLAMA3_MODELS = (
 )
 
 
-def _register() -> None:
-    """Register the presets of this module (called once by :mod:`.presets`)."""
-    from .presets import LLAMA_STYLE, _register_transformer
-
-    _register_transformer(
-        "bloom-176b",
-        "BLOOM 176B (Le Scao et al. 2022): 70 x 14336, 112 heads, ALiBi, vocabulary 250880, "
-        "sequence 2048",
+register_transformer(
+    "bloom-176b",
+    "BLOOM 176B (Le Scao et al. 2022): 70 x 14336, 112 heads, ALiBi, vocabulary 250880, "
+    "sequence 2048",
+    Transformer(
+        70,
+        14336,
+        112,
+        4 * 14336,
+        250880,
+        2048,
+        max_positions=0,
+        embedding_norm=True,
+        dropout=False,
+    ),
+    ("bloom",),
+    module=__name__,
+)
+for _name, _layers, _hidden, _heads, _kv_heads, _ffn in LLAMA3_MODELS:
+    register_transformer(
+        _name,
+        f"Llama 3 {_name[7:].upper()} (Llama Team 2024): {_layers} x {_hidden}, {_heads} heads "
+        f"({_kv_heads} key/value), SwiGLU {_ffn}, context {LLAMA3_CONTEXT}",
         Transformer(
-            70,
-            14336,
-            112,
-            4 * 14336,
-            250880,
-            2048,
-            max_positions=0,
-            embedding_norm=True,
-            dropout=False,
+            _layers,
+            _hidden,
+            _heads,
+            _ffn,
+            LLAMA3_VOCAB,
+            LLAMA3_CONTEXT,
+            kv_heads=_kv_heads,
+            **LLAMA_STYLE,
         ),
-        ("bloom",),
+        (_name.replace("llama3", "llama-3"), _name.replace("llama3", "llama3.1")),
+        module=__name__,
     )
-    for name, layers, hidden, heads, kv_heads, ffn in LLAMA3_MODELS:
-        _register_transformer(
-            name,
-            f"Llama 3 {name[7:].upper()} (Llama Team 2024): {layers} x {hidden}, {heads} heads "
-            f"({kv_heads} key/value), SwiGLU {ffn}, context {LLAMA3_CONTEXT}",
-            Transformer(
-                layers,
-                hidden,
-                heads,
-                ffn,
-                LLAMA3_VOCAB,
-                LLAMA3_CONTEXT,
-                kv_heads=kv_heads,
-                **LLAMA_STYLE,
-            ),
-            (name.replace("llama3", "llama-3"), name.replace("llama3", "llama3.1")),
-        )
-    _register_transformer(
-        "mpt-7b",
-        "MPT-7B (MosaicML 2023): 32 x 4096, 32 heads, ALiBi, vocabulary 50432, sequence 2048",
-        Transformer(
-            32,
-            4096,
-            32,
-            4 * 4096,
-            50432,
-            2048,
-            max_positions=0,
-            bias=False,
-            norm_params=1,
-            dropout=False,
-            flash_attention=True,
-        ),
-    )
+register_transformer(
+    "mpt-7b",
+    "MPT-7B (MosaicML 2023): 32 x 4096, 32 heads, ALiBi, vocabulary 50432, sequence 2048",
+    Transformer(
+        32,
+        4096,
+        32,
+        4 * 4096,
+        50432,
+        2048,
+        max_positions=0,
+        bias=False,
+        norm_params=1,
+        dropout=False,
+        flash_attention=True,
+    ),
+    module=__name__,
+)

@@ -17,8 +17,9 @@ hash seeds or ``id()`` (``id`` only keys a cache of validated routes), so the
 same sequence of calls gives bit-identical times.
 """
 
-from .flow import Flow, LinkLike, LinkStats, RouteLike
-from .flow_level import RECOMPUTE_PRIORITY, Network
+from .flow import Flow, LinkLike, RouteLike
+from .flow_level import LinkStats, Network
+from .rates import RECOMPUTE_PRIORITY
 from .solver import NUMPY_FILL_MIN_FLOWS, fill_arrays, max_min_rates
 
 __all__ = [

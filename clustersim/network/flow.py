@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-import numpy as np
 import simpy
 from simpy.events import PENDING, Event
 
@@ -46,73 +44,9 @@ class RouteLike(Protocol):
     def latency_s(self) -> float: ...
 
 
-@dataclass(frozen=True)
-class LinkStats:
-    """Traffic seen by one link up to the time :meth:`Network.link_stats` was called."""
-
-    index: int
-    """Link index (position in the list given to :class:`Network`)."""
-    name: str
-    """Link name, e.g. ``rack0/tor->spine0``."""
-    bytes: float
-    """Bytes carried: sizes of the flows that finished crossing the link."""
-    busy_s: float
-    """Seconds during which at least one flow was moving bytes over the link."""
-    peak_flows: int
-    """Largest number of flows moving bytes over the link at the same time."""
-
-
 NO_FLOWS: Mapping[int, Any] = MappingProxyType({})
 """What the network holds for a link without flows (one shared, read-only mapping: a
 131,072-GPU cluster has 1.4 M links); a link that gets a flow gets a dict of its own."""
-
-
-def used_links(peak: list[int], nbytes: list[float], busy: list[float]) -> list[int]:
-    """Indices of the links that ever held a flow, carried bytes or were busy, from the
-    network's per-link lists (numpy: a 131,072-GPU cluster has 1.4 M links, most of them
-    idle in a one-replica run)."""
-    held = (np.asarray(peak) > 0) | (np.asarray(nbytes) > 0.0) | (np.asarray(busy) > 0.0)
-    return np.flatnonzero(held).tolist()  # type: ignore[no-any-return]
-
-
-def stats_of_links(net: Any, used_only: bool = False) -> list[LinkStats]:
-    """:meth:`Network.link_stats` of network ``net``: per link, bytes, busy time and peak
-    concurrency up to now; with ``used_only``, of the links :func:`used_links` finds."""
-    now, out = net.env.now, []
-    used = used_links(net._peak, net._bytes, net._busy) if used_only else None
-    for i in used if used is not None else range(len(net._links)):
-        busy = net._busy[i]
-        if net._link_flows[i]:
-            busy += now - net._since[i]
-        out.append(LinkStats(i, net._links[i].name, net._bytes[i], busy, net._peak[i]))
-    return out
-
-
-def link_columns(net: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(link indices, bytes, busy seconds up to now, peak flows) of the links of network
-    ``net`` that ever held a flow, carried bytes or were busy (:func:`used_links`): what
-    :meth:`Network.link_stats` gives with ``used_only``, as numpy columns."""
-    index = np.asarray(used_links(net._peak, net._bytes, net._busy), dtype=np.int64)
-    rows = index.tolist()
-    busy = np.fromiter((net._busy[i] for i in rows), float, len(rows))
-    on = [j for j, i in enumerate(rows) if net._link_flows[i]]  # flows still moving
-    if on:
-        since = np.fromiter((net._since[rows[j]] for j in on), float, len(on))
-        busy[on] += net.env.now - since
-    nbytes = np.fromiter((net._bytes[i] for i in rows), float, len(rows))
-    peak = np.fromiter((net._peak[i] for i in rows), np.int64, len(rows))
-    return index, nbytes, busy, peak
-
-
-def release_link_state(net: Any) -> None:
-    """Let go of network ``net``'s per-link state (flows, capacities, bytes, busy times,
-    peaks, its solvers' arrays and route cache: lists of 1.4 M entries each on a 131,072-GPU
-    cluster) once a run's link table is taken (:func:`link_columns`).  Its counters stay;
-    it can carry no more flows."""
-    net._link_flows, net._cap, net._bytes, net._busy = [], [], [], []
-    net._since, net._peak, net._lmark = [], [], []
-    net._routes = {}
-    net._solver = net._wstate = None
 
 
 class Flow(Event):

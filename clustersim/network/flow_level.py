@@ -11,8 +11,9 @@ It is the *flow-level max-min* model.  The progressive filling that computes
 the rates is in :mod:`clustersim.network.solver`; flows and what the network
 reads from links and routes in :mod:`clustersim.network.flow`.
 
-*The network* (:class:`Network`) is event-driven without a SimPy process per
-flow:
+*The network* (:class:`Network`: its state and interface here, its timer queue in
+:mod:`clustersim.network.timers`, its rate recomputation in
+:mod:`clustersim.network.rates`) is event-driven without a SimPy process per flow:
 
 * A timer queue holds the end of each flow's latency phase and its
   completion, as ``(flow id, version, flow)`` entries in per-time buckets
@@ -42,36 +43,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from heapq import heapify, heappop, heappush
+from dataclasses import dataclass
+from heapq import heappush
 from typing import Any
 
+import numpy as np
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.events import Event
 
 from ..errors import SimulationError
-from .flow import (
-    NO_FLOWS,
-    Callback,
-    Flow,
-    LinkLike,
-    LinkStats,
-    RouteLike,
-    overflow_message,
-    stats_of_links,
-)
+from .flow import NO_FLOWS, Flow, LinkLike, RouteLike
+from .rates import RateRecomputation
 from .routes import check_bandwidth, link_capacities, route_info
 from .solver import _Solver
-from .weighted import leave_weighted, recompute_weighted
+from .timers import FlowTimers
 
 _INF = math.inf
-
-RECOMPUTE_PRIORITY = 2
-"""SimPy priority of the batched rate recomputation: after URGENT (0) and NORMAL (1)."""
 
 _ROUTE_CACHE_MAX = 1 << 18
 
 
-class Network:
+@dataclass(frozen=True)
+class LinkStats:
+    """Traffic seen by one link up to the time :meth:`Network.link_stats` was called."""
+
+    index: int
+    """Link index (position in the list given to :class:`Network`)."""
+    name: str
+    """Link name, e.g. ``rack0/tor->spine0``."""
+    bytes: float
+    """Bytes carried: sizes of the flows that finished crossing the link."""
+    busy_s: float
+    """Seconds during which at least one flow was moving bytes over the link."""
+    peak_flows: int
+    """Largest number of flows moving bytes over the link at the same time."""
+
+
+class Network(FlowTimers, RateRecomputation):
     """All links of a cluster and the flows on them.  See the module docstring.
 
     ``links[i].index`` must be ``i``.  Units: seconds, bytes, bytes/s.
@@ -216,9 +224,16 @@ class Network:
                 self._schedule_recompute()
 
     def link_stats(self, used_only: bool = False) -> list[LinkStats]:
-        """Per-link bytes, busy time and peak concurrency up to ``env.now`` (of the links that
-        ever held a flow only, with ``used_only``): :func:`.flow.stats_of_links`."""
-        return stats_of_links(self, used_only)
+        """Per-link bytes, busy time and peak concurrency up to ``env.now``; with
+        ``used_only``, of the links :func:`used_links` finds (that ever held a flow)."""
+        now, out = self.env.now, []
+        used = used_links(self._peak, self._bytes, self._busy) if used_only else None
+        for i in used if used is not None else range(len(self._links)):
+            busy = self._busy[i]
+            if self._link_flows[i]:
+                busy += now - self._since[i]
+            out.append(LinkStats(i, self._links[i].name, self._bytes[i], busy, self._peak[i]))
+        return out
 
     # --------------------------------------------------------------- internals
 
@@ -232,362 +247,40 @@ class Network:
             self._routes[id(route)] = info
         return info
 
-    def _push(self, t: float, fid: int, version: int, flow: Flow) -> None:
-        """Schedule a timer-queue entry at time ``t`` (does not arm)."""
-        bucket = self._buckets.get(t)
-        if bucket is None:
-            self._buckets[t] = [(fid, version, flow)]
-            heappush(self._times, t)
-        else:
-            bucket.append((fid, version, flow))
 
-    def _schedule_recompute(self) -> None:
-        self._recompute_pending = True
-        Callback(self.env, self._recompute, RECOMPUTE_PRIORITY, 0.0)
+# --------------------------------------------------------------------------- the link table
 
-    def _arm(self) -> None:
-        """Make sure a wake-up is pending for the earliest time with a valid entry."""
-        times = self._times
-        buckets = self._buckets
-        while times:
-            t = times[0]
-            for _, ver, flow in buckets[t]:
-                if ver < 0 or ver == flow._version:
-                    break
-            else:  # only stale entries: drop the bucket
-                heappop(times)
-                self._stale -= len(buckets.pop(t))
-                continue
-            if not t < _INF:
-                raise SimulationError(overflow_message(buckets[t]) or f"t = {t}")
-            if t < self._wake_at:
-                self._wake_at = t
-                delay = t - self.env.now
-                self._wake_event = Callback(
-                    self.env, self._on_wake, NORMAL, delay if delay > 0.0 else 0.0
-                )
-            return
 
-    def _on_wake(self, event: Event) -> None:
-        """Process every entry due at the wake-up's target time.
+def used_links(peak: list[int], nbytes: list[float], busy: list[float]) -> list[int]:
+    """Indices of the links that ever held a flow, carried bytes or were busy, from the
+    network's per-link lists (numpy: a 131,072-GPU cluster has 1.4 M links, most of them
+    idle in a one-replica run)."""
+    held = (np.asarray(peak) > 0) | (np.asarray(nbytes) > 0.0) | (np.asarray(busy) > 0.0)
+    return np.flatnonzero(held).tolist()  # type: ignore[no-any-return]
 
-        Per bucket, completions first, then arrivals, so a link freed and
-        taken at the same instant does not count both flows at once.  The
-        bodies of :meth:`_arrive` and :meth:`_finish` are inlined here: this
-        is the per-transfer hot path.
-        """
-        if event is not self._wake_event:
-            return  # superseded by an earlier wake-up
-        self._wake_event = None
-        target = self._wake_at
-        self._wake_at = -_INF  # no wake-ups while the due entries are processed
-        env = self.env
-        now = env._now
-        if now > target:
-            target = now
-        times = self._times
-        buckets = self._buckets
-        link_flows = self._link_flows
-        nbytes = self._bytes
-        busy = self._busy
-        since = self._since
-        peak = self._peak
-        cap = self._cap
-        dirty = self._dirty
-        schedule = env.schedule
-        completed = 0
-        n_active = self._n_active
-        direct: list[Flow] = []  # completed flows whose caller asked for a direct call
-        while times and times[0] <= target:
-            bucket = buckets.pop(heappop(times))
-            arrivals = None
-            for fid, ver, flow in bucket:
-                if ver < 0:
-                    if arrivals is None:
-                        arrivals = [flow]
-                    else:
-                        arrivals.append(flow)
-                elif ver == flow._version:
-                    # Departure: the last byte arrived.
-                    size = flow.size_bytes
-                    freed = False
-                    if flow.weights is not None:
-                        freed = leave_weighted(self, flow, now)
-                    else:
-                        for link in flow.links:
-                            lf = link_flows[link]
-                            del lf[fid]
-                            nbytes[link] += size
-                            if lf:
-                                dirty[link] = None
-                                freed = True
-                            else:
-                                busy[link] += now - since[link]
-                    n_active -= 1
-                    flow._version = ver + 1  # no entry of this flow is valid any more
-                    flow._remaining = 0.0
-                    flow._last = now
-                    flow.rate_Bps = 0.0
-                    if freed and not self._recompute_pending:
-                        self._schedule_recompute()
-                    flow.end_s = now
-                    completed += 1
-                    flow._ok = True
-                    flow._value = None
-                    if flow.notify is None:
-                        schedule(flow)
-                    else:
-                        direct.append(flow)
-                else:
-                    self._stale -= 1
-            if arrivals is None:
-                continue
-            for flow in arrivals:
-                # Arrival: the latency is over (see _arrive).
-                flow.arrival_s = now
-                size = flow.size_bytes
-                if size == 0.0:
-                    flow.end_s = now
-                    completed += 1
-                    flow._ok = True
-                    flow._value = None
-                    if flow.notify is None:
-                        schedule(flow)
-                    else:
-                        direct.append(flow)
-                    continue
-                flow._last = now
-                n_active += 1
-                fid = flow.id
-                alone = True
-                rate = _INF
-                for link in flow.links:
-                    lf = link_flows[link]
-                    if lf:
-                        alone = False
-                        lf[fid] = flow
-                        if len(lf) > peak[link]:
-                            peak[link] = len(lf)
-                    else:
-                        since[link] = now
-                        link_flows[link] = {fid: flow}
-                        if not peak[link]:
-                            peak[link] = 1
-                        c = cap[link]
-                        if c < rate:
-                            rate = c
-                if alone and flow.weights is None:
-                    ver = flow._version + 1
-                    flow._version = ver
-                    flow.rate_Bps = rate
-                    if rate > 0.0:
-                        t = now + size / rate
-                        bucket = buckets.get(t)
-                        if bucket is None:
-                            buckets[t] = [(fid, ver, flow)]
-                            heappush(times, t)
-                        else:
-                            bucket.append((fid, ver, flow))
-                else:
-                    if flow.weights is not None:
-                        self._weighted += 1
-                    dirty[flow.links[0]] = None
-                    if not self._recompute_pending:
-                        self._schedule_recompute()
-        self._n_active = n_active
-        self.flows_completed += completed
-        self._wake_at = _INF
-        for flow in direct:  # state is consistent again: callers may start new flows
-            flow.notify(flow)
-        if not self._recompute_pending:
-            self._arm()
 
-    def _arrive(self, flow: Flow, now: float) -> None:
-        """End of the latency phase: the flow starts to hold bandwidth.
+def link_columns(net: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(link indices, bytes, busy seconds up to now, peak flows) of the links of network
+    ``net`` that ever held a flow, carried bytes or were busy (:func:`used_links`): what
+    :meth:`Network.link_stats` gives with ``used_only``, as numpy columns."""
+    index = np.asarray(used_links(net._peak, net._bytes, net._busy), dtype=np.int64)
+    rows = index.tolist()
+    busy = np.fromiter((net._busy[i] for i in rows), float, len(rows))
+    on = [j for j, i in enumerate(rows) if net._link_flows[i]]  # flows still moving
+    if on:
+        since = np.fromiter((net._since[rows[j]] for j in on), float, len(on))
+        busy[on] += net.env.now - since
+    nbytes = np.fromiter((net._bytes[i] for i in rows), float, len(rows))
+    peak = np.fromiter((net._peak[i] for i in rows), np.int64, len(rows))
+    return index, nbytes, busy, peak
 
-        A flow that finds all its links idle is given ``min(capacity)`` at
-        once (no recomputation).  If another flow joins one of its links at
-        the same instant, the link is marked dirty and the recomputation of
-        this instant re-rates both; no time passes in between, so the result
-        is the same as if the flow had waited for the recomputation.
-        """
-        flow.arrival_s = now
-        if flow.size_bytes == 0.0:
-            self._finish(flow, now)
-            return
-        flow._last = now
-        self._n_active += 1
-        fid = flow.id
-        link_flows = self._link_flows
-        peak = self._peak
-        cap = self._cap
-        alone = True
-        rate = _INF
-        for link in flow.links:
-            lf = link_flows[link]
-            if lf:
-                alone = False
-                lf[fid] = flow
-                if len(lf) > peak[link]:
-                    peak[link] = len(lf)
-            else:
-                self._since[link] = now
-                link_flows[link] = {fid: flow}
-                if not peak[link]:
-                    peak[link] = 1
-                c = cap[link]
-                if c < rate:
-                    rate = c
-        if alone and flow.weights is None:
-            flow._version += 1
-            flow.rate_Bps = rate
-            if rate > 0.0:
-                t = now + flow.size_bytes / rate
-                self._push(t, fid, flow._version, flow)
-                if t < self._wake_at and not self._recompute_pending:
-                    self._arm()
-            return
-        if flow.weights is not None:
-            self._weighted += 1
-        self._dirty[flow.links[0]] = None  # one link: the component search reaches the rest
-        if not self._recompute_pending:
-            self._schedule_recompute()
 
-    def _finish(self, flow: Flow, now: float) -> None:
-        """Trigger the flow's event (as ``Event.succeed(None)`` does)."""
-        flow.end_s = now
-        self.flows_completed += 1
-        flow._ok = True
-        flow._value = None
-        if flow.notify is not None:
-            flow.callbacks.append(flow.notify)
-        self.env.schedule(flow)
-
-    def _recompute(self, _event: Event) -> None:
-        """The batched recomputation of this instant (runs at priority 2).
-
-        For each dirty link not yet visited: find its component by
-        breadth-first search over link -> flows -> links, rate a lone flow
-        with the minimum capacity of its links and larger components with
-        :meth:`_Solver.fill`, then re-time the flows whose rate changed.
-        """
-        self._recompute_pending = False
-        if self._weighted:
-            recompute_weighted(self)
-            return
-        dirty, now, epoch = self._take_dirty()
-        lmark = self._lmark
-        link_flows = self._link_flows
-        cap = self._cap
-        rerated = 0
-        changed = 0
-        for start in dirty:
-            lf = link_flows[start]
-            if not lf or lmark[start] == epoch:
-                continue
-            if len(lf) == 1:
-                # Fast path: a flow alone on all its links needs no solver.
-                (flow,) = lf.values()
-                links = flow.links
-                rate = _INF
-                for link in links:
-                    if len(link_flows[link]) != 1:
-                        break
-                    c = cap[link]
-                    if c < rate:
-                        rate = c
-                else:
-                    for link in links:
-                        lmark[link] = epoch
-                    flow._mark = epoch
-                    rerated += 1
-                    if rate != flow.rate_Bps:
-                        changed += 1
-                        self._retime(flow, rate, now)
-                    continue
-            # Breadth-first search of the component of `start` (the list grows
-            # while it is walked).  Links with a single flow are not walked:
-            # only the tightest of each flow goes to the solver.
-            lmark[start] = epoch
-            comp_links = [start]
-            comp_flows: list[Flow] = []
-            private: list[int] = []
-            for link in comp_links:
-                for flow in link_flows[link].values():
-                    if flow._mark == epoch:
-                        continue
-                    flow._mark = epoch
-                    comp_flows.append(flow)
-                    best = -1
-                    best_cap = _INF
-                    for l2 in flow.links:
-                        if lmark[l2] != epoch:
-                            lmark[l2] = epoch
-                            if len(link_flows[l2]) > 1:
-                                comp_links.append(l2)
-                            else:
-                                c = cap[l2]
-                                if c < best_cap or (c == best_cap and l2 < best):
-                                    best_cap = c
-                                    best = l2
-                    if best >= 0:
-                        private.append(best)
-            self.solver_calls += 1
-            self._solver.fill(comp_links, comp_flows, link_flows, cap, private)
-            rerated += len(comp_flows)
-            changed += self._apply_rates(comp_flows, now)
-        self._end_recompute(rerated, changed)
-
-    def _take_dirty(self) -> tuple[dict[int, None], float, int]:
-        """Start a recomputation: the dirty links (cleared), the time, a new search epoch."""
-        dirty = self._dirty
-        self._dirty = {}
-        self._epoch += 1
-        return dirty, self.env.now, self._epoch
-
-    def _apply_rates(self, comp_flows: Sequence[Flow], now: float) -> int:
-        """Re-time the flows whose solved rate (``_new``) differs; return how many did."""
-        changed = 0
-        for flow in comp_flows:
-            if flow._new != flow.rate_Bps:
-                changed += 1
-                self._retime(flow, flow._new, now)
-        return changed
-
-    def _end_recompute(self, rerated: int, changed: int) -> None:
-        """Count a recomputation, compact the timer queue if it is mostly stale, re-arm."""
-        if rerated:
-            self.recomputations += 1
-            self.flows_rerated += rerated
-            self.rate_changes += changed
-        if self._stale > 4096 and self._stale > 4 * (self._next_id - self.flows_completed):
-            self._compact()
-        self._arm()
-
-    def _retime(self, flow: Flow, rate: float, now: float) -> None:
-        """Give ``flow`` a new rate from ``now``: materialise the bytes moved
-        at the old rate, invalidate its entry, schedule the new completion."""
-        old = flow.rate_Bps
-        if old > 0.0:
-            dt = now - flow._last
-            if dt > 0.0:
-                rest = flow._remaining - old * dt
-                flow._remaining = rest if rest > 0.0 else 0.0
-            self._stale += 1  # its previous entry
-        flow._last = now
-        flow.rate_Bps = rate
-        flow._version += 1
-        if rate > 0.0:
-            self._push(now + flow._remaining / rate, flow.id, flow._version, flow)
-
-    def _compact(self) -> None:
-        """Drop stale entries (the valid ones keep their order)."""
-        buckets: dict[float, list[tuple[int, int, Flow]]] = {}
-        for t, bucket in self._buckets.items():
-            keep = [e for e in bucket if e[1] < 0 or e[1] == e[2]._version]
-            if keep:
-                buckets[t] = keep
-        self._buckets = buckets
-        self._times = list(buckets)
-        heapify(self._times)
-        self._stale = 0
+def release_link_state(net: Any) -> None:
+    """Let go of network ``net``'s per-link state (flows, capacities, bytes, busy times,
+    peaks, its solvers' arrays and route cache: lists of 1.4 M entries each on a 131,072-GPU
+    cluster) once a run's link table is taken (:func:`link_columns`).  Its counters stay;
+    it can carry no more flows."""
+    net._link_flows, net._cap, net._bytes, net._busy = [], [], [], []
+    net._since, net._peak, net._lmark = [], [], []
+    net._routes = {}
+    net._solver = net._wstate = None

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from . import TraceFormatError, TraceOp
+from .ops import TraceFormatError, TraceOp
 
 NODE_TYPES = {
     0: "INVALID_NODE",
@@ -124,6 +124,11 @@ def _op(node: Any, i: int) -> TraceOp:
         after=tuple(dict.fromkeys(str(d) for d in deps)),
         **extra,
     )
+
+
+def recognizes(doc: Any) -> bool:
+    """Whether a JSON document is a Chakra trace: it has ``nodes``."""
+    return isinstance(doc, Mapping) and "nodes" in doc
 
 
 def parse(doc: Any, order: str = "") -> tuple[list[TraceOp], float]:

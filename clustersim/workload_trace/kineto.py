@@ -35,7 +35,7 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Any
 
-from . import DTYPE_BYTES, TraceFormatError, TraceOp, collective_op
+from .ops import DTYPE_BYTES, TraceFormatError, TraceOp, collective_op
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 SKIPPED_COMMS = frozenset({"wait", "init", "barrier", "coalesced"})
@@ -119,6 +119,11 @@ def _collective(kernel: Mapping[str, Any], comm: Mapping[str, Any] | None) -> di
         "group_size": int(group) if isinstance(group, (int, float)) and group > 0 else None,
         "group_name": str(pg),
     }
+
+
+def recognizes(doc: Any) -> bool:
+    """Whether a JSON document is a Kineto trace: a list of events, or a ``traceEvents`` list."""
+    return isinstance(doc, list) or (isinstance(doc, Mapping) and "traceEvents" in doc)
 
 
 def parse(doc: Any, order: str = "recorded") -> tuple[list[TraceOp], float]:

@@ -1,7 +1,9 @@
 """``clustersim plan``: search dp x tp x pp x micro-batch x ZeRO x chunks configurations.
 
 * :mod:`.options` -- what to search and how to simulate (the flags);
-* :mod:`.space` -- the scenario resized, the search space and its candidates;
+* :mod:`.scenario` -- the training scenario read, its cluster resized;
+* :mod:`.space` -- the search space and the configurations in it (the rules);
+* :mod:`.candidates` -- each configuration's document, checked as a run would check it;
 * :mod:`.runs` -- simulating candidates (the studies' one process pool) and
   verifying the best ones with the flow-level model;
 * :mod:`.tables` -- ranking, the verdict, the table and plan.csv/md/png/svg;
@@ -11,10 +13,11 @@
 (:mod:`clustersim._compat`).
 """
 
+from .candidates import *  # noqa: F403
 from .figure import *  # noqa: F403
 from .options import *  # noqa: F403
 from .runs import *  # noqa: F403
 from .runs import _outcome  # noqa: F401
+from .scenario import *  # noqa: F403
 from .space import *  # noqa: F403
-from .space import _reason  # noqa: F401
 from .tables import *  # noqa: F403

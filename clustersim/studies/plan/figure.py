@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...outputs.figures import fit_title
-from .options import PLOT_BARS
 from .runs import Outcome
 from .space import point_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["axis_start", "plot_figure", "relative_throughput"]
+__all__ = ["PLOT_BARS", "axis_start", "plot_figure", "relative_throughput"]
+
+PLOT_BARS = 60
+"""The plot shows at most this many configurations (the best ones)."""
 
 ZOOM_FROM = 0.25
 """The axis starts at 0 when a shown value is below this share of the best; else it is zoomed."""

@@ -24,11 +24,6 @@ NETWORK_NOTES = {
     "flow": "flow-level network: transfers share links max-min fairly",
 }
 DEFAULT_SCHEDULE = "1f1b"
-REASON_CHARS = 110
-"""Skip reasons are shortened to this many characters."""
-PLOT_BARS = 60
-"""The plot shows at most this many configurations (the best ones)."""
-GB = 1e9
 
 
 # --------------------------------------------------------------------------- options

@@ -14,7 +14,8 @@ from ..runner import run_all
 if TYPE_CHECKING:
     pass
 
-from .space import Candidate, Point, _reason, dash, point_label, shorten
+from .candidates import Candidate, error_message, shorten
+from .space import Point, dash, point_label
 
 # --------------------------------------------------------------------------- simulation
 
@@ -60,7 +61,7 @@ def simulate_candidate(doc: dict[str, Any], source: str = "") -> dict[str, Any]:
     try:
         summary = simulate(parse_scenario(doc, source=source)).typed_summary
     except ClustersimError as exc:
-        return {"error": _reason(exc)}
+        return {"error": error_message(exc)}
     except Exception as exc:  # noqa: BLE001  (reported in the candidate's row)
         return {"error": f"internal error: {type(exc).__name__}: {exc}"}
     part = summary.strategy

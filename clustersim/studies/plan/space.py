@@ -1,8 +1,8 @@
-"""Search the parallel configurations of a training scenario: ``clustersim plan``.
+"""The search space of ``clustersim plan``: the parallel configurations of a training scenario.
 
 Given a training scenario and a number of GPUs ``N``, the planner lists every
-configuration ``(dp, tp, pp, micro_batch, zero, chunks)`` worth trying, simulates each
-one and ranks them by throughput (samples per second):
+configuration ``(dp, tp, pp, micro_batch, zero, chunks)`` worth trying (here), simulates
+each one and ranks them by throughput (samples per second; :mod:`.runs`, :mod:`.tables`):
 
 * **tp** (tensor-parallel degree): powers of two dividing ``N``, at most the
   GPUs of a node (unless ``parallelism.allow_cross_node_tp``) and dividing the
@@ -24,136 +24,27 @@ These are the rules of :mod:`clustersim.parallel.rules`, the ones placement and
 the hybrid strategy enforce; the search adds its own restrictions: powers of two
 for tp, and at least one micro-batch per stage whatever the schedule.
 
-Every candidate document is checked as :func:`clustersim.api.prepare` checks
-it (its strategy built against the topology); those rejected are skipped and
-counted by reason.  Enumeration simulates nothing and is deterministic.
-Simulations run in a process pool; results come back in enumeration order,
-and the ranking breaks ties by that order.
-
-```python
-from clustersim.studies import plan
-options = plan.PlanOptions(devices=16)
-found = plan.enumerate_candidates(plan.load_training_document("s.yaml"), "s.yaml", options)
-ranked = plan.rank(plan.run_candidates(found.candidates, workers=2))
-```
-
-Nothing here prints; ``clustersim plan`` shows progress and the table.
-Units: seconds, bytes, samples per second, FLOP/s.
+Enumeration simulates nothing and is deterministic (:func:`enumerate_points`); the
+candidates and their checks are in :mod:`.candidates`.  Units: none (counts).
 """
 
 from __future__ import annotations
 
-import copy
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...budget import WorkLimitError, over_limit_reason, with_limit
-from ...errors import ClustersimError, Problem, ScenarioError
+from ...errors import Problem, ScenarioError
 from ...parallel import rules
 from ...parallel.rules import SHARDED_STAGE
-from .options import (
-    DEFAULT_CHUNKS,
-    DEFAULT_SCHEDULE,
-    INTERLEAVED,
-    NETWORK_MODELS,
-    REASON_CHARS,
-    ZERO_STAGES,
-    PlanOptions,
-    check_count,
-)
+from .options import DEFAULT_CHUNKS, DEFAULT_SCHEDULE, INTERLEAVED, PlanOptions
 
 if TYPE_CHECKING:
     from ...scenario import Scenario
-    from ...scenario.overrides import Setting
     from ...topology import Topology
 
 
-# --------------------------------------------------------------------------- the scenario
-
-
-def load_training_document(
-    path: str | os.PathLike[str], settings: Sequence[Setting] = ()
-) -> dict[str, Any]:
-    """The validated YAML document of a training scenario (a workload scenario is an error),
-    with ``settings`` (``--set``) applied: errors name the file and the overrides."""
-    from ...scenario.overrides import load_with_settings
-
-    doc, _ = load_with_settings(path, settings)
-    if doc.get("workload") is not None:
-        raise ScenarioError(
-            Problem(
-                "workload",
-                "clustersim plan searches training configurations; this scenario runs a workload",
-                "a training scenario: model: {...} and training: {...}",
-            ),
-            str(path),
-        )
-    return doc
-
-
-def resize_cluster(doc: dict[str, Any], devices: int, source: str = "") -> dict[str, Any]:
-    """A copy of ``doc`` whose cluster has ``devices`` GPUs.
-
-    Two-tier clusters keep the node and ``nodes_per_rack`` and set ``racks`` =
-    devices / (GPUs per node x nodes_per_rack); fewer devices than one rack
-    make one rack of devices / GPUs-per-node nodes.  Flat clusters set their
-    device count.  Custom clusters cannot be resized.  Errors name ``--devices``.
-    """
-    from ...scenario import parse_scenario
-
-    check_count(devices, "--devices")
-    cluster = parse_scenario(doc, source).cluster
-    out = copy.deepcopy(doc)
-    section = out.setdefault("cluster", {})
-    if cluster.kind == "custom":
-        raise ScenarioError(
-            Problem(
-                "--devices",
-                "a custom cluster lists its devices one by one and cannot be resized",
-                "leave --devices out, or describe the cluster as two_tier or flat",
-            ),
-            source,
-        )
-    units = {
-        "three_tier": ("pods", "pod", lambda c: c.nodes_per_rack * c.racks_per_pod),
-        "rail_optimized": ("groups", "rail group", lambda c: c.nodes_per_group),
-    }
-    if cluster.kind in units:
-        key, what, nodes = units[cluster.kind]
-        unit = cluster.node.gpus * nodes(cluster)
-        if devices % unit:
-            raise ScenarioError(
-                Problem(
-                    "--devices",
-                    f"{devices} GPUs do not fill whole {what}s of {unit} GPUs",
-                    f"a multiple of {unit}",
-                ),
-                source,
-            )
-        section[key] = devices // unit
-        return out
-    if cluster.kind != "two_tier":
-        section["devices"] = devices
-        return out
-    gpus, per_rack = cluster.node.gpus, cluster.nodes_per_rack
-    rack = gpus * per_rack
-    if devices % rack == 0:
-        section["racks"] = devices // rack
-    elif devices < rack and devices % gpus == 0:
-        section["racks"], section["nodes_per_rack"] = 1, devices // gpus
-    else:
-        raise ScenarioError(
-            Problem(
-                "--devices",
-                f"{devices} GPUs do not fill whole racks of {per_rack} node(s) x {gpus} GPUs "
-                f"= {rack}",
-                f"a multiple of {rack}, or a multiple of {gpus} below {rack}",
-            ),
-            source,
-        )
-    return out
+# --------------------------------------------------------------------------- the space
 
 
 @dataclass(frozen=True)
@@ -410,157 +301,6 @@ def unused_values(space: SearchSpace, options: PlanOptions, points: Sequence[Poi
         if not used:  # the flags after this one were never reached
             break
     return notes
-
-
-def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) -> dict[str, Any]:
-    """The scenario document of one configuration.
-
-    ``parallelism`` gets dp, tp, pp (its other keys kept; ``simulate_replicas:
-    one`` for the hybrid strategy unless ``all_replicas`` or stragglers), ``training`` the
-    micro-batch and iterations, ``zero`` the stage (prefetch kept), ``network``
-    the model.  Stages 0 and 1 get a ``pipeline`` section (the scenario's
-    schedule and options, default 1f1b, without ``micro_batches`` and
-    ``stage_layers``; with chunks > 1 the interleaved schedule and its chunks, with 1 chunk
-    1f1b in place of an interleaved schedule); stages 2 and 3 none, and no
-    ``training.micro_batch``.
-    ``max_events`` and ``max_memory`` become ``engine.max_events`` and ``engine.max_memory``.
-    """
-    out = with_limit(copy.deepcopy(doc), options.max_events, options.max_memory)
-    out.pop("workload", None)
-    parallelism = dict(out.get("parallelism") or {})
-    parallelism.update(dp=point.dp, tp=point.tp, pp=point.pp)
-    if point.zero < SHARDED_STAGE and not options.all_replicas and not out.get("stragglers"):
-        parallelism["simulate_replicas"] = "one"
-    out["parallelism"] = parallelism
-    training = dict(out["training"])
-    training["iterations"] = options.iterations
-    training.pop("micro_batch", None)
-    if point.micro_batch is not None:
-        training["micro_batch"] = point.micro_batch
-    out["training"] = training
-    out["zero"] = {**(out.get("zero") or {}), "stage": point.zero}
-    out["network"] = {**(out.get("network") or {}), "model": options.network}
-    if point.zero < SHARDED_STAGE:
-        pipeline = dict(out.get("pipeline") or {})
-        for key in ("micro_batches", "stage_layers"):
-            pipeline.pop(key, None)
-        if point.chunks > 1:
-            pipeline.update(schedule=INTERLEAVED, chunks=point.chunks)
-        elif pipeline.get("schedule") == INTERLEAVED:
-            pipeline["schedule"] = DEFAULT_SCHEDULE
-            pipeline.pop("chunks", None)
-        pipeline.setdefault("schedule", DEFAULT_SCHEDULE)
-        out["pipeline"] = pipeline
-    else:
-        out.pop("pipeline", None)
-    return out
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A configuration whose strategy accepted it (:func:`prepare_on`), ready to simulate."""
-
-    index: int
-    """Position in enumeration order (ties in the ranking go to the lower index)."""
-    point: Point
-    doc: dict[str, Any] = field(repr=False, compare=False)
-    source: str = ""
-    memory: tuple[float, float | None] = (0.0, None)
-    """Its run's estimated peak memory and memory limit, bytes (:mod:`clustersim.budget`)."""
-
-
-@dataclass
-class Enumeration:
-    """The candidates of a plan and what was left out."""
-
-    space: SearchSpace
-    candidates: list[Candidate]
-    skipped: dict[str, int]
-    """Reason (shortened message of the strategy's check) -> configurations it rejected."""
-    notes: list[str]
-    """Flag values no configuration uses, with the rule they break."""
-    doc: dict[str, Any] = field(repr=False)
-    """The (resized) scenario document the candidates derive from."""
-
-    @property
-    def skipped_count(self) -> int:
-        return sum(self.skipped.values())
-
-
-def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions) -> Enumeration:
-    """Resize the cluster, list the configurations and keep those :func:`prepare_on` accepts.
-
-    Cheap: nothing is simulated.  A ScenarioError if the flags are bad or the
-    cluster cannot be resized.
-    """
-    from ...scenario import parse_scenario
-
-    _check_options(options)
-    if options.devices is not None:
-        doc = resize_cluster(doc, options.devices, source)
-    scenario = parse_scenario(doc, source)
-    topology = build_cluster(scenario)
-    space = search_space(scenario, topology)
-    points = enumerate_points(space, options)
-    candidates: list[Candidate] = []
-    skipped: dict[str, int] = {}
-    over: list[WorkLimitError] = []
-    for point in points:
-        changed = candidate_document(doc, point, options)
-        try:
-            memory = prepare_on(parse_scenario(changed, source), topology)
-        except WorkLimitError as exc:
-            over.append(exc)
-            continue
-        except ClustersimError as exc:
-            reason = shorten(_reason(exc))
-            skipped[reason] = skipped.get(reason, 0) + 1
-            continue
-        candidates.append(Candidate(len(candidates), point, changed, source, memory))
-    if over:
-        skipped[over_limit_reason(over)] = len(over)
-    notes = unused_values(space, options, points)
-    if not points and not notes:
-        notes.append(
-            f"no configuration: global_batch {space.global_batch} cannot be split into "
-            f"micro-batches of {', '.join(map(str, options.micro_batch))} sample(s) over "
-            f"dp = {space.devices} / (tp x pp) replicas with at least pp micro-batches"
-        )
-    return Enumeration(space, candidates, skipped, notes, doc)
-
-
-def prepare_on(scenario: Scenario, topology: Topology) -> tuple[float, float | None]:
-    """:func:`clustersim.api.prepare` on a topology built once: every candidate has the same
-    cluster, and building a 1024-GPU topology per candidate would cost more than the checks.
-    Returns the run's estimated peak memory and its memory limit (bytes)."""
-    from ...api import prepare
-
-    prepared = prepare(scenario, topology)
-    return prepared.memory.total, prepared.strategy.max_memory
-
-
-def _check_options(options: PlanOptions) -> None:
-    check_count(options.iterations, "--iterations")
-    if options.network not in NETWORK_MODELS:
-        raise ScenarioError(
-            Problem("--network", f"unknown model {options.network!r}", ", ".join(NETWORK_MODELS))
-        )
-    bad = [z for z in options.zero if z not in ZERO_STAGES]
-    if bad:
-        raise ScenarioError(Problem("--zero", f"no ZeRO stage {bad[0]}", "0, 1, 2, 3"))
-
-
-def _reason(exc: ClustersimError) -> str:
-    """The message of ``exc`` without the file name (the same for every candidate)."""
-    if isinstance(exc, ScenarioError):
-        return "; ".join(p.render() for p in exc.problems)
-    return str(exc)
-
-
-def shorten(text: str, limit: int = REASON_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
 
 
 def dash(value: int | None) -> str:

@@ -11,10 +11,15 @@ from ...outputs import tables
 from ...outputs.atomic import write_atomic
 from ...outputs.figures import save_png_svg
 from ...outputs.folder import replace_folder
+from ...parallel.rules import SHARDED_STAGE
+from .candidates import shorten
 from .figure import plot_figure
-from .options import GB, PlanOptions
+from .options import PlanOptions
 from .runs import Outcome, Verification
-from .space import SHARDED_STAGE, dash, shorten
+from .space import dash
+
+GB = 1e9
+"""Bytes per GB, the unit of the table's memory columns."""
 
 # --------------------------------------------------------------------------- ranking
 

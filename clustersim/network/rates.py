@@ -1,0 +1,152 @@
+"""The flow-level network's rate recomputation: max-min fair rates, once per instant.
+
+:class:`RateRecomputation` is the part of :class:`~clustersim.network.Network` that
+re-rates flows: changes of one instant (arrivals, departures that leave other flows on
+a link, bandwidth changes) mark links dirty and schedule one recomputation at priority
+:data:`RECOMPUTE_PRIORITY`, after every other event of that instant; it visits only the
+connected components of the dirty links, rates a lone flow with the minimum capacity of
+its links and the others by progressive filling (:mod:`clustersim.network.solver`;
+weighted flows: :mod:`clustersim.network.weighted`), and re-times the flows whose rate
+changed.  It works on the state :class:`~clustersim.network.Network` sets up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from simpy.events import Event
+
+from .flow import Callback, Flow
+from .weighted import recompute_weighted
+
+_INF = math.inf
+
+RECOMPUTE_PRIORITY = 2
+"""SimPy priority of the batched rate recomputation: after URGENT (0) and NORMAL (1)."""
+
+
+class RateRecomputation:
+    """The batched rate recomputation of a :class:`~clustersim.network.Network` (a part of
+    the network class: see the module docstring)."""
+
+    def _schedule_recompute(self) -> None:
+        self._recompute_pending = True
+        Callback(self.env, self._recompute, RECOMPUTE_PRIORITY, 0.0)
+
+    def _recompute(self, _event: Event) -> None:
+        """The batched recomputation of this instant (runs at priority 2).
+
+        For each dirty link not yet visited: find its component by
+        breadth-first search over link -> flows -> links, rate a lone flow
+        with the minimum capacity of its links and larger components with
+        :meth:`_Solver.fill`, then re-time the flows whose rate changed.
+        """
+        self._recompute_pending = False
+        if self._weighted:
+            recompute_weighted(self)
+            return
+        dirty, now, epoch = self._take_dirty()
+        lmark = self._lmark
+        link_flows = self._link_flows
+        cap = self._cap
+        rerated = 0
+        changed = 0
+        for start in dirty:
+            lf = link_flows[start]
+            if not lf or lmark[start] == epoch:
+                continue
+            if len(lf) == 1:
+                # Fast path: a flow alone on all its links needs no solver.
+                (flow,) = lf.values()
+                links = flow.links
+                rate = _INF
+                for link in links:
+                    if len(link_flows[link]) != 1:
+                        break
+                    c = cap[link]
+                    if c < rate:
+                        rate = c
+                else:
+                    for link in links:
+                        lmark[link] = epoch
+                    flow._mark = epoch
+                    rerated += 1
+                    if rate != flow.rate_Bps:
+                        changed += 1
+                        self._retime(flow, rate, now)
+                    continue
+            # Breadth-first search of the component of `start` (the list grows
+            # while it is walked).  Links with a single flow are not walked:
+            # only the tightest of each flow goes to the solver.
+            lmark[start] = epoch
+            comp_links = [start]
+            comp_flows: list[Flow] = []
+            private: list[int] = []
+            for link in comp_links:
+                for flow in link_flows[link].values():
+                    if flow._mark == epoch:
+                        continue
+                    flow._mark = epoch
+                    comp_flows.append(flow)
+                    best = -1
+                    best_cap = _INF
+                    for l2 in flow.links:
+                        if lmark[l2] != epoch:
+                            lmark[l2] = epoch
+                            if len(link_flows[l2]) > 1:
+                                comp_links.append(l2)
+                            else:
+                                c = cap[l2]
+                                if c < best_cap or (c == best_cap and l2 < best):
+                                    best_cap = c
+                                    best = l2
+                    if best >= 0:
+                        private.append(best)
+            self.solver_calls += 1
+            self._solver.fill(comp_links, comp_flows, link_flows, cap, private)
+            rerated += len(comp_flows)
+            changed += self._apply_rates(comp_flows, now)
+        self._end_recompute(rerated, changed)
+
+    def _take_dirty(self) -> tuple[dict[int, None], float, int]:
+        """Start a recomputation: the dirty links (cleared), the time, a new search epoch."""
+        dirty = self._dirty
+        self._dirty = {}
+        self._epoch += 1
+        return dirty, self.env.now, self._epoch
+
+    def _apply_rates(self, comp_flows: Sequence[Flow], now: float) -> int:
+        """Re-time the flows whose solved rate (``_new``) differs; return how many did."""
+        changed = 0
+        for flow in comp_flows:
+            if flow._new != flow.rate_Bps:
+                changed += 1
+                self._retime(flow, flow._new, now)
+        return changed
+
+    def _end_recompute(self, rerated: int, changed: int) -> None:
+        """Count a recomputation, compact the timer queue if it is mostly stale, re-arm."""
+        if rerated:
+            self.recomputations += 1
+            self.flows_rerated += rerated
+            self.rate_changes += changed
+        if self._stale > 4096 and self._stale > 4 * (self._next_id - self.flows_completed):
+            self._compact()
+        self._arm()
+
+    def _retime(self, flow: Flow, rate: float, now: float) -> None:
+        """Give ``flow`` a new rate from ``now``: materialise the bytes moved
+        at the old rate, invalidate its entry, schedule the new completion."""
+        old = flow.rate_Bps
+        if old > 0.0:
+            dt = now - flow._last
+            if dt > 0.0:
+                rest = flow._remaining - old * dt
+                flow._remaining = rest if rest > 0.0 else 0.0
+            self._stale += 1  # its previous entry
+        flow._last = now
+        flow.rate_Bps = rate
+        flow._version += 1
+        if rate > 0.0:
+            self._push(now + flow._remaining / rate, flow.id, flow._version, flow)
