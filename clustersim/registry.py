@@ -32,23 +32,36 @@ T = TypeVar("T")
 
 REGISTRIES: dict[str, Registry[Any]] = {}
 """Every registry by its plural label, in creation order."""
-REGISTRY_HOMES = (
-    "clustersim.strategies",
-    "clustersim.collectives",
-    "clustersim.model",
-    "clustersim.topology",
-    "clustersim.parallel.schedules",
-    "clustersim.parallel.tp_modes",
-    "clustersim.compute",
-    "clustersim.hardware",
-)
-"""The packages that create the built-in registries when imported."""
+REGISTRY_HOMES: dict[str, str] = {
+    "strategies": "clustersim.strategies",
+    "algorithms": "clustersim.collectives",
+    "network-models": "clustersim.collectives",
+    "schedules": "clustersim.parallel.schedules",
+    "tp-modes": "clustersim.parallel.tp_modes",
+    "compute-models": "clustersim.compute",
+    "fabrics": "clustersim.topology",
+    "models": "clustersim.model",
+    "summaries": "clustersim.metrics",
+    "commands": "clustersim.cli",
+    "gpus": "clustersim.hardware",
+    "nodes": "clustersim.hardware",
+}
+"""Each built-in registry's label and the package that creates it when imported."""
+
+
+def registry_of(label: str) -> Registry[Any]:
+    """The registry labelled ``label``, its home package imported (a scenario key naming a
+    plugin is checked against it)."""
+    home = REGISTRY_HOMES.get(label)
+    if home is not None:
+        importlib.import_module(home)
+    return REGISTRIES[label]
 
 
 def all_registries() -> dict[str, Registry[Any]]:
-    """Every registry by label, once the packages that create them are imported (a plugin
-    key of a scenario is checked against them, ``clustersim list`` lists them)."""
-    for home in REGISTRY_HOMES:
+    """Every registry by label, once the packages that create them are imported
+    (``clustersim list``)."""
+    for home in dict.fromkeys(REGISTRY_HOMES.values()):
         importlib.import_module(home)
     return dict(REGISTRIES)
 

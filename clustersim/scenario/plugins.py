@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, Strict
 
 from ..errors import Problem, ScenarioError, join_path
-from ..registry import REGISTRIES, all_registries
+from ..registry import REGISTRIES, registry_of
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,9 @@ def plugin_problems(model: BaseModel) -> list[Problem]:
     """A problem for every plugin-naming key of ``model`` whose value its registry does not
     hold."""
     problems: list[Problem] = []
-    keys = list(plugin_keys(model))
-    registries = all_registries() if keys else {}
-    for path, label, value in keys:
+    for path, label, value in plugin_keys(model):
         try:
-            registries[label].lookup(value, path)
+            registry_of(label).lookup(value, path)
         except ScenarioError as exc:
             problems.extend(exc.problems)
     return problems
