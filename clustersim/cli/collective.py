@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..collectives.models import NetworkModel
 from ..errors import Problem, ScenarioError
 from ..scenario import shorthand
 from ..scenario.cluster import MAX_RATIO, MIN_RATIO
@@ -111,7 +112,7 @@ class CollectiveCommand(Command):
         )
         what.add_argument(
             "--model",
-            choices=["flow", "analytical"],
+            choices=NetworkModel.registry.names(),
             default="flow",
             help="flow-level max-min, or congestion-aware analytical: the alpha-beta "
             "formula with link sharing (default: flow)",

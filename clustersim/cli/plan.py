@@ -36,7 +36,8 @@ class PlanCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-        from ..studies.plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, NETWORK_MODELS
+        from ..collectives.models import NetworkModel
+        from ..studies.plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES
 
         micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
         zero = ",".join(map(str, DEFAULT_ZERO_STAGES))
@@ -78,7 +79,7 @@ class PlanCommand(Command):
         add_override_arguments(run, network=False)
         run.add_argument(
             "--network",
-            choices=NETWORK_MODELS,
+            choices=NetworkModel.registry.names(),
             help="network.model of every candidate, short for --set network.model=MODEL "
             "(default: analytical, congestion-aware)",
         )
@@ -147,7 +148,7 @@ class PlanCommand(Command):
         settings = override_settings(args, source=args.scenario)
         doc = plan.load_training_document(args.scenario, settings)
         network = [s.values[0] for s in settings if s.key == NETWORK_KEY]
-        options = _plan_options(args, network[0] if network else plan.NETWORK_MODELS[0])
+        options = _plan_options(args, network[0] if network else plan.DEFAULT_NETWORK)
         source = described(args.scenario, [s.text() for s in settings])
         found = plan.enumerate_candidates(doc, source, options)
         _print_plan_header(found, options)
@@ -172,7 +173,7 @@ class PlanCommand(Command):
         verified = self._verify(args, ranked, options) if args.verify else []
         if args.output is not None:
             title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
-            network = f"network {options.network}: {plan.NETWORK_NOTES[options.network]}"
+            network = f"network {options.network}: {plan.network_note(options.network)}"
             notes = [verdict, "", network]
             if verified:
                 notes += ["", "```", *plan.verification_lines(verified, options.network), "```"]
@@ -235,7 +236,7 @@ def _print_plan_header(found: Any, options: Any) -> None:
         f"global batch {space.global_batch}"
     )
     out(
-        f"network {options.network}: {plan.NETWORK_NOTES[options.network]}; "
+        f"network {options.network}: {plan.network_note(options.network)}; "
         f"{options.iterations} iteration(s) per configuration"
     )
     if not options.all_replicas and not found.doc.get("stragglers"):

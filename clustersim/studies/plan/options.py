@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...collectives.models import NetworkModel
 from ...errors import Problem, ScenarioError
 
 DEFAULT_MICRO_BATCHES = (1, 2, 4, 8)
@@ -17,12 +18,16 @@ interleaved count): 1 runs the scenario's schedule, 2 Megatron-LM's interleaved 
 INTERLEAVED = "interleaved"
 """The schedule of candidates with more than one model chunk per device."""
 ZERO_STAGES = (0, 1, 2, 3)
-NETWORK_MODELS = ("analytical", "flow")
-NETWORK_NOTES = {
-    "analytical": "congestion-aware: each collective's alpha-beta cost, its bandwidth part "
-    "shared max-min fairly with every transfer in flight",
-    "flow": "flow-level network: transfers share links max-min fairly",
-}
+DEFAULT_NETWORK = "analytical"
+"""``network.model`` of every candidate when ``--network`` is not given (congestion-aware:
+the search is many runs); any registered network model may be asked for."""
+
+
+def network_note(name: str) -> str:
+    """What the network model ``name`` is, for plan's notes: its registry's description."""
+    return NetworkModel.registry.lookup(name, "--network").description
+
+
 DEFAULT_SCHEDULE = "1f1b"
 
 
@@ -46,7 +51,7 @@ class PlanOptions:
     chunks: tuple[int, ...] | None = None
     """Model chunks per device to try: 1 the scenario's schedule (1f1b by default), v > 1
     the interleaved schedule (None: :data:`DEFAULT_CHUNKS` and the scenario's own)."""
-    network: str = "analytical"
+    network: str = DEFAULT_NETWORK
     """``network.model`` of every candidate: analytical or flow."""
     iterations: int = 1
     """``training.iterations`` of every candidate."""
