@@ -18,7 +18,7 @@ from typing import Any
 from ..collectives.models import NetworkModel
 from ..errors import Problem, ScenarioError
 from ..scenario import shorthand
-from ..scenario.cluster import MAX_RATIO, MIN_RATIO
+from ..scenario.node import MAX_RATIO, MIN_RATIO
 from ..studies import collective_sweep
 from ..units import (
     UnitError,

@@ -43,26 +43,25 @@ from clustersim.errors import ScenarioError  # noqa: F401
 from .checkpoint import CheckpointInterval, CheckpointSpec, StorageSpec  # noqa: F401
 from .cluster import (  # noqa: F401
     CLUSTER_KINDS,
-    CPU_DEFAULTS,
     MAX_DEVICES,
     MAX_LINKS,
     ClusterSpec,
-    ComputeSpec,
-    CurveSpec,
     CustomCluster,
     CustomDevice,
     CustomLink,
-    DeviceSpec,
     FlatCluster,
-    LinkSpec,
-    NodeSpec,
-    NvlinkSpec,
     RailOptimizedCluster,
     ThreeTierCluster,
     TwoTierCluster,
-    UplinkSpec,
 )
-from .devices import PRECISIONS, Precision  # noqa: F401
+from .devices import (  # noqa: F401
+    CPU_DEFAULTS,
+    PRECISIONS,
+    ComputeSpec,
+    CurveSpec,
+    DeviceSpec,
+    Precision,
+)
 from .document import (  # noqa: F401
     EngineSpec,
     Scenario,
@@ -120,6 +119,7 @@ from .network import (  # noqa: F401
     NetworkSpec,
     Protocol,
 )
+from .node import LinkSpec, NodeSpec, NvlinkSpec, UplinkSpec  # noqa: F401
 from .schema import (  # noqa: F401
     JSON_SCHEMA_DIALECT,
     scenario_json_schema,

@@ -1,265 +1,42 @@
-"""The ``cluster:`` section: devices, links, nodes and the shapes of a cluster.
+"""The ``cluster:`` section: the shapes of a cluster, assembled from :mod:`.node`'s parts.
 
-Two- and three-tier, rail-optimized, flat (switch, ring, fully connected) and
-custom clusters; :data:`ClusterSpec` chooses one by ``kind``.  Every shape refuses,
+Two- and three-tier, rail-optimized, flat (switch, ring, fully connected), custom and
+plugin clusters; :data:`ClusterSpec` chooses one by ``kind``.  Every shape refuses,
 before anything is built, a cluster of more than :data:`MAX_DEVICES` devices or
 :data:`MAX_LINKS` links.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BeforeValidator,
     ConfigDict,
     Field,
-    Strict,
     Tag,
-    ValidationInfo,
-    WithJsonSchema,
     model_validator,
 )
 
 from clustersim.errors import Problem, hinted, join_path
 
-from .devices import (  # noqa: F401  (CPU_DEFAULTS, ComputeSpec: their former home)
-    CPU_DEFAULTS,
-    ComputeSpec,
-    CurveSpec,
+from .devices import (
     DeviceSpec,
     _with_cpu_defaults,
-    expanded,
 )
 from .fields import (
-    Bandwidth,
     Bool,
     Count,
     Float,
-    GpuIndex,
-    Int,
     Invalid,
-    TimeSpan,
     _Spec,
     _tag_of,
     _tagged,
-    _unit,
 )
-from .nvlink import NVLS_SHARE, nvlink_generation
+from .node import LinkSpec, NodeSpec, UplinkSpec
 from .plugins import plugin_name
 
 FabricName = plugin_name("fabrics")
 """The name of a registered fabric (``clustersim list fabrics``)."""
-
-MIN_RATIO = 1e-6
-"""Smallest oversubscription ratio."""
-MAX_RATIO = 1e6
-"""Largest oversubscription ratio."""
-
-
-class LinkSpec(_Spec):
-    """A full-duplex connection: one link each way, each with this bandwidth and latency."""
-
-    bandwidth_Bps: Bandwidth = Field(alias="bandwidth")
-    """Bandwidth of each direction, bytes per second."""
-    latency_s: TimeSpan = _unit("0", "latency")
-    """Latency of each direction, seconds."""
-
-
-def _pair_shape(value: object) -> object:
-    """An NVLink pair has 2 items (two GPU indices) or 3 (and its number of links)."""
-    if isinstance(value, (list, tuple)) and len(value) not in (2, 3):
-        message = f"must have 2 items (two GPU indices) or 3 (and a link count), got {len(value)}"
-        raise Invalid(Problem("", message, "[a, b] or [a, b, links]"))
-    return value
-
-
-NvlinkPair = Annotated[
-    tuple[GpuIndex, ...],
-    BeforeValidator(_pair_shape),
-    WithJsonSchema(
-        {
-            "type": "array",
-            "items": {"type": "integer", "minimum": 0},
-            "minItems": 2,
-            "maxItems": 3,
-            "description": "[a, b]: GPUs a and b joined by one link; [a, b, n]: by n links",
-        }
-    ),
-]
-"""GPUs ``[a, b]`` joined by one link, or ``[a, b, n]`` by ``n`` (n x the bandwidth)."""
-
-
-class NvlinkSpec(LinkSpec):
-    """GPU-to-GPU links inside a node (``bandwidth``: of one link, per direction)."""
-
-    pairs: list[NvlinkPair] | None = None
-    """GPU index pairs joined by a link, ``[a, b]``, or by ``n`` links, ``[a, b, n]`` (a
-    hybrid cube-mesh has doubled pairs); absent means an NVSwitch joining all GPUs."""
-    generation: Annotated[int, Strict(), Field(ge=1, le=5)] | None = None
-    """NVLink generation, 1 (P100) to 5 (B200): NCCL's bandwidth figure per link
-    (docs/collectives.md).  Default: the generation whose SXM parts have this bandwidth
-    (80, 150, 300, 450 or 900 GB/s per GPU and direction), else none (NCCL's NVLink 2/3
-    figure)."""
-    sharp: Bool | Bandwidth = False
-    """The NVSwitch reduces (NVLink SHARP, NCCL's NVLS; NVSwitch 3 and later: H100, H200,
-    B200): ``true`` takes the generation's throughput (:data:`NVLS_SHARE`), a bandwidth gives
-    the all-reduce throughput per GPU (bytes of result per second, NVLS's algorithm
-    bandwidth).  Needs an NVSwitch (no pairs)."""
-
-    @property
-    def nvlink_generation(self) -> int | None:
-        """``generation``, or the one its bandwidth implies (None if neither says)."""
-        return self.generation or nvlink_generation(self.bandwidth_Bps)
-
-    @property
-    def sharp_Bps(self) -> float | None:
-        """The switch's all-reduce throughput per GPU (bytes/s), None without SHARP."""
-        if self.sharp is False:
-            return None
-        if self.sharp is True:
-            return NVLS_SHARE[self.nvlink_generation or 0] * self.bandwidth_Bps
-        return float(self.sharp)
-
-    @model_validator(mode="after")
-    def _sharp_needs_nvswitch(self) -> NvlinkSpec:
-        if self.sharp is False:
-            return self
-        if self.pairs is not None:
-            raise Invalid(
-                Problem("sharp", "NVLink SHARP reduces in an NVSwitch; pairs have none", "false")
-            )
-        if self.sharp is True and self.nvlink_generation not in NVLS_SHARE:
-            known = self.nvlink_generation
-            what = f"generation {known}" if known else "an unknown generation"
-            raise Invalid(
-                Problem(
-                    "sharp",
-                    f"NVLink SHARP came with NVSwitch 3 (NVLink 4, H100); this NVLink is {what}",
-                    "generation: 4 or 5 (or bandwidth 450GB/s or 900GB/s), or sharp: a "
-                    "throughput such as 274GB/s, or false",
-                )
-            )
-        return self
-
-
-def _preset_or_links(schema: dict[str, Any]) -> None:
-    """JSON Schema of a node: ``pcie`` and ``nic`` are required unless a ``preset`` gives them."""
-    required = [key for key in schema.get("required", []) if key not in ("pcie", "nic")]
-    schema["required"] = required
-    schema["anyOf"] = [{"required": ["preset"]}, {"required": ["pcie", "nic"]}]
-    if not required:
-        schema.pop("required")
-
-
-class NodeSpec(_Spec):
-    """One server: GPUs and a CPU on PCIe, optional NVLink, one NIC or several."""
-
-    model_config = {**_Spec.model_config, "json_schema_extra": _preset_or_links}
-
-    gpus: Int = Field(8, ge=0)
-    """Number of GPUs (0 for a node that only holds a CPU and a NIC)."""
-    gpu: DeviceSpec = Field(default_factory=DeviceSpec)
-    """Each GPU."""
-    cpu: DeviceSpec = Field(default_factory=lambda: DeviceSpec.model_validate(CPU_DEFAULTS))
-    """The CPU (defaults: 2TFLOPS, 1TB, 200GB/s)."""
-    pcie: LinkSpec
-    """Each device's link to the PCIe switch."""
-    nvlink: NvlinkSpec | None = None
-    """NVLink between GPUs, if any."""
-    nic: LinkSpec
-    """Each network card: its PCIe switch <-> top-of-rack switch."""
-    nvlink_domain: Count = 1
-    """Nodes whose GPUs share one NVSwitch fabric (an NVLink domain spanning nodes, as in
-    NVL72: 18 nodes of 4 GPUs): their GPUs talk over NVLink; it must divide
-    nodes_per_rack, and nvlink must be an NVSwitch."""
-    nics: Int = Field(1, ge=1)
-    """Network cards per node.  With N > 1, NIC j sits on PCIe switch j of its own,
-    GPU i on switch floor(i N / gpus) (GPUs 2j, 2j+1 with 8 GPUs and 4 NICs; one NIC per
-    GPU with 8: rail-optimised DGX/HGX nodes), the switches joined by the node's PCIe
-    root, where the CPU sits and uses NIC 0."""
-    preset: str | None = None
-    """A catalog node kind (``clustersim list nodes``) or a YAML file of one: its values are
-    this node's; keys beside it replace them (deep merge: ``nic: {bandwidth: ...}`` keeps the
-    preset's NIC latency)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _preset_and_cpu_defaults(cls, data: Any, info: ValidationInfo) -> Any:
-        data = expanded(data, "node", info)
-        if isinstance(data, dict):
-            return {**data, "cpu": _with_cpu_defaults(data.get("cpu", {}))}
-        return data
-
-    @model_validator(mode="after")
-    def _check_pairs(self) -> NodeSpec:
-        if self.nics > max(self.gpus, 1):
-            raise Invalid(
-                Problem(
-                    "nics",
-                    f"{self.nics} NICs for {self.gpus} GPUs: every NIC needs a GPU",
-                    f"1 to {max(self.gpus, 1)}",
-                )
-            )
-        if self.nvlink is not None and self.nvlink.pairs is not None:
-            problems = _pair_problems(self.nvlink.pairs, self.gpus)
-            if problems:
-                raise Invalid(problems)
-        return self
-
-
-def _pair_problems(pairs: Sequence[tuple[int, ...]], gpus: int) -> list[Problem]:
-    """What is wrong with NVLink ``pairs`` in a node of ``gpus`` GPUs."""
-    problems: list[Problem] = []
-    seen: dict[frozenset[int], int] = {}
-    for i, (a, b, *links) in enumerate(pairs):
-        path = join_path("nvlink", "pairs", i)
-        if links and links[0] < 1:
-            problems.append(Problem(join_path(path, 2), f"{links[0]} links", "1 or more"))
-        elif a >= gpus or b >= gpus:
-            problems.append(
-                Problem(path, f"GPU index out of range in [{a}, {b}]", f"0 to {gpus - 1}")
-            )
-        elif a == b:
-            problems.append(Problem(path, f"a GPU cannot be paired with itself: [{a}, {b}]"))
-        elif frozenset((a, b)) in seen:
-            problems.append(
-                Problem(path, f"pair [{a}, {b}] already listed at pairs[{seen[frozenset((a, b))]}]")
-            )
-        else:
-            seen[frozenset((a, b))] = i
-    return problems
-
-
-class UplinkSpec(_Spec):
-    """Each top-of-rack switch's link to each spine: a ratio or a bandwidth, not both."""
-
-    oversubscription: Float | None = Field(None, ge=MIN_RATIO, le=MAX_RATIO)
-    """Uplink bandwidth = nodes_per_rack x NIC bandwidth / oversubscription (1e-6 .. 1e6)."""
-    bandwidth_Bps: Bandwidth | None = Field(None, alias="bandwidth")
-    """Uplink bandwidth, bytes per second."""
-    latency_s: TimeSpan = _unit("0", "latency")
-    """Uplink latency, seconds."""
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> UplinkSpec:
-        given = (self.oversubscription is not None) + (self.bandwidth_Bps is not None)
-        if given != 1:
-            what = (
-                "both oversubscription and bandwidth given"
-                if given
-                else "neither oversubscription nor bandwidth given"
-            )
-            raise Invalid(
-                Problem(
-                    "",
-                    f"{what}; give exactly one",
-                    "oversubscription: RATIO or bandwidth: BANDWIDTH",
-                )
-            )
-        return self
-
 
 MAX_DEVICES = 262_144
 """Most devices (GPUs and CPUs) a cluster may have; checked before anything is built."""
