@@ -22,6 +22,7 @@ subclasses, and this module is the only one that imports by name
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from typing import Any, ClassVar, Generic, TypeVar
@@ -205,11 +206,30 @@ class Registry(Generic[T]):
         return dict(self._aliases)
 
     def entries(self) -> dict[str, T]:
-        """A copy of the name -> entry mapping, sorted by name if ``sort``."""
+        """A copy of the name -> entry mapping: sorted by name if ``sort``; else the built-in
+        entries by their module's place in ``builtins``, each module's in the order it
+        registered them, then the others in registration order.  So the order never depends
+        on which module happened to be imported first."""
         self.load()
         if self.sort:
             return dict(sorted(self._entries.items()))
-        return dict(self._entries)
+        if not self.builtins:
+            return dict(self._entries)
+        rank = self._builtin_rank
+        return dict(sorted(self._entries.items(), key=lambda item: rank(item[1])))
+
+    def _builtin_rank(self, entry: Any) -> int:
+        """The place in ``builtins`` of the module that defined ``entry`` (a class or
+        function's ``__module__``, else its ``module`` attribute); past the end if none."""
+        if inspect.isclass(entry) or inspect.isroutine(entry):
+            module = entry.__module__
+        else:
+            module = getattr(entry, "module", None)
+        if isinstance(module, str):
+            for i, builtin in enumerate(self.builtins):
+                if module == builtin or module.startswith(builtin + "."):
+                    return i
+        return len(self.builtins)
 
     def lines(self) -> list[str]:
         """What ``clustersim list LABEL`` prints: one line per entry."""

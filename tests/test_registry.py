@@ -136,3 +136,23 @@ def test_every_registry_finds_its_builtins_and_each_registers_entries() -> None:
                 label,
                 builtin,
             )
+
+
+def test_listing_order_does_not_depend_on_import_order() -> None:
+    """A built-in module imported before the first lookup lists in its place in the
+    registry's ``builtins``, not first: the algorithms, in a fresh interpreter that imports
+    the scatter-allgather module first, list as they do otherwise (auto, ring, ...)."""
+    import subprocess
+    import sys
+
+    from clustersim.collectives.algorithm import Algorithm
+
+    code = (
+        "import clustersim.collectives.scatter_allgather\n"
+        "from clustersim.collectives.algorithm import Algorithm\n"
+        "print(','.join(Algorithm.registry.names()))"
+    )
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    names = [n for n in Algorithm.registry.names() if not n.startswith("toy")]
+    assert fresh.stdout.strip().split(",") == names
+    assert names[:2] == ["auto", "ring"]

@@ -28,6 +28,7 @@ MEASURED_SENDS_UP_TO = 250_000
 
 
 BUILTIN_ALGORITHMS = (
+    "auto",
     "ring",
     "direct",
     "tree",
@@ -36,10 +37,10 @@ BUILTIN_ALGORITHMS = (
     "in_network",
     "root",
     "scatter_allgather",
-    "auto",
 )
 """Modules of :mod:`clustersim.collectives` holding the built-in algorithms (each
-registers its classes on import; the registry imports them on its first lookup)."""
+registers its classes on import; the registry imports them on its first lookup), in the
+order ``clustersim list algorithms`` shows them: ``auto``, the default, first."""
 
 
 def _algorithm_line(name: str, cls: type[Algorithm]) -> str:

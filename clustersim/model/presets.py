@@ -117,22 +117,7 @@ CATALOGUES = (
 shows them: dense models, mixtures of experts, the models of published training runs."""
 
 
-class PresetRegistry(Registry[Preset]):
-    """The model presets, listed by catalogue (:attr:`Preset.module` in :attr:`builtins`
-    order, presets registered elsewhere after them), each catalogue in its own order.
-
-    So the list does not depend on which catalogue was imported first: one imported
-    directly before the first lookup registers before the others, and lists in its place.
-    """
-
-    def entries(self) -> dict[str, Preset]:
-        found = super().entries()
-        rank = {module: i for i, module in enumerate(self.builtins)}
-        last = len(rank)
-        return dict(sorted(found.items(), key=lambda item: rank.get(item[1].module, last)))
-
-
-PRESETS = PresetRegistry(
+PRESETS: Registry[Preset] = Registry(
     "models", "model preset", describe=_preset_line, builtins=CATALOGUES, unique=True
 )
 """Every model preset, by name (aliases resolve to it)."""
