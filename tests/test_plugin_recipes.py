@@ -289,3 +289,12 @@ def test_every_recipe_has_its_test() -> None:
     for kind, node_id in RECIPE_TESTS.items():
         assert f"`{node_id}`" in text, kind
         assert _defined(node_id), node_id
+
+
+def test_every_typed_cluster_kind_is_a_registered_fabric() -> None:
+    """The built-in kinds the schema types (scenario/cluster.py) are exactly the built-in
+    fabrics' kinds: the registry holds every kind, the schema adds only their keys."""
+    from clustersim.scenario.cluster import CLUSTER_KINDS
+
+    builtin = [k for k in FABRICS.names() if FABRICS.get(k).__module__.startswith("clustersim.")]
+    assert sorted(CLUSTER_KINDS) == sorted(builtin)
