@@ -73,21 +73,21 @@ def _inside(value: Any, path: str) -> Iterator[tuple[str, str, str]]:
             yield from _inside(item, join_path(path, str(k)))
 
 
-def plugin_problems(model: BaseModel) -> list[Problem]:
-    """A problem for every plugin-naming key of ``model`` whose value its registry does not
-    hold."""
+def plugin_problems(model: BaseModel, path: str = "") -> list[Problem]:
+    """A problem for every plugin-naming key of ``model`` (at key ``path``) whose value its
+    registry does not hold."""
     problems: list[Problem] = []
-    for path, label, value in plugin_keys(model):
+    for key, label, value in plugin_keys(model, path):
         try:
-            registry_of(label).lookup(value, path)
+            registry_of(label).lookup(value, key)
         except ScenarioError as exc:
             problems.extend(exc.problems)
     return problems
 
 
-def check_plugins(model: BaseModel, source: str = "") -> None:
-    """ScenarioError (naming ``source``) listing every plugin-naming key of ``model`` whose
-    value is not registered."""
-    problems = plugin_problems(model)
+def check_plugins(model: BaseModel, source: str = "", path: str = "") -> None:
+    """ScenarioError (naming ``source``) listing every plugin-naming key of ``model`` (at key
+    ``path``: a strategy's ``workload``) whose value is not registered."""
+    problems = plugin_problems(model, path)
     if problems:
         raise ScenarioError(problems, source)

@@ -115,8 +115,10 @@ class Strategy(Registered):
     ) -> Strategy:
         """Validate ``workload`` with this strategy's model and check it against ``topology``."""
         from ..scenario import validate_model
+        from ..scenario.plugins import check_plugins
 
         config = validate_model(cls.config_model, workload, "workload", scenario.source)
+        check_plugins(config, scenario.source, "workload")
         strategy = cls(config, scenario, topology)
         try:
             strategy.check()

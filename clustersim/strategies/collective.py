@@ -57,6 +57,7 @@ from ..engine import Simulation
 from ..errors import ScenarioError
 from ..metrics import OPTIONAL, StrategySummary
 from ..scenario import Bool, Count, Glob, Int, PositiveSize, Size
+from ..scenario.training import AlgorithmName
 from ..units import format_size
 from .base import Strategy
 
@@ -67,7 +68,7 @@ class CollectiveWorkload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     collective: str = Field(description="operation: allreduce, allgather, reducescatter, ...")
-    algorithm: str = Field(
+    algorithm: AlgorithmName = Field(
         "auto", description="collective algorithm, e.g. ring, hierarchical; auto: NCCL's choice"
     )
     size_bytes: Size = Field(alias="bytes", description="nccl-tests size, e.g. 160MB")

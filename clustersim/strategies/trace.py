@@ -43,7 +43,8 @@ from ..engine import Simulation
 from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import StrategySummary, SummaryPart
 from ..scenario import Float, Glob
-from ..workload_trace import TraceOp, WorkloadTrace, load_trace
+from ..scenario.training import AlgorithmName
+from ..workload_trace import FORMATS, TraceOp, WorkloadTrace, load_trace
 from .base import Strategy
 
 
@@ -55,13 +56,13 @@ class TraceWorkload(BaseModel):
     trace: str = Field(
         min_length=1, description="trace file (Kineto or Chakra JSON), relative to the scenario"
     )
-    format: Literal["auto", "kineto", "chakra"] = Field(
+    format: Literal[FORMATS] = Field(  # type: ignore[valid-type]  (the readers' names)
         "auto", description="trace format; auto reads it from the file's keys"
     )
     ranks: Glob | None = Field(
         None, description="glob over device names that replay the trace (default: every GPU)"
     )
-    algorithm: str = Field(
+    algorithm: AlgorithmName = Field(
         "auto", description="algorithm of the replayed collectives (auto: NCCL's choice)"
     )
     compute_scale: Float = Field(

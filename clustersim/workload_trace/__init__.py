@@ -56,7 +56,7 @@ READERS: dict[str, ModuleType] = {"kineto": kineto, "chakra": chakra}
 package with ``recognizes(document) -> bool`` and ``parse(document, order)`` (a
 :data:`Parser`); a new format is a module and an entry here."""
 
-FORMATS = ("auto", *sorted(READERS))
+FORMATS = ("auto", *READERS)
 """Values of ``workload.format``."""
 
 Parser = Callable[[Any, str], tuple[list[TraceOp], float]]
