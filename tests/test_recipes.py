@@ -224,6 +224,7 @@ def test_plain_data_parallel_and_zero_strategies_are_unchanged() -> None:
     before: no recipes block, DDP's 25 MB buckets."""
     document = doc(dp=4, gpus=4, batch=4)
     del document["pipeline"], document["training"]["micro_batch"]
+    del document["parallelism"]["tp_algorithm"]  # data_parallel would ignore it: refused
     summary = run(document).summary
     assert summary["workload"] == "data_parallel" and "recipes" not in summary
     document["zero"] = {"stage": 1, "overlap_param_gather": True}

@@ -25,6 +25,7 @@ from ..budget import (
 )
 from ..errors import Problem, ScenarioError
 from ..registry import Registered, Registry
+from .written_keys import DATA_PARALLEL_READS, dp_problems, unread_problems
 
 if TYPE_CHECKING:
     from ..engine import Simulation
@@ -226,6 +227,16 @@ class TrainingStrategy(Strategy):
     """Whether ``training.offload`` (CPU offload over PCIe) is modelled."""
     supports_param_gather_overlap: ClassVar[bool] = False
     """Whether ``zero.overlap_param_gather`` (the distributed optimizer's) is modelled."""
+    reads: ClassVar[frozenset[str]] = DATA_PARALLEL_READS
+    """The keys of the shared training sections (parallelism, pipeline, zero, data_parallel)
+    this strategy reads; a key written with another value than its default and not covered
+    here is refused (:mod:`clustersim.strategies.written_keys`)."""
+
+    def written_key_problems(self) -> list[Problem]:
+        """The keys written that this strategy would ignore, and ``parallelism.dp`` against
+        the workers (the hybrid checks its own layout instead)."""
+        problems = unread_problems(self.scenario, self.name, self.reads)
+        return problems + dp_problems(self.scenario, len(self.workers))
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, topology: Topology) -> Strategy:
@@ -245,6 +256,9 @@ class TrainingStrategy(Strategy):
         strategy = cls(spec, scenario, topology)
         try:
             strategy.check()
+            problems = strategy.written_key_problems()
+            if problems:
+                raise ScenarioError(problems)
         except ScenarioError as exc:
             raise exc.with_source(scenario.source) from None
         strategy.enforce_work_limit()

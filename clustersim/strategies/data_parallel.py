@@ -75,6 +75,7 @@ from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .kernel_times import LayerTimes
+from .written_keys import DATA_PARALLEL_READS
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class DataParallel(TrainingStrategy):
     name = "data_parallel"
     description = "data-parallel training: bucketed gradient all-reduce (DDP/Horovod), overlap"
     config_model = DataParallelSpec
+    reads = DATA_PARALLEL_READS | {"data_parallel.allreduce"}
 
     # -- checks --------------------------------------------------------------
 

@@ -113,6 +113,7 @@ from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .data_parallel import DataParallel, iteration_work, workers_memory
 from .kernel_times import LayerTimes
+from .written_keys import DATA_PARALLEL_READS
 
 """Layer kinds whose forward full recomputation re-runs in backward."""
 
@@ -194,6 +195,7 @@ class Zero(TrainingStrategy):
     name = "zero"
     description = "ZeRO stages 1-3 / FSDP: sharded optimizer states, gradients and parameters"
     config_model = DataParallelSpec
+    reads = DATA_PARALLEL_READS | {"data_parallel.allreduce", "zero.prefetch"}
 
     # Worker selection and the network model are plain data parallelism's.
     _select_workers = DataParallel._select_workers

@@ -13,6 +13,7 @@ from ...parallel.tp_modes import GridCollective, GridTimer, TensorParallelMode, 
 from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
 from .. import training
 from ..base import TrainingStrategy
+from ..written_keys import unread_problems
 from . import experts as moe
 from . import recipes
 from .accounting import link_sharing
@@ -28,6 +29,22 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
 
     supports_param_gather_overlap = True
+    reads = frozenset(
+        {
+            "parallelism",
+            "pipeline",
+            "zero.stage",
+            "zero.overlap_param_gather",
+            "data_parallel.sync",
+            "data_parallel.workers",
+            "data_parallel.allreduce",
+        }
+    )
+
+    def written_key_problems(self) -> list[Problem]:
+        """The keys written that the hybrid would ignore (it checks its layout, dp included,
+        itself)."""
+        return unread_problems(self.scenario, self.name, self.reads)
 
     # -- checks --------------------------------------------------------------
 

@@ -121,6 +121,7 @@ from ...topology import Device
 from .. import training
 from ..base import TrainingStrategy
 from ..kernel_times import LayerTimes
+from ..written_keys import DATA_PARALLEL_READS
 from .backup import BackupCancel
 from .embedding import layout_blocks
 from .hierarchy import Hierarchy, build_groups
@@ -141,6 +142,7 @@ class ParameterServer(FailureHooks, KeyServer, TrainingStrategy):
     description = "data-parallel training with parameter servers: sync/backup/async/ssp/geo"
     config_model = DataParallelSpec
     default_sync = "ps"
+    reads = DATA_PARALLEL_READS | {"data_parallel.ps"}
 
     # -- checks --------------------------------------------------------------
 

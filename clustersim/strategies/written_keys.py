@@ -1,0 +1,133 @@
+"""The training keys a strategy reads, and the refusal of those it would ignore.
+
+The sections ``parallelism``, ``pipeline``, ``zero`` and ``data_parallel`` are shared by the
+four training strategies (``data_parallel``, ``zero``, ``parameter_server`` and ``pipeline``,
+the 3D hybrid), and each reads only some of their keys: ``parallelism.tp_mode`` means
+nothing to plain data parallelism, ``data_parallel.ps`` nothing to an all-reduce.  A key the
+user wrote that the chosen strategy does not read would change nothing, silently; so it is
+refused, exit 2 at its key path, saying which strategy runs the scenario and what would
+make the key act.  A key written with its default value asks for nothing and passes.
+
+Each strategy declares the keys it reads (:attr:`TrainingStrategy.reads
+<clustersim.strategies.base.TrainingStrategy.reads>`: key paths, a section's path covering
+all its keys); ``tests/test_written_keys.py`` sets, for every strategy, each key it does not
+read and expects the refusal.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import Problem, join_path
+
+SECTIONS = ("parallelism", "pipeline", "zero", "data_parallel")
+"""The sections whose keys the training strategies share."""
+
+DATA_PARALLEL_READS = frozenset(
+    {
+        "parallelism.dp",
+        "parallelism.tp",
+        "parallelism.pp",
+        "parallelism.cp",
+        "parallelism.ep",
+        "data_parallel.sync",
+        "data_parallel.workers",
+        "zero.stage",
+    }
+)
+"""What every data-parallel strategy (data_parallel, zero, parameter_server) reads: the
+degrees (dp is checked against the workers; tp, pp, cp and ep are 1, or the scenario would
+be the hybrid's), the sync, the workers and the ZeRO stage (which chose the strategy)."""
+
+HYBRID = "a pipeline section, or pp, tp, cp or ep > 1 (the 3D hybrid reads it)"
+KEY_HINTS = {
+    "parallelism": HYBRID,
+    "pipeline": HYBRID,
+    "zero.prefetch": "zero.stage 1-3 without a pipeline section and with pp = tp = cp = ep = 1 "
+    "(the zero strategy reads it)",
+    "zero.overlap_param_gather": HYBRID,
+    "data_parallel.ps": "data_parallel.sync: ps (the parameter_server strategy reads it)",
+    "data_parallel.allreduce": "data_parallel.sync: allreduce",
+}
+"""What would make an unread key act, by the longest key path that covers it."""
+
+
+def hint_for(key: str) -> str:
+    """What would make ``key`` act (:data:`KEY_HINTS`), or leaving it out."""
+    found = [read for read in KEY_HINTS if _covered(key, (read,))]
+    return KEY_HINTS[max(found, key=len)] if found else "leave the key out"
+
+
+def written_keys(scenario: Any) -> Iterator[tuple[str, Any, Any]]:
+    """(key path, value, default) of every key written in the shared sections, nested
+    sections (``data_parallel.allreduce``, ``data_parallel.ps``) entered."""
+    for section in SECTIONS:
+        spec = getattr(scenario, section, None)
+        if isinstance(spec, BaseModel):
+            yield from _written(spec, section)
+
+
+def _written(model: BaseModel, path: str) -> Iterator[tuple[str, Any, Any]]:
+    defaults = _defaults(type(model))
+    for name, field in type(model).model_fields.items():
+        if name not in model.model_fields_set:
+            continue
+        key = join_path(path, field.alias or name)
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            yield from _written(value, key)
+        else:
+            yield key, value, getattr(defaults, name, None)
+
+
+@functools.cache
+def _defaults(model: type[BaseModel]) -> BaseModel | None:
+    """The section with every key at its default, validated (``25MB`` read as bytes), or None
+    if the section has required keys."""
+    try:
+        return model()
+    except ValidationError:
+        return None
+
+
+def _covered(key: str, reads: Iterable[str]) -> bool:
+    return any(key == read or key.startswith(read + ".") for read in reads)
+
+
+def unread_problems(scenario: Any, strategy: str, reads: Iterable[str]) -> list[Problem]:
+    """A problem for every key written in the shared sections, with a value other than its
+    default, that ``reads`` does not cover: ``strategy`` would ignore it."""
+    reads = tuple(reads)
+    return [
+        Problem(
+            key,
+            f"the {strategy} strategy runs this scenario and does not read this key: it would "
+            f"be ignored",
+            hint_for(key),
+        )
+        for key, value, default in written_keys(scenario)
+        if value != default and not _covered(key, reads)
+    ]
+
+
+def dp_problems(scenario: Any, workers: int) -> list[Problem]:
+    """``parallelism.dp`` of a data-parallel strategy against its ``workers`` (tp, pp and cp
+    are 1 there): they must agree."""
+    parallelism = getattr(scenario, "parallelism", None)
+    if parallelism is None or "dp" not in parallelism.model_fields_set:
+        return []
+    ranks = parallelism.dp * parallelism.tp * parallelism.pp * parallelism.cp
+    if ranks == workers:
+        return []
+    return [
+        Problem(
+            "parallelism.dp",
+            f"dp {parallelism.dp} x tp {parallelism.tp} x pp {parallelism.pp} x cp "
+            f"{parallelism.cp} is {ranks} ranks, but the scenario has {workers} workers",
+            f"dp: {workers}, or data_parallel.workers naming {ranks} devices",
+        )
+    ]
