@@ -267,7 +267,7 @@ def test_candidate_document_sets_the_configuration() -> None:
     assert "simulate_replicas" not in every["parallelism"]
     assert out["training"]["micro_batch"] == 2 and out["training"]["iterations"] == 2
     assert out["pipeline"] == {"schedule": "gpipe"}
-    assert out["zero"] == {"stage": 1, "prefetch": False}
+    assert out["zero"] == {"stage": 1}  # prefetch is the zero strategy's, not the hybrid's
     assert out["network"] == {"model": "flow"}
     sharded = plan.candidate_document(doc, plan.Point(16, 1, 1, None, None, 3), options)
     assert "pipeline" not in sharded and "micro_batch" not in sharded["training"]
@@ -292,6 +292,24 @@ def test_rejected_candidates_are_counted_by_reason() -> None:
     assert count == with_tp and "scatter_allgather does not implement allreduce" in reason
     assert len(reason) <= plan.REASON_CHARS
     assert [c.index for c in found.candidates] == list(range(len(found.candidates)))
+
+
+def test_candidates_leave_out_what_their_strategy_would_not_read() -> None:
+    """A scenario written for the hybrid (tensor keys, no ZeRO prefetch) still gives ZeRO-2/3
+    candidates: their documents leave the tensor keys out (the zero strategy would refuse
+    them), the hybrid candidates keep them and leave ``zero.prefetch`` out."""
+    doc = training_doc(
+        parallelism={"tp_algorithm": "ring", "sequence_parallel": True},
+        zero={"prefetch": False},
+    )
+    options = plan.PlanOptions(zero=(1, 3))
+    found = plan.enumerate_candidates(doc, "s.yaml", options)
+    stages = {c.point.zero for c in found.candidates}
+    assert stages == {1, 3}, found.skipped
+    sharded = plan.candidate_document(doc, plan.Point(16, 1, 1, None, None, 3), options)
+    assert "tp_algorithm" not in sharded["parallelism"] and sharded["zero"]["prefetch"] is False
+    hybrid = plan.candidate_document(doc, plan.Point(8, 2, 1, 1, 4, 1), options)
+    assert hybrid["parallelism"]["sequence_parallel"] is True and "prefetch" not in hybrid["zero"]
 
 
 def test_shorten() -> None:

@@ -131,3 +131,28 @@ def dp_problems(scenario: Any, workers: int) -> list[Problem]:
             f"dp: {workers}, or data_parallel.workers naming {ranks} devices",
         )
     ]
+
+
+def without_unread(document: dict[str, Any], reads: Iterable[str]) -> dict[str, Any]:
+    """``document`` (a scenario mapping, changed in place and returned) without the keys of
+    the shared sections that ``reads`` does not cover: what a study that chooses the strategy
+    of a user's scenario writes (``clustersim plan``'s ZeRO-3 candidates drop the tensor
+    keys a hybrid candidate reads)."""
+    reads = tuple(reads)
+    for section in SECTIONS:
+        spec = document.get(section)
+        if isinstance(spec, dict):
+            _drop(spec, section, reads)
+    return document
+
+
+def _drop(mapping: dict[str, Any], path: str, reads: tuple[str, ...]) -> None:
+    for key in list(mapping):
+        sub = f"{path}.{key}"
+        if _covered(sub, reads):
+            continue
+        value = mapping[key]
+        if isinstance(value, dict) and any(read.startswith(sub + ".") for read in reads):
+            _drop(value, sub, reads)
+        else:
+            del mapping[key]

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from ...budget import WorkLimitError, over_limit_reason, with_limit
 from ...errors import ClustersimError, Problem, ScenarioError
 from ...parallel.rules import SHARDED_STAGE
+from ...strategies import registered_strategies
+from ...strategies.written_keys import without_unread
 from .options import (
     DEFAULT_SCHEDULE,
     INTERLEAVED,
@@ -51,13 +53,17 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
 
     ``parallelism`` gets dp, tp, pp (its other keys kept; ``simulate_replicas:
     one`` for the hybrid strategy unless ``all_replicas`` or stragglers), ``training`` the
-    micro-batch and iterations, ``zero`` the stage (prefetch kept), ``network``
+    micro-batch and iterations, ``zero`` the stage, ``network``
     the model.  Stages 0 and 1 get a ``pipeline`` section (the scenario's
     schedule and options, default 1f1b, without ``micro_batches`` and
     ``stage_layers``; with chunks > 1 the interleaved schedule and its chunks, with 1 chunk
     1f1b in place of an interleaved schedule); stages 2 and 3 none, and no
     ``training.micro_batch``.
     ``max_events`` and ``max_memory`` become ``engine.max_events`` and ``engine.max_memory``.
+    The keys the candidate's strategy (the hybrid, or ``zero`` for stages 2 and 3) would not
+    read are left out (:func:`~clustersim.strategies.written_keys.without_unread`): the
+    scenario's tensor keys mean nothing to a ZeRO-3 candidate, ``zero.prefetch`` nothing to
+    the hybrid.
     """
     out = with_limit(copy.deepcopy(doc), options.max_events, options.max_memory)
     out.pop("workload", None)
@@ -87,7 +93,8 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
         out["pipeline"] = pipeline
     else:
         out.pop("pipeline", None)
-    return out
+    strategy = "zero" if point.zero >= SHARDED_STAGE else "pipeline"
+    return without_unread(out, registered_strategies()[strategy].reads)
 
 
 @dataclass(frozen=True)
