@@ -175,4 +175,4 @@ def test_dp_is_checked_against_the_data_parallel_workers(
     err = capsys.readouterr().err
     assert code == (2 if refused else 0), err
     if refused:
-        assert f"{path}: parallelism.dp: dp 5 x tp 1 x pp 1 x cp 1 is 5 ranks, but" in err
+        assert f"{path}: parallelism.dp: dp 5 x tp 1 x pp 1 = 5, but there are 4 workers" in err

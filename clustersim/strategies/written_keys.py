@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import Problem, join_path
+from ..parallel.rules import grid_size_problem
 
 SECTIONS = ("parallelism", "pipeline", "zero", "data_parallel")
 """The sections whose keys the training strategies share."""
@@ -116,21 +117,14 @@ def unread_problems(scenario: Any, strategy: str, reads: Iterable[str]) -> list[
 
 def dp_problems(scenario: Any, workers: int) -> list[Problem]:
     """``parallelism.dp`` of a data-parallel strategy against its ``workers`` (tp, pp and cp
-    are 1 there): they must agree."""
+    are 1 there): the placement rule (:func:`~clustersim.parallel.rules.grid_size_problem`)
+    the hybrid applies too."""
     parallelism = getattr(scenario, "parallelism", None)
     if parallelism is None or "dp" not in parallelism.model_fields_set:
         return []
-    ranks = parallelism.dp * parallelism.tp * parallelism.pp * parallelism.cp
-    if ranks == workers:
-        return []
-    return [
-        Problem(
-            "parallelism.dp",
-            f"dp {parallelism.dp} x tp {parallelism.tp} x pp {parallelism.pp} x cp "
-            f"{parallelism.cp} is {ranks} ranks, but the scenario has {workers} workers",
-            f"dp: {workers}, or data_parallel.workers naming {ranks} devices",
-        )
-    ]
+    p = parallelism
+    problem = grid_size_problem(workers, p.dp, p.tp, p.pp, cp=p.cp)
+    return [] if problem is None else [problem]
 
 
 def without_unread(document: dict[str, Any], reads: Iterable[str]) -> dict[str, Any]:
