@@ -1,10 +1,12 @@
 """In-network all-reduce (switches reduce, SHARP / NVLS): times, link loads, refusals.
 
 Units: seconds, bytes, bytes/s.  Flat clusters: 25 GB/s and 1 us per link.
-Two-tier clusters (:func:`two_tier`): PCIe-only nodes (no NVLink, so a node's
-GPUs meet at its PCIe switch), PCIe 32 GB/s and 0.5 us per link, NIC 25 GB/s and
-1 us, rack uplink (one spine) nodes_per_rack x 25 GB/s / oversubscription and
-1 us.
+Two-tier clusters (:func:`two_tier`): PCIe-only nodes, PCIe 32 GB/s and 0.5 us per
+link, NIC 25 GB/s and 1 us, rack uplink (one spine) nodes_per_rack x 25 GB/s /
+oversubscription and 1 us; one GPU per node for in_network across nodes (a node's
+PCIe switch does not reduce, so several GPUs of a node cannot merge there), their
+switches reducing each port's data at SHARP = 0.8 of its line rate (InfiniBand SHARP,
+NVIDIA/nccl#320: ~20 GB/s per 25 GB/s NIC).
 """
 
 from __future__ import annotations
@@ -38,22 +40,30 @@ LINK_LATENCY = 1e-6  # s: one flat link (a switch route crosses two)
 
 RANKS = [2, 3, 8, 64, 256]
 SIZES = [8.0, 1e6, 3e7, 1e9]
-SHAPES = {2: (2, 1, 1), 3: (3, 1, 1), 8: (2, 2, 2), 64: (4, 2, 8), 256: (16, 2, 8)}
+SHARP = 0.8  # IB_SHARP_SHARE: a reducing network switch's share of each port's line rate
+SHAPES = {2: (2, 1, 1), 3: (3, 1, 1), 8: (2, 4, 1), 64: (4, 16, 1), 256: (16, 16, 1)}
 """Ranks -> (racks, nodes_per_rack, gpus_per_node) of the two-tier clusters."""
 
 
 @functools.cache
 def two_tier(
-    racks: int, nodes: int, gpus: int, oversubscription: float = 1.0, nvlink: bool = False
+    racks: int,
+    nodes: int,
+    gpus: int,
+    oversubscription: float = 1.0,
+    nvlink: bool = False,
+    sharp: bool | float = True,
+    nvls: bool = False,
 ) -> Topology:
-    """A two-tier cluster as in the module docstring (``nvlink``: NVSwitch in each node)."""
+    """A two-tier cluster as in the module docstring (``nvlink``: NVSwitch in each node,
+    reducing with ``nvls``; ``sharp``: ``cluster.sharp``)."""
     node = {
         "gpus": gpus,
         "pcie": {"bandwidth": "32GB/s", "latency": "0.5us"},
         "nic": {"bandwidth": "25GB/s", "latency": "1us"},
     }
     if nvlink:
-        node["nvlink"] = {"bandwidth": "300GB/s"}
+        node["nvlink"] = {"bandwidth": "450GB/s" if nvls else "300GB/s", "sharp": nvls}
     doc = {
         "name": "t",
         "cluster": {
@@ -62,6 +72,7 @@ def two_tier(
             "nodes_per_rack": nodes,
             "node": node,
             "rack_uplink": {"oversubscription": oversubscription, "latency": "1us"},
+            "sharp": sharp,
         },
         "workload": {"program": []},
     }
@@ -119,20 +130,20 @@ def test_two_tier_time_is_the_closed_form_and_the_bottleneck_bound(
 ) -> None:
     """Flow-level time = :meth:`InNetwork.cost` (rel 1e-9: each send is alone on its links).
 
-    By hand: every byte crosses the slowest link of the trees once, so T >= S / B_min,
-    B_min = min(NIC 25 GB/s, rack uplink nodes x 25 GB/s / oversubscription) when there
-    are several racks (PCIe, 32 GB/s, is faster).  The longest way up is a GPU of another
-    rack to the top (rank 0's PCIe switch, or a ToR/PCIe switch on the way for one GPU per
-    node): GPU -> PCIe -> NIC -> ToR -> spine -> ToR -> NIC -> PCIe, 3 x 0.5 + 4 x 1 us
-    = 5.5 us at most, and as much down; a way has at most 4 segments up and 4 down, each
-    adding one piece of fill, so T <= 11 us + S / B_min + 7 p / B_min.  At 1 GB
-    (p = 1 MiB) that is within 0.8% of S / B_min."""
+    By hand: every byte crosses the slowest stage of the trees once, so T >= S / B_min,
+    B_min = SHARP x min(NIC 25 GB/s, rack uplink nodes x 25 GB/s / oversubscription) when
+    there are several racks (the switches sum what a port brings at SHARP of its rate;
+    PCIe, 32 GB/s, and the copies down are faster).  The longest way up is a GPU of
+    another rack to the top (a ToR or the spine): GPU -> PCIe -> NIC -> ToR -> spine ->
+    ToR -> NIC -> PCIe, 3 x 0.5 + 4 x 1 us = 5.5 us at most, and as much down; a way has
+    at most 4 segments up and 4 down, each adding one piece of fill, so T <= 11 us +
+    S / B_min + 7 p / B_min.  At 1 GB (p = 1 MiB) that is within 0.8% of S / B_min."""
     racks, nodes, g = SHAPES[n]
     topo = two_tier(racks, nodes, g, oversubscription)
     call = call_on(topo, size)
     got = flow(topo, call).now
     assert got == pytest.approx(analytical_time(call, topo), rel=1e-9)
-    b_min = min(B, nodes * B / oversubscription) if racks > 1 else B
+    b_min = SHARP * (min(B, nodes * B / oversubscription) if racks > 1 else B)
     p = piece_bytes(size)
     assert size / b_min <= got * (1 + 1e-12)
     assert got <= 11e-6 + size / b_min + 7 * p / b_min + 1e-15
@@ -176,7 +187,7 @@ def test_one_slow_rank_holds_back_every_result(size: float) -> None:
 def test_analytical_mode_takes_the_cost_alone() -> None:
     """network.model analytical: one fluid phase, the cost's latency part then its
     bandwidth part over the trees' links, each at weight 1: exactly the cost alone."""
-    for topo in (flat_topology("switch", 16), two_tier(4, 2, 8, 4.0)):
+    for topo in (flat_topology("switch", 16), two_tier(4, 2, 1, 4.0)):
         call = call_on(topo, 1e9)
         assert flow(topo, call, "analytical").now == pytest.approx(
             analytical_time(call, topo), rel=1e-9
@@ -195,16 +206,17 @@ def link_bytes(sim: Simulation) -> dict[str, float]:
     "topo",
     [
         flat_topology("switch", 64),
-        two_tier(16, 2, 8, 4.0),
-        two_tier(4, 2, 8, 1.0),
+        two_tier(16, 2, 1, 4.0),
+        two_tier(4, 4, 1, 1.0),
         two_tier(3, 1, 1, 4.0),
     ],
-    ids=["switch", "two_tier_os4", "two_tier_os1", "two_tier_one_gpu"],
+    ids=["switch", "two_tier_os4", "two_tier_os1", "two_tier_one_node_per_rack"],
 )
 def test_every_link_carries_the_data_once_per_direction(topo: Topology) -> None:
     """Each link of the trees carries exactly S (the up tree's summed, the down tree's
     copied), each GPU sends S and receives S, and a rack's uplink carries S up and S
-    down -- not once per rank behind it."""
+    down -- not once per rank behind it.  A switch summing slower than the line rate
+    does not make its links carry more: they carry S, at a lower rate."""
     size = 3e7
     sim = flow(topo, call_on(topo, size))
     loads = link_bytes(sim)
@@ -248,7 +260,7 @@ def test_one_tree_over_the_first_of_several_spines(routing: str) -> None:
 def test_link_flows_are_the_schedules() -> None:
     """link_flows (1 per link of the trees) is what fluid.schedule_flows measures on the
     schedule, whose sends carry their own routes."""
-    for topo in (flat_topology("switch", 8), two_tier(2, 2, 2, 4.0)):
+    for topo in (flat_topology("switch", 8), two_tier(2, 2, 1, 4.0)):
         call = call_on(topo, 3e6)
         algo = InNetwork()
         measured = schedule_flows(algo.schedule(call, topo), call.devices, topo)
@@ -302,11 +314,24 @@ def test_hierarchical_reduces_across_nodes_in_the_network() -> None:
         (flat_topology("ring", 8), "allreduce", {}, "crosses none"),
         (flat_topology("fully_connected", 8), "allreduce", {}, "crosses none"),
         (two_tier(2, 2, 8, nvlink=True), "allreduce", {}, "share none; hierarchical"),
+        (two_tier(1, 1, 4), "allreduce", {}, "meet only in rack0/node0/pcie: a node's PCIe"),
+        (two_tier(1, 1, 8, nvlink=True), "allreduce", {}, "nvswitch: an NVSwitch reduces with"),
+        (two_tier(1, 4, 1, sharp=False), "allreduce", {}, "rack0/tor: cluster.sharp is false"),
         (flat_topology("switch", 8), "allgather", {}, "does not implement allgather"),
         (flat_topology("switch", 8), "broadcast", {}, "does not implement broadcast"),
         (flat_topology("switch", 8), "allreduce", {"chunk_bytes": 0.0}, "chunk must be positive"),
     ],
-    ids=["ring", "fully_connected", "nvlink_and_nic", "allgather", "broadcast", "chunk"],
+    ids=[
+        "ring",
+        "fully_connected",
+        "nvlink_and_nic",
+        "pcie_only",
+        "nvswitch_without_sharp",
+        "tor_without_sharp",
+        "allgather",
+        "broadcast",
+        "chunk",
+    ],
 )
 def test_refusals_say_why(topo: Topology, op: str, kw: dict, message: str) -> None:
     call = CollectiveCall(op, gpus(topo), 1e6, algorithm="in_network", **kw)
@@ -316,11 +341,22 @@ def test_refusals_say_why(topo: Topology, op: str, kw: dict, message: str) -> No
         assert "in_network" not in applicable_algorithms(op, call.devices, topo)
 
 
+def test_data_of_one_node_cannot_merge_in_its_pcie_switch() -> None:
+    """Two GPUs of node 1 with one GPU of node 0: their ways up to the ToR merge at node 1's
+    PCIe switch, which cannot sum -- refused, pointing at hierarchical."""
+    topo = two_tier(1, 2, 2)
+    group = ("rack0/node0/gpu0", "rack0/node1/gpu0", "rack0/node1/gpu1")
+    call = CollectiveCall("allreduce", group, 1e6, algorithm="in_network")
+    with pytest.raises(ScenarioError, match="would merge in rack0/node1/pcie, which does not"):
+        check_call(call, topo)
+
+
 def test_applicable_where_the_routes_meet_in_a_switch() -> None:
-    """--algorithm all includes in_network on a switch, on PCIe-only two-tier clusters and
-    within one NVLink node (its NVSwitch); one rank is a no-op."""
-    nvlink_node = two_tier(1, 1, 8, nvlink=True)
-    for topo in (flat_topology("switch", 8), two_tier(2, 2, 2), nvlink_node):
+    """--algorithm all includes in_network on a switch, across nodes of one GPU each (their
+    ToRs and spine reduce) and within one NVLink node whose NVSwitch reduces; one rank is a
+    no-op."""
+    nvlink_node = two_tier(1, 1, 8, nvlink=True, nvls=True)
+    for topo in (flat_topology("switch", 8), two_tier(2, 2, 1), nvlink_node):
         assert "in_network" in applicable_algorithms("allreduce", gpus(topo), topo)
     one = CollectiveCall("allreduce", ("gpu0",), 1e6, algorithm="in_network")
     assert analytical_time(one, flat_topology("switch", 4)) == 0.0
@@ -329,12 +365,13 @@ def test_applicable_where_the_routes_meet_in_a_switch() -> None:
 
 def test_sharp_scenario_hand_worked_number() -> None:
     """scenarios/clusters/sharp_dgx_4nodes.yaml: NVSwitch reduce-scatter and all-gather of
-    64 MB around an in-network all-reduce of 8 MB per rail (8 pieces of 1 MB):
-    2 x 7/8 x 64 MB / 300 GB/s + (8 MB + 1 MB) / 25 GB/s = 0.733 ms, below the 0.853 ms of
-    rings across the nodes (dgx-a100-4nodes-8nics.yaml)."""
+    64 MB around an in-network all-reduce of 8 MB per rail (8 pieces of 1 MB), the ToR
+    summing each NIC's data at 0.8 x 25 GB/s (SHARP), the last piece copied down at 25:
+    2 x 7/8 x 64 MB / 300 GB/s + 8 MB / 20 GB/s + 1 MB / 25 GB/s = 0.813 ms, below the
+    0.853 ms of rings across the nodes (dgx-a100-4nodes-8nics.yaml)."""
     root = Path(__file__).resolve().parent.parent / "scenarios" / "clusters"
     sharp = clustersim.simulate(root / "sharp_dgx_4nodes.yaml").summary["time_s"]
     ring = clustersim.simulate(root / "dgx-a100-4nodes-8nics.yaml").summary["time_s"]
-    assert sharp == pytest.approx(2 * 7 / 8 * 64e6 / 300e9 + 9e6 / 25e9, rel=1e-9)
-    assert sharp == pytest.approx(0.733e-3, rel=1e-3)
-    assert sharp < 0.9 * ring
+    assert sharp == pytest.approx(2 * 7 / 8 * 64e6 / 300e9 + 8e6 / 20e9 + 1e6 / 25e9, rel=1e-9)
+    assert sharp == pytest.approx(0.813e-3, rel=1e-3)
+    assert sharp < 0.96 * ring

@@ -374,6 +374,14 @@ KEYS: list[Key] = [
     ),
     Key("FlatCluster", "devices", "flat", ("cluster", "devices")),
     *[
+        Key(model, "sharp", base, ("cluster", "sharp"))
+        for model, base in (
+            ("TwoTierCluster", "two_tier"),
+            ("ThreeTierCluster", "three_tier"),
+            ("RailOptimizedCluster", "rail"),
+        )
+    ],
+    *[
         Key(model, "gpu_hour_price", base, ("cluster", "gpu_hour_price"))
         for model, base in (
             ("FlatCluster", "flat"),

@@ -69,6 +69,18 @@ class BusRoute(Route):
     wire: float = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class CappedRoute(BusRoute):
+    """A route whose data rate is at most ``bottleneck_Bps``, below its links' (a reducing
+    switch's throughput): a flow on it is a weighted flow (weights 1) whose rate, in wire
+    bytes per second, is at most ``rate_cap`` = ``bottleneck_Bps`` x ``wire``
+    (:mod:`clustersim.network.weighted`).  Its links carry the bytes it moves, no more: the
+    rest of their capacity stays free for other flows."""
+
+    weights: tuple[float, ...] = ()
+    rate_cap: float = float("inf")
+
+
 def nvlink_share(generation: int | None) -> float:
     """NCCL's bandwidth over the line rate on an NVLink of ``generation`` (None: unknown)."""
     if generation is None or generation not in NVLINK_BUS_GBps:
@@ -156,12 +168,16 @@ def bus_route(
     links: Iterable[Link], latency_s: float, bus: Sequence[Link], cap_Bps: float = float("inf")
 ) -> BusRoute:
     """The route along ``links`` (of any copy of the topology's) at NCCL's bandwidth
-    ``bus`` (by index), with ``latency_s``, its data rate at most ``cap_Bps``."""
+    ``bus`` (by index), with ``latency_s``, its data rate at most ``cap_Bps`` (a
+    :class:`CappedRoute` when the cap is below the links' bottleneck)."""
     real = tuple(links)
     scaled = tuple(bus[link.index] for link in real)
     line = min((link.bandwidth_Bps for link in real), default=float("inf"))
-    bottleneck = min(min((link.bandwidth_Bps for link in scaled), default=float("inf")), cap_Bps)
+    bottleneck = min((link.bandwidth_Bps for link in scaled), default=float("inf"))
     wire = line / bottleneck if scaled and bottleneck < line else 1.0
+    if scaled and cap_Bps < bottleneck:
+        weights = (1.0,) * len(scaled)
+        return CappedRoute(scaled, latency_s, cap_Bps, wire, weights, cap_Bps * wire)
     return BusRoute(scaled, latency_s, bottleneck, wire)
 
 

@@ -23,15 +23,36 @@ uplink -- one tree, as one SHARP aggregation tree):
 
 So every link of the up tree carries S once and every link of the down tree
 S once: each rank sends S and receives S, and a rack uplink carries S up and S
-down however many ranks sit behind it.  Every switch of the trees reduces and
-copies at line rate: reductions cost nothing (``call.reduce_cost`` does not
-apply).  In a two-tier cluster that includes a node's PCIe switch and NIC,
-which in hardware do not reduce (NCCL sums a node's GPUs over NVLink first), so
-a group of several GPUs per node gets the best case.  A group whose routes
-share no switch -- a ``ring`` or ``fully_connected`` cluster, or GPUs that
-reach each other over NVLink in the node and over the NIC across nodes -- is
-refused; on the latter, ``hierarchical`` with ``options: {inter: in_network}``
-reduces inside the nodes first, then in the network.
+down however many ranks sit behind it.  Reductions cost no device time
+(``call.reduce_cost`` does not apply); the switch's reduction throughput is a
+capacity of its own (below).  A group whose routes share no switch -- a
+``ring`` or ``fully_connected`` cluster, or GPUs that reach each other over
+NVLink in the node and over the NIC across nodes -- is refused; on the latter,
+``hierarchical`` with ``options: {inter: in_network}`` reduces inside the nodes
+first, then in the network.
+
+Which switches reduce, and how fast
+-----------------------------------
+On racked clusters (two-tier, three-tier, rail-optimized) only switches that
+can reduce in hardware may be the top (:func:`reduces`):
+
+* an NVSwitch with NVLink SHARP (``cluster.node.nvlink.sharp``, NCCL's NVLS):
+  what flows into it is summed at most at its throughput per GPU
+  (``Topology.reductions``; 8 x H100 reach about 480 GB/s of bus bandwidth,
+  not the 2 x 7/8 x 450 GB/s the line rate would give; :data:`NVLS_SHARE`);
+* a network switch (top-of-rack, rail, spine, core) with InfiniBand SHARP
+  (``cluster.sharp``, on by default): what arrives on a port is summed at most
+  at a share of that port's line rate (``Topology.reduction_shares``;
+  :data:`~clustersim.scenario.cluster.IB_SHARP_SHARE` = 0.8: about 20 GB/s of
+  algorithm bandwidth per 25 GB/s NIC, NVIDIA/nccl#320).
+
+A node's PCIe switch and NIC do not reduce, nor does an NVSwitch without SHARP:
+a group meeting only there is refused.  Every up segment ending at a reducing
+switch (the top, and a switch below it where two ways merge) moves its data at
+most at that rate (:attr:`Segment.cap_Bps`): a flow capped there, its links
+carrying only the bytes it moves (:class:`~clustersim.collectives.bus.CappedRoute`).
+The copies down the tree run at line rate.  On flat and custom clusters, whose
+switches are abstract, every switch reduces at line rate.
 
 Schedule (flow-level mode)
 --------------------------
@@ -84,8 +105,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..topology import Link, Route, Topology
+from ..topology.tiered import network_switches
 from .algorithm import Algorithm
-from .bus import route_of
+from .bus import TIERED, route_of
 from .call import CollectiveCall
 from .ring import pieces
 from .schedule import Schedule
@@ -110,8 +132,8 @@ class Segment:
     receiver: int
     """Rank at its end, -1 for a switch."""
     cap_Bps: float = math.inf
-    """Most bytes/s it carries: the reducing switch's throughput on a segment into it
-    (NVLink SHARP, ``Topology.reductions``), else unbounded."""
+    """Most bytes/s it carries: the reduction throughput of the switch it ends at (NVLink
+    or InfiniBand SHARP, :func:`reduction_cap`), else unbounded."""
 
     @property
     def latency_s(self) -> float:
@@ -186,13 +208,30 @@ def aggregation_tree(devices: Sequence[str], topology: Topology) -> AggregationT
         return tops
     best: AggregationTree | None = None
     best_s = 0.0
+    why = ""
     for top in tops:  # in order from rank 0: the later of equals wins
         tree = _tree(devices, topology, top)
+        merging = _merges_without_reducing(tree, topology)
+        if merging:
+            why = why or (
+                f"in_network through {top}: the group's data would merge in {merging}, which "
+                "does not reduce (a node's PCIe switches and NICs do not); hierarchical with "
+                "options inter: in_network sums inside the nodes first"
+            )
+            continue
         latency = tree.time(0.0, IN_NETWORK_CHUNK_BYTES)
         if best is None or latency <= best_s:
             best, best_s = tree, latency
-    assert best is not None
-    return best
+    return why if best is None else best
+
+
+def _merges_without_reducing(tree: AggregationTree, topology: Topology) -> str | None:
+    """A switch below the top where two ways of the up tree merge but which cannot sum."""
+    for segment in tree.segments:
+        end = segment.links[-1].dst
+        if segment.up and segment.receiver < 0 and not reduces(topology, end):
+            return end
+    return None
 
 
 def _route(topology: Topology, src: str, dst: str) -> Route:
@@ -204,9 +243,52 @@ def _inner(route: Route) -> list[str]:
     return [link.dst for link in route.links[:-1]]
 
 
+def reduces(topology: Topology, switch: str) -> bool:
+    """Whether ``switch`` sums data: on a racked cluster an NVSwitch with NVLink SHARP or a
+    network switch with SHARP; on the other kinds (abstract switches) every switch."""
+    if getattr(topology, "kind", "") not in TIERED:
+        return True
+    return switch in getattr(topology, "reductions", {}) or switch in getattr(
+        topology, "reduction_shares", {}
+    )
+
+
+def reduction_cap(topology: Topology, switch: str, link: Link) -> float:
+    """Bytes/s at which ``switch`` sums what arrives over ``link`` (inf: at line rate)."""
+    found = getattr(topology, "reductions", {}).get(switch)
+    if found is not None:
+        return float(found)
+    share = getattr(topology, "reduction_shares", {}).get(switch)
+    if share is None:
+        return math.inf
+    line = getattr(topology, "same_links", topology).links[link.index].bandwidth_Bps
+    return float(share) * line
+
+
+def _not_reducing(topology: Topology, meeting: list[str]) -> str:
+    """Why a group whose routes meet only in ``meeting`` (none of which reduces) is refused."""
+    names = ", ".join(meeting[:3]) + (", ..." if len(meeting) > 3 else "")
+    if any(name.endswith("/nvswitch") or "/nvdomain" in name for name in meeting):
+        fix = (
+            "an NVSwitch reduces with NVLink SHARP (cluster.node.nvlink.sharp, H100 and "
+            "later); else use ring or tree"
+        )
+    elif network_switches(meeting):
+        fix = (
+            "cluster.sharp is false, so the network switches do not reduce (true: InfiniBand "
+            "SHARP); else use ring or tree"
+        )
+    else:
+        fix = (
+            "a node's PCIe switches and NICs do not reduce: hierarchical with options "
+            "inter: in_network sums inside the nodes first"
+        )
+    return f"in_network reduces in switches, but the group's routes meet only in {names}: {fix}"
+
+
 def _tops(devices: Sequence[str], topology: Topology) -> list[str] | str:
-    """Switches on every route between rank 0 and the others (both ways), in order from
-    rank 0; or why there are none."""
+    """Reducing switches on every route between rank 0 and the others (both ways), in order
+    from rank 0; or why there are none."""
     switches = set(topology.switches)
     first, second = devices[0], devices[1]
     order = [v for v in _inner(_route(topology, first, second)) if v in switches]
@@ -228,7 +310,9 @@ def _tops(devices: Sequence[str], topology: Topology) -> list[str] | str:
                 f"the routes between {first} and {second} and between {first} and {other} "
                 f"share none{hint}"
             )
-    return [v for v in order if v in common]
+    meeting = [v for v in order if v in common]
+    found = [v for v in meeting if reduces(topology, v)]
+    return found if found else _not_reducing(topology, meeting)
 
 
 def _tree(devices: Sequence[str], topology: Topology, top: str) -> AggregationTree:
@@ -243,8 +327,7 @@ def _tree(devices: Sequence[str], topology: Topology, top: str) -> AggregationTr
         way = _route(topology, other, device).links
         downs.append(way[next(k for k, link in enumerate(way) if link.src == top) :])
     segments: list[Segment] = []
-    cap = getattr(topology, "reductions", {}).get(top, math.inf)
-    into_top = tuple(_up_segments(ups, rank_of, top, segments, cap))
+    into_top = tuple(_up_segments(ups, rank_of, top, segments, topology))
     _down_segments(downs, rank_of, top, into_top, segments)
     return AggregationTree(top, tuple(segments), into_top)
 
@@ -254,10 +337,11 @@ def _up_segments(
     rank_of: dict[str, int],
     top: str,
     out: list[Segment],
-    cap_Bps: float = math.inf,
+    topology: Topology,
 ) -> list[int]:
-    """Append the up tree's segments to ``out`` (deepest first); return those ending at ``top``
-    (each carrying at most ``cap_Bps``: the top's reduction throughput)."""
+    """Append the up tree's segments to ``out`` (deepest first); return those ending at ``top``.
+    A segment ending at a switch carries at most that switch's reduction throughput
+    (:func:`reduction_cap`)."""
     parent: dict[str, Link] = {}  # vertex -> its link toward the top
     owner: dict[str, int] = {}  # vertex -> the first (lowest) rank whose way crosses it
     for rank, way in enumerate(ups):
@@ -294,7 +378,7 @@ def _up_segments(
                 owner[v],
                 rank_of.get(v, -1),
                 rank_of.get(end, -1),
-                cap_Bps if end == top else math.inf,
+                math.inf if end in rank_of else reduction_cap(topology, end, links[-1]),
             )
         )
     return ending[top]

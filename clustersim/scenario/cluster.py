@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AllowInfNan,
     ConfigDict,
     Field,
+    Strict,
     Tag,
     model_validator,
 )
@@ -66,7 +68,34 @@ class _Priced(_Spec):
     ``training.tokens`` or ``duration`` then give ``cost`` = ``gpu_hours`` x this price."""
 
 
-class TwoTierCluster(_Priced):
+IB_SHARP_SHARE = 20.0 / 25.0
+"""Share of a port's line rate at which an InfiniBand switch reduces (SHARP): NCCL's
+maintainer's rule of thumb, "~20 GB/s per NIC" of algorithm bandwidth through SHARP on
+200 Gb/s (25 GB/s) HDR NICs (NVIDIA/nccl#320, 2023-01-03)."""
+
+SharpShare = Annotated[float, Strict(), AllowInfNan(False), Field(gt=0, le=1)]
+"""A share of a port's line rate, in (0, 1]."""
+
+
+class _Switched(_Priced):
+    """Base of the racked cluster kinds: whether their network switches reduce."""
+
+    sharp: Bool | SharpShare = True
+    """The network switches (top-of-rack, rail, spine, core) reduce for ``in_network``
+    all-reduces (InfiniBand SHARP), each port at a share of its line rate: ``true`` takes
+    :data:`IB_SHARP_SHARE` (0.8, NVIDIA/nccl#320), a number in (0, 1] another share,
+    ``false`` says they do not reduce (Ethernet without in-network aggregation):
+    ``in_network`` across nodes is then refused."""
+
+    @property
+    def sharp_share(self) -> float | None:
+        """The share of a port's line rate the network switches reduce at (None: they don't)."""
+        if self.sharp is False:
+            return None
+        return IB_SHARP_SHARE if self.sharp is True else float(self.sharp)
+
+
+class TwoTierCluster(_Switched):
     """Nodes in racks under top-of-rack switches, racks joined by spine switches."""
 
     kind: Literal["two_tier"] = "two_tier"
@@ -103,7 +132,7 @@ class TwoTierCluster(_Priced):
         return self
 
 
-class ThreeTierCluster(_Priced):
+class ThreeTierCluster(_Switched):
     """Pods of racks: each pod's racks under its spine switches, pods joined by core switches.
 
     ``nodes_per_rack``, ``node`` and ``rack_uplink`` (each top-of-rack switch's links to its
@@ -150,7 +179,7 @@ class ThreeTierCluster(_Priced):
         return self
 
 
-class RailOptimizedCluster(_Priced):
+class RailOptimizedCluster(_Switched):
     """Rail-optimized groups of nodes (DGX SuperPOD style): NIC j of every node of a group
     on the group's rail switch j, rail switches joined by spines; one NIC per GPU."""
 

@@ -153,6 +153,7 @@ class Topology:
         "nodes",
         "nvlink_generation",
         "reductions",
+        "reduction_shares",
         "_router",
         "_cache",
         "_device_list",
@@ -174,6 +175,7 @@ class Topology:
         nodes: int = 0,
         nvlink_generation: int | None = None,
         reductions: Mapping[str, float] | None = None,
+        reduction_shares: Mapping[str, float] | None = None,
     ) -> None:
         self.kind = kind
         self.devices = devices
@@ -188,6 +190,9 @@ class Topology:
         """NVLink generation of the nodes (``cluster.node.nvlink``), None if unknown or none."""
         self.reductions: Mapping[str, float] = reductions or {}
         """Switches that reduce (NVLink SHARP): name -> all-reduce throughput per GPU, B/s."""
+        self.reduction_shares: Mapping[str, float] = reduction_shares or {}
+        """Network switches that reduce (InfiniBand SHARP): name -> share of each port's line
+        rate at which it reduces what arrives over that port."""
         self._router = router
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._device_list = list(devices.values())
@@ -219,6 +224,7 @@ class Topology:
             nodes=self.nodes,
             nvlink_generation=self.nvlink_generation,
             reductions=self.reductions,
+            reduction_shares=self.reduction_shares,
         )
         view._cache = self._cache
         view._first = self._first

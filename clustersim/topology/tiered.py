@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,15 @@ from clustersim.errors import Problem, ScenarioError
 from .builder import FABRICS, FabricBuilder
 from .graph import Device, Link, Route, Topology
 from .symmetry import OrbitKey, Orbits
+
+NETWORK_SWITCH = re.compile(r"(^|/)(tor|rail\d+|spine\d+|core\d+)$")
+"""Names of a racked cluster's network switches: ``rack{r}/tor``, ``{group}/rail{j}``,
+``spine{k}``, ``pod{p}/spine{k}``, ``core{m}`` (docs/internals.md)."""
+
+
+def network_switches(switches: Sequence[str]) -> list[str]:
+    """The network switches (not a node's PCIe switch, NIC or NVSwitch) among ``switches``."""
+    return [name for name in switches if NETWORK_SWITCH.search(name)]
 
 
 @dataclass(slots=True)
@@ -203,8 +213,8 @@ def _tiered(
     kind: str, b: FabricBuilder, router: _TwoTierRouter, spec: Any, racks: int, nodes_per_rack: int
 ) -> Topology:
     """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers:
-    with the nodes' NVLink generation, and their NVSwitches as reducing switches where
-    ``nvlink.sharp`` says so."""
+    with the nodes' NVLink generation, their NVSwitches as reducing switches where
+    ``nvlink.sharp`` says so, and the network switches reducing at ``sharp``'s share."""
     nvlink = spec.node.nvlink
     sharp = nvlink.sharp_Bps if nvlink is not None else None
     reductions = {}
@@ -212,6 +222,8 @@ def _tiered(
         reductions = {
             name: sharp for name in b.switches if name.endswith("/nvswitch") or "/nvdomain" in name
         }
+    share = spec.sharp_share
+    shares = {} if share is None else dict.fromkeys(network_switches(b.switches), share)
     return Topology(
         kind,
         b.devices,
@@ -223,6 +235,7 @@ def _tiered(
         nodes=racks * nodes_per_rack,
         nvlink_generation=nvlink.nvlink_generation if nvlink is not None else None,
         reductions=reductions,
+        reduction_shares=shares,
     )
 
 
