@@ -7,11 +7,11 @@ DEMO   ?= scenarios/pipeline/1f1b_m8.yaml
 # pytest workers (pytest-xdist): one per core, as CI gives 2
 TEST_JOBS ?= auto
 
-.PHONY: demo test lint bench fuzz install clean ps-vs-ring browser
+.PHONY: demo test lint docs bench fuzz install clean ps-vs-ring browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -34,7 +34,12 @@ browser:
 	  echo "make browser: no chromium; install it (Debian/Ubuntu: sudo apt-get install chromium) or tests/test_report_browser.py skips"; \
 	fi
 
-test: $(STAMP) lint browser
+# The documentation site (mkdocs.yml), strict: a broken link or a page missing from the nav
+# fails; the scenario and CLI references are generated from the code as it builds.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: $(STAMP) lint browser docs
 	$(PY) -m pytest -n $(TEST_JOBS)
 	$(VENV)/bin/clustersim reproduce -q -o reports/reproduce
 
@@ -68,4 +73,4 @@ ps-vs-ring: $(STAMP)
 	$(PY) -c 'from clustersim.studies.sweep import write_reading; print("wrote", write_reading("reports/ps_vs_ring_partitions", "$(PS_PARTITION_KEY)"))'
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis site

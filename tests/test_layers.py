@@ -231,7 +231,7 @@ LAYERS = (
     ("outputs",),
     ("api",),
     ("studies", "validation"),
-    ("cli", "console", "pytest_plugin"),
+    ("cli", "console", "pytest_plugin", "reference"),
 )
 """The package's layers, lowest first (docs/ARCHITECTURE.md): a module imports, at module
 level or inside a function, only modules of its own layer or of a lower one.  A registry

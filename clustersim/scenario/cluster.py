@@ -146,7 +146,9 @@ class ThreeTierCluster(_Switched):
     racks_per_pod: Count = 1
     """Racks in each pod, named ``pod{p}/rack{i}``."""
     nodes_per_rack: Count = TwoTierCluster.model_fields["nodes_per_rack"].default
+    """Nodes in each rack."""
     node: NodeSpec
+    """Every node."""
     rack_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
     pod_uplink: UplinkSpec = Field(
         default={"oversubscription": 1},

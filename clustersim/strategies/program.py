@@ -79,8 +79,8 @@ class ProgramOp(_Strict):
     """One operation of a program: a transfer or a compute, after others."""
 
     id: str = Field(min_length=1, description="unique name of the operation")
-    transfer: TransferOp | None = None
-    compute: ComputeOp | None = None
+    transfer: TransferOp | None = Field(None, description="move bytes from one device to another")
+    compute: ComputeOp | None = Field(None, description="run work on one device")
     after: list[str] = Field(default_factory=list, description="ids that must finish first")
     label: str | None = Field(None, description="label in the timeline (default: the id)")
 
