@@ -142,3 +142,59 @@ def test_every_command_and_flag_is_in_the_cli_reference() -> None:
         flags = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", sub.format_help())
         for flag in set(flags) - {"--help"}:
             assert f"`{flag}`" in text, (name, flag)
+
+
+# ----------------------------------------------------------------- commands run by the build
+
+PAGE_TEXT = (
+    "Intro.\n\n<!-- clustersim: run a.yaml -o {out} | show: gantt.png table.md -->\n\n"
+    "Middle.\n\n<!-- clustersim: validate a.yaml -->\nEnd.\n"
+)
+
+
+def fake_main(calls: list[list[str]], code: int = 0):
+    """A CLI ``main`` that records its arguments, prints, and writes the shown files."""
+
+    def main(args) -> int:
+        calls.append(list(args))
+        if "-o" in args:
+            out = Path(args[args.index("-o") + 1])
+            (out / "gantt.png").write_bytes(b"\x89PNG fake")
+            (out / "table.md").write_text("| a |\n|---|\n| 1 |\n")
+            print(f"wrote {out}/gantt.png")
+        else:
+            print("1 of 1 file(s) valid")
+        return code
+
+    return main
+
+
+def test_a_pages_commands_run_and_show_what_they_wrote() -> None:
+    from clustersim.reference.runs import image_path, play_page, rendered
+
+    calls: list[list[str]] = []
+    runs = play_page(PAGE_TEXT, "tutorials/demo.md", fake_main(calls))
+    assert [c[0] for c in calls] == ["run", "validate"]
+    assert "{out}" not in " ".join(calls[0])
+    text = rendered(PAGE_TEXT, "tutorials/demo.md", runs)
+    assert "clustersim run a.yaml -o reports/demo" in text
+    assert "wrote reports/demo/gantt.png" in text  # the temporary folder never shows
+    assert "](../generated/demo-0-gantt.png)" in text
+    assert image_path("tutorials/demo.md", 0, "gantt.png") == "generated/demo-0-gantt.png"
+    assert "| a |" in text and "1 of 1 file(s) valid" in text
+    assert "Intro." in text and "End." in text and "<!--" not in text
+
+
+def test_a_failing_command_fails_the_build() -> None:
+    from clustersim.reference.runs import RunFailed, play_page
+
+    with pytest.raises(RunFailed, match="exited with 2"):
+        play_page(PAGE_TEXT, "demo.md", fake_main([], code=2))
+
+
+def test_every_tutorial_runs_a_command() -> None:
+    from clustersim.reference.runs import markers
+
+    pages = sorted((DOCS / "tutorials").glob("*.md"))
+    assert len(pages) >= 4
+    assert all(markers(p.read_text(encoding="utf-8")) for p in pages)
