@@ -1,4 +1,6 @@
-"""The README documents every scenario key and every command-line flag."""
+"""The documentation (README and the site's hand-written pages, docs/) names every
+scenario key and every command-line flag in its prose; the site's generated references
+(tests/test_docs_reference.py) list them all with their types."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from pydantic import BaseModel
 from clustersim import scenario
 from clustersim.cli import build_parser
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-DOCS = README + (Path(__file__).resolve().parent.parent / "docs" / "transformers.md").read_text()
+ROOT = Path(__file__).resolve().parent.parent
+README = "\n".join(
+    p.read_text(encoding="utf-8")
+    for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+)
+DOCS = README
 
 
 def _models(annotation: object, seen: set[type]) -> None:
@@ -56,6 +62,6 @@ def _flags() -> list[tuple[str, tuple[str, ...]]]:
 
 @pytest.mark.parametrize("command, flags", _flags())
 def test_every_flag_is_documented(command: str, flags: tuple[str, ...]) -> None:
-    """Each option is in the README under one of its names (``-o`` or ``--output``)."""
+    """Each option is in the docs under one of its names (``-o`` or ``--output``)."""
     found = [f for f in flags if re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", README)]
     assert found, f"clustersim {command} {' / '.join(flags)}"

@@ -47,7 +47,7 @@ et al., ASPLOS 2024) measured 15% of memory lost on average (up to 33%) over eig
 fine-tuning setups on A100-80GB that used recomputation, offload and ZeRO, which fragment
 more than plain training; we take 10% for the general case.  Set
 ``training.memory.fragmentation: 0`` for the bare sum (to compare with papers that count
-model states and activations only), 0.15-0.3 for a pessimistic answer (see README
+model states and activations only), 0.15-0.3 for a pessimistic answer (see docs/writing-scenarios.md,
 "Memory")."""
 
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2}

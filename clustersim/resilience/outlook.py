@@ -10,7 +10,7 @@ priced by the goodput model (:mod:`clustersim.goodput`) from the simulated itera
 time, the simulated checkpoint cost and ``recovery``, advanced analytically over the
 whole job, over ``recovery.samples`` sampled failure histories (:func:`goodput_of`).
 
-Modelling choices, all documented in README's ``failures`` section:
+Modelling choices, all documented in docs/writing-scenarios.md, ``failures``:
 
 * ``training.duration`` is the job's length without failures or checkpoints: its
   iterations are ``ceil(duration / iteration time)``; ``tokens`` gives them directly;

@@ -47,7 +47,7 @@ class MemorySpec(_Spec):
     fragmentation: Float = Field(0.10, ge=0, lt=1)
     """Allocator fragmentation allowance: a fraction of the device's other parts added to
     its peak; default 0.10 (PyTorch's caching allocator loses 15% on average on LLMs with
-    recomputation and offload, GMLake 2024; see README "Memory"); 0 for the bare sum."""
+    recomputation and offload, GMLake 2024; see docs/writing-scenarios.md, "Memory"); 0 for the bare sum."""
     buffers: Bool = True
     """Count temporary communication buffers (buckets, gathered ZeRO-3 parameters, staging
     of tensor-parallel grids, pipeline send/receive); false leaves them out."""
