@@ -1,8 +1,8 @@
-"""The ``trace`` workload: replay one rank's recorded trace on every simulated rank.
+"""The ``trace`` workload: replay recorded traces, one rank's on every rank or each rank's own.
 
 ```yaml
 workload:
-  trace: traces/step.json      # relative to the scenario file
+  trace: traces/step.json      # relative to the scenario file; or trace.%d.json, or a folder
   format: auto                 # auto | kineto | chakra
   ranks: "rack0/*/gpu*"        # devices that replay it (default every GPU)
   algorithm: auto              # algorithm of the replayed collectives (NCCL's choice)
@@ -11,19 +11,29 @@ workload:
   order: recorded              # Kineto: recorded | streams (clustersim.workload_trace.kineto)
 ```
 
-Every rank replays the same trace (SPMD, as ASTRA-sim does with one rank's trace
-copied).  A compute op holds its rank's compute stream for its recorded duration
-times ``compute_scale`` (all of a rank's compute streams share the device's one
-stream, in the order their ops become ready).  A collective starts when its
-dependencies have ended on every rank of its group; it runs as clustersim's
-collective (``algorithm``, ``network.protocol``, the network model) over them.
+**One file** (SPMD, as ASTRA-sim does with one rank's trace copied): every rank replays
+it.  **One trace per rank** (a pattern with ``%d`` or ``{rank}``, or a folder of
+``trace.N.json`` / ``workload.N.et``: :mod:`clustersim.workload_trace.ranks`): rank r
+replays its own, on the r-th device of ``ranks`` (default: the first N GPUs, N the
+traces).  A compute op holds its rank's compute stream for its recorded duration times
+``compute_scale`` (all of a rank's compute streams share the device's one stream, in the
+order their ops become ready).  A collective starts when its dependencies have ended on
+every rank of its group; it runs as clustersim's collective (``algorithm``,
+``network.protocol``, the network model) over them.
 
-Process groups: a collective whose recorded group size is absent or equals the number
-of ranks runs over all of them; a group size k that divides the ranks runs as
+Process groups, one file: a collective whose recorded group size is absent or equals the
+number of ranks runs over all of them; a group size k that divides the ranks runs as
 ranks / k collectives over consecutive blocks of k ranks (ranks 0..k-1, k..2k-1, ...,
 in device order); any other size is refused.  ``group: all`` runs every collective over
 all the ranks, whatever size was recorded (a trace of 8 ranks replayed on 64 as if
 recorded there).
+
+Process groups, a trace per rank: the i-th collective of process group G on one rank meets
+the i-th collective of G on every other rank that records one (G: the recorded group name,
+else the group size's blocks as above; i counts in each trace's dependency order); those
+ranks are the call's group.  They must agree on the operation and the size, and a recorded
+group size must be the number of ranks that met; otherwise the scenario is refused, naming
+the ranks and the nodes.
 """
 
 from __future__ import annotations
@@ -45,7 +55,17 @@ from ..metrics import StrategySummary, SummaryPart
 from ..scenario import Float, Glob
 from ..scenario.training import AlgorithmName
 from ..workload_trace import FORMATS, TraceOp, WorkloadTrace, load_trace
+from ..workload_trace.ranks import is_per_rank
 from .base import Strategy
+from .trace_groups import (
+    match_collectives,
+    meeting_key,
+    never_finished,
+    ranks_for_traces,
+    read_rank_traces,
+    spmd_meetings,
+    summary_groups,
+)
 
 
 class TraceWorkload(BaseModel):
@@ -54,7 +74,9 @@ class TraceWorkload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     trace: str = Field(
-        min_length=1, description="trace file (Kineto or Chakra JSON), relative to the scenario"
+        min_length=1,
+        description="trace file (Kineto or Chakra), relative to the scenario; a pattern with "
+        "%d or {rank} (trace.%d.json) or a folder of rank traces: rank r replays its own",
     )
     format: Literal[FORMATS] = Field(  # type: ignore[valid-type]  (the readers' names)
         "auto", description="trace format; auto reads it from the file's keys"
@@ -144,34 +166,55 @@ class TraceSummary(StrategySummary):
     ranks: int
     ops: int
     trace_span_s: float
-    """The recorded rank's span (compare with makespan_s)."""
+    """The recorded rank's span (compare with makespan_s); the longest of the ranks'."""
     trace_compute_s: float
+    """Recorded compute of the rank (the busiest rank's, with a trace per rank)."""
     compute_s: float
-    """Replayed compute per rank: trace_compute_s x compute_scale."""
+    """Replayed compute of that rank: trace_compute_s x compute_scale."""
     trace_communication_s: float
     communication_s: float
     """Simulated collective seconds, summed over the collectives."""
     collectives: dict[str, ReplayedCollective]
+    """By the op's id (one trace), or ``GROUP#i``, the i-th collective of process group GROUP
+    (a trace per rank)."""
+    traces: int = 1
+    """Trace files replayed: 1 (every rank replays it) or one per rank."""
 
 
 class TraceReplay(Strategy):
-    """Replay a Kineto or Chakra trace of one rank on every rank (SPMD)."""
+    """Replay a Kineto or Chakra trace of one rank on every rank (SPMD), or each rank's own."""
 
     name = "trace"
-    description = "replay one rank's Kineto or Chakra JSON trace on every rank"
+    description = "replay Kineto or Chakra traces: one rank's on every rank, or each rank's own"
     config_model = TraceWorkload
 
     def check(self) -> None:
-        """Trace readable, ranks found, every collective's groups valid for its algorithm."""
+        """Traces readable, ranks found, every collective's groups valid for its algorithm."""
         cfg = self.config
-        path = _base_dir(self.scenario.source) / cfg.trace
-        self.workload_trace: WorkloadTrace = load_trace(
-            path, cfg.format, "workload.trace", cfg.order
-        )
+        base = _base_dir(self.scenario.source)
         self.ranks = self.devices_of(cfg.ranks, "workload.ranks")
-        self.calls: dict[str, list[CollectiveCall]] = {
-            op.id: self._calls(op) for op in self.workload_trace.collectives
-        }
+        if is_per_rank(cfg.trace, base):
+            self.traces = read_rank_traces(cfg.trace, base, cfg.format, cfg.order)
+            self.ranks = ranks_for_traces(self.ranks, len(self.traces), cfg.ranks is None)
+            self.meetings = match_collectives(self.traces, self.ranks, self._call)
+        else:
+            self.traces = [load_trace(base / cfg.trace, cfg.format, "workload.trace", cfg.order)]
+            self.meetings = spmd_meetings(self.traces[0], self.ranks, self._calls)
+        for meeting in self.meetings.values():
+            if meeting.call.n > 1:
+                check_call(meeting.call, self.topology, "workload.algorithm")
+        self.workload_trace: WorkloadTrace = self.traces[0]
+
+    def trace_of(self, rank: int) -> WorkloadTrace:
+        """The trace rank ``rank`` replays."""
+        return self.traces[rank if len(self.traces) > 1 else 0]
+
+    def _call(self, op: TraceOp, devices: tuple[str, ...]) -> CollectiveCall:
+        """The call of collective ``op`` over ``devices``."""
+        protocol = self.scenario.network.protocol
+        return CollectiveCall(
+            op.op, devices, op.size_bytes, algorithm=self.config.algorithm, protocol=protocol
+        )
 
     def _calls(self, op: TraceOp) -> list[CollectiveCall]:
         """The calls of collective ``op``: one per block of its group size (module docstring)."""
@@ -182,25 +225,12 @@ class TraceReplay(Strategy):
             raise ScenarioError(
                 Problem(
                     "workload.trace",
-                    f"{self.workload_trace.path}: collective {op.id} ({op.name}) has a process "
+                    f"{self.traces[0].path}: collective {op.id} ({op.name}) has a process "
                     f"group of {k} ranks, which does not divide the {n} ranks replaying it",
                     "workload.ranks matching a multiple of every group size, or group: all",
                 )
             )
-        protocol = self.scenario.network.protocol
-        calls = []
-        for start in range(0, n, k):
-            call = CollectiveCall(
-                op.op,
-                self.ranks[start : start + k],
-                op.size_bytes,
-                algorithm=self.config.algorithm,
-                protocol=protocol,
-            )
-            if k > 1:
-                check_call(call, self.topology, "workload.algorithm")
-            calls.append(call)
-        return calls
+        return [self._call(op, self.ranks[start : start + k]) for start in range(0, n, k)]
 
     @property
     def model(self) -> str:
@@ -210,14 +240,20 @@ class TraceReplay(Strategy):
     def estimate_work(self) -> WorkEstimate:
         """A record per compute op per rank, and each collective's calls' work."""
         channels = self.scenario.network.channels
-        work = WorkEstimate(records=float(len(self.workload_trace.ops) * len(self.ranks)))
-        for calls in self.calls.values():
-            for call in calls:
-                work += call_work(call, self.topology, model=self.model, channels=channels)
+        ops = sum(len(self.trace_of(r).ops) for r in range(len(self.ranks)))
+        work = WorkEstimate(records=float(ops))
+        for meeting in self.meetings.values():
+            work += call_work(meeting.call, self.topology, model=self.model, channels=channels)
         return work
 
     def describe(self) -> str:
         t = self.workload_trace
+        if len(self.traces) > 1:
+            ops = sum(len(trace.ops) for trace in self.traces)
+            return (
+                f"{t.format} traces of {len(self.traces)} ranks ({ops} ops, "
+                f"{len(self.meetings)} collectives) replayed on {len(self.ranks)} devices"
+            )
         return (
             f"{t.format} trace of {len(t.ops)} ops ({len(t.collectives)} collectives) "
             f"replayed on {len(self.ranks)} ranks"
@@ -225,10 +261,10 @@ class TraceReplay(Strategy):
 
     def start(self, sim: Simulation) -> None:
         self.times: dict[str, list[tuple[float, float]]] = {}
-        self._meetings: dict[tuple[str, int], _Meeting] = {}
+        self._arrived: dict[str, _Meeting] = {}
         for rank, device in enumerate(self.ranks):
             done: dict[str, simpy.Event] = {}
-            for op in self.workload_trace.ops:
+            for op in self.trace_of(rank).ops:
                 deps = [done[d] for d in op.after]
                 done[op.id] = sim.process(self._run(sim, rank, device, op, deps))
 
@@ -241,16 +277,16 @@ class TraceReplay(Strategy):
             seconds = op.duration_s * self.config.compute_scale
             yield sim.compute(device, seconds=seconds, label=op.name, op=op.id)
             return
-        calls = self.calls[op.id]
-        block = rank // calls[0].n
-        meeting = self._meetings.setdefault((op.id, block), _Meeting(0, sim.env.event()))
+        key = meeting_key(self.meetings, rank, op)
+        planned = self.meetings[key]
+        meeting = self._arrived.setdefault(key, _Meeting(0, sim.env.event()))
         meeting.arrived += 1
-        if meeting.arrived == calls[block].n:
-            sim.process(self._collective(sim, op, calls[block], meeting.done))
+        if meeting.arrived == planned.call.n:
+            sim.process(self._collective(sim, planned.summary_key, planned.call, meeting.done))
         yield meeting.done
 
     def _collective(
-        self, sim: Simulation, op: TraceOp, call: CollectiveCall, done: simpy.Event
+        self, sim: Simulation, key: str, call: CollectiveCall, done: simpy.Event
     ) -> Generator[Any, Any, None]:
         start = sim.now
         if call.n > 1:
@@ -261,37 +297,42 @@ class TraceReplay(Strategy):
                 label=f"{call.op}/{call.algorithm}",
                 channels=self.scenario.network.channels,
             )
-        self.times.setdefault(op.id, []).append((start, sim.now))
+        self.times.setdefault(key, []).append((start, sim.now))
         done.succeed()
 
     def summarize(self, sim: Simulation) -> TraceSummary:
-        """The trace's own span and compute against the replay's, and each collective."""
-        t = self.workload_trace
+        """The traces' own span and compute against the replay's, and each collective."""
         collectives = {}
-        for op in t.collectives:
-            times = self.times.get(op.id, [])
-            if len(times) != len(self.calls[op.id]):
-                raise SimulationError(f"collective {op.id} ({op.name}) never finished")
-            collectives[op.id] = ReplayedCollective(
+        for key, (op, calls) in summary_groups(self.meetings).items():
+            times = self.times.get(key, [])
+            if len(times) != len(calls):
+                raise SimulationError(never_finished(key, op, calls, self._arrived))
+            collectives[key] = ReplayedCollective(
                 op=op.op,
                 name=op.name,
                 bytes=op.size_bytes,
-                group_size=self.calls[op.id][0].n,
+                group_size=calls[0].n,
                 groups=len(times),
                 start_s=min(s for s, _ in times),
                 end_s=max(e for _, e in times),
                 time_s=sum(e - s for s, e in times) / len(times),
                 trace_time_s=op.duration_s,
             )
+        busiest = max(self.traces, key=lambda t: t.compute_s)
         return TraceSummary(
             trace=self.config.trace,
-            format=t.format,
+            format=self.workload_trace.format,
             ranks=len(self.ranks),
-            ops=len(t.ops),
-            trace_span_s=t.span_s,
-            trace_compute_s=t.compute_s,
-            compute_s=t.compute_s * self.config.compute_scale,
-            trace_communication_s=sum(op.duration_s for op in t.collectives),
+            ops=len(self.workload_trace.ops)
+            if len(self.traces) == 1
+            else sum(len(t.ops) for t in self.traces),
+            trace_span_s=max(t.span_s for t in self.traces),
+            trace_compute_s=busiest.compute_s,
+            compute_s=busiest.compute_s * self.config.compute_scale,
+            trace_communication_s=sum(
+                op.duration_s for op, _ in summary_groups(self.meetings).values()
+            ),
             communication_s=sum(c.time_s for c in collectives.values()),
             collectives=collectives,
+            traces=len(self.traces),
         )
