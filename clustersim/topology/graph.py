@@ -153,6 +153,7 @@ class Topology:
         "nodes",
         "nvlink_generation",
         "reductions",
+        "nic_transport",
         "_router",
         "_cache",
         "_device_list",
@@ -174,6 +175,7 @@ class Topology:
         nodes: int = 0,
         nvlink_generation: int | None = None,
         reductions: Mapping[str, float] | None = None,
+        nic_transport: str = "rdma",
     ) -> None:
         self.kind = kind
         self.devices = devices
@@ -188,6 +190,9 @@ class Topology:
         """NVLink generation of the nodes (``cluster.node.nvlink``), None if unknown or none."""
         self.reductions: Mapping[str, float] = reductions or {}
         """Switches that reduce (NVLink SHARP): name -> all-reduce throughput per GPU, B/s."""
+        self.nic_transport = nic_transport
+        """The nodes' NIC transport (``cluster.node.nic.transport``): ``rdma`` or ``tcp``; a
+        TCP NIC's links carry TCP's share of the line rate already."""
         self._router = router
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._device_list = list(devices.values())
@@ -219,6 +224,7 @@ class Topology:
             nodes=self.nodes,
             nvlink_generation=self.nvlink_generation,
             reductions=self.reductions,
+            nic_transport=self.nic_transport,
         )
         view._cache = self._cache
         view._first = self._first

@@ -82,6 +82,7 @@ def attach_storage(topology: Topology, storage: Any, path: str = "checkpoint.sto
         nodes=topology.nodes,
         nvlink_generation=topology.nvlink_generation,
         reductions=topology.reductions,
+        nic_transport=topology.nic_transport,
     )
 
 
