@@ -43,6 +43,7 @@ from .metrics import (
     usage_summary,
 )
 from .metrics.link_table import build_link_table
+from .metrics.transport import tcp_summary
 from .network.flow_level import link_columns, release_link_state
 from .outputs.atomic import atomic_file, write_atomic  # noqa: F401  (re-exported, cli uses them)
 from .outputs.links import LINK_COLUMNS  # noqa: F401  (re-exported)
@@ -319,6 +320,7 @@ def _result(
             LinkFailureCounters.of(getattr(sim.network, "failures", None)),
             *_estimates(prepared),
         ),
+        tcp=tcp_summary(topology, columns[0], columns[1], makespan),
     )
     plain = summary.as_summary_dict()
     _check_finite(plain)

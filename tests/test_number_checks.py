@@ -148,6 +148,17 @@ BASES: dict[str, dict[str, Any]] = {
         },
         {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
     ),
+    "two_tier_tcp": _workload(
+        {
+            "racks": 1,
+            "nodes_per_rack": 2,
+            "node": {
+                **_NODE,
+                "nic": {**_NODE["nic"], "transport": "tcp", "tcp": {"share": 0.5}},
+            },
+        },
+        {"program": [transfer("t", "rack0/node0/gpu0", "rack0/node1/gpu0", "1MB")]},
+    ),
     "jobs": {
         "name": "numbers",
         "cluster": copy.deepcopy(_SWITCH),
@@ -519,6 +530,20 @@ KEYS: list[Key] = [
         gpus=("cluster", "node", "gpus"),
         nvlink_domain=("cluster", "node", "nvlink_domain"),
         nics=("cluster", "node", "nics"),
+    ),
+    *_keys(
+        "NicSpec",
+        "two_tier",
+        zero=("latency",),
+        bandwidth=("cluster", "node", "nic", "bandwidth"),
+        latency=("cluster", "node", "nic", "latency"),
+    ),
+    *_keys(
+        "TcpSpec",
+        "two_tier_tcp",
+        zero=("message_latency",),
+        share=("cluster", "node", "nic", "tcp", "share"),
+        message_latency=("cluster", "node", "nic", "tcp", "message_latency"),
     ),
     *_keys(
         "NvlinkSpec",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..registry import Registered, Registry
 from ..version import __version__
@@ -112,6 +112,14 @@ def add_scheduler_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
         "(scenarios are sent as data: no shared files); exit 2 if it cannot be reached "
         "within 10 s",
     )
+
+
+def nic_transport_phrase(scenario: Any) -> str:
+    """The cluster's NIC transport in words when it is not RDMA (empty otherwise, and for
+    clusters without nodes)."""
+    nic = getattr(getattr(getattr(scenario, "cluster", None), "node", None), "nic", None)
+    phrase = getattr(nic, "transport_phrase", None)
+    return phrase() if phrase is not None else ""
 
 
 def out(text: str = "") -> None:

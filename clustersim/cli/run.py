@@ -16,7 +16,7 @@ from ..metrics import (
     UsageSummary,
 )
 from ..units import format_bandwidth, format_size, format_time
-from .base import EXIT_OK, Command, add_limit_arguments, out
+from .base import EXIT_OK, Command, add_limit_arguments, nic_transport_phrase, out
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
@@ -162,7 +162,11 @@ def _print_summary(result: Any, wall_s: float) -> None:
     head, part = s.header, s.strategy
     topo = result.topology.describe()
     out(f"scenario  {head.scenario} (seed {head.seed}, workload {head.workload})")
-    out(f"cluster   {topo.get('devices', 0)} devices, {topo.get('links', 0)} links")
+    transport = nic_transport_phrase(result.scenario)
+    out(
+        f"cluster   {topo.get('devices', 0)} devices, {topo.get('links', 0)} links"
+        + (f"; {transport}" if transport else "")
+    )
     out(f"makespan  {format_time(head.makespan_s)}")
     if isinstance(part, TrainingSummary):
         times = part.times
@@ -196,6 +200,13 @@ def _print_summary(result: Any, wall_s: float) -> None:
         out(
             f"memory    peak {format_size(memory.peak_bytes)} of "
             f"{format_size(memory.capacity_bytes)} on {memory.peak_device} ({verdict})"
+        )
+    if s.tcp is not None:
+        tcp = s.tcp
+        out(
+            f"tcp       {format_size(tcp.nic_bytes)} through TCP NICs cost "
+            f"{format_time(tcp.cpu_s)} of kernel CPU; {tcp.busiest_node} "
+            f"{format_time(tcp.busiest_node_cpu_s)}, {tcp.busiest_node_cores:.2f} cores busy"
         )
     engine = s.engine
     if engine is not None:

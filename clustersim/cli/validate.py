@@ -7,7 +7,14 @@ import sys
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import EXIT_BAD_INPUT, EXIT_OK, Command, add_limit_arguments, out
+from .base import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    Command,
+    add_limit_arguments,
+    nic_transport_phrase,
+    out,
+)
 
 
 class ValidateCommand(Command):
@@ -37,9 +44,12 @@ class ValidateCommand(Command):
                 print(str(exc), file=sys.stderr)
                 continue
             topo = prepared.topology.describe()
+            transport = nic_transport_phrase(prepared.scenario)
             out(
                 f"ok  {path}: {topo.get('devices', 0)} devices, {topo.get('links', 0)} links; {prepared.strategy.describe()}"
             )
+            if transport:
+                out(f"    {transport}")
             out(f"    {_work_line(prepared)}")
             out(f"    {_memory_line(prepared)}")
         if bad:

@@ -17,6 +17,10 @@ rate, and its search builds channels of those speeds (NVIDIA/nccl ``src/graph/to
   speed of NCCL's inter-node speed list not above the NIC's rate (``speedArrayInter``):
   24 GB/s on 200 Gb/s (25 GB/s), 48 on 400 Gb/s, 12 on 100 Gb/s: share 0.96.  Eight NICs of
   200 Gb/s so carry 192 GB/s of ring bus bandwidth, which DGX A100 measures (nccl#812).
+  That is NCCL's RDMA transport (its IB plugin).  A NIC whose ``transport`` is ``tcp`` runs
+  NCCL's socket transport: its links already carry TCP's share of the line rate
+  (:mod:`clustersim.hardware.transport`, 0.5 measured on NCCL socket rings), and NCCL's
+  NET share is not applied on top (share 1 of the TCP rate); the uplinks behind it keep 0.96.
 
 The figures apply where the kind of a link is known (two-tier, three-tier and
 rail-optimized clusters) and only to collectives priced with an NCCL protocol (named or
@@ -39,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..topology import Link, Route, Topology
+from ..topology import Link, Route, Topology, nic_node
 
 NVLINK_BUS_GBps: dict[int, tuple[float, float]] = {
     1: (18.0, 20.0),
@@ -117,6 +121,14 @@ def kind_share(kind: str, topology: Topology) -> float:
     return PCI_SHARE if kind == "PCIe" else NET_SHARE
 
 
+def link_share(link: Link, topology: Topology) -> float:
+    """NCCL's bandwidth over the bandwidth ``link`` has in ``topology``: its kind's share,
+    or 1 on the port of a TCP NIC (the link carries TCP's share already, module docstring)."""
+    if getattr(topology, "nic_transport", "rdma") == "tcp" and nic_node(link) is not None:
+        return 1.0
+    return kind_share(link_kind(link, topology), topology)
+
+
 _LINKS_CACHE_LIMIT = 64
 _scaled: dict[int, tuple[Topology, BusLinks]] = {}
 
@@ -144,7 +156,7 @@ class BusLinks(Sequence[Link]):
         if found is None:
             topology = self._topology
             link = topology.links[index]
-            share = kind_share(link_kind(link, topology), topology)
+            share = link_share(link, topology)
             found = self._made[index] = replace(link, bandwidth_Bps=link.bandwidth_Bps * share)
         return found
 

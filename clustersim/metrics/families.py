@@ -70,7 +70,7 @@ class StrategySummary(SummaryPart, Registered):
 FRAME_KEYS = frozenset(
     ("scenario", "seed", "workload", "clustersim_version", "makespan_s")
     + ("mfu", "tokens_per_s", "time_to_train_s", "gpu_hours", "cost")
-    + ("memory", "devices", "busiest_links", "engine", "folded")
+    + ("memory", "devices", "busiest_links", "engine", "folded", "tcp")
 )
 """Keys of the summary that are not the strategy's (the frame :class:`.summary.Summary`
 puts around a strategy's part): what :class:`UntypedSummary` leaves out."""

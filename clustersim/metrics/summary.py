@@ -6,8 +6,8 @@ Its keys, in order: the :class:`RunHeader` (every run), the strategy's part
 ``tokens_per_s``, ``time_to_train_s``, ``gpu_hours``, ``cost``, training runs that can
 compute them), the goodput keys (:class:`~clustersim.metrics.goodput.GoodputSummary`,
 training runs with failures, checkpoints or a job length), ``memory`` (training strategies that model memory),
-``devices``, ``busiest_links``, ``engine`` and, in a folded run folder, ``folded``
-(:mod:`.folding`).  ``Summary.from_dict`` reads a
+``devices``, ``busiest_links``, ``engine``, in a folded run folder ``folded``
+(:mod:`.folding`) and, where the NICs run TCP, ``tcp`` (:mod:`.transport`).  ``Summary.from_dict`` reads a
 summary.json back into the same types, so reports, plan, sweep, golden and
 the CLI read attributes, never strings with ``.get()``.
 """
@@ -23,6 +23,7 @@ from .families import FRAME_KEYS, StrategySummary  # noqa: F401  (FRAME_KEYS re-
 from .folding import FoldedOutputs
 from .goodput import GoodputSummary
 from .parts import OPTIONAL, OPTIONAL_SPLICE, SPLICE, SummaryPart
+from .transport import TcpSummary
 from .usage import UsageSummary
 
 
@@ -126,6 +127,8 @@ class Summary(SummaryPart):
     engine: EngineCounters | None = field(default=None, metadata=OPTIONAL)
     folded: FoldedOutputs | None = field(default=None, metadata=OPTIONAL)
     """What of the run folder was folded (:mod:`.folding`; None: nothing)."""
+    tcp: TcpSummary | None = field(default=None, metadata=OPTIONAL)
+    """What the TCP stack cost the hosts (:mod:`.transport`; None: RDMA NICs)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> Summary:
@@ -143,6 +146,7 @@ class Summary(SummaryPart):
             rest.busiest_links,
             rest.engine,
             rest.folded,
+            rest.tcp,
         )
 
     @classmethod
@@ -192,3 +196,4 @@ class _Frame(SummaryPart):
     busiest_links: list[LinkLoad] = field(default_factory=list)
     engine: EngineCounters | None = None
     folded: FoldedOutputs | None = None
+    tcp: TcpSummary | None = None

@@ -119,7 +119,7 @@ from .network import (  # noqa: F401
     NetworkSpec,
     Protocol,
 )
-from .node import LinkSpec, NodeSpec, NvlinkSpec, UplinkSpec  # noqa: F401
+from .node import LinkSpec, NicSpec, NodeSpec, NvlinkSpec, TcpSpec, UplinkSpec  # noqa: F401
 from .schema import (  # noqa: F401
     JSON_SCHEMA_DIALECT,
     scenario_json_schema,
@@ -175,6 +175,8 @@ __all__ = [
     "FlatCluster",
     "Invalid",
     "LinkSpec",
+    "NicSpec",
+    "TcpSpec",
     "LinkStraggler",
     "LognormalSlowdown",
     "NodeSpec",

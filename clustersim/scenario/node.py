@@ -7,7 +7,7 @@ The cluster kinds that assemble them are :mod:`.cluster`'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from clustersim.errors import Problem, join_path
+from clustersim.hardware.transport import TCP_MESSAGE_S, TCP_SHARE
 
 from .devices import (
     CPU_DEFAULTS,
@@ -53,6 +54,58 @@ class LinkSpec(_Spec):
     """Bandwidth of each direction, bytes per second."""
     latency_s: TimeSpan = _unit("0", "latency")
     """Latency of each direction, seconds."""
+
+
+class TcpSpec(_Spec):
+    """What the kernel's TCP stack costs on a NIC (``nic.tcp``; defaults from measurements,
+    :mod:`clustersim.hardware.transport`)."""
+
+    share: Float = Field(TCP_SHARE, gt=0, le=1)
+    """Bandwidth the NIC gives traffic over TCP, as a share of its line rate (0 < share <= 1;
+    default 0.5: NCCL socket rings at 25-100 Gb/s)."""
+    message_latency_s: TimeSpan = _unit(f"{TCP_MESSAGE_S * 1e6:g}us", "message_latency")
+    """Seconds every message pays per TCP NIC it crosses (system calls and socket work of one
+    send; default 12us, so 24us between two TCP nodes)."""
+
+
+class NicSpec(LinkSpec):
+    """A network card: its line rate and latency (each direction) and its ``transport``."""
+
+    transport: Literal["rdma", "tcp"] = "rdma"
+    """``rdma`` (kernel bypass: line rate, no host CPU; NCCL's NET share for its collectives)
+    or ``tcp`` (the kernel's socket stack: a share of the line rate, a per-message latency
+    and CPU time per byte; ``tcp`` tunes them)."""
+    tcp: TcpSpec | None = None
+    """TCP's costs, if not the measured defaults; only with ``transport: tcp``."""
+
+    @model_validator(mode="after")
+    def _tcp_needs_tcp(self) -> NicSpec:
+        if self.tcp is not None and self.transport != "tcp":
+            raise Invalid(
+                Problem(
+                    "tcp",
+                    f"TCP costs given for a NIC whose transport is {self.transport}",
+                    "transport: tcp (to pay these costs), or no tcp key",
+                )
+            )
+        return self
+
+    def transport_phrase(self) -> str:
+        """The transport in words, for the CLI (``NICs over TCP: 50% of 100 Gb/s, +12 us per
+        message per NIC``); empty over RDMA."""
+        tcp = self.tcp_costs
+        if tcp is None:
+            return ""
+        rate = f"{self.bandwidth_Bps * 8 / 1e9:g} Gb/s"
+        extra = f"{tcp.message_latency_s * 1e6:g} us"
+        return f"NICs over TCP: {tcp.share:.0%} of {rate}, +{extra} per message per NIC"
+
+    @property
+    def tcp_costs(self) -> TcpSpec | None:
+        """TCP's costs on this NIC (the defaults unless ``tcp`` gives them); None over RDMA."""
+        if self.transport != "tcp":
+            return None
+        return self.tcp if self.tcp is not None else TcpSpec()
 
 
 def _pair_shape(value: object) -> object:
@@ -156,8 +209,8 @@ class NodeSpec(_Spec):
     """Each device's link to the PCIe switch."""
     nvlink: NvlinkSpec | None = None
     """NVLink between GPUs, if any."""
-    nic: LinkSpec
-    """Each network card: its PCIe switch <-> top-of-rack switch."""
+    nic: NicSpec
+    """Each network card: its PCIe switch <-> top-of-rack switch, and its transport."""
     nvlink_domain: Count = 1
     """Nodes whose GPUs share one NVSwitch fabric (an NVLink domain spanning nodes, as in
     NVL72: 18 nodes of 4 GPUs): their GPUs talk over NVLink; it must divide

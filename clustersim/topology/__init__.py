@@ -13,9 +13,10 @@
 from .builder import FABRICS, FabricBuilder, build_topology
 from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology, TopologyView
 from .storage import STORAGE, attach_storage
-from .tiered import pod_uplink_Bps, rack_uplink_Bps
+from .tiered import nic_node, pod_uplink_Bps, rack_uplink_Bps
 
 __all__ = [
+    "nic_node",
     "EMPTY_ROUTE",
     "FABRICS",
     "FabricBuilder",

@@ -154,6 +154,7 @@ class Topology:
         "nvlink_generation",
         "reductions",
         "reduction_shares",
+        "nic_transport",
         "_router",
         "_cache",
         "_device_list",
@@ -176,6 +177,7 @@ class Topology:
         nvlink_generation: int | None = None,
         reductions: Mapping[str, float] | None = None,
         reduction_shares: Mapping[str, float] | None = None,
+        nic_transport: str = "rdma",
     ) -> None:
         self.kind = kind
         self.devices = devices
@@ -193,6 +195,9 @@ class Topology:
         self.reduction_shares: Mapping[str, float] = reduction_shares or {}
         """Network switches that reduce (InfiniBand SHARP): name -> share of each port's line
         rate at which it reduces what arrives over that port."""
+        self.nic_transport = nic_transport
+        """The nodes' NIC transport (``cluster.node.nic.transport``): ``rdma`` or ``tcp``; a
+        TCP NIC's links carry TCP's share of the line rate already."""
         self._router = router
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._device_list = list(devices.values())
@@ -225,6 +230,7 @@ class Topology:
             nvlink_generation=self.nvlink_generation,
             reductions=self.reductions,
             reduction_shares=self.reduction_shares,
+            nic_transport=self.nic_transport,
         )
         view._cache = self._cache
         view._first = self._first

@@ -83,6 +83,7 @@ def attach_storage(topology: Topology, storage: Any, path: str = "checkpoint.sto
         nvlink_generation=topology.nvlink_generation,
         reductions=topology.reductions,
         reduction_shares=topology.reduction_shares,
+        nic_transport=topology.nic_transport,
     )
 
 

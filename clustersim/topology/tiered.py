@@ -236,6 +236,7 @@ def _tiered(
         nvlink_generation=nvlink.nvlink_generation if nvlink is not None else None,
         reductions=reductions,
         reduction_shares=shares,
+        nic_transport=getattr(spec.node.nic, "transport", "rdma"),
     )
 
 
@@ -342,6 +343,30 @@ def _nvlink_domain(node_spec: Any, nodes_per_rack: int) -> int:
     return domain
 
 
+def nic_link(nic: Any) -> tuple[float, float]:
+    """(bandwidth bytes/s, latency s) of a NIC's links to its switch: its line rate and
+    latency over RDMA; over TCP the share of the line rate TCP reaches and the latency plus
+    the per-message overhead of the NIC's stack (:mod:`clustersim.hardware.transport`)."""
+    bandwidth, latency = float(nic.bandwidth_Bps), float(nic.latency_s)
+    tcp = getattr(nic, "tcp_costs", None)
+    if tcp is None:
+        return bandwidth, latency
+    return bandwidth * float(tcp.share), latency + float(tcp.message_latency_s)
+
+
+def nic_node(link: Link) -> str | None:
+    """The node whose NIC ``link`` joins to its network switch (either way, not the NIC's
+    PCIe side): ``rack0/node1`` for ``rack0/node1/nic2->rack0/tor``; None for other links."""
+    ends = (link.src, link.dst)
+    lasts = [name.rsplit("/", 1)[-1] for name in ends]
+    if any(last.startswith("pcie") or last == "root" for last in lasts):
+        return None
+    for name, last in zip(ends, lasts, strict=True):
+        if last.startswith("nic"):
+            return name.rsplit("/", 1)[0]
+    return None
+
+
 def _build_racks(
     spec: Any, rack_names: list[str], nodes_per_rack: int = 0, rails: bool = False
 ) -> tuple[FabricBuilder, _TwoTierRouter]:
@@ -350,7 +375,7 @@ def _build_racks(
     node_spec = spec.node
     gpus = int(node_spec.gpus)
     pcie_bw, pcie_lat = float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)
-    nic_bw, nic_lat = float(node_spec.nic.bandwidth_Bps), float(node_spec.nic.latency_s)
+    nic_bw, nic_lat = nic_link(node_spec.nic)
     nvlink = node_spec.nvlink
     nvswitch = nvlink is not None and nvlink.pairs is None
     pairs = (  # (a, b, links): a pair of n links is one cable of n x the bandwidth

@@ -53,7 +53,8 @@ def metrics_of(summary: Summary | Mapping[str, Any]) -> dict[str, float]:
 
     Top-level timings (:data:`TOP_METRICS`), each pipeline stage's
     ``activation_memory.<stage>.peak_bytes``, ``devices.<device>.<key>`` for the
-    first :data:`MAX_DEVICES` devices and ``busiest_link.utilisation`` (0..1); in a
+    first :data:`MAX_DEVICES` devices, ``busiest_link.utilisation`` (0..1) and, where NICs
+    run TCP, ``tcp.cpu_s``; in a
     multi-job run ``max_slowdown`` and each job's ``jobs.<job>.job_time_s``,
     ``alone_time_s`` and ``slowdown``.
     A mapping is read as a summary (partial ones too: what is missing is left out).
@@ -79,6 +80,8 @@ def metrics_of(summary: Summary | Mapping[str, Any]) -> dict[str, float]:
                 out[f"devices.{name}.{key}"] = _rounded(value)
     if typed.busiest_links:
         out["busiest_link.utilisation"] = _rounded(typed.busiest_links[0].utilisation)
+    if typed.tcp is not None:
+        out["tcp.cpu_s"] = _rounded(typed.tcp.cpu_s)
     return out
 
 
