@@ -236,9 +236,11 @@ class Simulation:
         iteration: int = -1,
         microbatch: int = -1,
         stage: int = -1,
+        op: str = "",
     ) -> None:
         """Book one ``collective`` record per device of a collective priced as a whole (from
-        ``start_s`` to ``end_s``, ``nbytes`` per device), phase ``communication``."""
+        ``start_s`` to ``end_s``, ``nbytes`` per device, of op ``op``), phase
+        ``communication``."""
         book = self.book
         for device in devices:
             book(
@@ -254,6 +256,7 @@ class Simulation:
                 iteration,
                 microbatch,
                 stage,
+                op,
                 phase="communication",
             )
 

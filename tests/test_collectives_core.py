@@ -191,3 +191,20 @@ def test_bad_calls_are_clear_errors(call: CollectiveCall, message: str) -> None:
     """Calls that cannot run say why, at the given key path."""
     with pytest.raises(ScenarioError, match=message):
         check_call(call, topology(devices=4), "workload")
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_a_collective_call_names_the_op_of_its_rows(model: str) -> None:
+    """``run_collective(..., op=...)`` is the ``op`` of the call's ``collective`` rows in
+    either network model (a parameter server's ``ps_reducescatter``); its sends keep their
+    ``step<k>``; without it the rows' op is empty, as before."""
+    topo = topology(devices=4)
+    sim = Simulation(topo)
+    call = CollectiveCall("reducescatter", tuple(topo.devices), 4e6)
+    run_collective(sim, call, model=model, op="ps_reducescatter")
+    run_collective(sim, call, model=model, group="second")
+    sim.run()
+    rows = [r for r in sim.records if r.kind == "collective"]
+    assert sorted(r.op for r in rows) == [""] * 4 + ["ps_reducescatter"] * 4
+    sends = {r.op for r in sim.records if r.kind == "transfer"}
+    assert sends <= {f"step{k}" for k in range(3)}

@@ -80,6 +80,7 @@ def run_collective(
     record_transfers: bool | None = None,
     channels: int | str = 1,
     group: Hashable | None = None,
+    op: str = "",
 ) -> simpy.Event:
     """Submit ``call`` to its process group; the event fires when every rank is done.
 
@@ -95,7 +96,8 @@ def run_collective(
     NCCL's) splits the call into that many equal slices that run at once
     (:func:`channel_call`: each node's ranks rotated per channel; copies of a rotation
     played as one, :func:`slices`).  ``algorithm: auto`` and ``protocol: auto`` are
-    resolved per slice (:mod:`clustersim.collectives.auto`).
+    resolved per slice (:mod:`clustersim.collectives.auto`).  ``op`` is the ``op`` of the
+    call's ``collective`` records (default empty; its sends' transfers keep ``step<k>``).
     """
     algo = check_call(call, sim.topology)
     parts = slices(call, sim.topology, channels, model)
@@ -107,7 +109,7 @@ def run_collective(
 
     def start() -> simpy.Event:
         events = [
-            _start(sim, part, algo, model, label, iteration, record_transfers, channel)
+            _start(sim, part, algo, model, label, iteration, record_transfers, channel, op)
             for channel, (part, algo) in enumerate(zip(parts, algos, strict=True))
         ]
         return events[0] if len(events) == 1 else sim.all_of(events)
@@ -205,6 +207,7 @@ def _start(
     iteration: int,
     record_transfers: bool | None,
     channel: int = 0,
+    op: str = "",
 ) -> simpy.Event:
     """Start ``call`` now, in the network model ``model``, on connection ``channel``; its end event.
 
@@ -217,7 +220,9 @@ def _start(
         topology = protocol_view(sim.topology, protocol, algo.name)
         delay = protocol.base_latency(algo.name)
         call = protocol.wire(call, sim.topology)
-    launch = Launch(sim, call, algo, label, iteration, topology, delay, record_transfers, channel)
+    launch = Launch(
+        sim, call, algo, label, iteration, topology, delay, record_transfers, channel, op
+    )
     return network_model(model).start(launch)
 
 

@@ -59,6 +59,7 @@ class _Execution:
         "ready",
         "streaming",
         "topology",
+        "op",
     )
 
     def __init__(
@@ -72,8 +73,11 @@ class _Execution:
         iteration: int,
         connection: int = 0,
         topology: Any = None,
+        op: str = "",
     ) -> None:
         self.sim = sim
+        self.op = op
+        """The ``op`` of its ``collective`` records."""
         self.topology = sim.topology if topology is None else topology
         """Where routes come from: the simulation's topology, or a view of it (a protocol's)."""
         self.env = sim.env
@@ -241,6 +245,7 @@ class _Execution:
                 device,
                 device,
                 self.iteration,
+                op=self.op,
                 phase="communication",
             )
         self.done.succeed(self.env.now)
@@ -294,6 +299,7 @@ def execute(
     iteration: int = -1,
     connection: int = 0,
     topology: Any = None,
+    op: str = "",
 ) -> simpy.Event:
     """Play ``schedule`` among ``devices`` (rank i = devices[i]) from now; the event fires at the end.
 
@@ -302,7 +308,7 @@ def execute(
     topology with the same links, such as a protocol's.
 
     Each rank gets one ``collective`` record from its first send to its last
-    completed send; with ``record_transfers`` (default: small schedules) every
+    completed send (of op ``op``); with ``record_transfers`` (default: small schedules) every
     send is also a ``transfer`` record.  With ``reduce_cost`` each reduction
     costs its bytes over the receiver's memory bandwidth on its compute stream.
     """
@@ -319,6 +325,7 @@ def execute(
         iteration,
         connection,
         topology,
+        op,
     )
     if len(schedule) == 0:
         run.done.succeed(sim.env.now)

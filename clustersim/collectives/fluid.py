@@ -191,21 +191,27 @@ def run_fluid(
     iteration: int = -1,
     topology: Any = None,
     delay_s: float = 0.0,
+    op: str = "",
 ) -> simpy.Event:
     """Start ``call`` now as its algorithm's fluid phases; the event fires when it ends.
 
     ``topology`` (default: the simulation's) prices the phases: a view of the simulation's
     topology with the same links, such as a protocol's; ``delay_s`` seconds pass first.
-    Each rank gets one ``collective`` record from the start to the end.
+    Each rank gets one ``collective`` record (of op ``op``) from the start to the end.
     """
     phases = algorithm.fluid_phases(call, sim.topology if topology is None else topology)
     if delay_s > 0.0:
         phases = [FluidPhase(delay_s, 0.0, {}), *phases]
-    return sim.process(_play(sim, call, phases, label, iteration))
+    return sim.process(_play(sim, call, phases, label, iteration, op))
 
 
 def _play(
-    sim: Simulation, call: CollectiveCall, phases: Sequence[FluidPhase], label: str, iteration: int
+    sim: Simulation,
+    call: CollectiveCall,
+    phases: Sequence[FluidPhase],
+    label: str,
+    iteration: int,
+    op: str = "",
 ) -> Any:
     start = sim.now
     links = sim.topology.links
@@ -229,4 +235,4 @@ def _play(
             units / ((1.0 - EXPOSED_LATENCY) * phase.fixed_s + phase.bandwidth_s),
         )
         yield sim.network.transfer(route, units)
-    sim.book_collective(call.devices, label, start, sim.now, iteration=iteration)
+    sim.book_collective(call.devices, label, start, sim.now, iteration=iteration, op=op)

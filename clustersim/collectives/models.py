@@ -73,6 +73,8 @@ class Launch:
     record_transfers: bool | None = None
     channel: int = 0
     """The connection its sends use."""
+    op: str = ""
+    """The ``op`` of its ``collective`` records."""
 
 
 def network_model(name: str, path: str = "network.model") -> NetworkModel:
@@ -107,6 +109,7 @@ class FlowLevel(NetworkModel):
                 iteration=launch.iteration,
                 connection=launch.channel,
                 topology=launch.topology,
+                op=launch.op,
             )
 
         if launch.delay_s <= 0.0:
@@ -132,6 +135,7 @@ class Analytical(NetworkModel):
             launch.iteration,
             launch.topology,
             launch.delay_s,
+            launch.op,
         )
 
 

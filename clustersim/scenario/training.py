@@ -190,10 +190,12 @@ class ParameterServerSpec(_Spec):
 
     hierarchy: list[Literal["gpu", "cpu", "server"]] | None = None
     """Multi-level aggregation (d2l, "Parameter Servers", multi-machine figure), sync mode:
-    ``[gpu, cpu, server]`` -- a node's GPUs send to its first GPU, which sums, hands the sum
-    to the node CPU, which pushes once per node; ``[cpu, server]`` -- the GPUs send to the
-    node CPU; ``[gpu, server]`` -- the first GPU pushes; pulls fan back down the same way.
-    Unset or ``[server]``: every worker pushes on its own."""
+    ``[gpu, cpu, server]`` -- BytePS's CPU-assisted aggregation: a node's GPUs
+    reduce-scatter each key (per PCIe switch), copy their shards to the node CPU, which
+    sums and pushes once per node; ``[gpu, server]`` -- the GPUs reduce-scatter and each
+    pushes its shard; ``[cpu, server]`` -- the GPUs send whole gradients to the node CPU,
+    which sums and pushes; pulls come back the same way, then an all-gather.  Unset or
+    ``[server]``: every worker pushes on its own."""
 
     replicas: Count = 1
     """Chain replication (Li et al. OSDI 2014, section 4.3): each server's keys are held by

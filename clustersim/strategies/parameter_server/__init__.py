@@ -6,7 +6,7 @@ ssp and geo (the model: :mod:`.strategy`).
 * :mod:`.layout` -- keys, their distribution and sharding, and which devices work and serve;
 * :mod:`.pipeline` -- partitions and ordered worker-server connections (BytePS);
 * :mod:`.backup` -- backup workers: cancelling the workers a round leaves out;
-* :mod:`.hierarchy` -- multi-level aggregation inside nodes;
+* :mod:`.hierarchy` -- multi-level aggregation inside nodes (reduce-scatter, shards up);
 * :mod:`.embedding` -- a sparse embedding table's row shards;
 * :mod:`.replication` -- chain replication and a failed server's failover;
 * :mod:`.report` -- its summary built: training times (rounds, or each worker's periods);

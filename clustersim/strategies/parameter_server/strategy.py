@@ -29,9 +29,10 @@ and ending together.
 
 **Hierarchy** (``data_parallel.ps.hierarchy``, sync only): ``[gpu, cpu, server]``,
 ``[gpu, server]`` or ``[cpu, server]`` -- a node's workers' gradients are summed on the
-node (on its first worker and/or its CPU) and pushed once per node; the server's round
-waits for one push per node; pulls fan back down
-(:mod:`.hierarchy`).  Unset or ``[server]``: flat.
+node (level ``gpu``: a reduce-scatter among its GPUs, each sending its shard up, as
+BytePS's CPU-assisted aggregation; level ``cpu``: on its CPU) and pushed once per node;
+the server's round waits for one push per node; pulls come back down, then an
+all-gather (:mod:`.hierarchy`).  Unset or ``[server]``: flat.
 
 A model with ``model.embedding`` (a sparse table) has one key per server for its row
 shards, moving only the rows a batch touches; see :mod:`.embedding`.

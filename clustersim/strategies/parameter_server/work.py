@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ...budget import WorkEstimate
-from .hierarchy import transfers_per_round
+from .hierarchy import collective_rows_per_round, transfers_per_round
 
 if TYPE_CHECKING:
     from .strategy import ParameterServer
@@ -27,7 +27,8 @@ def estimate_work(ps: ParameterServer) -> WorkEstimate:
     each key's push and pull (a transfer and a record each, unless the worker serves
     the key itself) and the server's aggregation or update; sync and backup: one
     update per key and round besides; with ``replicas: r``, r - 1 forwards (a transfer
-    and a replica update each) per update (sync, backup) or applied push."""
+    and a replica update each) per update (sync, backup) or applied push.  Under a
+    hierarchy: its hops and the sends of its nodes' collectives, and their rows."""
     n, iterations = len(ps.workers), ps.train.iterations
     geo = ps.ps.mode == "geo"
     computes = n * (2 * len(ps.model.layers) + geo) * iterations
@@ -40,6 +41,7 @@ def estimate_work(ps: ParameterServer) -> WorkEstimate:
     if ps.groups is not None:  # hierarchy: its hops; local sums plus one per node
         transfers = rounds * sum(transfers_per_round(ps.groups, ps.workers, key) for key in ps.keys)
         server += len(ps.groups) * len(ps.keys) * rounds
+        server += collective_rows_per_round(ps.groups) * len(ps.keys) * rounds
     extra = (ps.ps.replicas - 1) * (updates or n * len(ps.keys) * rounds)  # forwards
     held = HELD_SENDS_PER_TRANSFER * (transfers + extra)  # memory: kept to the end
     return WorkEstimate(transfers + extra, computes + transfers + server + 2 * extra, 0, held)
