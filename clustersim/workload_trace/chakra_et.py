@@ -110,9 +110,9 @@ def _schema() -> Any:
 def document(raw: bytes) -> dict[str, Any]:
     """The nodes of an ``.et`` stream as a Chakra JSON document: ``{"nodes": [...]}``,
     with its ``GlobalMetadata.version`` as ``schema``."""
-    from google.protobuf.message import DecodeError
-
     schema = _schema()
+    from google.protobuf.message import DecodeError  # importable: _schema() imported protobuf
+
     raw = _decompressed(raw)
     if not raw:
         raise TraceFormatError("an empty file (no global metadata, no nodes)")
