@@ -14,16 +14,20 @@ import gzip
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from google.protobuf.json_format import MessageToJson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clustersim.cli import main
 from clustersim.errors import ScenarioError
 from clustersim.workload_trace import load_trace
+from clustersim.workload_trace.chakra import COMM_TYPES
 from clustersim.workload_trace.chakra_et import encode_stream
 from clustersim.workload_trace.et_schema import messages
 
@@ -108,6 +112,62 @@ def test_et_loads_as_its_jsonizer_json(tmp_path: Path) -> None:
     js = load_trace(write_json(tmp_path / "workload.0.json", nodes))
     assert et.ops == js.ops and et.span_s == js.span_s and et.format == js.format == "chakra"
     assert len(et.ops) == len(nodes)
+
+
+def _random_node(draw: Any, i: int, ids: list[int]) -> Any:
+    """Node ``i`` of a random trace: any replayable type, deps on earlier nodes."""
+    kind = draw(
+        st.sampled_from(
+            [
+                "COMP_NODE",
+                "MEM_LOAD_NODE",
+                "MEM_STORE_NODE",
+                "METADATA_NODE",
+                "COMM_COLL_NODE",
+                "COMM_SEND_NODE",
+                "COMM_RECV_NODE",
+            ]
+        )
+    )
+    earlier = ids[:i]
+    deps = draw(st.lists(st.sampled_from(earlier), max_size=3, unique=True)) if earlier else []
+    split = draw(st.integers(0, len(deps)))
+    attrs: list[Any] = []
+    size = draw(st.integers(0, 1 << 40))
+    if kind == "COMM_COLL_NODE":
+        attrs = coll(
+            draw(st.sampled_from(sorted(COMM_TYPES))), size, draw(st.sampled_from(["", "0", "tp"]))
+        )
+    elif kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
+        peer = "comm_dst" if kind == "COMM_SEND_NODE" else "comm_src"
+        attrs = p2p(size, peer, draw(st.integers(0, 1023)), draw(st.integers(0, 99)))
+    return node(
+        ids[i],
+        kind,
+        draw(st.integers(0, 10**9)),
+        deps[:split],
+        deps[split:],
+        attrs,
+        draw(st.sampled_from(["", None, "x y"])),
+    )
+
+
+@st.composite
+def _random_traces(draw: Any) -> list[Any]:
+    n = draw(st.integers(1, 12))
+    ids = draw(st.lists(st.integers(0, (1 << 64) - 1), min_size=n, max_size=n, unique=True))
+    return [_random_node(draw, i, ids) for i in range(n)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=_random_traces())
+def test_any_et_loads_as_its_jsonizer_json(nodes: list[Any]) -> None:
+    """Random DAGs of every node type and comm_type, ids up to 2^64 - 1 (0 included), names
+    absent or not: the .et and its JSON form load to the same ops and span."""
+    with tempfile.TemporaryDirectory() as folder:
+        et = load_trace(write_et(Path(folder) / "t.et", nodes))
+        js = load_trace(write_json(Path(folder) / "t.json", nodes))
+    assert et.ops == js.ops and et.span_s == js.span_s and len(et.ops) == len(nodes)
 
 
 def test_et_nodes_read_as_recorded(tmp_path: Path) -> None:
@@ -212,6 +272,7 @@ BAD_ET = {
     "unknown node type": (None, [*NODES_OK, ET.Node(id=42, type=12)], "node 2 (id 42): unknown node type 12"),
     "no type": (None, [*NODES_OK, ET.Node(id=42)], "node 2 (id 42): an INVALID_NODE"),
     "unknown comm_type": (None, [node(42, "COMM_COLL_NODE", attrs=coll(42, 8))], "node 0 (id 42): unknown collective comm_type 42"),
+    "barrier": (None, [node(42, "COMM_COLL_NODE", attrs=coll(9, 0))], "node 0 (id 42): a BARRIER (comm_type 9) is not replayed"),
     "no comm_size": (None, [node(42, "COMM_SEND_NODE")], "node 0 (id 42).comm_size"),
     "duplicate id": (None, [*NODES_OK, node(1, "COMP_NODE")], "node 2 (id 1): duplicate id"),
     "unknown dependency": (None, [node(5, "COMP_NODE", data=[9])], "node 0 (id 5): depends on unknown node id 9"),

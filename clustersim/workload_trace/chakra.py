@@ -59,6 +59,8 @@ COMM_TYPES = {
 (9) has no size and is not replayed."""
 
 _COMM_BY_NAME = {name: op for name, op in COMM_TYPES.values()}
+BARRIER, BARRIER_NAME = 9, "BARRIER"
+"""``CollectiveCommType.BARRIER``, by number and by name: refused, having no size."""
 
 
 def _get(node: Mapping[str, Any], snake: str, default: Any = None) -> Any:
@@ -133,6 +135,8 @@ def _collective(node: Mapping[str, Any], where: str) -> dict[str, Any]:
     if isinstance(comm, str) and comm.isdigit():
         comm = int(comm)
     op = COMM_TYPES.get(comm, ("", ""))[1] if isinstance(comm, int) else _COMM_BY_NAME.get(comm)
+    if comm in (BARRIER, BARRIER_NAME):
+        raise TraceFormatError(f"{where}: a BARRIER (comm_type 9) is not replayed (no size)")
     if not op:
         known = ", ".join(f"{n} ({name})" for n, (name, _) in COMM_TYPES.items())
         raise TraceFormatError(f"{where}: unknown collective comm_type {comm!r} (allowed: {known})")

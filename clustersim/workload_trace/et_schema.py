@@ -61,7 +61,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from .chakra import COMM_TYPES, NODE_TYPES
+from .chakra import BARRIER, BARRIER_NAME, COMM_TYPES, NODE_TYPES
 
 PACKAGE = "ChakraProtoMsg"
 """Chakra's protobuf package."""
@@ -92,7 +92,7 @@ ATTRIBUTE_TYPES = (
 """The value types of an attribute, in field-number order: the i-th is ``<type>_val``
 (field 3 + 2 i) and ``<Type>List`` ``<type>_list`` (field 4 + 2 i)."""
 
-COMM_TYPE_NAMES = {**{n: name for n, (name, _) in COMM_TYPES.items()}, 9: "BARRIER"}
+COMM_TYPE_NAMES = {**{n: name for n, (name, _) in COMM_TYPES.items()}, BARRIER: BARRIER_NAME}
 """``CollectiveCommType``: the collectives clustersim replays, and ``BARRIER``."""
 
 Field = tuple[str, int, int, str, bool]
