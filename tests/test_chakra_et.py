@@ -235,21 +235,55 @@ def _scenario(tmp_path: Path, trace: str) -> Path:
     return path
 
 
+def _run_summary(tmp_path: Path, trace: str) -> dict[str, Any]:
+    """summary.json of `clustersim run` of the scenario replaying ``trace``, without the
+    ``trace`` key (the file's name, checked)."""
+    out = tmp_path / f"out-{trace}"
+    assert main(["run", str(_scenario(tmp_path, trace)), "-o", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary.pop("trace") == trace
+    return summary
+
+
 def test_run_of_et_gives_the_summary_of_its_json(tmp_path: Path) -> None:
     """`clustersim run` of an .et and of its JSON form: the same summary.json but for the
     trace's file name."""
     write_et(tmp_path / "step.et", REPLAYED)
     write_json(tmp_path / "step.json", REPLAYED)
-    summaries = []
-    for trace in ("step.et", "step.json"):
-        out = tmp_path / f"out-{trace}"
-        assert main(["run", str(_scenario(tmp_path, trace)), "-o", str(out), "--quiet"]) == 0
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary.pop("trace") == trace
-        summaries.append(summary)
+    summaries = [_run_summary(tmp_path, trace) for trace in ("step.et", "step.json")]
     assert summaries[0] == summaries[1]
     assert summaries[0]["trace_span_s"] == pytest.approx(SPAN_US * 1e-6, rel=1e-12)
     assert len(summaries[0]["collectives"]) == 3
+
+
+def _rank_nodes(rank: int) -> list[Any]:
+    """Rank ``rank``'s step: compute for 100 (rank + 1) us, then an 8 MB all-reduce."""
+    return [
+        node(0, "COMP_NODE", 100 * (rank + 1)),
+        node(1, "COMM_COLL_NODE", 900, data=[0], attrs=coll(0, 8 * MB, "dp")),
+    ]
+
+
+def test_rank_et_files_run_as_their_json_forms(tmp_path: Path) -> None:
+    """workload.%d.et, one file per rank (8 ranks, each its own compute): the run's summary
+    is that of the same traces as JSON files, but for the trace's name."""
+    for rank in range(8):
+        write_et(tmp_path / f"workload.{rank}.et", _rank_nodes(rank))
+        write_json(tmp_path / f"workload.{rank}.json", _rank_nodes(rank))
+    summaries = [_run_summary(tmp_path, p) for p in ("workload.%d.et", "workload.%d.json")]
+    assert summaries[0] == summaries[1] and summaries[0]["traces"] == 8
+    assert summaries[0]["trace_span_s"] == pytest.approx((800 + 900) * 1e-6, rel=1e-12)
+
+
+def test_a_bad_rank_et_names_its_rank(tmp_path: Path, capsys) -> None:
+    """Rank 1's .et cut short: exit 2 naming its file, rank 1 and the node."""
+    for rank in range(2):
+        write_et(tmp_path / f"workload.{rank}.et", _rank_nodes(rank))
+    bad = tmp_path / "workload.1.et"
+    bad.write_bytes(bad.read_bytes()[:-3])
+    assert main(["validate", str(_scenario(tmp_path, "workload.{rank}.et"))]) == 2
+    err = capsys.readouterr().err
+    assert f"workload.trace: {bad}: rank 1, node 1 (at byte " in err and "truncated" in err, err
 
 
 def _truncated(raw: bytes) -> bytes:
