@@ -177,7 +177,10 @@ def _chakra_comm_type(value: int) -> dict[str, Any]:
 BAD_TRACES = {
     "missing file": (None, "no such file"),
     "unreadable JSON": ("{not json", "not valid JSON"),
-    "binary ET": (b"\x08\x01\x12\x00\x00garbage", "convert it to JSON with chakra_jsonizer"),
+    "binary ET": (
+        b"\x08\x01\x12\x00\x00garbage",
+        "the global metadata (at byte 0): does not parse",
+    ),
     "neither format": ({"events": []}, "neither a Kineto trace"),
     "no ops": (
         {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm"}]},
@@ -198,7 +201,14 @@ BAD_TRACES = {
         },
         "dependency cycle",
     ),
-    "send node": ({"nodes": [{"id": 1, "type": "COMM_SEND_NODE"}]}, "point-to-point"),
+    "send node": (
+        {
+            "nodes": [
+                {"id": 1, "type": "COMM_SEND_NODE", "attr": [{"name": "comm_size", "int64_val": 8}]}
+            ]
+        },
+        "point-to-point send nodes are read but not replayed",
+    ),
 }
 
 

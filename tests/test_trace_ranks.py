@@ -177,7 +177,9 @@ def test_a_bad_rank_file_exits_2_naming_it(tmp_path: Path, capsys) -> None:
     path.write_text(yaml.safe_dump(scenario("t/trace.%d.json")))
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "trace.1.json" in err and "workload.trace" in err and "nodes[0]" in err
+    assert (
+        "trace.1.json: rank 1, node 0 (id 1): unknown node type" in err and "workload.trace" in err
+    )
 
 
 def test_one_file_still_replays_on_every_rank(tmp_path: Path) -> None:

@@ -181,6 +181,19 @@ class TraceSummary(StrategySummary):
     """Trace files replayed: 1 (every rank replays it) or one per rank."""
 
 
+def _refuse_point_to_point(trace: WorkloadTrace) -> None:
+    """A ScenarioError at the first send or recv of ``trace``: read, not replayed yet."""
+    for op in trace.point_to_point:
+        raise ScenarioError(
+            Problem(
+                "workload.trace",
+                f"{trace.path}: node id {op.id} ({op.name}): point-to-point {op.kind} nodes are "
+                "read but not replayed yet",
+                "traces of compute, memory and collective nodes",
+            )
+        )
+
+
 class TraceReplay(Strategy):
     """Replay a Kineto or Chakra trace of one rank on every rank (SPMD), or each rank's own."""
 
@@ -200,6 +213,8 @@ class TraceReplay(Strategy):
         else:
             self.traces = [load_trace(base / cfg.trace, cfg.format, "workload.trace", cfg.order)]
             self.meetings = spmd_meetings(self.traces[0], self.ranks, self._calls)
+        for trace in self.traces:
+            _refuse_point_to_point(trace)
         for meeting in self.meetings.values():
             if meeting.call.n > 1:
                 check_call(meeting.call, self.topology, "workload.algorithm")

@@ -167,7 +167,7 @@ def read_rank_traces(spec: str, base: Path, fmt: str, order: str) -> list[Worklo
         files = rank_files(spec, base)
     except TraceFormatError as exc:
         raise ScenarioError(Problem(KEY, str(exc))) from None
-    return [load_trace(path, fmt, KEY, order) for path in files]
+    return [load_trace(path, fmt, KEY, order, rank=r) for r, path in enumerate(files)]
 
 
 def ranks_for_traces(devices: tuple[str, ...], traces: int, defaulted: bool) -> tuple[str, ...]:

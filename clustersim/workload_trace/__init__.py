@@ -1,23 +1,24 @@
 """Workload traces recorded on one rank, read into a list of operations to replay.
 
-Two formats are read, both JSON (no new dependency):
+Two formats are read:
 
 * ``kineto`` -- a PyTorch profiler trace (``torch.profiler`` ``export_chrome_trace``):
   GPU kernels with their durations and streams, NCCL kernels, and the
   ``record_param_comms`` CPU ops that carry the collectives' sizes and groups
   (:mod:`clustersim.workload_trace.kineto`);
-* ``chakra`` -- a Chakra execution trace in the JSON form ``chakra_jsonizer`` writes:
-  compute and collective nodes with their data and control dependencies
-  (:mod:`clustersim.workload_trace.chakra`).
-
-Chakra's protobuf ``.et`` files are refused with a message saying to convert them
-with ``chakra_jsonizer`` (reading protobuf would need the protobuf package).
+* ``chakra`` -- a Chakra execution trace: compute, memory, collective and point-to-point
+  nodes with their data and control dependencies (:mod:`clustersim.workload_trace.chakra`),
+  in the JSON form ``chakra_jsonizer`` writes or as Chakra's protobuf ``.et`` file
+  (:mod:`clustersim.workload_trace.chakra_et`, which needs the protobuf package and imports
+  it only then).  A file is read as protobuf when its name ends in ``.et`` (or
+  ``.et.gz``), or when it is not JSON and its first bytes are binary.
 
 :func:`load_trace` returns a :class:`WorkloadTrace` (:mod:`.ops`): :class:`TraceOp` s, each a
-compute op (a recorded duration) or a collective (clustersim's operation name, the
-nccl-tests size in bytes, the process group's size and name), with the ids of the ops
-it waits for.  Every problem is a :class:`~clustersim.errors.ScenarioError` at the key
-path given (``workload.trace``) naming the file.
+compute op (a recorded duration), a collective (clustersim's operation name, the
+nccl-tests size in bytes, the process group's size and name) or a send or recv (bytes,
+peer rank, tag), with the ids of the ops it waits for.  Every problem is a
+:class:`~clustersim.errors.ScenarioError` at the key path given (``workload.trace``)
+naming the file, and the rank when one is given.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import Problem, ScenarioError
-from . import chakra, kineto
+from . import chakra, chakra_et, kineto
 from .ops import (
     COLLECTIVE_NAMES,
     DTYPE_BYTES,
@@ -72,33 +73,53 @@ def _detect(doc: Any) -> str:
     )
 
 
-def _read_json(path: Path) -> Any:
+def _read_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise TraceFormatError("no such file") from None
     except OSError as exc:
         raise TraceFormatError(f"cannot read it: {exc.strerror or exc}") from None
+
+
+def _binary(raw: bytes) -> bool:
+    """Whether ``raw`` starts like no JSON text: gzip's magic, or control bytes."""
+    head = raw[:64]
+    return head.startswith(chakra_et.GZIP_MAGIC) or any(
+        b < 0x20 and b not in b"\t\n\r" for b in head
+    )
+
+
+def _is_protobuf(path: Path, raw: bytes) -> bool:
+    """A Chakra ``.et`` file: by its name, or binary first bytes."""
+    return path.name.endswith((".et", ".et.gz")) or _binary(raw)
+
+
+def _read_document(path: Path) -> tuple[Any, bool]:
+    """The trace at ``path`` as a JSON document, and whether it was read from protobuf."""
+    raw = _read_bytes(path)
+    if _is_protobuf(path, raw):
+        return chakra_et.document(raw), True
     try:
         text = raw.decode()
         try:
-            return json.loads(text)
+            return json.loads(text), False
         except json.JSONDecodeError as exc:
             if exc.msg != "Extra data":
                 raise
-            return {"nodes": _concatenated(text)}
+            return {"nodes": _concatenated(text)}, False
     except (UnicodeDecodeError, ValueError) as exc:
-        if path.suffix == ".et" or b"\x00" in raw[:64]:
-            raise TraceFormatError(
-                "a binary (protobuf) Chakra trace: convert it to JSON with chakra_jsonizer "
-                "(clustersim reads JSON traces only)"
-            ) from None
         raise TraceFormatError(f"not valid JSON ({exc})") from None
+
+
+METADATA_KEYS = frozenset({"version", "attr"})
+"""The fields of Chakra's ``GlobalMetadata``: an object holding no others is not a node."""
 
 
 def _concatenated(text: str) -> list[Any]:
     """The nodes of JSON objects written one after another (``chakra_jsonizer`` writes the
-    global metadata, then one object per node); objects without an ``id`` are skipped."""
+    global metadata, then one object per node).  Protobuf's JSON mapping leaves out fields
+    at their default, so a node without an ``id`` is node 0; the metadata is skipped."""
     decoder = json.JSONDecoder()
     found, at = [], 0
     while at < len(text):
@@ -106,26 +127,34 @@ def _concatenated(text: str) -> list[Any]:
             at += 1
             continue
         obj, at = decoder.raw_decode(text, at)
-        if isinstance(obj, Mapping) and "id" in obj:
-            found.append(obj)
+        if isinstance(obj, Mapping) and not set(obj) <= METADATA_KEYS:
+            found.append({"id": 0, **obj})
     return found
 
 
 def load_trace(
-    path: Path, fmt: str = "auto", key: str = "workload.trace", order: str = "recorded"
+    path: Path,
+    fmt: str = "auto",
+    key: str = "workload.trace",
+    order: str = "recorded",
+    rank: int | None = None,
 ) -> WorkloadTrace:
     """Read the trace at ``path`` in format ``fmt`` (``auto`` looks at its keys).
 
     ``order`` is for Kineto traces (:func:`clustersim.workload_trace.kineto.parse`).
-    Any problem is a ScenarioError at ``key`` naming the file."""
+    Any problem is a ScenarioError at ``key`` naming the file, and ``rank`` if given (the
+    rank whose trace it is: ``rank 3, node 17 (id 42): ...``)."""
     try:
-        doc = _read_json(path)
+        doc, protobuf = _read_document(path)
         chosen = _detect(doc) if fmt == "auto" else fmt
         if chosen not in READERS:
             raise TraceFormatError(f"unknown format '{fmt}' (allowed: {', '.join(FORMATS)})")
+        if protobuf and chosen != "chakra":
+            raise TraceFormatError(f"a Chakra protobuf trace, not {fmt} (format: chakra or auto)")
         ops, span = READERS[chosen].parse(doc, order)
         if not ops:
             raise TraceFormatError("no operations to replay (no GPU kernels or compute nodes)")
     except TraceFormatError as exc:
-        raise ScenarioError(Problem(key, f"{path}: {exc}")) from None
+        where = f"rank {rank}, " if rank is not None else ""
+        raise ScenarioError(Problem(key, f"{path}: {where}{exc}")) from None
     return WorkloadTrace(str(path), chosen, tuple(ops), span)

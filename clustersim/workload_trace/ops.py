@@ -18,7 +18,7 @@ class TraceOp:
     name: str
     """The kernel's or node's name as recorded."""
     kind: str
-    """``compute`` or ``collective``."""
+    """``compute``, ``collective``, or ``send`` / ``recv`` (a Chakra point-to-point node)."""
     duration_s: float
     """Recorded duration (s); a compute op replays it, a collective only reports it."""
     stream: str = ""
@@ -28,11 +28,16 @@ class TraceOp:
     op: str = ""
     """A collective's clustersim operation (``allreduce``, ``allgather``, ...)."""
     size_bytes: float = 0.0
-    """A collective's nccl-tests size (:mod:`clustersim.collectives.ops`)."""
+    """A collective's nccl-tests size (:mod:`clustersim.collectives.ops`); the bytes a send
+    or recv moves."""
     group_size: int | None = None
     """Ranks of a collective's process group, when recorded."""
     group_name: str = ""
-    """A collective's process group name, when recorded."""
+    """A collective's or send's or recv's process group name, when recorded."""
+    peer: int | None = None
+    """The other rank of a send (its destination) or recv (its source), when recorded."""
+    tag: int | None = None
+    """A send's or recv's tag (matches a send to its recv), when recorded."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,11 @@ class WorkloadTrace:
     @property
     def collectives(self) -> list[TraceOp]:
         return [op for op in self.ops if op.kind == "collective"]
+
+    @property
+    def point_to_point(self) -> list[TraceOp]:
+        """The sends and recvs."""
+        return [op for op in self.ops if op.kind in ("send", "recv")]
 
 
 class TraceFormatError(Exception):
