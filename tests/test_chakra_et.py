@@ -349,12 +349,13 @@ def test_truncated_et_exits_2(command: str, tmp_path: Path, capsys) -> None:
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
-def test_point_to_point_nodes_are_read_but_not_replayed(tmp_path: Path, capsys) -> None:
-    """A trace with a send: exit 2 at workload.trace naming the node."""
+def test_point_to_point_nodes_need_a_trace_per_rank(tmp_path: Path, capsys) -> None:
+    """One trace with a send, replayed on every rank: exit 2 at workload.trace naming the
+    node (a send's peer is a rank of a trace set; tests/test_trace_ranks.py replays them)."""
     write_et(tmp_path / "p2p.et", [*REPLAYED, *POINT_TO_POINT])
     assert main(["validate", str(_scenario(tmp_path, "p2p.et"))]) == 2
     err = capsys.readouterr().err
-    assert "node id 8 (op8): point-to-point send nodes are read but not replayed" in err, err
+    assert "node id 8 (op8): a send names a peer rank" in err, err
 
 
 def test_importing_clustersim_does_not_import_protobuf() -> None:

@@ -207,7 +207,7 @@ BAD_TRACES = {
                 {"id": 1, "type": "COMM_SEND_NODE", "attr": [{"name": "comm_size", "int64_val": 8}]}
             ]
         },
-        "point-to-point send nodes are read but not replayed",
+        "a send names a peer rank, which one trace replayed on every rank does not have",
     ),
 }
 

@@ -190,3 +190,75 @@ def test_one_file_still_replays_on_every_rank(tmp_path: Path) -> None:
     result = run(scenario(tmp_path / "one.json"))
     assert result.typed_summary.strategy.traces == 1
     assert result.summary["makespan_s"] == pytest.approx(2 * MS + ring_allreduce_s(8e6), rel=1e-9)
+
+
+# ------------------------------------------------------------------ sends and receives
+
+
+def p2p(node_id: int, kind: str, peer: int | None, size: float, after=(), tag=None) -> dict:
+    attrs = [{"name": "comm_size", "int64_val": int(size)}]
+    if peer is not None:
+        attrs.append({"name": "comm_dst" if kind == "send" else "comm_src", "int64_val": peer})
+    if tag is not None:
+        attrs.append({"name": "comm_tag", "int64_val": tag})
+    return {
+        "id": node_id,
+        "name": f"{kind}{node_id}",
+        "type": "COMM_SEND_NODE" if kind == "send" else "COMM_RECV_NODE",
+        "data_deps": list(after),
+        "attr": attrs,
+    }
+
+
+@pytest.mark.parametrize("size", [1e6, 1e8])
+@pytest.mark.parametrize("hops", [1, 2])
+def test_a_pipeline_of_sends_and_receives(tmp_path: Path, size: float, hops: int) -> None:
+    """Two stages on a ring of 4: rank 0 computes 1 ms then sends S to rank ``hops``, which
+    receives then computes 2 ms. The send waits for the recv to be posted (it is, at 0) and
+    takes the route's latency plus S/B: makespan = 1 ms + hops x 1 us + S/B + 2 ms; both
+    nodes end together."""
+    ranks = [[compute(1, 0.0)] for _ in range(4)]
+    ranks[0] = [compute(1, 1.0), p2p(2, "send", hops, size, (1,), tag=7)]
+    ranks[hops] = [p2p(1, "recv", 0, size, tag=7), compute(2, 2.0, (1,))]
+    write_ranks(tmp_path, ranks)
+    result = run(scenario(tmp_path))
+    expected = 1 * MS + hops * 1e-6 + size / 100e9 + 2 * MS
+    assert result.summary["makespan_s"] == pytest.approx(expected, rel=1e-9)
+    moved = [r for r in result.records if r.kind == "transfer" and r.label.startswith("send/")]
+    assert len(moved) == 1 and moved[0].src == "gpu0" and moved[0].dst == f"gpu{hops}"
+
+
+def test_the_recv_posted_late_holds_the_send(tmp_path: Path) -> None:
+    """A rendezvous: rank 1 posts its recv after 5 ms of compute, so the 1 MB moves from
+    5 ms on, though rank 0 sent at 1 ms."""
+    ranks = [
+        [compute(1, 1.0), p2p(2, "send", 1, 1e6, (1,))],
+        [compute(1, 5.0), p2p(2, "recv", 0, 1e6, (1,))],
+    ]
+    write_ranks(tmp_path, ranks)
+    result = run(scenario(tmp_path, devices=2))
+    assert result.summary["makespan_s"] == pytest.approx(5 * MS + 1e-6 + 1e6 / 100e9, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("rank1", "message"),
+    [
+        ([p2p(2, "recv", 0, 2e6)], "sends 1e\\+06 B, rank 1 node id 2 receives 2e\\+06 B"),
+        ([compute(1, 1.0)], "has no matching recv on rank 1"),
+        ([p2p(2, "recv", 0, 1e6, tag=3)], "no matching"),
+    ],
+    ids=["sizes", "no_recv", "tag"],
+)
+def test_unmatched_or_disagreeing_sends_are_refused(
+    tmp_path: Path, rank1: list, message: str
+) -> None:
+    write_ranks(tmp_path, [[p2p(2, "send", 1, 1e6)], rank1])
+    with pytest.raises(ScenarioError, match=message):
+        run(scenario(tmp_path, devices=2))
+
+
+@pytest.mark.parametrize(("peer", "message"), [(None, "names no peer rank"), (5, "names rank 5")])
+def test_a_send_needs_a_peer_rank_of_the_set(tmp_path: Path, peer, message: str) -> None:
+    write_ranks(tmp_path, [[p2p(2, "send", peer, 1e6)], [compute(1, 1.0)]])
+    with pytest.raises(ScenarioError, match=message):
+        run(scenario(tmp_path, devices=2))

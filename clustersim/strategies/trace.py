@@ -58,7 +58,9 @@ from ..workload_trace import FORMATS, TraceOp, WorkloadTrace, load_trace
 from ..workload_trace.ranks import is_per_rank
 from .base import Strategy
 from .trace_groups import (
+    Exchange,
     match_collectives,
+    match_point_to_point,
     meeting_key,
     never_finished,
     ranks_for_traces,
@@ -181,19 +183,6 @@ class TraceSummary(StrategySummary):
     """Trace files replayed: 1 (every rank replays it) or one per rank."""
 
 
-def _refuse_point_to_point(trace: WorkloadTrace) -> None:
-    """A ScenarioError at the first send or recv of ``trace``: read, not replayed yet."""
-    for op in trace.point_to_point:
-        raise ScenarioError(
-            Problem(
-                "workload.trace",
-                f"{trace.path}: node id {op.id} ({op.name}): point-to-point {op.kind} nodes are "
-                "read but not replayed yet",
-                "traces of compute, memory and collective nodes",
-            )
-        )
-
-
 class TraceReplay(Strategy):
     """Replay a Kineto or Chakra trace of one rank on every rank (SPMD), or each rank's own."""
 
@@ -213,8 +202,7 @@ class TraceReplay(Strategy):
         else:
             self.traces = [load_trace(base / cfg.trace, cfg.format, "workload.trace", cfg.order)]
             self.meetings = spmd_meetings(self.traces[0], self.ranks, self._calls)
-        for trace in self.traces:
-            _refuse_point_to_point(trace)
+        self.exchanges = match_point_to_point(self.traces)
         for meeting in self.meetings.values():
             if meeting.call.n > 1:
                 check_call(meeting.call, self.topology, "workload.algorithm")
@@ -292,12 +280,27 @@ class TraceReplay(Strategy):
             seconds = op.duration_s * self.config.compute_scale
             yield sim.compute(device, seconds=seconds, label=op.name, op=op.id)
             return
+        if op.kind in ("send", "recv"):
+            yield from self._point_to_point(sim, self.exchanges[(rank, op.id)])
+            return
         key = meeting_key(self.meetings, rank, op)
         planned = self.meetings[key]
         meeting = self._arrived.setdefault(key, _Meeting(0, sim.env.event()))
         meeting.arrived += 1
         if meeting.arrived == planned.call.n:
             sim.process(self._collective(sim, planned.summary_key, planned.call, meeting.done))
+        yield meeting.done
+
+    def _point_to_point(self, sim: Simulation, exchange: Exchange) -> Generator[Any, Any, None]:
+        """A send and its recv: the transfer starts when both are posted (a rendezvous, as
+        NCCL's send/recv) and ends both."""
+        meeting = self._arrived.setdefault(exchange.key, _Meeting(0, sim.env.event()))
+        meeting.arrived += 1
+        if meeting.arrived == 2:
+            src, dst = self.ranks[exchange.src], self.ranks[exchange.dst]
+            label = f"send/{exchange.send.name}"
+            moved = sim.transfer(src, dst, exchange.size_bytes, label=label, op=exchange.send.id)
+            moved.callbacks.append(lambda _event: meeting.done.succeed())
         yield meeting.done
 
     def _collective(

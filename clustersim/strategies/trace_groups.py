@@ -143,6 +143,68 @@ def _check_agreement(
         )
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """A send matched with its recv: ``size_bytes`` from rank ``src`` to rank ``dst``."""
+
+    key: str
+    """``send:SRC->DST[/TAG]#i``: the i-th such send."""
+    src: int
+    dst: int
+    size_bytes: float
+    send: TraceOp
+    recv: TraceOp
+
+
+def match_point_to_point(traces: Sequence[WorkloadTrace]) -> dict[tuple[int, str], Exchange]:
+    """(rank, op id) of every send and recv -> its exchange: the i-th send from rank a to
+    rank b (with tag t) meets the i-th recv on rank b from rank a (with tag t).  Refused,
+    naming the node: one trace for every rank (peers are ranks of a trace set), a send or
+    recv without its peer, a peer out of range, one without its partner, sizes that differ."""
+    if len(traces) == 1 and traces[0].point_to_point:
+        op = traces[0].point_to_point[0]
+        raise ScenarioError(
+            Problem(KEY, f"{traces[0].path}: node id {op.id} ({op.name}): a {op.kind} names a "
+                    "peer rank, which one trace replayed on every rank does not have",
+                    "a trace per rank (a pattern with %d or a folder) for sends and recvs")
+        )  # fmt: skip
+    sends: dict[str, tuple[int, TraceOp]] = {}
+    recvs: dict[str, tuple[int, TraceOp]] = {}
+    for rank, trace in enumerate(traces):
+        seen: dict[str, int] = {}
+        for op in trace.point_to_point:
+            if op.peer is None or not 0 <= op.peer < len(traces):
+                why = "names no peer rank" if op.peer is None else f"names rank {op.peer}"
+                raise ScenarioError(
+                    Problem(KEY, f"rank {rank} ({trace.path}), node id {op.id} ({op.name}): the "
+                            f"{op.kind} {why}", f"comm_dst / comm_src of 0 to {len(traces) - 1}")
+                )  # fmt: skip
+            src, dst = (rank, op.peer) if op.kind == "send" else (op.peer, rank)
+            base = f"send:{src}->{dst}" + ("" if op.tag is None else f"/{op.tag}")
+            i = seen.get(f"{op.kind}{base}", 0)
+            seen[f"{op.kind}{base}"] = i + 1
+            (sends if op.kind == "send" else recvs)[f"{base}#{i}"] = (rank, op)
+    out: dict[tuple[int, str], Exchange] = {}
+    for key in sends.keys() | recvs.keys():
+        if key not in sends or key not in recvs:
+            rank, op = sends.get(key) or recvs[key]
+            partner = "recv" if key in sends else "send"
+            raise ScenarioError(
+                Problem(KEY, f"rank {rank} ({traces[rank].path}), node id {op.id} ({op.name}): "
+                        f"its {op.kind} ({key}) has no matching {partner} on rank {op.peer}",
+                        "every send matched by a recv with the same peers and tag, in order")
+            )  # fmt: skip
+        (a, send), (b, recv) = sends[key], recvs[key]
+        if not math.isclose(send.size_bytes, recv.size_bytes, rel_tol=1e-9):
+            raise ScenarioError(
+                Problem(KEY, f"{key}: rank {a} node id {send.id} sends {send.size_bytes:g} B, "
+                        f"rank {b} node id {recv.id} receives {recv.size_bytes:g} B")
+            )  # fmt: skip
+        exchange = Exchange(key, a, b, send.size_bytes, send, recv)
+        out[(a, send.id)] = out[(b, recv.id)] = exchange
+    return out
+
+
 def summary_groups(plan: CollectivePlan) -> dict[str, tuple[TraceOp, list[CollectiveCall]]]:
     """Summary key -> (its op, the calls it ran as), in the order of the plan."""
     out: dict[str, tuple[TraceOp, list[CollectiveCall]]] = {}
