@@ -221,7 +221,7 @@ def test_output_modules_stay_under_600_lines() -> None:
 
 LAYERS = (
     ("errors", "units", "version", "_compat", "registry", "host", "budget", "compute", "hardware"),
-    ("scenario", "workload_trace"),
+    ("scenario", "workload_trace", "importers"),
     ("topology",),
     ("network",),
     ("engine", "devices", "records"),

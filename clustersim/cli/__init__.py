@@ -22,6 +22,7 @@ from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, build_parser
 from .collective import CollectiveCommand
 from .compare import CompareCommand
 from .golden import GoldenCommand
+from .import_configs import ImportCommand
 from .list import ListCommand
 from .plan import PlanCommand
 from .report import ReportCommand
@@ -38,6 +39,7 @@ __all__ = [
     "Command",
     "CompareCommand",
     "GoldenCommand",
+    "ImportCommand",
     "ListCommand",
     "PlanCommand",
     "ReportCommand",
