@@ -842,6 +842,14 @@ FIXTURE_FILES: dict[str, str | bytes] = {
     "bad/list.yaml": "- just\n- a list\n",
     "file.txt": "not a scenario\n",
     "golden_bad/x.json": "{not json",
+    "astra/ring.yml": "topology: [Ring]\nnpus_count: [4]\nbandwidth: [50.0]\nlatency: [500.0]\n",
+    "astra/ring_switch.yml": (
+        "topology: [Ring, Switch]\nnpus_count: [4, 2]\nbandwidth: [50.0, 10.0]\n"
+        "latency: [500.0, 2500.0]\n"
+    ),
+    "astra/bad.yml": "topology: [Torus]\nnpus_count: [4]\nbandwidth: [1]\nlatency: [1]\n",
+    "astra/system.json": '{"all-reduce-implementation": ["ring"], "scheduling-policy": "LIFO"}',
+    "astra/bad.json": '{"all-reduce-implementation": "ring"',
 }
 """Other fixture files (text or bytes)."""
 
@@ -1151,7 +1159,10 @@ VALUES: dict[str, list[str]] = {
     "memory": MEMORY,
     "scheduler": SCHEDULERS,
     "pattern": PATTERNS,
-}
+    "astra_network": ["astra/ring.yml", "astra/ring_switch.yml", "astra/bad.yml", "astra/system.json", "missing", "empty_dir", ""],
+    "astra_system": ["astra/system.json", "astra/bad.json", "astra/ring.yml", "missing", "empty_dir", ""],
+    "astra_workload": ["astra/nothing", "missing/x", ""],
+}  # fmt: skip
 """Values to try per domain, valid and invalid."""
 
 VALID: dict[str, list[str]] = {
@@ -1181,6 +1192,9 @@ VALID: dict[str, list[str]] = {
     "memory": ["64GB", "8GB"],
     "scheduler": ["local:1"],
     "pattern": ["D1", "zero", "MM1"],
+    "astra_network": ["astra/ring.yml", "astra/ring_switch.yml"],
+    "astra_system": ["astra/system.json"],
+    "astra_workload": ["astra/nothing"],
 }
 """Good values per domain: most flags get one, so that a command line gets past its first
 check and the one or two bad values in it reach deeper code."""
@@ -1229,6 +1243,9 @@ DOMAINS: dict[str, str] = {
     "max_memory": "memory",
     "scheduler": "scheduler",
     "only": "pattern",
+    "network": "astra_network",
+    "system": "astra_system",
+    "workload": "astra_workload",
 }
 """The value domain of each flag's ``dest`` (int flags need none: their type says it)."""
 

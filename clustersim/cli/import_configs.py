@@ -47,7 +47,13 @@ class ImportCommand(Command):
         from ..scenario import parse_scenario
 
         target = Path(args.output)
+        if target.is_dir():
+            print(f"clustersim: error: -o {target}: is a folder, not a file", file=sys.stderr)
+            return EXIT_BAD_INPUT
         workload = args.workload
+        if workload is not None and not workload.strip():
+            print("clustersim: error: --workload: empty (give the traces' prefix)", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if workload is not None and not Path(workload).is_absolute():
             workload = str(Path(workload).resolve())
         imported = scenario_from_astra_sim(Path(args.network), Path(args.system), workload)
