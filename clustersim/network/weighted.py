@@ -89,7 +89,13 @@ def recompute_weighted(net: Network) -> None:
                 mark[new] = epoch
                 shared += [link for link in new.tolist() if len(link_flows[link]) > 1]
         net.solver_calls += 1
-        if weighted:
+        if weighted and len(comp_flows) == 1:  # alone: its narrowest link, or its cap
+            flow = comp_flows[0]
+            cap = net._cap
+            weights = flow.weights or (1.0,) * len(flow.links)
+            alone = min(cap[link] / w for link, w in zip(flow.links, weights, strict=True))
+            flow._new = min(alone, flow.rate_cap)
+        elif weighted:
             rates = fill_weighted_arrays(*_entries(state, comp_flows), net._cap)
             for flow, rate in zip(comp_flows, rates.tolist()):
                 flow._new = rate
