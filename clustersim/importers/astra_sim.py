@@ -241,7 +241,7 @@ def _system_notes(system: dict[str, Any], algorithm: str, out: Imported) -> None
             out.unmapped.append(f"{key} {value}: {why}")
 
 
-def _workload(prefix: str | None, devices: int, algorithm: str, base: Path, out: Imported) -> dict:
+def _workload(prefix: str | None, algorithm: str, base: Path, out: Imported) -> dict:
     if prefix is None:
         out.unmapped.append(
             f"no workload given: an all-reduce of {PLACEHOLDER_BYTES} over every NPU is written "
@@ -293,7 +293,7 @@ def scenario_from_astra_sim(
         "name": f"astra-sim-{network.stem}",
         "description": f"imported from ASTRA-sim: {network.name}, {system.name}",
         "cluster": _cluster(dims),
-        "workload": _workload(workload, total, algorithm, base, out),
+        "workload": _workload(workload, algorithm, base, out),
         "network": {"protocol": "none", "channels": 1},
     }
     out.mapped.append("network protocol none, channels 1: links at their bandwidth, as ASTRA-sim")

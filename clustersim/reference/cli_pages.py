@@ -23,9 +23,7 @@ def _flags(action: argparse.Action) -> str:
 
 def _default(action: argparse.Action) -> str:
     if not action.option_strings or action.default in (None, argparse.SUPPRESS, False):
-        return ""
-    if isinstance(action, argparse._StoreTrueAction):  # noqa: SLF001 - argparse's own class
-        return ""
+        return ""  # positionals, and flags off by default (store_true)
     return f"`{action.default}`"
 
 

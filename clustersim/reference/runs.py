@@ -86,17 +86,14 @@ def play(
     return run
 
 
-def play_page(
-    text: str, page: str, main: Callable[[Sequence[str]], int], keep: Path | None = None
-) -> list[Run]:
+def play_page(text: str, page: str, main: Callable[[Sequence[str]], int]) -> list[Run]:
     """Every marker of a page (``page``: its path in the site, ``tutorials/x.md``), played
-    in order; each writes to a folder of its own (under ``keep``, else a temporary one)."""
+    in order; each writes to a temporary folder of its own."""
     stem = Path(page).stem
     runs = []
     with tempfile.TemporaryDirectory(prefix="clustersim-docs-") as scratch:
-        base = keep or Path(scratch)
         for k, match in enumerate(markers(text)):
-            folder = base / f"{stem}-{k}"
+            folder = Path(scratch) / f"{stem}-{k}"
             folder.mkdir(parents=True, exist_ok=True)
             runs.append(play(match, f"reports/{stem}", folder, main))
     return runs

@@ -321,7 +321,8 @@ class TraceReplay(Strategy):
     def summarize(self, sim: Simulation) -> TraceSummary:
         """The traces' own span and compute against the replay's, and each collective."""
         collectives = {}
-        for key, (op, calls) in summary_groups(self.meetings).items():
+        groups = summary_groups(self.meetings)
+        for key, (op, calls) in groups.items():
             times = self.times.get(key, [])
             if len(times) != len(calls):
                 raise SimulationError(never_finished(key, op, calls, self._arrived))
@@ -341,15 +342,11 @@ class TraceReplay(Strategy):
             trace=self.config.trace,
             format=self.workload_trace.format,
             ranks=len(self.ranks),
-            ops=len(self.workload_trace.ops)
-            if len(self.traces) == 1
-            else sum(len(t.ops) for t in self.traces),
+            ops=sum(len(t.ops) for t in self.traces),
             trace_span_s=max(t.span_s for t in self.traces),
             trace_compute_s=busiest.compute_s,
             compute_s=busiest.compute_s * self.config.compute_scale,
-            trace_communication_s=sum(
-                op.duration_s for op, _ in summary_groups(self.meetings).values()
-            ),
+            trace_communication_s=sum(op.duration_s for op, _ in groups.values()),
             communication_s=sum(c.time_s for c in collectives.values()),
             collectives=collectives,
             traces=len(self.traces),
