@@ -53,6 +53,7 @@ from .outputs.trace import nodes_of
 from .records import Record, timeline_frame
 from .resilience import job_length, outlook
 from .scenario import Scenario, load_scenario
+from .scenario.node_groups import mean_gpu_hour_price
 from .scenario.plugins import check_plugins
 from .strategies import Strategy, strategy_for_scenario
 from .strategies.jobs.summary import JobsSummary
@@ -311,7 +312,7 @@ def _result(
         _usage(prepared, strategy_part),
         _goodput(prepared, strategy_part, goodput_progress),
         memory,
-        _device_times(devices),
+        _device_times(devices, topology),
         [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],
         EngineCounters(
             len(records),
@@ -321,6 +322,7 @@ def _result(
             *_estimates(prepared),
         ),
         tcp=tcp_summary(topology, columns[0], columns[1], makespan),
+        gpu_types=topology.describe().get("gpu_types"),
     )
     plain = summary.as_summary_dict()
     _check_finite(plain)
@@ -329,16 +331,22 @@ def _result(
     return result
 
 
-def _device_times(devices: dict[str, dict[str, float]]) -> dict[str, DeviceTimes]:
+def _device_times(
+    devices: dict[str, dict[str, float]], topology: Topology
+) -> dict[str, DeviceTimes]:
     """Each device's :class:`DeviceTimes`, one object for devices with equal times (the
-    replicas a one-replica run stands for: 131,072 rows of a handful of kinds)."""
-    made: dict[tuple[float, ...], DeviceTimes] = {}
+    replicas a one-replica run stands for: 131,072 rows of a handful of kinds); with its
+    type when the cluster's GPUs are of several types."""
+    mixed = len(topology.gpu_types()) > 1
+    known = topology.devices
+    made: dict[tuple[Any, ...], DeviceTimes] = {}
     out = {}
     for name, row in devices.items():
-        key = tuple(row.values())
+        kind = (known[name].type or None) if mixed and name in known else None
+        key = (*row.values(), kind)
         found = made.get(key)
         if found is None:
-            found = made[key] = DeviceTimes(**row)
+            found = made[key] = DeviceTimes(**row, type=kind)
         out[name] = found
     return out
 
@@ -373,7 +381,7 @@ def _usage(prepared: Prepared, part: StrategySummary) -> UsageSummary | None:
         duration_s=length.duration_s,
         iteration_time_s=part.times.iteration_time_s,
         gpus=part.job_workers(),
-        gpu_hour_price=scenario.cluster.gpu_hour_price,
+        gpu_hour_price=mean_gpu_hour_price(scenario.cluster),
     )
 
 

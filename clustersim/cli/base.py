@@ -122,6 +122,16 @@ def nic_transport_phrase(scenario: Any) -> str:
     return phrase() if phrase is not None else ""
 
 
+def gpu_types_phrase(topology: Any) -> str:
+    """The GPUs of a mixed cluster by type in words (``mixed: 32 x a100-sxm4-80gb + 16 x
+    h100-sxm5-80gb GPUs``); empty when they are of one type."""
+    types = topology.describe().get("gpu_types")
+    if not types:
+        return ""
+    parts = [f"{count} x {name or 'unnamed'}" for name, count in types.items()]
+    return f"mixed: {' + '.join(parts)} GPUs"
+
+
 def out(text: str = "") -> None:
     """Print a line of the command's output on stdout, at once."""
     print(text, flush=True)

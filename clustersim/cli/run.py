@@ -16,7 +16,7 @@ from ..metrics import (
     UsageSummary,
 )
 from ..units import format_bandwidth, format_size, format_time
-from .base import EXIT_OK, Command, add_limit_arguments, nic_transport_phrase, out
+from .base import EXIT_OK, Command, add_limit_arguments, gpu_types_phrase, nic_transport_phrase, out
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
@@ -162,10 +162,10 @@ def _print_summary(result: Any, wall_s: float) -> None:
     head, part = s.header, s.strategy
     topo = result.topology.describe()
     out(f"scenario  {head.scenario} (seed {head.seed}, workload {head.workload})")
-    transport = nic_transport_phrase(result.scenario)
+    phrases = [gpu_types_phrase(result.topology), nic_transport_phrase(result.scenario)]
     out(
         f"cluster   {topo.get('devices', 0)} devices, {topo.get('links', 0)} links"
-        + (f"; {transport}" if transport else "")
+        + "".join(f"; {phrase}" for phrase in phrases if phrase)
     )
     out(f"makespan  {format_time(head.makespan_s)}")
     if isinstance(part, TrainingSummary):

@@ -12,6 +12,7 @@ from .base import (
     EXIT_OK,
     Command,
     add_limit_arguments,
+    gpu_types_phrase,
     nic_transport_phrase,
     out,
 )
@@ -48,8 +49,9 @@ class ValidateCommand(Command):
             out(
                 f"ok  {path}: {topo.get('devices', 0)} devices, {topo.get('links', 0)} links; {prepared.strategy.describe()}"
             )
-            if transport:
-                out(f"    {transport}")
+            for phrase in (gpu_types_phrase(prepared.topology), transport):
+                if phrase:
+                    out(f"    {phrase}")
             out(f"    {_work_line(prepared)}")
             out(f"    {_memory_line(prepared)}")
         if bad:

@@ -17,14 +17,14 @@ A link's ``utilisation`` is bytes carried / (nominal bandwidth x makespan);
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..records import COMMUNICATION_KINDS, Record
 from .link_table import LinkTable, build_link_table
-from .parts import SummaryPart
+from .parts import OPTIONAL, SummaryPart
 
 Interval = tuple[float, float]
 
@@ -37,6 +37,8 @@ class DeviceTimes(SummaryPart):
     communication_s: float
     exposed_communication_s: float
     idle_s: float
+    type: str | None = field(default=None, metadata=OPTIONAL)
+    """The device's type (its preset) in a mixed cluster; None otherwise."""
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,8 @@ class Summary(SummaryPart):
     """What of the run folder was folded (:mod:`.folding`; None: nothing)."""
     tcp: TcpSummary | None = field(default=None, metadata=OPTIONAL)
     """What the TCP stack cost the hosts (:mod:`.transport`; None: RDMA NICs)."""
+    gpu_types: dict[str, int] | None = field(default=None, metadata=OPTIONAL)
+    """GPUs per type of a mixed cluster (its presets' names; None: one type)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], lenient: bool = False) -> Summary:
@@ -147,6 +149,7 @@ class Summary(SummaryPart):
             rest.engine,
             rest.folded,
             rest.tcp,
+            rest.gpu_types,
         )
 
     @classmethod
@@ -197,3 +200,4 @@ class _Frame(SummaryPart):
     engine: EngineCounters | None = None
     folded: FoldedOutputs | None = None
     tcp: TcpSummary | None = None
+    gpu_types: dict[str, int] | None = None

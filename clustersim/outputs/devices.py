@@ -11,7 +11,7 @@ rows of numbers (``DeviceTimes``, ``MemoryRow``, ``ServerLoad``) or lists of suc
 ``devices.csv`` (:func:`devices_csv`) has one row per device of any entry, in the order
 they first appear (``devices``' order: the topology's), and the columns
 
-* ``device``, then ``compute_s``, ``communication_s``, ``exposed_communication_s`` and
+* ``device``, its ``type`` on a mixed cluster (the devices' entries say it), then ``compute_s``, ``communication_s``, ``exposed_communication_s`` and
   ``idle_s`` (the ``devices`` entry's fields) and ``bubble_fraction`` (the device's
   ``per_device_bubble``, else idle / run time: :func:`device_bubbles`), as the report's
   table has always had;
@@ -50,6 +50,8 @@ DEVICES_CSV = "devices.csv"
 """The per-device table, in a folded run folder and beside report.html."""
 TIMES = ("compute_s", "communication_s", "exposed_communication_s", "idle_s")
 """Fields of the ``devices`` entry, columns of their own (no key path)."""
+TYPE = "type"
+"""The ``devices`` entry's field naming a mixed cluster's device type: the second column."""
 BUBBLE = "bubble_fraction"
 """The derived column after :data:`TIMES`."""
 RANK_FIELDS = ("peak_bytes", "idle_s", "bubble_fraction", "bytes")
@@ -210,6 +212,9 @@ def device_table(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[
                     columns.setdefault(column)
                 row[column] = text_of(item)
     header = list(columns)
+    if TYPE in columns:  # a mixed cluster's device types: beside the names
+        header.remove(TYPE)
+        header.insert(1, TYPE)
     return header, [[device] + [row.get(c, "") for c in header[1:]] for device, row in rows.items()]
 
 

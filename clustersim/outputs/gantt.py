@@ -143,6 +143,8 @@ class GanttData:
     job_colours: list[str] = field(default_factory=list)
     """In a multi-job run: the colour of each row's job (boxes drawn in it, communication
     paler); empty otherwise (boxes coloured by kind)."""
+    types: list[str] = field(default_factory=list)
+    """In a mixed cluster: each row's device type (its preset); empty otherwise."""
 
 
 def box_kind(record: Record) -> str:
@@ -302,7 +304,14 @@ def gantt_data(
         window_s=window,
         counts=counts if any(n > 1 for n in counts) else [],
         job_colours=[] if jobs is None else _job_colours(jobs, rows, groups),
+        types=_row_types(summary, rows),
     )
+
+
+def _row_types(summary: Summary, rows: Sequence[str]) -> list[str]:
+    """Each row's device type when the summary gives types (a mixed cluster), else none."""
+    found = [getattr(summary.devices.get(d), "type", None) or "" for d in rows]
+    return found if any(found) else []
 
 
 def _shown_note(summary: Summary, weight: Mapping[str, int]) -> str:
@@ -466,6 +475,7 @@ def _label_rows(ax: Any, data: GanttData) -> None:
     for i, (device, group) in enumerate(zip(data.rows, data.groups)):
         first = i == 0 or data.groups[i - 1] != group
         shown = f"{device} x {data.counts[i]}" if data.counts and data.counts[i] > 1 else device
+        shown += f" [{data.types[i]}]" if data.types and data.types[i] else ""
         labels.append(f"{group}   {shown}" if group and first and group != device else shown)
         if first and i > 0:
             ax.axhline(i, color="#333333", linewidth=0.8)

@@ -35,6 +35,7 @@ from .fields import (
     _tagged,
 )
 from .node import LinkSpec, NodeSpec, UplinkSpec
+from .node_groups import NodeGroupSpec, check_groups, with_first_node
 from .plugins import plugin_name
 
 FabricName = plugin_name("fabrics")
@@ -95,7 +96,22 @@ class _Switched(_Priced):
         return IB_SHARP_SHARE if self.sharp is True else float(self.sharp)
 
 
-class TwoTierCluster(_Switched):
+class _Racked(_Switched):
+    """Base of the racked cluster kinds: one node kind, or several (:mod:`.node_groups`)."""
+
+    node_groups: list[NodeGroupSpec] | None = Field(None, min_length=1)
+    """Nodes of several kinds (a mixed cluster), in build order: each a node (``preset`` and
+    keys beside it), its ``count`` and optionally its ``gpu_hour_price``; instead of
+    ``node``.  The counts add up to the cluster's nodes; every group has the same GPUs and
+    NICs per node (docs/mixed-clusters.md)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_group_is_node(cls, data: Any) -> Any:
+        return with_first_node(data)
+
+
+class TwoTierCluster(_Racked):
     """Nodes in racks under top-of-rack switches, racks joined by spine switches."""
 
     kind: Literal["two_tier"] = "two_tier"
@@ -105,7 +121,7 @@ class TwoTierCluster(_Switched):
     nodes_per_rack: Count = 1
     """Nodes in each rack."""
     node: NodeSpec
-    """Every node."""
+    """Every node (with ``node_groups``: the first group's)."""
     rack_uplink: UplinkSpec = Field(
         default={"oversubscription": 1},
         validate_default=True,  # type: ignore[arg-type]
@@ -129,10 +145,11 @@ class TwoTierCluster(_Switched):
             f"(gpus {gpus} + 1 CPU), spines {self.spines}"
         )
         _size_check(nodes * (gpus + 1), nodes * per_node + spine_links, how)
+        check_groups(self, nodes, f"racks {self.racks} x nodes_per_rack {self.nodes_per_rack}")
         return self
 
 
-class ThreeTierCluster(_Switched):
+class ThreeTierCluster(_Racked):
     """Pods of racks: each pod's racks under its spine switches, pods joined by core switches.
 
     ``nodes_per_rack``, ``node`` and ``rack_uplink`` (each top-of-rack switch's links to its
@@ -148,7 +165,7 @@ class ThreeTierCluster(_Switched):
     nodes_per_rack: Count = TwoTierCluster.model_fields["nodes_per_rack"].default
     """Nodes in each rack."""
     node: NodeSpec
-    """Every node."""
+    """Every node (with ``node_groups``: the first group's)."""
     rack_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
     pod_uplink: UplinkSpec = Field(
         default={"oversubscription": 1},
@@ -178,10 +195,16 @@ class ThreeTierCluster(_Switched):
             f"cores {self.cores}"
         )
         _size_check(nodes * (gpus + 1), nodes * per_node + upper, how)
+        check_groups(
+            self,
+            nodes,
+            f"pods {self.pods} x racks_per_pod {self.racks_per_pod} x "
+            f"nodes_per_rack {self.nodes_per_rack}",
+        )
         return self
 
 
-class RailOptimizedCluster(_Switched):
+class RailOptimizedCluster(_Racked):
     """Rail-optimized groups of nodes (DGX SuperPOD style): NIC j of every node of a group
     on the group's rail switch j, rail switches joined by spines; one NIC per GPU."""
 
@@ -192,7 +215,8 @@ class RailOptimizedCluster(_Switched):
     nodes_per_group: Count = 1
     """Nodes in each group, named ``group{g}/node{n}``."""
     node: NodeSpec
-    """Every node; ``nics`` must equal ``gpus`` (GPU j's NIC is rail j)."""
+    """Every node (with ``node_groups``: the first group's); ``nics`` must equal ``gpus``
+    (GPU j's NIC is rail j)."""
     rail_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
     """Each rail switch's links to the spines (ratio: of nodes_per_group x NIC bandwidth)."""
     spines: Count = 1
@@ -219,6 +243,7 @@ class RailOptimizedCluster(_Switched):
         )
         upper = 2 * self.groups * gpus * self.spines
         _size_check(nodes * (gpus + 1), nodes * per_node + upper, how)
+        check_groups(self, nodes, f"groups {self.groups} x nodes_per_group {self.nodes_per_group}")
         return self
 
 

@@ -96,6 +96,7 @@ class FabricBuilder:
             node=node,
             rack=rack,
             compute=getattr(spec, "compute", None),
+            type=getattr(spec, "preset", None) or "",
         )
         return name
 

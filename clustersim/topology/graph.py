@@ -66,6 +66,8 @@ class Device:
     rack: str | None = None
     compute: Any = field(default=None, compare=False)
     """The scenario's ``compute`` spec of the device (model and kernels file), if any."""
+    type: str = ""
+    """What the device is: its catalog preset (``h100-sxm5-80gb``), "" when it names none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,9 +408,10 @@ class Topology:
     # -- summary ------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """Counts for humans (CLI): kind, racks, nodes, gpus, cpus, devices, switches, links."""
+        """Counts for humans (CLI): kind, racks, nodes, gpus, cpus, devices, switches, links;
+        and ``gpu_types`` (GPUs per type, in device order) when the GPUs are of several types."""
         gpus = sum(1 for d in self._device_list if d.kind == "gpu")
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "racks": self.racks,
             "nodes": self.nodes,
@@ -418,6 +421,18 @@ class Topology:
             "switches": len(self.switches),
             "links": len(self.links),
         }
+        types = self.gpu_types()
+        if len(types) > 1:
+            out["gpu_types"] = types
+        return out
+
+    def gpu_types(self) -> dict[str, int]:
+        """GPUs per :attr:`Device.type` ("" for GPUs naming no preset), in device order."""
+        types: dict[str, int] = {}
+        for device in self._device_list:
+            if device.kind == "gpu":
+                types[device.type] = types.get(device.type, 0) + 1
+        return types
 
 
 _ECMP_CACHE_LIMIT = 1 << 20

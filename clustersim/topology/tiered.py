@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustersim.errors import Problem, ScenarioError
+from clustersim.scenario.node_groups import is_mixed, node_kinds
 
 from .builder import FABRICS, FabricBuilder
 from .graph import Device, Link, Route, Topology
@@ -172,18 +173,27 @@ def _first(count: int) -> int:
     return 0
 
 
-def rack_uplink_Bps(cluster_spec: Any) -> float:
+def rack_uplink_Bps(cluster_spec: Any, rack: int | None = None) -> float:
     """Total uplink bandwidth of one rack in bytes/s.
 
-    ``rack_uplink.bandwidth_Bps`` when given, else nodes_per_rack x NIC
-    bandwidth / oversubscription.
+    ``rack_uplink.bandwidth_Bps`` when given, else the NIC bandwidth of the rack's nodes
+    (nodes_per_rack x NICs x NIC bandwidth; in a mixed cluster, of rack ``rack``'s nodes,
+    rack 0 when None) / oversubscription.
     """
     uplink = cluster_spec.rack_uplink
     if uplink.bandwidth_Bps is not None:
         return float(uplink.bandwidth_Bps)
     ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
-    nics = int(getattr(cluster_spec.node, "nics", 1))
-    return cluster_spec.nodes_per_rack * nics * float(cluster_spec.node.nic.bandwidth_Bps) / ratio
+    return _edge_nic_Bps(cluster_spec, rack or 0, int(cluster_spec.nodes_per_rack)) / ratio
+
+
+def _edge_nic_Bps(cluster_spec: Any, rack: int, per_rack: int) -> float:
+    """Bytes/s of the NICs of the ``per_rack`` nodes of rack (or rail group) ``rack``."""
+    if not is_mixed(cluster_spec):
+        node = cluster_spec.node
+        return per_rack * int(getattr(node, "nics", 1)) * float(node.nic.bandwidth_Bps)
+    kinds = node_kinds(cluster_spec, (rack + 1) * per_rack)[rack * per_rack :]
+    return sum(int(k.nics) * float(k.nic.bandwidth_Bps) for k in kinds)
 
 
 def _build_two_tier(spec: Any) -> Topology:
@@ -192,10 +202,10 @@ def _build_two_tier(spec: Any) -> Topology:
     b, router = _build_racks(spec, [f"rack{r}" for r in range(racks)])
     spines = int(spec.spines) if racks > 1 else 0
     if spines:
-        share = rack_uplink_Bps(spec) / spines
         latency = float(spec.rack_uplink.latency_s)
         spine_names = [f"spine{k}" for k in range(spines)]
         for r in range(racks):
+            share = rack_uplink_Bps(spec, r) / spines
             ups: list[Link] = []
             downs: list[Link] = []
             for spine in spine_names:
@@ -215,13 +225,15 @@ def _tiered(
     """The topology of a racked cluster built by :func:`_build_racks` and its upper tiers:
     with the nodes' NVLink generation, their NVSwitches as reducing switches where
     ``nvlink.sharp`` says so, and the network switches reducing at ``sharp``'s share."""
-    nvlink = spec.node.nvlink
-    sharp = nvlink.sharp_Bps if nvlink is not None else None
+    kinds = dict(zip(router.node_gpus, node_kinds(spec, len(router.node_gpus)), strict=True))
     reductions = {}
-    if sharp is not None:
-        reductions = {
-            name: sharp for name in b.switches if name.endswith("/nvswitch") or "/nvdomain" in name
-        }
+    for name in b.switches:
+        if name.endswith("/nvswitch") or "/nvdomain" in name:
+            nvlink = kinds[name.rsplit("/", 1)[0]].nvlink if name.endswith("/nvswitch") else None
+            nvlink = nvlink or spec.node.nvlink  # an NVLink domain: the one kind of node
+            if nvlink is not None and nvlink.sharp_Bps is not None:
+                reductions[name] = nvlink.sharp_Bps
+    generations = [k.nvlink.nvlink_generation for k in kinds.values() if k.nvlink is not None]
     share = spec.sharp_share
     shares = {} if share is None else dict.fromkeys(network_switches(b.switches), share)
     return Topology(
@@ -233,7 +245,7 @@ def _tiered(
         spine_routing=spec.spine_routing,
         racks=racks,
         nodes=racks * nodes_per_rack,
-        nvlink_generation=nvlink.nvlink_generation if nvlink is not None else None,
+        nvlink_generation=min(generations, key=lambda g: g or 0) if generations else None,
         reductions=reductions,
         reduction_shares=shares,
         nic_transport=getattr(spec.node.nic, "transport", "rdma"),
@@ -250,12 +262,12 @@ def _build_rail_optimized(spec: Any) -> Topology:
     nics = int(spec.node.nics)
     spines = int(spec.spines)
     uplink = spec.rail_uplink
-    if uplink.bandwidth_Bps is not None:
-        total = float(uplink.bandwidth_Bps)
-    else:
-        total = nodes * float(spec.node.nic.bandwidth_Bps) / float(uplink.oversubscription)
     latency = float(uplink.latency_s)
-    for group in names:
+    for g, group in enumerate(names):
+        if uplink.bandwidth_Bps is not None:
+            total = float(uplink.bandwidth_Bps)
+        else:  # one rail: one NIC of each of the group's nodes
+            total = _edge_nic_Bps(spec, g, nodes) / nics / float(uplink.oversubscription)
         for j in range(nics):
             spine_names = [f"spine{k}" for k in range(spines)]
             ups, downs = _uplinks(b, f"{group}/rail{j}", spine_names, total / spines, latency)
@@ -274,11 +286,11 @@ def _build_three_tier(spec: Any) -> Topology:
     b, router = _build_racks(spec, names)
     spines = int(spec.spines) if pods * per_pod > 1 else 0
     cores = int(spec.cores) if pods > 1 else 0
-    rack_Bps = rack_uplink_Bps(spec)
     latency = float(spec.rack_uplink.latency_s)
     router.pod_of = [r // per_pod for r in range(len(names))]
     for r, rack in enumerate(names):
         pod = r // per_pod
+        rack_Bps = rack_uplink_Bps(spec, r)
         ups, downs = [], []
         for k in range(spines):
             up, down = b.cable(f"{rack}/tor", f"pod{pod}/spine{k}", rack_Bps / spines, latency)
@@ -286,9 +298,9 @@ def _build_three_tier(spec: Any) -> Topology:
             downs.append(down)
         router.tor_up.append(ups)
         router.tor_down.append(downs)
-    pod_Bps = pod_uplink_Bps(spec)
     pod_latency = float(spec.pod_uplink.latency_s)
     for pod in range(pods):
+        pod_Bps = pod_uplink_Bps(spec, pod)
         ups_k, downs_k = [], []
         for k in range(spines):
             spine = b.switch(f"pod{pod}/spine{k}")
@@ -312,14 +324,20 @@ def _uplinks(
     return [up for up, _ in pairs], [down for _, down in pairs]
 
 
-def pod_uplink_Bps(cluster_spec: Any) -> float:
+def pod_uplink_Bps(cluster_spec: Any, pod: int | None = None) -> float:
     """Total bandwidth from one pod's spines to the cores in bytes/s:
-    ``pod_uplink.bandwidth_Bps``, else racks_per_pod x rack uplink / oversubscription."""
+    ``pod_uplink.bandwidth_Bps``, else the rack uplinks of its racks (racks_per_pod x rack
+    uplink; in a mixed cluster, of pod ``pod``'s racks, pod 0 when None) / oversubscription."""
     uplink = cluster_spec.pod_uplink
     if uplink.bandwidth_Bps is not None:
         return float(uplink.bandwidth_Bps)
     ratio = uplink.oversubscription if uplink.oversubscription is not None else 1.0
-    return cluster_spec.racks_per_pod * rack_uplink_Bps(cluster_spec) / ratio
+    per_pod = int(cluster_spec.racks_per_pod)
+    if not is_mixed(cluster_spec):
+        return per_pod * rack_uplink_Bps(cluster_spec) / ratio
+    first = (pod or 0) * per_pod
+    racks = range(first, first + per_pod)
+    return sum(rack_uplink_Bps(cluster_spec, r) for r in racks) / ratio
 
 
 def _nvlink_domain(node_spec: Any, nodes_per_rack: int) -> int:
@@ -367,27 +385,59 @@ def nic_node(link: Link) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _NodeParts:
+    """What a node kind builds: its spec and its links' bandwidths (bytes/s) and latencies (s)."""
+
+    spec: Any
+    gpus: int
+    pcie: tuple[float, float]
+    nic: tuple[float, float]
+    nvswitch: bool
+    pairs: list[tuple[int, int, int]]  # (a, b, links): n links are one cable of n x bandwidth
+    nvlink: tuple[float, float]
+
+    @classmethod
+    def of(cls, node_spec: Any) -> _NodeParts:
+        nvlink = node_spec.nvlink
+        nvswitch = nvlink is not None and nvlink.pairs is None
+        pairs = (
+            [(int(x), int(y), int(n[0]) if n else 1) for x, y, *n in nvlink.pairs]
+            if nvlink is not None and not nvswitch
+            else []
+        )
+        return cls(
+            spec=node_spec,
+            gpus=int(node_spec.gpus),
+            pcie=(float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)),
+            nic=nic_link(node_spec.nic),
+            nvswitch=nvswitch,
+            pairs=pairs,
+            nvlink=(
+                (float(nvlink.bandwidth_Bps), float(nvlink.latency_s))
+                if nvlink is not None
+                else (0.0, 0.0)
+            ),
+        )
+
+
+def _node_parts(spec: Any, nodes: int) -> list[_NodeParts]:
+    """The parts of each of the ``nodes`` nodes, in build order (one object per kind)."""
+    made: dict[int, _NodeParts] = {}
+    return [made.setdefault(id(kind), _NodeParts.of(kind)) for kind in node_kinds(spec, nodes)]
+
+
 def _build_racks(
     spec: Any, rack_names: list[str], nodes_per_rack: int = 0, rails: bool = False
 ) -> tuple[FabricBuilder, _TwoTierRouter]:
     """The nodes of every rack (named ``rack_names``) under their top-of-rack switches;
-    with ``rails``, NIC j of every node of a group under the group's rail switch j."""
+    with ``rails``, NIC j of every node of a group under the group's rail switch j.  Nodes
+    take their kinds from ``node`` or, in a mixed cluster, ``node_groups`` in build order."""
     node_spec = spec.node
-    gpus = int(node_spec.gpus)
-    pcie_bw, pcie_lat = float(node_spec.pcie.bandwidth_Bps), float(node_spec.pcie.latency_s)
-    nic_bw, nic_lat = nic_link(node_spec.nic)
-    nvlink = node_spec.nvlink
-    nvswitch = nvlink is not None and nvlink.pairs is None
-    pairs = (  # (a, b, links): a pair of n links is one cable of n x the bandwidth
-        [(int(x), int(y), int(n[0]) if n else 1) for x, y, *n in nvlink.pairs]
-        if nvlink is not None and not nvswitch
-        else []
-    )
-    nv_bw = float(nvlink.bandwidth_Bps) if nvlink is not None else 0.0
-    nv_lat = float(nvlink.latency_s) if nvlink is not None else 0.0
     nodes_per_rack = nodes_per_rack or int(spec.nodes_per_rack)
     nics = int(getattr(node_spec, "nics", 1))
     domain = _nvlink_domain(node_spec, nodes_per_rack)
+    kinds = _node_parts(spec, len(rack_names) * nodes_per_rack)
 
     b = FabricBuilder()
     router = _TwoTierRouter()
@@ -399,6 +449,13 @@ def _build_racks(
             edge = [b.switch(f"{rack}/tor")] * nics
         for n in range(nodes_per_rack):
             node = f"{rack}/node{n}"
+            kind = kinds[r * nodes_per_rack + n]
+            gpus, node_spec, nvswitch = kind.gpus, kind.spec, kind.nvswitch
+            (pcie_bw, pcie_lat), (nic_bw, nic_lat), (nv_bw, nv_lat) = (
+                kind.pcie,
+                kind.nic,
+                kind.nvlink,
+            )
             gpu_names = [
                 b.device(f"{node}/gpu{g}", "gpu", node_spec.gpu, node, rack) for g in range(gpus)
             ]
@@ -436,7 +493,7 @@ def _build_racks(
             if nvswitch:
                 for name in gpu_names:
                     nv_links[name] = b.cable(name, nvs, nv_bw, nv_lat)
-            for ga, gb, links in pairs:
+            for ga, gb, links in kind.pairs:
                 there, back = b.cable(gpu_names[ga], gpu_names[gb], links * nv_bw, nv_lat)
                 router.pair_links[(there.src, there.dst)] = there
                 router.pair_links[(back.src, back.dst)] = back
@@ -458,6 +515,7 @@ def _build_racks(
                     nic=pcies.index(home) if home in pcies else 0,
                 )
             router.node_gpus[node] = gpu_names
+    router.uniform = len({id(kind) for kind in kinds}) == 1
     return b, router
 
 
