@@ -177,6 +177,17 @@ BASES: dict[str, dict[str, Any]] = {
             },
         ],
     },
+    "mixed": _workload(
+        {
+            "racks": 2,
+            "nodes_per_rack": 1,
+            "node_groups": [
+                {**_NODE, "count": 1, "gpu_hour_price": 2.0, "nvlink_domain": 1, "nics": 1},
+                {**_NODE, "count": 1, "nic": {"bandwidth": "400Gb/s", "latency": "2us"}},
+            ],
+        },
+        {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
+    ),
     "uplink_bandwidth": _workload(
         {"racks": 2, "node": _NODE, "rack_uplink": {"bandwidth": "400Gb/s"}},
         {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
@@ -530,6 +541,16 @@ KEYS: list[Key] = [
         gpus=("cluster", "node", "gpus"),
         nvlink_domain=("cluster", "node", "nvlink_domain"),
         nics=("cluster", "node", "nics"),
+    ),
+    *_keys(
+        "NodeGroupSpec",
+        "mixed",
+        zero=("gpus",),
+        gpus=("cluster", "node_groups", 0, "gpus"),
+        nvlink_domain=("cluster", "node_groups", 0, "nvlink_domain"),
+        nics=("cluster", "node_groups", 0, "nics"),
+        count=("cluster", "node_groups", 1, "count"),
+        gpu_hour_price=("cluster", "node_groups", 0, "gpu_hour_price"),
     ),
     *_keys(
         "NicSpec",

@@ -126,10 +126,9 @@ def gpu_types_phrase(topology: Any) -> str:
     """The GPUs of a mixed cluster by type in words (``mixed: 32 x a100-sxm4-80gb + 16 x
     h100-sxm5-80gb GPUs``); empty when they are of one type."""
     types = topology.describe().get("gpu_types")
-    if not types:
-        return ""
-    parts = [f"{count} x {name or 'unnamed'}" for name, count in types.items()]
-    return f"mixed: {' + '.join(parts)} GPUs"
+    from ..topology.graph import gpu_mix
+
+    return f"mixed: {gpu_mix(types)} GPUs" if types else ""
 
 
 def out(text: str = "") -> None:

@@ -170,16 +170,50 @@ class PlanCommand(Command):
             out(line)
         verdict = plan.verdict(ranked, options, plan.recompute_of(found.doc))
         out(verdict)
+        gains = self._mixed_gains(args, found, source, options, ranked)
         verified = self._verify(args, ranked, options) if args.verify else []
         if args.output is not None:
             title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
             network = f"network {options.network}: {plan.network_note(options.network)}"
-            notes = [verdict, "", network]
+            notes = [verdict, "", *gains, *([""] if gains else []), network]
             if verified:
                 notes += ["", "```", *plan.verification_lines(verified, options.network), "```"]
             written = plan.write_outputs(ranked, args.output, title, notes, verified, flag="-o")
             out(f"wrote {', '.join(str(p) for p in written)}")
         return EXIT_OK if any(o.ok for o in ranked) else EXIT_FAILED
+
+    @staticmethod
+    def _mixed_gains(
+        args: argparse.Namespace, found: Any, source: str, options: Any, ranked: Any
+    ) -> list[str]:
+        """On a mixed cluster: plan the fastest type's nodes alone too, and print what the
+        best layout gains over them and over the best naive even split."""
+        from ..studies import plan
+        from ..studies.plan import mixed
+
+        fast = mixed.fast_only_of(found.doc, source)
+        if fast is None:
+            return []
+        fast_ranked: list[Any] = []
+        if fast.doc is not None:
+            alone = plan.enumerate_candidates(
+                fast.doc, f"{source} ({fast.gpu_type} alone)", options
+            )
+            out(
+                f"planning the {fast.gpu_type} nodes alone: {len(alone.candidates)} configuration(s)"
+            )
+            progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
+            try:
+                outcomes = plan.run_candidates(
+                    alone.candidates, args.jobs, progress, args.scheduler
+                )
+            finally:
+                progress.close()
+            fast_ranked = plan.rank(outcomes)
+        lines = mixed.gain_lines(ranked, fast, fast_ranked)
+        for line in lines:
+            out(line)
+        return lines
 
     @staticmethod
     def _verify(args: argparse.Namespace, ranked: Any, options: Any) -> list[Any]:
@@ -239,7 +273,14 @@ def _print_plan_header(found: Any, options: Any) -> None:
         f"network {options.network}: {plan.network_note(options.network)}; "
         f"{options.iterations} iteration(s) per configuration"
     )
-    if not options.all_replicas and not found.doc.get("stragglers"):
+    if found.gpu_types:
+        from ..topology.graph import gpu_mix
+
+        out(
+            f"mixed cluster: {gpu_mix(found.gpu_types)} GPUs; every configuration tried with "
+            "the types placed evenly, by replica and by stage; every replica simulated"
+        )
+    elif not options.all_replicas and not found.doc.get("stragglers"):
         out(
             "replicas: data-parallel replica 0 simulated for all (identical replicas); "
             "--all-replicas simulates every one"

@@ -77,6 +77,10 @@ def header_card(
     items = [("scenario", f"{name}: {description}" if description else name)]
     if cluster:
         items.append(("cluster", cluster))
+    if summary.gpu_types:
+        from ..topology.graph import gpu_mix
+
+        items.append(("GPU types", f"mixed: {gpu_mix(summary.gpu_types)}"))
     items.append(("strategy", strategy_text(summary)))
     if (t := get("iteration_time_s")) is not None:
         items.append(("iteration time", format_time(t)))
@@ -137,7 +141,8 @@ def device_table(
     def text(name: str, t: DeviceTimes, bubble: float | None) -> list[str]:
         times = (t.compute_s, t.communication_s, t.exposed_communication_s, t.idle_s)
         shown = [format_time(float(x or 0.0)) for x in times]
-        return [name, *shown, "" if bubble is None else percent(bubble)]
+        label = f"{name} [{t.type}]" if t.type else name
+        return [label, *shown, "" if bubble is None else percent(bubble)]
 
     if len(rows) <= 2 * DEVICE_ROWS_SHOWN:
         return [text(*r) for r in rows], 0

@@ -105,10 +105,14 @@ class _Racked(_Switched):
     ``node``.  The counts add up to the cluster's nodes; every group has the same GPUs and
     NICs per node (docs/mixed-clusters.md)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _first_group_is_node(cls, data: Any) -> Any:
-        return with_first_node(data)
+    @model_validator(mode="after")
+    def _first_group_is_node(self) -> _Racked:
+        """``node`` is the first group's when ``node_groups`` is given (what nodes share is
+        read from it); exactly one of the two is given."""
+        node = with_first_node(self.node, self.node_groups)
+        if node is not self.node:
+            object.__setattr__(self, "node", node)  # frozen: set once, while validating
+        return self
 
 
 class TwoTierCluster(_Racked):
@@ -120,8 +124,8 @@ class TwoTierCluster(_Racked):
     """Number of racks."""
     nodes_per_rack: Count = 1
     """Nodes in each rack."""
-    node: NodeSpec
-    """Every node (with ``node_groups``: the first group's)."""
+    node: NodeSpec = None  # type: ignore[assignment]  # set from node_groups when absent
+    """Every node; required unless ``node_groups`` is given (then the first group's)."""
     rack_uplink: UplinkSpec = Field(
         default={"oversubscription": 1},
         validate_default=True,  # type: ignore[arg-type]
@@ -164,8 +168,8 @@ class ThreeTierCluster(_Racked):
     """Racks in each pod, named ``pod{p}/rack{i}``."""
     nodes_per_rack: Count = TwoTierCluster.model_fields["nodes_per_rack"].default
     """Nodes in each rack."""
-    node: NodeSpec
-    """Every node (with ``node_groups``: the first group's)."""
+    node: NodeSpec = None  # type: ignore[assignment]  # set from node_groups when absent
+    """Every node; required unless ``node_groups`` is given (then the first group's)."""
     rack_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
     pod_uplink: UplinkSpec = Field(
         default={"oversubscription": 1},
@@ -214,9 +218,9 @@ class RailOptimizedCluster(_Racked):
     """Rail groups (scalable units), named ``group{g}``."""
     nodes_per_group: Count = 1
     """Nodes in each group, named ``group{g}/node{n}``."""
-    node: NodeSpec
-    """Every node (with ``node_groups``: the first group's); ``nics`` must equal ``gpus``
-    (GPU j's NIC is rail j)."""
+    node: NodeSpec = None  # type: ignore[assignment]  # set from node_groups when absent
+    """Every node, ``nics`` equal to ``gpus`` (GPU j's NIC is rail j); required unless
+    ``node_groups`` is given (then the first group's)."""
     rail_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
     """Each rail switch's links to the spines (ratio: of nodes_per_group x NIC bandwidth)."""
     spines: Count = 1

@@ -30,9 +30,6 @@ from clustersim.errors import Problem, join_path
 from .fields import Count, Float, Invalid
 from .node import NodeSpec
 
-GROUP_KEYS = ("count", "gpu_hour_price")
-"""The keys a node group adds to a node's."""
-
 SHARED = (
     ("gpus", lambda node: node.gpus, "GPUs per node"),
     ("nics", lambda node: node.nics, "NICs per node"),
@@ -52,20 +49,18 @@ class NodeGroupSpec(NodeSpec):
     otherwise)."""
 
 
-def with_first_node(data: Any) -> Any:
-    """A cluster mapping with ``node_groups`` and no ``node`` given the first group's node as
-    ``node`` (what the nodes share is read from it); anything else unchanged.  Both given:
-    :class:`Invalid` at ``node``."""
-    if not isinstance(data, dict) or data.get("node_groups") is None:
-        return data
-    if "node" in data:
+def with_first_node(node: NodeSpec | None, groups: Sequence[NodeGroupSpec] | None) -> NodeSpec:
+    """The node a racked cluster reads what its nodes share from: ``node``, or the first of
+    ``groups`` when only they are given.  :class:`Invalid` at ``node`` when both or neither
+    are given."""
+    if groups is None:
+        if node is None:
+            raise Invalid(Problem("node", "required key missing", "node: {...} or node_groups"))
+        return node
+    if node is not None:
         message = "both node and node_groups given: node_groups lists every node kind"
         raise Invalid(Problem("node", message, "one of node or node_groups"))
-    groups = data["node_groups"]
-    if not isinstance(groups, list) or not groups or not isinstance(groups[0], dict):
-        return data
-    first = {key: value for key, value in groups[0].items() if key not in GROUP_KEYS}
-    return {**data, "node": first}
+    return groups[0]
 
 
 def group_problems(groups: Sequence[NodeGroupSpec], nodes: int, how: str) -> list[Problem]:

@@ -435,6 +435,12 @@ class Topology:
         return types
 
 
+def gpu_mix(types: Mapping[str, int]) -> str:
+    """GPUs per type (:meth:`Topology.gpu_types`) in words: ``32 x a100-sxm4-80gb + 16 x
+    h100-sxm5-80gb`` (``unnamed`` for GPUs naming no preset)."""
+    return " + ".join(f"{count} x {name or 'unnamed'}" for name, count in types.items())
+
+
 _ECMP_CACHE_LIMIT = 1 << 20
 """(pair, flow key) routes :meth:`Topology.route` remembers (then it starts afresh)."""
 

@@ -21,7 +21,7 @@ Units: bytes (memory estimates).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ...budget import WorkLimitError, over_limit_reason, with_limit
@@ -29,6 +29,7 @@ from ...errors import ClustersimError, Problem, ScenarioError
 from ...parallel.rules import SHARDED_STAGE
 from ...strategies import registered_strategies
 from ...strategies.written_keys import without_unread
+from .mixed import arranged, is_mixed
 from .options import (
     DEFAULT_SCHEDULE,
     INTERLEAVED,
@@ -48,7 +49,9 @@ REASON_CHARS = 110
 """Skip reasons are shortened to this many characters."""
 
 
-def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) -> dict[str, Any]:
+def candidate_document(
+    doc: dict[str, Any], point: Point, options: PlanOptions, mixed: bool = False
+) -> dict[str, Any]:
     """The scenario document of one configuration.
 
     ``parallelism`` gets dp, tp, pp (its other keys kept; ``simulate_replicas:
@@ -63,13 +66,14 @@ def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) 
     The keys the candidate's strategy (the hybrid, or ``zero`` for stages 2 and 3) would not
     read are left out (:func:`~clustersim.strategies.written_keys.without_unread`): the
     scenario's tensor keys mean nothing to a ZeRO-3 candidate, ``zero.prefetch`` nothing to
-    the hybrid.
+    the hybrid.  On a ``mixed`` cluster every replica is simulated (they differ).
     """
     out = with_limit(copy.deepcopy(doc), options.max_events, options.max_memory)
     out.pop("workload", None)
     parallelism = dict(out.get("parallelism") or {})
     parallelism.update(dp=point.dp, tp=point.tp, pp=point.pp)
-    if point.zero < SHARDED_STAGE and not options.all_replicas and not out.get("stragglers"):
+    alike = not mixed and not out.get("stragglers")
+    if point.zero < SHARDED_STAGE and not options.all_replicas and alike:
         parallelism["simulate_replicas"] = "one"
     out["parallelism"] = parallelism
     training = dict(out["training"])
@@ -122,6 +126,9 @@ class Enumeration:
     """Flag values no configuration uses, with the rule they break."""
     doc: dict[str, Any] = field(repr=False)
     """The (resized) scenario document the candidates derive from."""
+    gpu_types: dict[str, int] = field(default_factory=dict)
+    """GPUs per type of a mixed cluster (empty: one type); its candidates are arranged
+    (:mod:`.mixed`) and simulate every replica."""
 
     @property
     def skipped_count(self) -> int:
@@ -143,21 +150,24 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
     topology = build_cluster(scenario)
     space = search_space(scenario, topology)
     points = enumerate_points(space, options)
+    mixed = is_mixed(topology)
     candidates: list[Candidate] = []
     skipped: dict[str, int] = {}
     over: list[WorkLimitError] = []
     for point in points:
-        changed = candidate_document(doc, point, options)
-        try:
-            memory = prepare_on(parse_scenario(changed, source), topology)
-        except WorkLimitError as exc:
-            over.append(exc)
-            continue
-        except ClustersimError as exc:
-            reason = shorten(error_message(exc))
-            skipped[reason] = skipped.get(reason, 0) + 1
-            continue
-        candidates.append(Candidate(len(candidates), point, changed, source, memory))
+        base = candidate_document(doc, point, options, mixed)
+        for arrangement, changed in arranged(base, point) if mixed else [("", base)]:
+            here = replace(point, arrangement=arrangement)
+            try:
+                memory = prepare_on(parse_scenario(changed, source), topology)
+            except WorkLimitError as exc:
+                over.append(exc)
+                continue
+            except ClustersimError as exc:
+                reason = shorten(error_message(exc))
+                skipped[reason] = skipped.get(reason, 0) + 1
+                continue
+            candidates.append(Candidate(len(candidates), here, changed, source, memory))
     if over:
         skipped[over_limit_reason(over)] = len(over)
     notes = unused_values(space, options, points)
@@ -167,7 +177,8 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
             f"micro-batches of {', '.join(map(str, options.micro_batch))} sample(s) over "
             f"dp = {space.devices} / (tp x pp) replicas with at least pp micro-batches"
         )
-    return Enumeration(space, candidates, skipped, notes, doc)
+    types = topology.gpu_types() if mixed else {}
+    return Enumeration(space, candidates, skipped, notes, doc, types)
 
 
 def prepare_on(scenario: Scenario, topology: Topology) -> tuple[float, float | None]:

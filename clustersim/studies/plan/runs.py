@@ -35,6 +35,10 @@ class Outcome:
     """Memory of the device with that peak."""
     fits: bool | None = None
     """Every device within its memory (None: the strategy models no memory)."""
+    time_to_train_s: float | None = None
+    """Seconds to train the scenario's ``training.tokens`` (or ``duration``), if given."""
+    cost: float | None = None
+    """Its cost: GPU-hours x the GPU-hour price, if both are known."""
     error: str = ""
     """Why the simulation failed ("" if it ran)."""
     rank: int | None = None
@@ -72,6 +76,9 @@ def simulate_candidate(doc: dict[str, Any], source: str = "") -> dict[str, Any]:
         "throughput_samples_per_s": part.times.throughput_samples_per_s,
         "tflops_per_gpu": part.flops.tflops_per_gpu,
     }
+    usage = summary.usage
+    if usage is not None:
+        values.update(time_to_train_s=usage.time_to_train_s, cost=usage.cost)
     memory = summary.memory
     if memory is not None:
         values.update(
@@ -119,6 +126,8 @@ def _outcome(candidate: Candidate, values: dict[str, Any]) -> Outcome:
         "peak_bytes",
         "capacity_bytes",
         "fits",
+        "time_to_train_s",
+        "cost",
     ):
         if values.get(key) is not None:
             setattr(outcome, key, values[key])

@@ -49,6 +49,16 @@ def resize_cluster(doc: dict[str, Any], devices: int, source: str = "") -> dict[
     cluster = parse_scenario(doc, source).cluster
     out = copy.deepcopy(doc)
     section = out.setdefault("cluster", {})
+    if getattr(cluster, "node_groups", None):
+        raise ScenarioError(
+            Problem(
+                "--devices",
+                "a mixed cluster lists its node groups and their counts: resizing would have to "
+                "choose which kind grows",
+                "leave --devices out, and set the groups' counts and the racks",
+            ),
+            source,
+        )
     if cluster.kind == "custom":
         raise ScenarioError(
             Problem(

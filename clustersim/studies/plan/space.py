@@ -150,11 +150,16 @@ class Point:
     chunks: int = 1
     """Model chunks per device: 1 runs the scenario's schedule (1f1b by default), more the
     interleaved schedule."""
+    arrangement: str = ""
+    """On a mixed cluster, where the GPU types go (:mod:`.mixed`: even, replicas, stages);
+    "" on a cluster of one type."""
 
     def label(self) -> str:
-        """``dp=8 tp=2 pp=1 micro_batch=2 zero=1`` (`` chunks=2`` with interleaving)."""
+        """``dp=8 tp=2 pp=1 micro_batch=2 zero=1`` (`` chunks=2`` with interleaving,
+        `` placement=stages`` on a mixed cluster)."""
         mb = "-" if self.micro_batch is None else str(self.micro_batch)
         chunks = f" chunks={self.chunks}" if self.chunks > 1 else ""
+        chunks += f" placement={self.arrangement}" if self.arrangement else ""
         return f"dp={self.dp} tp={self.tp} pp={self.pp} micro_batch={mb} zero={self.zero}{chunks}"
 
 
@@ -309,6 +314,8 @@ def dash(value: int | None) -> str:
 
 
 def point_label(point: Point) -> str:
-    """``dp/tp/pp/micro-batch/zero`` of a point (``/v2`` after it with two chunks)."""
+    """``dp/tp/pp/micro-batch/zero`` of a point (``/v2`` after it with two chunks, `` by
+    stages`` on a mixed cluster)."""
     chunks = f"/v{point.chunks}" if point.chunks > 1 else ""
+    chunks += f" {point.arrangement}" if point.arrangement else ""
     return f"{point.dp}/{point.tp}/{point.pp}/{dash(point.micro_batch)}/{point.zero}{chunks}"

@@ -142,49 +142,80 @@ COLUMNS = (
     "capacity GB",
     "fits",
 )
-"""Columns of the printed table (and plan.md); a failed run adds its error after them."""
-RIGHT_ALIGNED = set(COLUMNS) - {"fits"}
+"""Columns of the printed table (and plan.md); a failed run adds its error after them.
+:func:`table_columns` adds ``placement`` on a mixed cluster and ``time to train`` and
+``cost`` when the scenario gives the job's length and a GPU-hour price."""
+PLACEMENT = "placement"
+TO_TRAIN = ("time to train", "cost")
+RIGHT_ALIGNED = (set(COLUMNS) | set(TO_TRAIN)) - {"fits"}
 
 
-def table_cells(outcome: Outcome) -> list[str]:
-    """One row of the printed table; "-" where a value is unknown or does not apply."""
+def table_columns(rows: Sequence[Outcome]) -> tuple[str, ...]:
+    """The columns of a table of ``rows``: :data:`COLUMNS`, with ``placement`` after
+    ``zero`` when a row has one, and :data:`TO_TRAIN` before ``fits`` when a row has a cost
+    or a time to train."""
+    columns = list(COLUMNS)
+    if any(o.point.arrangement for o in rows):
+        columns.insert(columns.index("zero") + 1, PLACEMENT)
+    if any(o.time_to_train_s is not None for o in rows):
+        columns[-1:-1] = TO_TRAIN
+    return tuple(columns)
+
+
+def table_cells(outcome: Outcome, columns: Sequence[str] = COLUMNS) -> list[str]:
+    """One row of the printed table, ``columns`` of it; "-" where a value is unknown or
+    does not apply."""
     from ...units import format_time
 
     p = outcome.point
     fits = {True: "yes", False: "NO", None: "-"}[outcome.fits]
-    return [
-        "-" if outcome.rank is None else str(outcome.rank),
-        str(p.dp),
-        str(p.tp),
-        str(p.pp),
-        dash(p.micro_batch),
-        dash(p.micro_batches),
-        str(p.chunks),
-        str(p.zero),
-        "-" if outcome.iteration_time_s is None else format_time(outcome.iteration_time_s),
-        "-"
+    cells = {
+        "rank": "-" if outcome.rank is None else str(outcome.rank),
+        "dp": str(p.dp),
+        "tp": str(p.tp),
+        "pp": str(p.pp),
+        "micro_batch": dash(p.micro_batch),
+        "micro-batches": dash(p.micro_batches),
+        "chunks": str(p.chunks),
+        "zero": str(p.zero),
+        PLACEMENT: p.arrangement or "-",
+        "iteration": "-"
+        if outcome.iteration_time_s is None
+        else format_time(outcome.iteration_time_s),
+        "samples/s": "-"
         if outcome.throughput_samples_per_s is None
         else f"{outcome.throughput_samples_per_s:,.1f}",
-        "-" if outcome.tflops_per_gpu is None else f"{outcome.tflops_per_gpu:.1f}",
-        _gb(outcome.peak_bytes),
-        _gb(outcome.capacity_bytes),
-        fits if outcome.ok else "failed",
-    ]
+        "TFLOP/s/GPU": "-" if outcome.tflops_per_gpu is None else f"{outcome.tflops_per_gpu:.1f}",
+        "peak GB": _gb(outcome.peak_bytes),
+        "capacity GB": _gb(outcome.capacity_bytes),
+        "time to train": _days(outcome.time_to_train_s),
+        "cost": "-" if outcome.cost is None else f"{outcome.cost:,.0f}",
+        "fits": fits if outcome.ok else "failed",
+    }
+    return [cells[c] for c in columns]
+
+
+def _days(seconds: float | None) -> str:
+    """``12.3 days`` (``5.2 h`` under a day); "-" when unknown."""
+    if seconds is None:
+        return "-"
+    return f"{seconds / 86400:.1f} days" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
 
 
 def format_table(rows: Sequence[Outcome]) -> list[str]:
     """The rows as aligned text lines, a header first; failed rows end with their error."""
-    cells = [table_cells(o) for o in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(COLUMNS)]
+    columns = table_columns(rows)
+    cells = [table_cells(o, columns) for o in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
     def line(values: Sequence[str]) -> str:
         parts = [
             v.rjust(w) if name in RIGHT_ALIGNED else v.ljust(w)
-            for v, w, name in zip(values, widths, COLUMNS)
+            for v, w, name in zip(values, widths, columns)
         ]
         return "  ".join(parts).rstrip()
 
-    lines = [line(COLUMNS)]
+    lines = [line(columns)]
     for outcome, row in zip(rows, cells):
         text = line(row)
         lines.append(f"{text}  {shorten(outcome.error)}" if outcome.error else text)
@@ -209,6 +240,9 @@ CSV_COLUMNS = (
     "error",
     "flow_iteration_time_s",
     "flow_rank",
+    "placement",
+    "time_to_train_s",
+    "cost",
 )
 
 
@@ -236,6 +270,9 @@ def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -
             None if o.fits is None else ("yes" if o.fits else "no"),
             o.error,
             *_verified_cells(by_index.get(o.candidate.index)),
+            p.arrangement or None,
+            o.time_to_train_s,
+            o.cost,
         )
         rows.append([tables.cell(v) for v in values])
     return tables.csv_text(CSV_COLUMNS, rows)
@@ -250,9 +287,10 @@ def _verified_cells(v: Verification | None) -> tuple[float | None, int | None]:
 def markdown_text(ranked: Sequence[Outcome], title: str, notes: Sequence[str]) -> str:
     """Every outcome as a Markdown table under ``# title``, the notes (verdict, network) after."""
     lines = [f"# {title}", ""]
-    right = [i for i, c in enumerate(COLUMNS) if c in RIGHT_ALIGNED]
-    rows = [table_cells(o) + [tables.markdown_escape(o.error)] for o in ranked]
-    lines += tables.markdown_table([*COLUMNS, "error"], rows, right_aligned=right)
+    columns = table_columns(ranked)
+    right = [i for i, c in enumerate(columns) if c in RIGHT_ALIGNED]
+    rows = [table_cells(o, columns) + [tables.markdown_escape(o.error)] for o in ranked]
+    lines += tables.markdown_table([*columns, "error"], rows, right_aligned=right)
     lines += [""] + [f"{note}" for note in notes]
     return "\n".join(lines).rstrip() + "\n"
 
