@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 DAY_S = 86400.0
 MILLION = 1e6
+"""From a cost of a million on, the axis counts millions."""
+THOUSANDS = 1e4
+"""From costs of ten thousand on (up to a million), the axis shows whole amounts with
+thousands separators; below, matplotlib's own ticks (a toy cluster's fractions)."""
 
 
 def frontier_figure(
@@ -64,7 +68,7 @@ def frontier_figure(
     millions = bool(points) and max(p[0] for p in points) >= MILLION
     if millions:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / MILLION:,.1f}"))
-    else:
+    elif points and min(p[0] for p in points) >= THOUSANDS:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     unit = " ".join(part for part in ("millions" if millions else "", currency) if part)
     ax.set_xlabel(f"cost to train ({unit})" if unit else "cost to train")
