@@ -521,3 +521,19 @@ def test_a_cluster_where_nothing_fits_gets_a_row_and_no_place_on_the_frontier(
     assert rows[1]["fits"] == rows[1]["pareto"] == "no" and rows[1]["cost"] == ""
     assert rows[1]["note"].startswith("nothing fits in device memory")
     assert rows[0]["pareto"] == "yes"  # one-node alone on the frontier
+
+
+def test_a_cluster_without_a_valid_configuration_gets_a_row_and_none_at_all_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--tp 4 leaves the two-GPU switch nothing to simulate: its row says why, the others
+    are priced; --tp 8 leaves every cluster nothing (tensor parallelism within a node of 4):
+    exit 2 before anything is simulated."""
+    path = write(tmp_path, candidates())
+    code, out, _ = run(["choose", path, "--tp", "4", "-q", "-j", "1"], capsys)
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("switch"))
+    assert "no valid configuration" in line and line.split()[-1] != "yes"
+    code, out, err = run(["choose", path, "--tp", "8", "-q"], capsys)
+    assert code == 2 and "no cluster has a valid configuration" in err
+    assert "simulating" not in out
