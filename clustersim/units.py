@@ -1,7 +1,7 @@
 """Quantities with units: read ``"100Gb/s"``, ``"1.5us"``, ``"160MB"``, ``"312TFLOPS"``
 into SI floats, and write SI floats back for people.
 
-SI here means seconds, bytes, bytes per second, FLOPs and FLOP/s.  One table maps
+SI here means seconds, bytes, bytes per second, FLOPs, FLOP/s and watts.  One table maps
 every accepted unit spelling to its quantity and its factor to SI; the parsers
 differ only in which quantity they expect.
 
@@ -29,11 +29,13 @@ __all__ = [
     "format_bandwidth",
     "format_flop_rate",
     "format_flops",
+    "format_power",
     "format_size",
     "format_time",
     "parse_bandwidth",
     "parse_flop_rate",
     "parse_flops",
+    "parse_power",
     "parse_size",
     "parse_time",
     "require_positive",
@@ -61,7 +63,7 @@ class Quantity:
     """One kind of quantity and how it is written."""
 
     key: str
-    """Short identifier: ``size``, ``bandwidth``, ``time``, ``flop_rate``, ``flops``."""
+    """Short identifier: ``size``, ``bandwidth``, ``time``, ``flop_rate``, ``flops``, ``power``."""
     name: str
     """Name with article, for messages: ``a bandwidth``."""
     examples: tuple[str, ...]
@@ -109,6 +111,7 @@ QUANTITIES: dict[str, Quantity] = {
             "a plain number, or FLOP, FLOPs, flop with prefixes k, M, G, T, P, E",
             bare_numbers=True,
         ),
+        Quantity("power", "a power", ("700W", "1.2kW"), "W (watts) with prefixes k, M, G"),
     )
 }
 """Every quantity, by key."""
@@ -119,6 +122,8 @@ _DATA = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "b": 0.125, "bit": 0.125, "bits": 
 _PER_SECOND = ("/s", "/sec")
 _FLOP_RATES = ("FLOPS", "FLOP/s", "FLOPs/s", "flops", "flop/s", "flops/s")
 _FLOP_COUNTS = ("FLOP", "FLOPs", "flop")
+_POWER_PREFIXES = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
+"""Prefixes of watts: ``mW`` would be milliwatts, and no GPU draws a few of them."""
 _TIMES = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -146,6 +151,7 @@ def _unit_table() -> dict[str, tuple[str, float]]:
         table.update({prefix + base: ("flop_rate", scale) for base in _FLOP_RATES})
         table.update({prefix + base: ("flops", scale) for base in _FLOP_COUNTS})
     table.update({unit: ("time", factor) for unit, factor in _TIMES.items()})
+    table.update({prefix + "W": ("power", scale) for prefix, scale in _POWER_PREFIXES.items()})
     return table
 
 
@@ -171,6 +177,7 @@ def _unit_regexes() -> dict[str, str]:
         "time": _alternatives(_TIMES),
         "flop_rate": f"{flop_prefix}(?:{_alternatives(_FLOP_RATES)})",
         "flops": f"{flop_prefix}(?:{_alternatives(_FLOP_COUNTS)})",
+        "power": f"(?:{_alternatives(p for p in _POWER_PREFIXES if p)})?W",
     }
 
 
@@ -304,8 +311,14 @@ def parse_flops(value: object) -> float:
     return _parse(value, "flops")
 
 
+def parse_power(value: object) -> float:
+    """A power in watts: ``"700W"`` -> 700, ``"1.2kW"`` -> 1200, ``"6.5 kW"`` -> 6500."""
+    return _parse(value, "power")
+
+
 _SIZE_SCALES = (("B", 1.0), ("kB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12), ("PB", 1e15))
 _TIME_SCALES = (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
+_POWER_SCALES = (("W", 1.0), ("kW", 1e3), ("MW", 1e6), ("GW", 1e9))
 _FLOP_SCALES = (("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12), ("P", 1e15))
 
 
@@ -346,3 +359,8 @@ def format_flop_rate(flops_per_s: float) -> str:
 def format_flops(flops: float) -> str:
     """A FLOP count for people: ``format_flops(1.2e12) == "1.2 TFLOP"``."""
     return _format(flops, _FLOP_SCALES, "FLOP")
+
+
+def format_power(power_W: float) -> str:
+    """Watts for people: ``format_power(1200) == "1.2 kW"``."""
+    return _format(power_W, _POWER_SCALES)

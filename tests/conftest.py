@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clustersim.scenario import parse_scenario
+from clustersim.scenario import is_candidates_file, parse_scenario
 from clustersim.topology import Topology, build_topology
 
 # Every run through clustersim.api.simulate in the suite (and in the CLI subprocesses it
@@ -18,6 +18,15 @@ os.environ.setdefault("CLUSTERSIM_CHECK", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+
+
+def shipped_scenarios(pattern: str = "**/*.yaml") -> list[Path]:
+    """The scenario files of scenarios/ matching ``pattern``, sorted: candidates files of
+    ``clustersim choose`` (scenarios/choose/, top-level ``clusters:``) are not scenarios and
+    are left out (``clustersim validate`` checks them as candidates files)."""
+    return sorted(p for p in SCENARIOS.glob(pattern) if not is_candidates_file(p))
+
+
 TEXTBOOK: dict[str, Any] = {"protocol": "none", "channels": 1}
 """``network`` keys of the textbook's collectives: line rates, no NCCL protocol, one channel
 (NCCL's defaults are ``auto``); tests that hold alpha-beta formulas pin them."""

@@ -832,8 +832,22 @@ FIXTURE_DOCUMENTS: dict[str, Doc] = {
     },
     "cluster.yaml": {"cluster": _FOUR_GPUS},
     "bad/invalid.yaml": {"name": "bad", "cluster": {**_TWO_GPUS, "devices": -1}},
+    "choose/ok.yaml": {
+        "workload": "../ok/tensor_parallel.yaml",
+        "tokens": "1M",
+        "search": {"micro_batch": [1], "zero": [1], "chunks": [1]},
+        "clusters": [
+            {"name": "two", "gpu_hour_price": 2.0, "gpu_power": "700W", "cluster": _TWO_GPUS},
+            {"name": "four", "gpu_hour_price": 1.5, "cluster": "../cluster.yaml"},
+        ],
+    },
+    "choose/no_price.yaml": {
+        "workload": "../ok/tensor_parallel.yaml",
+        "clusters": [{"name": "two", "cluster": _TWO_GPUS}],
+    },
 }
-"""Small fixed scenario files of every strategy, a cluster section and a broken one."""
+"""Small fixed scenario files of every strategy, a cluster section and a broken one; two
+candidates files of ``clustersim choose`` (one without a price)."""
 
 FIXTURE_FILES: dict[str, str | bytes] = {
     "bad/not_yaml.yaml": "name: [unclosed\n",
@@ -1129,6 +1143,20 @@ MEMORY = ["64GB", "8GB", "512MiB", "1e9", "1", "1B", "0", "-1GB", "nan", "inf", 
 """Memory limits (``--max-memory``): sizes with units, bytes, tiny (refuses every run), bad."""
 SCHEDULERS = ["local:1", "local:0", "local:x", "local:", "bogus", "tcp://", ""]
 """Dask schedulers (``--scheduler``): a local cluster of one worker, malformed forms."""
+CANDIDATES = [
+    "choose/ok.yaml",
+    "choose/no_price.yaml",
+    "ok/pipeline.yaml",
+    "cluster.yaml",
+    "bad/not_yaml.yaml",
+    "missing.yaml",
+    "empty_dir",
+    "",
+    FIFO,
+]
+"""Candidates files (``choose``): valid, without a price, a scenario, broken, missing."""
+TOKENS = ["1M", "2T", "5e9", "300G", "0", "-1", "nan", "1e30", "x", ""]
+"""Token counts (``choose --tokens``): with suffixes, plain, zero, negative, huge, text."""
 PATTERNS = ["D1", "zero", "B*", "MM1", "nomatch", "", "["]
 """Case patterns (``reproduce --only``)."""
 
@@ -1159,6 +1187,8 @@ VALUES: dict[str, list[str]] = {
     "memory": MEMORY,
     "scheduler": SCHEDULERS,
     "pattern": PATTERNS,
+    "candidates": CANDIDATES,
+    "tokens": TOKENS,
     "astra_network": ["astra/ring.yml", "astra/ring_switch.yml", "astra/bad.yml", "astra/system.json", "missing", "empty_dir", ""],
     "astra_system": ["astra/system.json", "astra/bad.json", "astra/ring.yml", "missing", "empty_dir", ""],
     "astra_workload": ["astra/nothing", "missing/x", ""],
@@ -1192,6 +1222,8 @@ VALID: dict[str, list[str]] = {
     "memory": ["64GB", "8GB"],
     "scheduler": ["local:1"],
     "pattern": ["D1", "zero", "MM1"],
+    "candidates": ["choose/ok.yaml"],
+    "tokens": ["1M", "2T"],
     "astra_network": ["astra/ring.yml", "astra/ring_switch.yml"],
     "astra_system": ["astra/system.json"],
     "astra_workload": ["astra/nothing"],
@@ -1243,6 +1275,8 @@ DOMAINS: dict[str, str] = {
     "max_memory": "memory",
     "scheduler": "scheduler",
     "only": "pattern",
+    "candidates": "candidates",
+    "tokens": "tokens",
     "network": "astra_network",
     "system": "astra_system",
     "workload": "astra_workload",

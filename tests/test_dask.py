@@ -42,7 +42,12 @@ def scheduler() -> Iterator[str]:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    """Every file under ``folder`` (choose's plans/ too), by its path inside it."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _run(argv: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -100,6 +105,18 @@ def test_plan_on_a_scheduler_address_is_byte_identical(
     out = _same_as_the_pool([*argv, "-q"], scheduler, tmp_path, capsys)
     assert "simulating 12 configuration(s)" in out  # 4 of them interleaved (chunks 2)
     assert "verifying the best 2 with the flow-level model, every replica" in out
+
+
+def test_choose_on_local_dask_is_byte_identical_to_the_process_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``choose --scheduler local:2``: the table, the verdict and every file (choose.csv,
+    choose.md, the frontier plot, plans/NAME.csv) as ``-j 2`` gives them."""
+    from .test_choose import CLUSTERS, candidates, write
+
+    path = write(tmp_path / "in", candidates(clusters=CLUSTERS[1:]))
+    out = _same_as_the_pool(["choose", path, "-q"], "local:2", tmp_path, capsys)
+    assert "simulating" in out and "cheapest: " in out
 
 
 def test_golden_record_and_check_on_a_scheduler(

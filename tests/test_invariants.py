@@ -18,7 +18,7 @@ from clustersim.network.solver import _Solver
 from clustersim.records import Record
 from clustersim.scenario import parse_scenario
 
-from .conftest import SCENARIOS, compute, flat_topology, one_node, transfer
+from .conftest import SCENARIOS, compute, flat_topology, one_node, shipped_scenarios, transfer
 
 GPU0, GPU1, GPU2 = (f"rack0/node0/gpu{i}" for i in range(3))
 
@@ -43,7 +43,7 @@ SLOW = {
 
 def _shipped() -> list[Path]:
     out = []
-    for path in sorted(SCENARIOS.rglob("*.yaml")):
+    for path in shipped_scenarios():
         if path.parent.name == "clusters" or path.name in SLOW:
             continue
         if path.parent.name == "ps_vs_ring" and path.name != "resnet50_ring.yaml":

@@ -219,7 +219,26 @@ def test_output_names_cover_every_writer() -> None:
     written |= {*run_folder.TIMELINE_FILES, devices.DEVICES_CSV}  # folded, --timeline parquet
     written |= {"report.html", devices.DEVICES_CSV}  # clustersim report
     assert written == set(paths.RUN_FILES)
-    assert paths.OUTPUT_FILES == {*paths.RUN_FILES, *paths.COMPARE_FILES, *paths.PLAN_FILES}
+    assert paths.OUTPUT_FILES == {
+        *paths.RUN_FILES,
+        *paths.COMPARE_FILES,
+        *paths.PLAN_FILES,
+        *paths.CHOOSE_FILES,
+    }
+
+
+def test_an_output_subfolder_may_hold_only_its_own_files(tmp_path: Path) -> None:
+    """choose's plans/ holds NAME.csv files: such a folder is clustersim's; another file in
+    it, a folder in it, or a subfolder of another name is not."""
+    (tmp_path / "choose.csv").write_text("x")
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "h100-rail.csv").write_text("x")
+    assert paths.foreign_entries(tmp_path) == []
+    (plans / "notes.txt").write_text("x")
+    (plans / "sub").mkdir()
+    (tmp_path / "other").mkdir()
+    assert paths.foreign_entries(tmp_path) == ["other", "plans/notes.txt", "plans/sub"]
 
 
 # --------------------------------------------------------------------------- input files

@@ -16,11 +16,13 @@ from clustersim.units import (
     format_bandwidth,
     format_flop_rate,
     format_flops,
+    format_power,
     format_size,
     format_time,
     parse_bandwidth,
     parse_flop_rate,
     parse_flops,
+    parse_power,
     parse_size,
     parse_time,
 )
@@ -130,6 +132,22 @@ def test_parse_flops_examples(value: object, expected: float) -> None:
     assert parse_flops(value) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("700W", 700.0), ("400 W", 400.0), ("1.2kW", 1200.0), ("6.5 kW", 6500.0), ("2MW", 2e6)],
+)
+def test_parse_power_examples(text: str, expected: float) -> None:
+    """Powers come out in watts (a DGX A100's 6.5 kW maximum is 6,500 W)."""
+    assert parse_power(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["700w", "1.2kw", "700mW", "700 watts", "700J"])
+def test_power_spellings_outside_the_table_are_refused(text: str) -> None:
+    """Case matters (``w`` is not a unit) and ``mW`` is not taken: milliwatts price nothing."""
+    with pytest.raises(UnitError, match="unknown unit"):
+        parse_power(text)
+
+
 # ----------------------------------------------------------------------------- bits and bytes
 
 
@@ -161,7 +179,7 @@ def test_spaces_around_and_before_the_unit(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "parse", [parse_size, parse_bandwidth, parse_time, parse_flop_rate, parse_flops]
+    "parse", [parse_size, parse_bandwidth, parse_time, parse_flop_rate, parse_flops, parse_power]
 )
 @pytest.mark.parametrize("zero", [0, 0.0, "0", "0.0", " 0 "])
 def test_zero_needs_no_unit(parse: Parse, zero: object) -> None:
@@ -169,7 +187,9 @@ def test_zero_needs_no_unit(parse: Parse, zero: object) -> None:
     assert parse(zero) == 0.0
 
 
-@pytest.mark.parametrize("parse", [parse_size, parse_bandwidth, parse_time, parse_flop_rate])
+@pytest.mark.parametrize(
+    "parse", [parse_size, parse_bandwidth, parse_time, parse_flop_rate, parse_power]
+)
 @pytest.mark.parametrize("bare", [5, 2.5, "5", "1e9", "100"])
 def test_bare_number_needs_a_unit(parse: Parse, bare: object) -> None:
     """A nonzero number without a unit is refused: its unit would be a guess."""
@@ -203,6 +223,8 @@ def test_zero_with_a_unit_is_fine() -> None:
         (parse_flop_rate, "1.2TFLOP", "is a FLOP count", "expected a FLOP rate"),
         (parse_flops, "312TFLOPS", "is a FLOP rate", "expected a FLOP count"),
         (parse_size, "1us", "is a time", "expected a size"),
+        (parse_power, "700GB/s", "is a bandwidth", "expected a power such as 700W"),
+        (parse_time, "700W", "is a power", "expected a time"),
     ],
 )
 def test_wrong_kind_of_quantity(parse: Parse, text: str, found: str, expected: str) -> None:
@@ -329,6 +351,8 @@ def test_unit_in_wrong_case_suggests_both_bits_and_bytes() -> None:
         (format_time, 0, "0 s"),
         (format_flop_rate, 3.12e14, "312 TFLOP/s"),
         (format_flops, 1.2e12, "1.2 TFLOP"),
+        (format_power, 700.0, "700 W"),
+        (format_power, 1200.0, "1.2 kW"),
     ],
 )
 def test_format_examples(formatter: Format, value: float, expected: str) -> None:
@@ -344,6 +368,7 @@ def test_format_examples(formatter: Format, value: float, expected: str) -> None
         (format_time, parse_time),
         (format_flop_rate, parse_flop_rate),
         (format_flops, parse_flops),
+        (format_power, parse_power),
     ],
 )
 @given(value=st.floats(min_value=1e-12, max_value=1e21, allow_nan=False, allow_infinity=False))
@@ -379,6 +404,7 @@ def test_every_table_spelling_parses(value: str, number: float) -> None:
         "time": parse_time,
         "flop_rate": parse_flop_rate,
         "flops": parse_flops,
+        "power": parse_power,
     }[key]
     assert parse(f"{number!r}{value}") == pytest.approx(number * factor)
 
@@ -386,7 +412,14 @@ def test_every_table_spelling_parses(value: str, number: float) -> None:
 @given(value=st.one_of(st.text(max_size=12), st.floats(), st.integers(), st.none(), st.booleans()))
 def test_any_input_gives_a_number_or_a_unit_error(value: object) -> None:
     """Whatever comes in, the result is a finite non-negative float or a UnitError."""
-    for parse in (parse_size, parse_bandwidth, parse_time, parse_flop_rate, parse_flops):
+    for parse in (
+        parse_size,
+        parse_bandwidth,
+        parse_time,
+        parse_flop_rate,
+        parse_flops,
+        parse_power,
+    ):
         try:
             result = parse(value)
         except UnitError as exc:

@@ -1,7 +1,7 @@
 """The ``clustersim`` command line.
 
 Each subcommand is a :class:`~clustersim.cli.base.Command` subclass in its own
-module (``cli/run.py``, ``cli/plan.py``, ...) that registers itself by
+module (``cli/run.py``, ``cli/plan.py``, ``cli/choose.py``, ...) that registers itself by
 defining ``name``; ``main`` builds the parser from the registry.  Bad input
 (any :class:`~clustersim.errors.ClustersimError`) prints one clear message per
 problem and exits with code 2, never a traceback.  Output paths are checked
@@ -19,6 +19,7 @@ from ..errors import ClustersimError, SimulationError, WriteError
 from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, build_parser
 
 # Importing a command's module registers the command.
+from .choose import ChooseCommand
 from .collective import CollectiveCommand
 from .compare import CompareCommand
 from .golden import GoldenCommand
@@ -35,6 +36,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_FAILED",
     "EXIT_OK",
+    "ChooseCommand",
     "CollectiveCommand",
     "Command",
     "CompareCommand",

@@ -101,6 +101,44 @@ def add_limit_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     )
 
 
+def add_candidate_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, jobs: str = ""
+) -> None:
+    """How plan's candidates are simulated (``plan``, ``choose``): ``--network``,
+    ``--iterations K``, ``--all-replicas``, ``-j J`` (``jobs``: what the simulations run at
+    once span, for its help), ``--scheduler`` and the work and memory limits."""
+    from ..collectives.models import NetworkModel
+
+    parser.add_argument(
+        "--network",
+        choices=NetworkModel.registry.names(),
+        help="network.model of every candidate, short for --set network.model=MODEL "
+        "(default: analytical, congestion-aware)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=1,
+        metavar="K",
+        help="iterations per candidate, at least 1 (default: 1)",
+    )
+    parser.add_argument(
+        "--all-replicas",
+        action="store_true",
+        help="simulate every data-parallel replica (default: replica 0 stands for all, "
+        "data-parallel collectives priced analytically, unless there are stragglers)",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="J",
+        help=f"simulations at once{jobs}, at least 1 (default: cores)",
+    )
+    add_scheduler_argument(parser)
+    add_limit_arguments(parser)
+
+
 def add_scheduler_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The ``--scheduler ADDRESS`` flag of the commands that run many simulations."""
     parser.add_argument(

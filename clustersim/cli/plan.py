@@ -7,16 +7,9 @@ import argparse
 from typing import Any
 
 from ..errors import ClustersimError
-from .base import (
-    EXIT_FAILED,
-    EXIT_OK,
-    Command,
-    add_limit_arguments,
-    add_scheduler_argument,
-    out,
-)
+from .base import EXIT_FAILED, EXIT_OK, Command, add_candidate_arguments, out
 from .overrides import add_override_arguments, override_settings
-from .progress import QUIET_HELP, Progress, wanted
+from .progress import QUIET_HELP, Progress, add_progress_argument, wanted
 
 
 class PlanCommand(Command):
@@ -36,7 +29,6 @@ class PlanCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-        from ..collectives.models import NetworkModel
         from ..studies.plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES
 
         micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
@@ -77,34 +69,7 @@ class PlanCommand(Command):
         )
         run = parser.add_argument_group("how to simulate")
         add_override_arguments(run, network=False)
-        run.add_argument(
-            "--network",
-            choices=NetworkModel.registry.names(),
-            help="network.model of every candidate, short for --set network.model=MODEL "
-            "(default: analytical, congestion-aware)",
-        )
-        run.add_argument(
-            "--iterations",
-            type=int,
-            default=1,
-            metavar="K",
-            help="iterations per candidate, at least 1 (default: 1)",
-        )
-        run.add_argument(
-            "--all-replicas",
-            action="store_true",
-            help="simulate every data-parallel replica (default: replica 0 stands for all, "
-            "data-parallel collectives priced analytically, unless there are stragglers)",
-        )
-        run.add_argument(
-            "-j",
-            "--jobs",
-            type=int,
-            metavar="J",
-            help="simulations at once, at least 1 (default: cores)",
-        )
-        add_scheduler_argument(run)
-        add_limit_arguments(run)
+        add_candidate_arguments(run)
         run.add_argument(
             "--verify",
             type=int,
@@ -126,12 +91,7 @@ class PlanCommand(Command):
             help="write plan.csv, plan.md, plan.png, plan.svg into DIR, replaced as a whole; "
             "refused if it holds files clustersim does not write",
         )
-        out.add_argument(
-            "--progress",
-            action=argparse.BooleanOptionalAction,
-            default=None,
-            help="progress bar on stderr (default: when stderr is a terminal)",
-        )
+        add_progress_argument(out)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..outputs.paths import check_output_folder

@@ -11,6 +11,7 @@ of wall time for a simulation).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from typing import Any
@@ -21,6 +22,16 @@ from ..units import format_time
 
 QUIET_HELP = "no progress bar on stderr"
 """Help of ``-q/--quiet`` on the commands where it only turns progress off."""
+
+
+def add_progress_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--progress`` / ``--no-progress``: force the bar on, or off (default: a terminal's)."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 LINE_EVERY_S = 10.0

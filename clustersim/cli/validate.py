@@ -26,19 +26,28 @@ class ValidateCommand(Command):
         "Check each FILE: YAML, keys, units, devices named in the workload, and the run's "
         "estimated work (events) and memory (the simulator's peak, bytes) against their "
         "limits, and print both estimates: the memory to simulate, and with the run folder "
-        "`clustersim run` builds in memory. Exit 2 if any is invalid or too large to simulate."
+        "`clustersim run` builds in memory. A candidates file of `clustersim choose` (top-level "
+        "clusters: and workload: naming a file) is checked as choose reads it: the file, its "
+        "workload with each cluster, the prices. Exit 2 if any is invalid or too large to "
+        "simulate."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("files", metavar="FILE", nargs="+", help="scenario YAML files")
+        parser.add_argument(
+            "files", metavar="FILE", nargs="+", help="scenario (or candidates) YAML files"
+        )
         add_limit_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import prepare
+        from ..scenario import is_candidates_file
 
         bad = 0
         for path in args.files:
             try:
+                if is_candidates_file(path):
+                    _validate_candidates(path)
+                    continue
                 prepared = prepare(path, max_events=args.max_events, max_memory=args.max_memory)
             except ClustersimError as exc:
                 bad += 1
@@ -58,6 +67,18 @@ class ValidateCommand(Command):
             print(f"{bad} of {len(args.files)} file(s) invalid", file=sys.stderr)
             return EXIT_BAD_INPUT
         return EXIT_OK
+
+
+def _validate_candidates(path: str) -> None:
+    """Check a candidates file as ``clustersim choose`` reads it and print what it holds."""
+    from ..studies.choose import load_choices, types_text
+
+    choices = load_choices(path)
+    clusters = ", ".join(
+        f"{o.name} ({types_text(o.gpu_types).replace(';', ', ')})" for o in choices.options
+    )
+    out(f"ok  {path}: candidates file of clustersim choose; workload {choices.workload_source}")
+    out(f"    {len(choices.options)} cluster(s): {clusters}")
 
 
 def _work_line(prepared: Any) -> str:

@@ -47,9 +47,14 @@ COMPARE_FILES = ("compare.csv", "compare.md", "compare.png", "compare.svg")
 """What ``clustersim compare -o`` writes."""
 PLAN_FILES = ("plan.csv", "plan.md", "plan.png", "plan.svg")
 """What ``clustersim plan -o`` writes."""
-OUTPUT_FILES = frozenset(RUN_FILES + COMPARE_FILES + PLAN_FILES)
+CHOOSE_FILES = ("choose.csv", "choose.md", "frontier.png", "frontier.svg")
+"""What ``clustersim choose -o`` writes, with :data:`OUTPUT_FOLDERS`' ``plans``."""
+OUTPUT_FILES = frozenset(RUN_FILES + COMPARE_FILES + PLAN_FILES + CHOOSE_FILES)
 """Names of the files a folder replaced as a unit may hold; any other entry (a file of the
-user's, a subfolder) makes clustersim refuse to replace it."""
+user's, a subfolder not in :data:`OUTPUT_FOLDERS`) makes clustersim refuse to replace it."""
+OUTPUT_FOLDERS = {"plans": re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.csv")}
+"""Subfolders a folder replaced as a unit may hold, and the names of the files they may
+hold: ``clustersim choose``'s per-cluster plan tables (``plans/NAME.csv``)."""
 
 NAME_MAX = 255
 """Longest name of one file or folder, bytes, when the file system does not say."""
@@ -112,17 +117,32 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "output file") -
 
 
 def foreign_entries(folder: str | os.PathLike[str]) -> list[str]:
-    """Names in ``folder`` clustersim does not write (not in :data:`OUTPUT_FILES`, or a
-    subfolder), sorted; a folder holding any of them is not replaced."""
+    """Names in ``folder`` clustersim does not write (not in :data:`OUTPUT_FILES`, a
+    subfolder other than :data:`OUTPUT_FOLDERS`, or one of those holding anything else),
+    sorted; a folder holding any of them is not replaced."""
     foreign = []
     with os.scandir(folder) as entries:
         for entry in entries:
             name = entry.name
+            if name in OUTPUT_FOLDERS and entry.is_dir(follow_symlinks=False):
+                foreign += [f"{name}/{inner}" for inner in _foreign_inside(entry.path, name)]
+                continue
             match = _OLD_TEMPORARY.fullmatch(name)
             ours = name in OUTPUT_FILES or bool(match and match["name"] in OUTPUT_FILES)
             if not ours or entry.is_dir(follow_symlinks=False):
                 foreign.append(name)
     return sorted(foreign)
+
+
+def _foreign_inside(folder: str, name: str) -> list[str]:
+    """Entries of the output subfolder ``name`` that are not its files (:data:`OUTPUT_FOLDERS`)."""
+    pattern = OUTPUT_FOLDERS[name]
+    with os.scandir(folder) as entries:
+        return [
+            e.name
+            for e in entries
+            if not (pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+        ]
 
 
 def name_max(folder: str | os.PathLike[str]) -> int:

@@ -7,7 +7,8 @@ runs them needs nothing of this package, which stands above the strategies.
 * :mod:`.checkpoint` -- :func:`checkpoint_cost`: a checkpoint written over the cluster's
   network, simulated (blocking and background drain seconds);
 * :mod:`.length` -- :func:`job_length`: the job's length from ``training.iterations``,
-  ``duration`` or ``tokens``.
+  ``duration`` or ``tokens`` (:func:`iterations_for` the iterations that train on a number
+  of tokens, :func:`tokens_per_iteration` a scenario's tokens per iteration).
 """
 
 from .checkpoint import (
@@ -18,7 +19,7 @@ from .checkpoint import (
     checkpoint_topology,
     drain_slowdown,
 )
-from .length import JobLength, job_length
+from .length import JobLength, iterations_for, job_length, tokens_per_iteration
 
 __all__ = [
     "CheckpointCost",
@@ -28,5 +29,7 @@ __all__ = [
     "checkpoint_topology",
     "drain_slowdown",
     "JobLength",
+    "iterations_for",
     "job_length",
+    "tokens_per_iteration",
 ]

@@ -32,7 +32,7 @@ def job_length(scenario: Any) -> JobLength:
     """The job length of a training scenario; ScenarioError at ``training.tokens`` when the
     model has no sequence length (not a transformer), naming the scenario's file."""
     training = scenario.training
-    per_iteration = _tokens_per_iteration(scenario)
+    per_iteration = tokens_per_iteration(scenario)
     if training.duration_s is not None:
         return JobLength(None, training.duration_s, per_iteration)
     if training.tokens is None:
@@ -46,10 +46,18 @@ def job_length(scenario: Any) -> JobLength:
             ),
             scenario.source,
         )
-    return JobLength(math.ceil(training.tokens / per_iteration), None, per_iteration)
+    return JobLength(iterations_for(training.tokens, per_iteration), None, per_iteration)
 
 
-def _tokens_per_iteration(scenario: Any) -> float | None:
+def iterations_for(tokens: float, tokens_per_iteration: float) -> int:
+    """Iterations that train on ``tokens``: ``ceil(tokens / tokens_per_iteration)`` (the last
+    iteration runs whole)."""
+    return math.ceil(tokens / tokens_per_iteration)
+
+
+def tokens_per_iteration(scenario: Any) -> float | None:
+    """Tokens one iteration of a training scenario trains on: global_batch x sequence length
+    (transformer models), else None."""
     shape = build_model(scenario.model).transformer
     if shape is None:
         return None

@@ -65,6 +65,7 @@ from .devices import (  # noqa: F401
 from .document import (  # noqa: F401
     EngineSpec,
     Scenario,
+    is_candidates_document,
     parse_scenario,
     with_seed,
 )
@@ -101,6 +102,7 @@ from .loader import (  # noqa: F401
     MAX_YAML_NODES,
     _load_yaml,
     _read_text,
+    is_candidates_file,
     load_scenario,
 )
 from .model import (  # noqa: F401

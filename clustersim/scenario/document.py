@@ -248,12 +248,33 @@ def with_seed(scenario: Scenario, seed: int, path: str = "--seed") -> Scenario:
     return copy
 
 
+CANDIDATES_KEY = "clusters"
+"""The top-level key of a candidates file of ``clustersim choose`` (beside ``workload:``
+naming a file): no scenario has it."""
+
+
+def is_candidates_document(doc: object) -> bool:
+    """Whether a YAML document is a candidates file of ``clustersim choose`` (top-level
+    ``clusters:``, and ``workload:`` naming a file), not a scenario."""
+    return isinstance(doc, dict) and CANDIDATES_KEY in doc and isinstance(doc.get("workload"), str)
+
+
 def parse_scenario(doc: object, source: str = "") -> Scenario:
     """Validate a loaded document; raise :class:`ScenarioError` listing every problem."""
     if not isinstance(doc, dict):
         got = "an empty document" if doc is None else _describe(doc)
         raise ScenarioError(
             Problem("", f"a scenario must be a mapping of keys to values, got {got}"), source
+        )
+    if is_candidates_document(doc):
+        raise ScenarioError(
+            Problem(
+                CANDIDATES_KEY,
+                "this is a candidates file of clustersim choose (clusters to compare for a "
+                "workload), not a scenario",
+                "clustersim choose FILE",
+            ),
+            source,
         )
     context = {"base_dir": scenario_folder(source)}
     scenario = validate_model(Scenario, doc, source=source, context=context)

@@ -1,7 +1,7 @@
 """Field types shared by every scenario section, and the base of every section model.
 
 Quantities written with a unit (:data:`Size`, :data:`Bandwidth`, :data:`TimeSpan`,
-:data:`FlopRate`, :data:`FlopCount`) are parsed to SI by :mod:`clustersim.units`,
+:data:`FlopRate`, :data:`FlopCount`, :data:`Power`) are parsed to SI by :mod:`clustersim.units`,
 which refuses negative, NaN and infinite values; a bandwidth and a FLOP rate must
 also be above 0 (zero would never deliver a byte or finish a computation);
 numbers are strict (``true`` and ``"2"`` are refused); :func:`_tagged` makes the
@@ -103,13 +103,15 @@ FlopRate = _quantity(units.parse_flop_rate, "flop_rate", positive=True)
 """FLOP/s, more than 0, written ``312TFLOPS``."""
 FlopCount = _quantity(units.parse_flops, "flops")
 """FLOPs (0 or more), written ``1.2TFLOP`` or as a plain number."""
+Power = _quantity(units.parse_power, "power", positive=True)
+"""Watts, more than 0, written ``700W``, ``1.2kW``."""
 
 _COUNT_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 MAX_LARGE_COUNT = 1e24
 """Largest :data:`LargeCount` (a count of tokens or samples of a whole training run)."""
 
 
-def _large_count(value: object) -> float:
+def parse_large_count(value: object) -> float:
     """A count written as a number or with a suffix k, M, G, T, P (``2T`` -> 2e12), above 0."""
     allowed = f"a number above 0 or with a suffix k, M, G, T, P (e.g. 2T, 300G), at most {MAX_LARGE_COUNT:g}"
     number: float | None = None
@@ -135,7 +137,7 @@ def _large_count(value: object) -> float:
 
 LargeCount = Annotated[
     float,
-    BeforeValidator(_large_count),
+    BeforeValidator(parse_large_count),
     WithJsonSchema(
         {
             "anyOf": [

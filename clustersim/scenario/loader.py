@@ -19,7 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from clustersim.errors import Problem, ScenarioError, join_path
 
-from .document import Scenario, parse_scenario
+from .document import Scenario, is_candidates_document, parse_scenario
 
 MAX_YAML_NODES = 1_000_000
 """Largest document accepted, counted with every alias expanded (guards against alias bombs)."""
@@ -331,3 +331,13 @@ def load_scenario(path: str | Path) -> Scenario:
     source = str(path)
     doc = _load_yaml(_read_text(path, source), source)
     return parse_scenario(doc, source)
+
+
+def is_candidates_file(path: str | Path) -> bool:
+    """Whether the file at ``path`` is a candidates file of ``clustersim choose``
+    (:func:`~.document.is_candidates_document`); False for a file that cannot be read."""
+    source = str(path)
+    try:
+        return is_candidates_document(_load_yaml(_read_text(path, source), source))
+    except ScenarioError:
+        return False

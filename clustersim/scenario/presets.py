@@ -26,6 +26,32 @@ def scenario_folder(source: str) -> Path:
     return Path()
 
 
+FILE_KEYS = ("preset", "kernels")
+"""Keys of a cluster section whose value may be a file, relative to the scenario's folder: a
+device's or node's ``preset`` (when it names a file) and a compute model's ``kernels``."""
+
+
+def rebased(section: Any, base: Path) -> Any:
+    """A copy of ``section`` (a cluster section, or any part of one) with every relative file
+    it names (:data:`FILE_KEYS`) made relative to ``base`` instead: for a section moved out of
+    the file it was written in (``clustersim choose`` puts a candidate's cluster into the
+    workload's scenario, whose folder is another)."""
+    from clustersim.hardware.catalog import is_file_name
+
+    if isinstance(section, list):
+        return [rebased(item, base) for item in section]
+    if not isinstance(section, Mapping):
+        return section
+    out = {}
+    for key, value in section.items():
+        names_file = key == "kernels" or (key == "preset" and is_file_name(value))
+        if names_file and isinstance(value, str) and value and not Path(value).is_absolute():
+            out[key] = str(base / value)
+        else:
+            out[key] = rebased(value, base)
+    return out
+
+
 def _expand(data: Any, kind: str, path: str, base: Path, notes: list[str]) -> Any:
     """``data`` with its preset written out (no ``preset`` key), noted in ``notes``."""
     if not isinstance(data, Mapping) or not isinstance(data.get("preset"), str):
