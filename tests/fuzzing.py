@@ -547,6 +547,8 @@ def pipeline_documents(
         doc["parallelism"]["simulate_replicas"] = "one"
     elif draw(st.integers(0, 3)) == 0:
         doc["stragglers"] = draw(_stragglers())
+    if kind.flush and draw(st.integers(0, 3)) == 0:  # flush-free schedules take even shares
+        doc.setdefault("data_parallel", {})["balance"] = draw(_balance())
     return doc
 
 

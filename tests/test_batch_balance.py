@@ -1,5 +1,5 @@
 """Batch shares on mixed hardware (``data_parallel.balance``; clustersim/parallel/batch_shares.py,
-the data_parallel and zero strategies).
+the data_parallel and zero strategies, strategies/hybrid/replica_batches.py).
 
 Held to: Hamilton's largest-remainder apportionment (explicit weights); brute-force min-max
 search (the speed balancer's whole-unit shares); the harmonic-mean rate of workers that end
@@ -22,6 +22,7 @@ import yaml
 
 from clustersim.api import prepare, simulate
 from clustersim.cli import main
+from clustersim.errors import ScenarioError
 from clustersim.parallel.batch_shares import (
     RankClass,
     balanced_shares,
@@ -29,6 +30,7 @@ from clustersim.parallel.batch_shares import (
     weighted_shares,
 )
 from clustersim.scenario import parse_scenario
+from clustersim.studies import plan
 
 # Dense bf16 peaks and efficiency of the catalog's GPUs: A100 SXM4 312 TFLOP/s (lockwood-a100),
 # H100 SXM5 989 TFLOP/s (bekman-tflops), efficiency 0.754 both (megatron-calibration,
@@ -75,6 +77,15 @@ def transformer_job(batch: int, balance: Any = "even", a100: int = 1, h100: int 
     doc = flat_job(batch, balance, a100, h100)
     doc["model"] = {"transformer": dict(SMALL_TRANSFORMER)}
     doc["training"]["optimizer"] = "adam"
+    return doc
+
+
+def hybrid_job(balance: Any = "even", a100: int = 1, h100: int = 1, **keys: Any) -> dict:
+    """tp 4 x pp 2 x dp (1 per node) of a transformer, 96 samples in micro-batches of one."""
+    doc = transformer_job(96, balance, a100, h100)
+    doc["model"]["transformer"]["layers"] = 8
+    doc["training"]["micro_batch"] = 1
+    doc["parallelism"] = {"tp": 4, "pp": 2, **keys}
     return doc
 
 
@@ -249,6 +260,103 @@ def test_zero_balances_the_size_of_each_micro_batch(stage: int) -> None:
     assert balanced < simulate(parse_scenario(even)).summary["iteration_time_s"]
 
 
+# --------------------------------------------------------------------------- the 3D hybrid
+
+
+def _replica_ends(result: Any, strategy: Any, iteration: int) -> list[float]:
+    """When each replica's last backward of ``iteration`` ended (its own clock, before the
+    gradient sync every replica waits for)."""
+    ends = []
+    for d in range(strategy.dp):
+        devices = {x for group in strategy.groups[d] for x in group}
+        ends.append(
+            max(
+                r.end_s
+                for r in result.records
+                if r.resource in devices and r.phase == "backward" and r.iteration == iteration
+            )
+        )
+    return ends
+
+
+def _stage_microbatch_s(result: Any, strategy: Any, d: int) -> float:
+    """Replica ``d``'s longest stage time of one micro-batch (forward + backward records)."""
+    longest = 0.0
+    for group in strategy.groups[d]:
+        durations: dict[str, list[float]] = {}
+        for r in result.records:
+            if r.resource == group[0] and r.kind == "compute" and r.iteration == 1:
+                durations.setdefault(r.phase, []).append(r.end_s - r.start_s)
+        per = sum(sum(v) / len(v) for k, v in durations.items() if k in ("forward", "backward"))
+        longest = max(longest, per)
+    return longest
+
+
+@pytest.mark.parametrize("a100,h100", [(1, 1), (1, 2)])
+def test_hybrid_replicas_end_together_within_one_micro_batch(a100: int, h100: int) -> None:
+    """Balanced by speed, the replicas take different numbers of micro-batches of one size,
+    and their iterations end (each on its own clock) within one micro-batch's stage time
+    of each other; the iteration still trains global_batch samples, faster than even."""
+    doc = hybrid_job("speed", a100, h100)
+    result = simulate(parse_scenario(doc))
+    strategy = prepare(parse_scenario(doc)).strategy
+    counts = strategy.replica_micro_batches
+    assert sum(counts) * strategy.micro_batch == 96
+    assert counts[0] < counts[-1]
+    step = max(_stage_microbatch_s(result, strategy, d) for d in range(strategy.dp))
+    for it in range(2):
+        ends = _replica_ends(result, strategy, it)
+        assert max(ends) - min(ends) <= step
+    summary = result.summary
+    assert summary["throughput_samples_per_s"] == pytest.approx(
+        96 / summary["iteration_time_s"], rel=1e-9
+    )
+    even = simulate(parse_scenario(hybrid_job("even", a100, h100))).summary
+    assert summary["iteration_time_s"] < 0.9 * even["iteration_time_s"]
+    types = summary["batch_shares"]["types"]
+    assert sum(t["samples"] for t in types.values()) == 96
+
+
+def test_hybrid_unbalanced_runs_at_the_slow_types_pace() -> None:
+    """Even micro-batch counts: the A100 replica sets the pace of the whole job."""
+    mixed = simulate(parse_scenario(hybrid_job("even", 1, 1))).summary
+    a100 = simulate(parse_scenario(hybrid_job("even", 2, 0))).summary
+    assert mixed["iteration_time_s"] == pytest.approx(a100["iteration_time_s"], rel=0.02)
+
+
+@pytest.mark.parametrize("balance", ["even", "speed"])
+def test_one_replica_cannot_stand_for_mixed_replicas(balance: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        prepare(parse_scenario(hybrid_job(balance, simulate_replicas="one")))
+    assert info.value.problems[0].path == "parallelism.simulate_replicas"
+    same = prepare(parse_scenario(hybrid_job(balance, 2, 0, simulate_replicas="one")))
+    assert same.strategy.simulated == 1
+
+
+def test_hybrid_weights_count_micro_batches_by_largest_remainder() -> None:
+    """96 micro-batches, weights 1 : 4 per replica -> quotas 19.2 and 76.8 -> 19 and 77; the
+    interleaved schedule counts groups of p = 2: quotas 9.6 and 38.4 groups -> 10 and 38."""
+    doc = hybrid_job({"rack0/*": 1, "rack1/*": 4})
+    assert prepare(parse_scenario(doc)).strategy.replica_micro_batches == [19, 77]
+    doc["pipeline"] = {"schedule": "interleaved", "chunks": 2}
+    strategy = prepare(parse_scenario(doc)).strategy
+    assert strategy.replica_micro_batches == [20, 76]
+    assert simulate(parse_scenario(doc)).summary["batch_shares"]["unit"] == "micro-batch"
+
+
+def test_plan_simulates_every_replica_of_a_mixed_cluster() -> None:
+    """``clustersim plan`` lets replica 0 stand for all only on a cluster of one kind."""
+    options = plan.PlanOptions(tp=(4,), pp=(2,), micro_batch=(1,), zero=(1,))
+    for a100, h100, mixed in [(1, 1, True), (2, 0, False)]:
+        doc = hybrid_job("speed", a100, h100)
+        del doc["parallelism"], doc["training"]["micro_batch"]
+        found = plan.enumerate_candidates(doc, "s.yaml", options)
+        assert bool(found.gpu_types) is mixed and found.candidates
+        for candidate in found.candidates:
+            one = candidate.doc["parallelism"].get("simulate_replicas") == "one"
+            assert one is not mixed
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -282,10 +390,30 @@ def test_bad_balance_is_exit_2_naming_the_key(
     assert f": {path}: " in err and words in err, err
 
 
-def test_parameter_servers_refuse_a_balance(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        ({"data_parallel": {"sync": "ps", "balance": "speed"}}, "does not read this key"),
+        ({"pipeline": {"schedule": "pipedream"}}, "the pipedream schedule"),
+        ({"training": {"offload": {"optimizer": "cpu"}}}, "training.offload"),
+        (
+            {
+                "data_parallel": {
+                    "balance": {"rack0/*/gpu[0-3]": 1, "rack0/*/gpu[4-7]": 2, "rack1/*": 3}
+                }
+            },
+            "the devices of replica 0",
+        ),
+    ],
+)
+def test_what_cannot_be_balanced_is_exit_2_at_the_balance(
+    change: dict, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = flat_job(64, "speed")
-    doc["data_parallel"]["sync"] = "ps"
+    doc = hybrid_job("speed") if "data_parallel" not in change else hybrid_job()
+    if change.get("data_parallel", {}).get("sync") == "ps":
+        doc = flat_job(64)
+    for section, keys in change.items():
+        doc[section] = {**doc.get(section, {}), **keys}
     code, err = _exit(doc, tmp_path, capsys)
-    assert code == 2 and ": data_parallel.balance: " in err and "does not read this key" in err
+    assert code == 2 and "Traceback" not in err
+    assert ": data_parallel.balance: " in err and words in err, err

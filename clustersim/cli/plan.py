@@ -94,7 +94,8 @@ class PlanCommand(Command):
             "--all-replicas",
             action="store_true",
             help="simulate every data-parallel replica (default: replica 0 stands for all, "
-            "data-parallel collectives priced analytically, unless there are stragglers)",
+            "data-parallel collectives priced analytically, unless there are stragglers or the "
+            "cluster is mixed)",
         )
         run.add_argument(
             "-j",
