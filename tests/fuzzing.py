@@ -440,7 +440,15 @@ def data_parallel_documents(draw: st.DrawFn, zero: bool = False) -> Doc:
         doc.update(draw(_resilience(cluster)))
         if draw(st.booleans()):
             doc["training"]["duration"] = draw(st.sampled_from(["30d", "12h"]))
+    if draw(st.integers(0, 2)) == 0:
+        doc["data_parallel"]["balance"] = draw(_balance())
     return doc
+
+
+def _balance() -> st.SearchStrategy[Any]:
+    """``data_parallel.balance``: a name, or weights by device pattern (every GPU matched)."""
+    weights = st.fixed_dictionaries({"*": st.sampled_from([1, 2.5])})
+    return st.one_of(st.sampled_from(["even", "speed"]), weights)
 
 
 PS_MODES = ("sync", "backup", "async", "ssp", "geo")
@@ -539,6 +547,8 @@ def pipeline_documents(
         doc["parallelism"]["simulate_replicas"] = "one"
     elif draw(st.integers(0, 3)) == 0:
         doc["stragglers"] = draw(_stragglers())
+    if kind.flush and draw(st.integers(0, 3)) == 0:  # flush-free schedules take even shares
+        doc.setdefault("data_parallel", {})["balance"] = draw(_balance())
     return doc
 
 

@@ -93,7 +93,7 @@ def _workload(cluster: dict[str, Any], workload: dict[str, Any]) -> dict[str, An
 BASES: dict[str, dict[str, Any]] = {
     "flat": _training(
         _SWITCH,
-        data_parallel={"allreduce": {"bucket": "25MB", "channels": 2}},
+        data_parallel={"allreduce": {"bucket": "25MB", "channels": 2}, "balance": {"*": 1}},
         network={"channels": 2},
         stragglers=[
             {"devices": "gpu1", "slowdown": 2},
@@ -431,6 +431,7 @@ KEYS: list[Key] = [
         iterations=("training", "iterations"),
     ),
     Key("TrainingSpec", "micro_batch", "transformer", ("training", "micro_batch")),
+    Key("DataParallelSpec", "balance", "flat", ("data_parallel", "balance", "*")),
     Key("MemorySpec", "fragmentation", "flat", ("training", "memory", "fragmentation"), True),
     *_keys(
         "AllreduceSyncSpec",

@@ -126,7 +126,8 @@ def add_candidate_arguments(
         "--all-replicas",
         action="store_true",
         help="simulate every data-parallel replica (default: replica 0 stands for all, "
-        "data-parallel collectives priced analytically, unless there are stragglers)",
+        "data-parallel collectives priced analytically, unless there are stragglers or the "
+        "cluster is mixed)",
     )
     parser.add_argument(
         "-j",

@@ -39,6 +39,7 @@ from .summary import (
 )
 from .training import (
     BUBBLE_FRACTION,
+    BatchShares,
     CollectivesRan,
     DeviceShares,
     FlopRates,
@@ -54,6 +55,7 @@ from .usage import UsageSummary, usage_summary
 
 __all__ = [
     "BUBBLE_FRACTION",
+    "BatchShares",
     "UsageSummary",
     "usage_summary",
     "COMMUNICATION_KINDS",

@@ -103,6 +103,64 @@ class FlopTrainingSummary(TrainingSummary):
 
 
 @dataclass(frozen=True)
+class TypeShares(SummaryPart):
+    """The batch shares of the ranks of one type (:class:`BatchShares`)."""
+
+    ranks: int
+    """Ranks of this type: workers (data_parallel, zero) or replicas (pipeline)."""
+    share_min: int
+    """The smallest share of one of them, in the block's ``unit``."""
+    share_max: int
+    """The largest share of one of them, in the block's ``unit``."""
+    samples: float
+    """Samples per iteration of these ranks together."""
+
+
+@dataclass(frozen=True)
+class BatchShares(SummaryPart):
+    """``batch_shares``: how the global batch was shared out when ``data_parallel.balance``
+    is not ``even`` -- per type of rank, so it stays small on 16,384 GPUs."""
+
+    balance: str
+    """``speed`` or ``weights``."""
+    unit: str
+    """What a share counts: ``sample`` (a worker's samples) or ``micro-batch`` (a
+    replica's micro-batches, each ``micro_batch_size`` samples)."""
+    types: dict[str, TypeShares]
+    """Per type of rank (a GPU type; a replica over several types joins them with ``+``),
+    in rank order."""
+
+    @classmethod
+    def of(
+        cls,
+        balance: str,
+        unit: str,
+        labels: Sequence[str],
+        shares: Sequence[int],
+        samples_per_unit: float = 1.0,
+    ) -> BatchShares:
+        """The block of ``shares`` (per rank, in ``unit``) of ranks of types ``labels``."""
+        groups: dict[str, list[int]] = {}
+        for label, share in zip(labels, shares, strict=True):
+            groups.setdefault(label, []).append(share)
+        types = {
+            label: TypeShares(len(got), min(got), max(got), sum(got) * samples_per_unit)
+            for label, got in groups.items()
+        }
+        return cls(balance, unit, types)
+
+    def describe(self) -> str:
+        """``16 x a100-sxm4-80gb 5-6 samples, 16 x h100-sxm5-80gb 10 samples`` (validate's line)."""
+        words, units = [], self.unit + ("es" if self.unit.endswith("h") else "s")
+        for label, got in self.types.items():
+            span = f"{got.share_min}" + (
+                f"-{got.share_max}" if got.share_max > got.share_min else ""
+            )
+            words.append(f"{got.ranks} x {label} {span} {units}")
+        return ", ".join(words)
+
+
+@dataclass(frozen=True)
 class CollectivesRan(SummaryPart):
     """What ran for one kind of communicator of a training run (``auto`` resolved)."""
 

@@ -5,5 +5,7 @@ placement of ranks on devices.
 * :mod:`.stages` -- balanced stage splits and their checks;
 * :mod:`.tensor_parallel` -- Megatron-LM's per-layer collectives;
 * :mod:`.placement` -- ranks <-> (data, pipeline, tensor) coordinates on devices;
+* :mod:`.batch_shares` -- the global batch shared among data-parallel ranks (even, by
+  weights, by speed);
 * :mod:`.rules` -- the one home of validity rules, used by plan, placement and strategies.
 """

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Strict, Tag, model_validator
 
-from clustersim.errors import Problem
+from clustersim.errors import Problem, hinted
 
 from .devices import Precision
 from .fields import (
@@ -243,6 +243,39 @@ class ParameterServerSpec(_Spec):
         return self
 
 
+def _balance_form(data: Any) -> str:
+    """``weights`` for a mapping, ``named`` otherwise."""
+    return "weights" if isinstance(data, dict) else "named"
+
+
+BALANCE_NAMES = ("even", "speed")
+"""The named ways of ``data_parallel.balance`` (a mapping of weights is the third)."""
+
+
+def _balance_name(value: Any) -> Any:
+    """``value`` if it names a balance, else a problem saying what is allowed."""
+    if value in BALANCE_NAMES and isinstance(value, str):
+        return value
+    raise Invalid(
+        Problem(
+            "",
+            hinted(f"unknown value {value!r}", value, BALANCE_NAMES),
+            "even, speed or weights by device pattern {GLOB: weight, ...}",
+        )
+    )
+
+
+BalanceWeight = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+"""A rank's relative weight in ``data_parallel.balance``: a number above 0."""
+Balance = Annotated[
+    Annotated[Literal["even", "speed"], BeforeValidator(_balance_name), Tag("named")]
+    | Annotated[dict[Glob, BalanceWeight], Field(min_length=1), Tag("weights")],
+    Discriminator(_balance_form),
+]
+"""``even``, ``speed`` or ``{GLOB: weight, ...}``: a name is checked as a name, a mapping
+as weights."""
+
+
 class DataParallelSpec(_Spec):
     """Data parallelism: how gradients are synchronised."""
 
@@ -250,6 +283,15 @@ class DataParallelSpec(_Spec):
     """allreduce or ps (parameter servers)."""
     workers: Glob = "*/gpu*"
     """Devices that train (data-parallel ranks)."""
+    balance: Balance = "even"
+    """Each data-parallel rank's share of the global batch, in whole samples (a worker of
+    ``data_parallel`` and ``zero``; in the pipeline strategy a replica, whose share is a number
+    of micro-batches of one size): ``even`` (default) as even as whole samples allow;
+    ``speed`` in proportion to each rank's speed on its own hardware, so that the ranks end
+    their compute together (docs/mixed-clusters.md, "Balancing data parallelism");
+    ``{GLOB: weight, ...}`` in proportion to the weight of the pattern matching the rank's
+    devices (largest remainder), every rank matched by one pattern or by several of one
+    weight."""
     allreduce: AllreduceSyncSpec = AllreduceSyncSpec()
     """Settings of sync: allreduce."""
     ps: ParameterServerSpec = ParameterServerSpec()

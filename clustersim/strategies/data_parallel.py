@@ -10,7 +10,9 @@ data_parallel:
 ```
 
 Every worker holds the whole model and trains on its share of the global
-batch (:func:`~clustersim.strategies.training.split_batch`).  Per iteration a worker runs
+batch: as even as whole samples allow
+(:func:`~clustersim.strategies.training.split_batch`), or by speed or weights
+(``data_parallel.balance``, :func:`share_batch`).  Per iteration a worker runs
 the forward pass, then the backward pass in reverse layer order.  Gradients
 are grouped into buckets in backward order
 (:func:`~clustersim.strategies.training.make_buckets`); a worker's bucket is complete
@@ -48,18 +50,20 @@ Units: seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..budget import WorkEstimate
 from ..collectives import CollectiveCall, check_call
 from ..collectives.work import calls_work
+from ..devices import work_seconds
 from ..engine import Simulation
 from ..errors import SimulationError
 from ..metrics import (
     OPTIONAL,
     SPLICE,
+    BatchShares,
     CollectivesRan,
     DeviceShares,
     FlopTrainingSummary,
@@ -69,6 +73,7 @@ from ..metrics import (
     training_summary,
 )
 from ..model import activations, memory
+from ..parallel.batch_shares import Ranks, rank_label, share_out
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from . import training
@@ -76,6 +81,10 @@ from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .kernel_times import LayerTimes
 from .written_keys import DATA_PARALLEL_READS
+
+if TYPE_CHECKING:
+    from ..scenario.training import Balance
+    from ..topology import Device
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,8 @@ class DataParallelSummary(FlopTrainingSummary):
     buckets: BucketSizes
     communication: AllReduceTraffic
     shares: DeviceShares = field(metadata=SPLICE)
+    batch_shares: BatchShares | None = field(default=None, metadata=OPTIONAL)
+    """How the global batch was shared out (``data_parallel.balance`` not ``even``)."""
 
 
 class DataParallel(TrainingStrategy):
@@ -109,7 +120,7 @@ class DataParallel(TrainingStrategy):
     name = "data_parallel"
     description = "data-parallel training: bucketed gradient all-reduce (DDP/Horovod), overlap"
     config_model = DataParallelSpec
-    reads = DATA_PARALLEL_READS | {"data_parallel.allreduce"}
+    reads = DATA_PARALLEL_READS | {"data_parallel.allreduce", "data_parallel.balance"}
 
     # -- checks --------------------------------------------------------------
 
@@ -121,7 +132,8 @@ class DataParallel(TrainingStrategy):
         self.check_batch_covers(len(self.workers))
         self.sync = spec.allreduce
         self.buckets = training.make_buckets(self.model, self.sync.bucket, self.train.precision)
-        self.samples = training.split_batch(self.train.global_batch, self.workers)
+        step_s = optimizer_seconds(self.model.params, self.train.optimizer)
+        self.samples, self.batch_shares = share_batch(self, spec.balance, fixed_s=step_s)
         self.calls = [self._call(b.nbytes) for b in self.buckets]
         largest = max(self.calls, key=lambda c: c.size_bytes)
         check_call(largest, self.topology, "data_parallel.allreduce.algorithm")
@@ -158,7 +170,8 @@ class DataParallel(TrainingStrategy):
         mode = "overlapped" if self.sync.overlap else "after backward"
         return (
             f"data-parallel training of {self.model.name} ({self.model.params:.4g} params) "
-            f"on {len(self.workers)} workers, batch {self.train.global_batch}, "
+            f"on {len(self.workers)} workers, batch {self.train.global_batch}"
+            f"{shares_text(self.batch_shares)}, "
             f"{len(self.buckets)} bucket(s) of <= {format_size(self.sync.bucket)} "
             f"all-reduced by {self.sync.algorithm}, {mode}"
         )
@@ -230,7 +243,64 @@ class DataParallel(TrainingStrategy):
                 ran=self.collectives_ran(self.calls, model=self.network_model),
             ),
             shares=measured.shares,
+            batch_shares=self.batch_shares,
         )
+
+
+def share_batch(
+    strategy: Any,
+    balance: Balance,
+    micro_batches: int = 1,
+    fixed_s: Callable[[Device], float] | None = None,
+) -> tuple[list[float], BatchShares | None]:
+    """Samples per worker of a data-parallel ``strategy`` (``workers``, ``train``, ``model``,
+    ``topology``, ``scenario``) by ``data_parallel.balance``, and the summary's block (None
+    when ``even``: :func:`~clustersim.strategies.training.split_batch`, as always).
+
+    ``micro_batches`` m: each worker runs m micro-batches of its share / m samples (ZeRO's
+    gradient accumulation), so the shares are of one micro-batch round, global_batch / m
+    samples, each worker's times m.  ``speed``: the shares that end the workers' compute
+    together (:func:`~clustersim.parallel.batch_shares.balanced_shares`), each worker's
+    time the forward and backward of its samples on its device
+    (:func:`~clustersim.strategies.training.compute_seconds`, priced by the layer-time
+    model the run uses) plus ``fixed_s(device)`` (what else it does between two
+    synchronisations: plain data parallelism's optimizer step)."""
+    workers, total = strategy.workers, strategy.train.global_batch // micro_batches
+    if balance == "even":
+        return training.split_batch(strategy.train.global_batch, workers), None
+    devices = [strategy.topology.devices[w] for w in workers]
+    times = LayerTimes.of_workers(strategy, strategy.train.recompute or "none")
+
+    def seconds_of(rank: int) -> Callable[[int], float]:
+        device, model = devices[rank], times.run_model
+        fixed = fixed_s(device) if fixed_s is not None else 0.0
+        return lambda n: (
+            micro_batches * training.compute_seconds(device, model, n, times.passes(device, n))
+            + fixed
+        )
+
+    ranks = Ranks([[d] for d in devices], workers, "worker", "samples")
+    fix = "a larger global batch, or weights closer together"
+    shares = share_out(balance, total, ranks, strategy.topology, seconds_of, fix=fix)
+    how = "speed" if balance == "speed" else "weights"
+    samples = [float(n * micro_batches) for n in shares]
+    labels = [rank_label([d]) for d in devices]
+    return samples, BatchShares.of(how, "sample", labels, [n * micro_batches for n in shares])
+
+
+def optimizer_seconds(params: float, optimizer: str) -> Callable[[Device], float]:
+    """Seconds of a worker's optimizer step over ``params`` parameters, on each device (as
+    :func:`~clustersim.strategies.training.optimizer_step` books it)."""
+    nbytes = params * training.OPTIMIZER_BYTES_PER_PARAM[optimizer]
+    return lambda device: work_seconds(device, bytes=nbytes)
+
+
+def shares_text(shares: BatchShares | None) -> str:
+    """`` balanced by speed (8 x a100 5-6 samples, ...)`` for describe(); "" when even."""
+    if shares is None:
+        return ""
+    how = "by speed" if shares.balance == "speed" else "by weights"
+    return f" balanced {how} ({shares.describe()})"
 
 
 def iteration_work(strategy: Any, calls: list[CollectiveCall]) -> WorkEstimate:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..devices import work_seconds
 from ..engine import Simulation
 from ..model.layers import (  # noqa: F401  (re-exported: strategies use training.X)
     BYTES_PER_VALUE,
@@ -28,6 +29,10 @@ from ..model.layers import (  # noqa: F401  (re-exported: strategies use trainin
     with_recompute,
 )
 from .buckets import Bucket, make_buckets  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from ..topology import Device
+    from .kernel_times import PassTimes
 
 
 def forward_pass(
@@ -87,6 +92,28 @@ def _work(
     if seconds is None:
         return {"flops": flops * samples}
     return {"flops": flops * samples, "seconds": seconds}
+
+
+def compute_seconds(device: Device, model: Model, samples: float, times: PassTimes) -> float:
+    """Seconds of one forward and one backward of ``samples`` samples through ``model`` on
+    ``device`` (the model as run, with its recomputation), as :func:`forward_pass` and
+    :func:`backward_pass` book them before any straggler's slowdown; ``times`` the layers'
+    priced seconds (:meth:`~clustersim.strategies.kernel_times.LayerTimes.passes`)."""
+    total = 0.0
+    for i, layer in enumerate(model.layers):
+        forward = _work(layer.forward_flops, layer.forward_bytes, samples, times.forward[i])
+        backward = _work(layer.backward_flops, layer.backward_bytes, samples, times.backward[i])
+        total += work_duration(device, forward) + work_duration(device, backward)
+    return total
+
+
+def work_duration(device: Device, work: dict[str, float]) -> float:
+    """Seconds of ``work`` (``flops``, ``bytes``, or ``flops`` with the ``seconds`` they
+    take) on ``device``, as :meth:`~clustersim.engine.Simulation.compute` times it before
+    any straggler's slowdown."""
+    if "seconds" in work:
+        return work["seconds"]
+    return work_seconds(device, **work)
 
 
 def optimizer_step(

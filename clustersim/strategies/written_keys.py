@@ -53,6 +53,8 @@ KEY_HINTS = {
     "zero.overlap_param_gather": HYBRID,
     "data_parallel.ps": "data_parallel.sync: ps (the parameter_server strategy reads it)",
     "data_parallel.allreduce": "data_parallel.sync: allreduce",
+    "data_parallel.balance": "data_parallel.sync: allreduce (data_parallel, zero and the 3D "
+    "hybrid share the batch out; parameter servers split it evenly)",
 }
 """What would make an unread key act, by the longest key path that covers it."""
 

@@ -12,7 +12,8 @@ zero: {stage: 3, prefetch: true}          # stage 1, 2, 3 or fsdp (= 3)
 
 ZeRO (Rajbhandari et al. 2020) keeps plain data parallelism's arithmetic --
 every one of the N workers trains ``global_batch / N`` samples
-(:func:`~clustersim.strategies.training.split_batch`), one forward and one backward pass
+(:func:`~clustersim.strategies.training.split_batch`; by speed or weights with
+``data_parallel.balance``, :func:`~.data_parallel.share_batch`), one forward and one backward pass
 per iteration -- but shards the model states over the workers.  Collectives
 use ``data_parallel.allreduce.algorithm`` (it must implement reducescatter and
 allgather) and the scenario's ``network.model``.  Sizes are nccl-tests' S (see
@@ -96,6 +97,7 @@ from ..errors import Problem, ScenarioError, SimulationError
 from ..metrics import (
     OPTIONAL,
     SPLICE,
+    BatchShares,
     CollectivesRan,
     DeviceShares,
     FlopTrainingSummary,
@@ -111,7 +113,7 @@ from ..units import format_size
 from . import training
 from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
-from .data_parallel import DataParallel, iteration_work, workers_memory
+from .data_parallel import DataParallel, iteration_work, share_batch, shares_text, workers_memory
 from .kernel_times import LayerTimes
 from .written_keys import DATA_PARALLEL_READS
 
@@ -187,6 +189,8 @@ class ZeroSummary(FlopTrainingSummary):
     buckets: BucketSizes
     communication: ShardedTraffic
     shares: DeviceShares = dataclasses.field(metadata=SPLICE)
+    batch_shares: BatchShares | None = dataclasses.field(default=None, metadata=OPTIONAL)
+    """How the global batch was shared out (``data_parallel.balance`` not ``even``)."""
 
 
 class Zero(TrainingStrategy):
@@ -195,7 +199,11 @@ class Zero(TrainingStrategy):
     name = "zero"
     description = "ZeRO stages 1-3 / FSDP: sharded optimizer states, gradients and parameters"
     config_model = DataParallelSpec
-    reads = DATA_PARALLEL_READS | {"data_parallel.allreduce", "zero.prefetch"}
+    reads = DATA_PARALLEL_READS | {
+        "data_parallel.allreduce",
+        "data_parallel.balance",
+        "zero.prefetch",
+    }
 
     # Worker selection and the network model are plain data parallelism's.
     _select_workers = DataParallel._select_workers
@@ -225,7 +233,7 @@ class Zero(TrainingStrategy):
         self.recompute = self.train.recompute or "none"
         self.run_model = training.with_recompute(self.model, self.recompute)
         self.buckets = training.make_buckets(self.model, self.sync.bucket, self.train.precision)
-        self.samples = training.split_batch(self.train.global_batch, self.workers)
+        self.samples, self.batch_shares = share_batch(self, spec.balance, self.micro_batches)
         self.calls = [self._call("reducescatter", b.nbytes) for b in self.buckets]
         self.steps = stage3_steps(self.model) if self.stage >= 3 else []
         self.gathers = self._gather_calls()
@@ -286,7 +294,8 @@ class Zero(TrainingStrategy):
         gathers = gathers if self.stage >= 3 else "per bucket after the step"
         return (
             f"zero stage {self.stage} training of {self.model.name} ({self.model.params:.4g} "
-            f"params) on {len(self.workers)} workers, batch {self.train.global_batch}, "
+            f"params) on {len(self.workers)} workers, batch {self.train.global_batch}"
+            f"{shares_text(self.batch_shares)}, "
             f"{len(self.buckets)} bucket(s) of <= {format_size(self.sync.bucket)} "
             f"reduce-scattered by {self.sync.algorithm}, {mode}; parameters all-gathered {gathers}"
         )
@@ -464,6 +473,7 @@ class Zero(TrainingStrategy):
                 ran=self.collectives_ran(self._iteration_calls(), model=self.network_model),
             ),
             shares=measured.shares,
+            batch_shares=self.batch_shares,
         )
 
 

@@ -63,27 +63,32 @@ class DataParallelOverlap:
     # -- set-up --------------------------------------------------------------
 
     def _plan_overlap(self: Any) -> None:
-        """Per stage: which operation index runs in parts, and how (needs ``ops``)."""
-        self._parts: dict[tuple[int, int], tuple[str, list[GradBucket]]] = {}
+        """Per micro-batch count and stage: which operation index runs in parts, and how
+        (needs the operations of every count)."""
+        self._parts: dict[tuple[int, int, int], tuple[str, list[GradBucket]]] = {}
+        for m in self.micro_batch_counts():
+            for s in range(self.pp):
+                self._plan_stage_overlap(m, s, self._ops_by_count[m][s])
+
+    def _plan_stage_overlap(self: Any, m: int, s: int, ops: Sequence[Op]) -> None:
+        """Stage ``s``'s operations run in parts when it runs ``ops`` (``m`` micro-batches)."""
         recipes = self.recipes
-        for s in range(self.pp):
-            by_chunk: dict[int, list[GradBucket]] = {}
-            for bucket in self.layout_buckets.get(s, []):
-                by_chunk.setdefault(bucket.chunk, []).append(bucket)
-            ops: Sequence[Op] = self.ops[s]
-            for chunk, buckets in by_chunk.items():
-                if recipes.overlap_param_gather:
-                    first = next(
-                        i for i, op in enumerate(ops) if op.kind == FORWARD and op.chunk == chunk
-                    )
-                    self._parts[s, first] = (GATHER, buckets[::-1])
-                if recipes.overlap_grad_reduce:
-                    last = max(
-                        i
-                        for i, op in enumerate(ops)
-                        if op.kind in (BACKWARD, BACKWARD_WEIGHT) and op.chunk == chunk
-                    )
-                    self._parts[s, last] = (REDUCE, buckets)
+        by_chunk: dict[int, list[GradBucket]] = {}
+        for bucket in self.layout_buckets.get(s, []):
+            by_chunk.setdefault(bucket.chunk, []).append(bucket)
+        for chunk, buckets in by_chunk.items():
+            if recipes.overlap_param_gather:
+                first = next(
+                    i for i, op in enumerate(ops) if op.kind == FORWARD and op.chunk == chunk
+                )
+                self._parts[m, s, first] = (GATHER, buckets[::-1])
+            if recipes.overlap_grad_reduce:
+                last = max(
+                    i
+                    for i, op in enumerate(ops)
+                    if op.kind in (BACKWARD, BACKWARD_WEIGHT) and op.chunk == chunk
+                )
+                self._parts[m, s, last] = (REDUCE, buckets)
 
     def _start_overlap(self: Any) -> None:
         self._reduced: dict[tuple[int, int, int], list[simpy.Event]] = {}
@@ -119,10 +124,12 @@ class DataParallelOverlap:
 
     # -- running -------------------------------------------------------------
 
-    def _op_parts(self: Any, s: int, it: int, index: int) -> tuple[str, list[GradBucket]]:
-        """How operation ``index`` of stage ``s`` runs in iteration ``it``: ("", []) in one
-        piece (a later stage's first forwards of iteration 0 too: nothing to wait for)."""
-        mode, buckets = self._parts.get((s, index), ("", []))
+    def _op_parts(self: Any, d: int, s: int, it: int, index: int) -> tuple[str, list[GradBucket]]:
+        """How operation ``index`` of stage ``s`` of replica ``d`` runs in iteration ``it``:
+        ("", []) in one piece (a later stage's first forwards of iteration 0 too: nothing to
+        wait for)."""
+        m = self.replica_micro_batches[d]
+        mode, buckets = self._parts.get((m, s, index), ("", []))
         if mode == GATHER and it == 0 and s > 0:
             return "", []
         return mode, buckets

@@ -20,10 +20,11 @@ from .accounting import link_sharing
 from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
 from .offload import Offload
+from .replica_batches import ReplicaBatches
 from .stages import StageOptions, StagePlan, plan_stages
 
 
-class HybridLayout(ContextParallel, Offload, TrainingStrategy):
+class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
     """The configuration of the 3D hybrid, checked: placement of the dp x pp x tp (x cp) grid,
     schedule, micro-batches, recomputation, stage split and the collectives it needs.
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
@@ -38,6 +39,7 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
             "data_parallel.sync",
             "data_parallel.workers",
             "data_parallel.allreduce",
+            "data_parallel.balance",
         }
     )
 
@@ -109,9 +111,11 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         self._tp_costs: dict[tuple[int, int, int, str, int], tuple[float, float, float]] = {}
         """(replica, stage, first layer, pass, passes) -> (seconds, bytes, exposed seconds) of
         a tensor-parallel hold."""
+        self._share_micro_batches()
         self.simulated = self._simulated_replicas(parallelism)
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
+        self._replica_ops()
         self._check_combinations()
         self._check_offload()
         self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
@@ -159,13 +163,15 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
         """How many replicas run as processes: all, or one (``simulate_replicas: one``)."""
         if parallelism.simulate_replicas == "all":
             return self.dp
-        if self.scenario.stragglers:
+        differ = "stragglers make them differ" if self.scenario.stragglers else ""
+        differ = differ or self.replicas_differ()
+        if differ:
             raise ScenarioError(
                 Problem(
                     "parallelism.simulate_replicas",
-                    "one replica stands for all only when they are identical; stragglers make "
-                    "them differ",
-                    "all (or no stragglers)",
+                    f"one replica stands for all only when they are identical; {differ}",
+                    "all (or identical replicas: no stragglers, the same kinds of device in "
+                    "the same places, the same micro-batch counts)",
                 )
             )
         return 1
@@ -342,6 +348,16 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
             )
         return tuple(out)
 
+    def _pass_flops(self, k: int, forward: bool) -> float:
+        """FLOPs per sample of virtual stage ``k``'s forward, or its whole backward (with
+        recomputation: ``passes`` 2 under full), the busiest expert's extra included."""
+        plan = self.plans[k]
+        if forward:
+            return plan.forward_flops + moe.extra_flops(self, k, False, 1)
+        passes = 2 if self.recompute == "full" else 1
+        extra = moe.extra_flops(self, k, True, passes)
+        return plan.backward_flops + plan.recompute_flops + extra
+
     def _stage_params(self, stage: int) -> float:
         return sum(self.plans[k].params for k in self._chunks_of(stage))
 
@@ -432,7 +448,7 @@ class HybridLayout(ContextParallel, Offload, TrainingStrategy):
             zero += f", {'+'.join(kinds) or 'nothing'} offloaded to CPU"
         return (
             f"pipeline training of {self.model.name} ({self.model.params:.4g} params): "
-            f"{s.name} over pp {self.pp}{tp} x dp {self.dp}, {s.micro_batches} micro-batches "
-            f"of {self.micro_batch:.4g} samples{chunks}{recompute}{zero}, "
+            f"{s.name} over pp {self.pp}{tp} x dp {self.dp}, {self.balance_text()}"
+            f"{chunks}{recompute}{zero}, "
             f"stages {self.stage_layers}"
         )

@@ -115,6 +115,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             context_parallel=self._context_parallel_traffic(),
             offload=self._offload_traffic(),
             recipes=self._recipes_summary(),
+            batch_shares=self.batch_shares,
         )
 
     def _weight_versions(self) -> dict[str, StageWeightVersions]:

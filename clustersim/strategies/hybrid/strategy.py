@@ -18,7 +18,9 @@ given):
   ``pp`` <= GPUs per node.  ``dp`` defaults to workers / pp (an error unless
   it divides); a given ``dp`` uses the first ``dp pp`` workers.
 * **Batch.** Each replica trains global_batch / dp samples in ``m`` micro-batches
-  of global_batch / (dp m) samples (an error if below 1; fractions allowed).
+  of global_batch / (dp m) samples (an error if below 1; fractions allowed); with
+  ``data_parallel.balance`` the dp m micro-batches go to the replicas in different
+  numbers, each replica running its own schedule (:mod:`.replica_batches`).
 * **Stages.** The layers are split into ``p v`` virtual stages (``v`` chunks
   per device, interleaved only), contiguous, balanced by forward + backward
   FLOPs (:func:`clustersim.parallel.stages.balanced_split`) or as
@@ -135,7 +137,23 @@ class Pipeline(HybridReport):
         activation and a gradient across every stage boundary, a transfer and a record per
         tensor rank; an optimizer record per worker; and the data-parallel collectives."""
         s = self.schedule
-        m, tp = s.micro_batches, self.tp
+        counts = self.micro_batch_counts() if self.simulated == self.dp else {}
+        counts = counts or {s.micro_batches: self.simulated}
+        parts = [self._replica_work(m) * replicas for m, replicas in counts.items()]
+        replica = parts[0]
+        for part in parts[1:]:
+            replica += part
+        if self.layout_buckets:  # the overlapped recipes: bucketed collectives, split ops
+            return (replica + self.overlap_work()) * self.train.iterations
+        calls = [call for calls in self.calls.values() for call in calls]
+        sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
+        rounds = dp_rounds(self.zero, s.micro_batches * s.chunks) * s.updates_per_iteration()
+        per_iteration = replica + sync * rounds
+        return per_iteration * self.train.iterations
+
+    def _replica_work(self, m: int) -> WorkEstimate:
+        """One iteration of one replica running ``m`` micro-batches (:meth:`estimate_work`)."""
+        s, tp = self.schedule, self.tp
         split = sum(1 for plan in self.plans if plan.split_layers) if tp > 1 else 0
         per_microbatch = 3 if s.split_backward else 2
         computes = per_microbatch * m * s.virtual_stages * tp + 2 * m * split * tp + self.pp * tp
@@ -147,14 +165,7 @@ class Pipeline(HybridReport):
             transfers += 2 * m * s.virtual_stages * tp * self.cp
             computes += 2 * m * s.virtual_stages * tp * self.cp
         transfers += self._offload_transfers()
-        replica = WorkEstimate(transfers, computes + transfers) * self.simulated
-        if self.layout_buckets:  # the overlapped recipes: bucketed collectives, split ops
-            return (replica + self.overlap_work()) * self.train.iterations
-        calls = [call for calls in self.calls.values() for call in calls]
-        sync = calls_work(calls, self.topology, model=self.dp_network_model, channels=self.channels)
-        rounds = dp_rounds(self.zero, s.micro_batches * s.chunks) * s.updates_per_iteration()
-        per_iteration = replica + sync * rounds
-        return per_iteration * self.train.iterations
+        return WorkEstimate(transfers, computes + transfers)
 
     # -- memory --------------------------------------------------------------
 
@@ -163,8 +174,9 @@ class Pipeline(HybridReport):
         schedule holds at its peak, the recompute working set and the send/receive buffers."""
         out: dict[str, DeviceMemory] = {}
         for s in range(self.pp):
-            memory = self._stage_memory(s)
+            by_count = {m: self._stage_memory(s, m) for m in self.micro_batch_counts()}
             for d in range(self.dp):
+                memory = by_count[self.replica_micro_batches[d]]
                 for device in self.groups[d][s]:
                     out[device] = DeviceMemory.of(
                         memory[0], memory[1], memory[2], self._capacity(device)
@@ -184,16 +196,19 @@ class Pipeline(HybridReport):
             states = dataclasses.replace(states, weights=states.weights + extra)
         return states
 
-    def _stage_memory(self, s: int) -> tuple[Any, float, float]:
+    def _stage_memory(self, s: int, m: int) -> tuple[Any, float, float]:
+        """Device stage ``s``'s model states, activations at its peak and working set plus
+        buffers on one GPU, in a replica running ``m`` micro-batches (bytes)."""
         states = self._offload_states(self._stage_states(s))
         mb = self.micro_batch / self.cp  # a cp rank holds s/cp of each sample
+        ops = self._ops_by_count[m][s]
         if self.schedule.split_backward:
             activations = split_backward.peak_activation_bytes(
-                self.ops[s],
+                ops,
                 lambda c: self.plans[self.schedule.virtual_stage(s, c)].activation_bytes * mb,
             )
         else:
-            held = self._resident_pairs(s, peak_stored(self.ops[s])[1])
+            held = self._resident_pairs(s, peak_stored(ops)[1])
             activations = sum(
                 self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
                 for _, chunk in held
@@ -261,7 +276,7 @@ class Pipeline(HybridReport):
         for it in range(self.train.iterations):
             for device in group:
                 self.clock.start(device, it, sim.now)
-            for i, op in enumerate(self.ops[s]):
+            for i, op in enumerate(self.ops_of(d)[s]):
                 self._prefetch(sim, d, s, it, i)
                 yield from self._run_op(sim, d, s, it, op, i)
             yield from self._update(sim, d, s, it)
@@ -331,7 +346,7 @@ class Pipeline(HybridReport):
                 yield self._arrival((d, it, "activation", j, k))
             memory.store((j, op.chunk), plan.activation_bytes * mb / self.cp, sim.now, it)
             passes = 1
-            flops = (plan.forward_flops + moe.extra_flops(self, k, False, passes)) * mb
+            flops = self._pass_flops(k, True) * mb
         else:
             if k < last and op.kind != BACKWARD_WEIGHT:
                 yield self._arrival((d, it, "gradient", j, k))
@@ -339,14 +354,14 @@ class Pipeline(HybridReport):
                 yield from self._await_fetch(sim, d, s, it, (j, op.chunk))
                 self._backward_started(sim, d, s, it, index)
             passes = 2 if self.recompute == "full" else 1
-            extra = moe.extra_flops(self, k, True, passes)
             if op.kind == BACKWARD:
-                flops = (plan.backward_flops + plan.recompute_flops + extra) * mb
+                flops = self._pass_flops(k, False) * mb
             else:
+                extra = moe.extra_flops(self, k, True, passes)
                 w = self.weight_flops[k]
                 flops = split_backward.split_flops(plan, op.kind, w, extra) * mb
         forward = op.kind == FORWARD
-        mode, buckets = self._op_parts(s, it, index)  # bucket by bucket (:mod:`.dp_overlap`)
+        mode, buckets = self._op_parts(d, s, it, index)  # bucket by bucket (:mod:`.dp_overlap`)
         parts = [(b.forward_share if forward else b.backward_share, b) for b in buckets]
         if parts:  # the first bucket's gathered parameters, before any of the op's compute
             yield from self._before_part(sim, d, s, it, mode, parts[0][1])

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...metrics import (
     OPTIONAL,
+    BatchShares,
     CollectivesRan,
     DeviceTimes,
     FlopTrainingSummary,
@@ -239,6 +240,9 @@ class HybridSummary(FlopTrainingSummary):
     offload: OffloadTraffic | None = field(default=None, metadata=OPTIONAL)
     recipes: TrainingRecipes | None = field(default=None, metadata=OPTIONAL)
     """Megatron-Core's production recipes in force, data-parallel time exposed and hidden."""
+    batch_shares: BatchShares | None = field(default=None, metadata=OPTIONAL)
+    """Micro-batches per replica by type (``data_parallel.balance`` not ``even``; then
+    ``micro_batches`` is the mean per replica)."""
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])

@@ -270,6 +270,22 @@ def _placed(
     )
 
 
+def cluster_price(cluster: Any) -> PerType | None:
+    """The GPU-hour price a cluster section gives: its ``gpu_hour_price``, or on a mixed
+    cluster a mapping from each node group's GPU type to its group's price (the cluster's
+    where a group gives none); None when a price is missing."""
+    groups = getattr(cluster, "node_groups", None)
+    if not groups:
+        return cluster.gpu_hour_price
+    prices: dict[str, float] = {}
+    for group in groups:
+        price = group.gpu_hour_price or cluster.gpu_hour_price
+        if price is None:
+            return None
+        prices[group.gpu.preset or ""] = price
+    return prices
+
+
 def _priced(
     i: int, choice: ClusterChoice, doc: dict[str, Any], scenario: Scenario, source: str
 ) -> ClusterOption:
@@ -277,7 +293,7 @@ def _priced(
     path = join_path("clusters", i)
     price = choice.gpu_hour_price
     if price is None:
-        price = scenario.cluster.gpu_hour_price
+        price = cluster_price(scenario.cluster)
     if price is None:
         raise ScenarioError(
             Problem(

@@ -57,7 +57,8 @@ class PlanOptions:
     """``training.iterations`` of every candidate."""
     all_replicas: bool = False
     """Simulate every data-parallel replica (default: replica 0 stands for all -- identical
-    replicas, data-parallel collectives priced analytically -- unless there are stragglers)."""
+    replicas, data-parallel collectives priced analytically -- unless there are stragglers or
+    the cluster is mixed)."""
     max_events: int | None = None
     """Work limit of each candidate's run (``engine.max_events``; None: the scenario's)."""
     max_memory: float | None = None
