@@ -75,6 +75,8 @@ def candidate_document(
     alike = not mixed and not out.get("stragglers")
     if point.zero < SHARDED_STAGE and not options.all_replicas and alike:
         parallelism["simulate_replicas"] = "one"
+    elif mixed:
+        parallelism["simulate_replicas"] = "all"  # the replicas differ
     out["parallelism"] = parallelism
     training = dict(out["training"])
     training["iterations"] = options.iterations
