@@ -11,6 +11,11 @@ holds coordinate c of each axis, so with the default the tp GPUs of a group
 are consecutive (one node), the stages of a replica follow each other and the
 replicas come last.
 
+On a mixed cluster (node groups filled kind by kind) the order decides what sits on one GPU
+type: with ``[tp, pp, dp]`` a replica's tp x pp workers are consecutive, so each replica
+is of one type; with ``[tp, dp, pp]`` a stage's tp x dp workers are, so each stage is
+(what ``pipeline.stages: balanced`` balances; docs/mixed-clusters.md).
+
 Context parallelism (``cp``, ring attention) is a fourth axis: when ``order``
 does not list it, it comes right after ``tp`` (Megatron-Core's tp-cp-pp-dp),
 so with ``cp`` = 1 every rank is where it was with three axes.  A stage of a

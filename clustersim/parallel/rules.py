@@ -322,12 +322,15 @@ def micro_batch_size_problem(global_batch: int, dp: int, micro_batches: int) -> 
     )
 
 
-def stage_split_problem(blocks: int, pp: int, chunks: int, transformer: bool) -> Problem | None:
+def stage_split_problem(
+    blocks: int, pp: int, chunks: int, transformer: bool, balanced: bool = False
+) -> Problem | None:
     """Why a model cannot be split into ``pp`` x ``chunks`` virtual stages without
     ``pipeline.stage_layers``, or None: a transformer's ``blocks`` go l / (p v) to each
-    (Megatron-LM); any other model needs at least one of its ``blocks`` layers per stage."""
+    (Megatron-LM); any other model, and any model split by ``pipeline.stages: balanced``,
+    needs at least one of its ``blocks`` (transformer blocks, or layers) per stage."""
     parts = pp * chunks
-    if transformer:
+    if transformer and not balanced:
         if blocks % parts == 0:
             return None
         what = f"pp {pp} x chunks {chunks}" if parts != pp else f"pp {pp}"
@@ -338,9 +341,10 @@ def stage_split_problem(blocks: int, pp: int, chunks: int, transformer: bool) ->
         )
     if blocks >= parts:
         return None
+    what = "transformer layers" if transformer else "layers"
     return Problem(
         "parallelism.pp",
-        f"the model has {blocks} layers, fewer than the {parts} (virtual) stages",
+        f"the model has {blocks} {what}, fewer than the {parts} (virtual) stages",
         f"pp x chunks <= {blocks}",
     )
 

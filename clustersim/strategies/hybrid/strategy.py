@@ -20,10 +20,11 @@ given):
 * **Batch.** Each replica trains global_batch / dp samples in ``m`` micro-batches
   of global_batch / (dp m) samples (an error if below 1; fractions allowed).
 * **Stages.** The layers are split into ``p v`` virtual stages (``v`` chunks
-  per device, interleaved only), contiguous, balanced by forward + backward
-  FLOPs (:func:`clustersim.parallel.stages.balanced_split`) or as
-  ``pipeline.stage_layers`` lists; chunk ``c`` of device ``s`` is virtual
-  stage ``c p + s``.
+  per device, interleaved only), contiguous: a transformer's blocks evenly, other
+  models balanced by forward + backward FLOPs
+  (:func:`clustersim.parallel.stages.balanced_split`), by each stage's GPUs with
+  ``pipeline.stages: balanced`` (:mod:`.balance`), or as ``pipeline.stage_layers``
+  lists; chunk ``c`` of device ``s`` is virtual stage ``c p + s``.
 * **Operations.** Each stage device runs its schedule's operations in order
   on its compute stream.  Forward of micro-batch j on virtual stage k costs
   the stage's forward FLOPs x micro-batch samples and waits for the
@@ -79,7 +80,9 @@ communication: what ``bubble_fraction`` meant here before); ``per_device_iterati
 split per iteration window; ``activation_memory`` per device stage:
 ``peak_bytes``, ``peak_microbatches`` (stored (micro-batch, chunk) pairs) and
 replica 0's ``timeline`` of ``[time_s, stored, bytes]`` in iteration 0; ``recipes``: the
-production recipes in force and the data-parallel seconds exposed and hidden per stage.
+production recipes in force and the data-parallel seconds exposed and hidden per stage;
+``stage_balance`` (``pipeline.stages: balanced``): each virtual stage's time per micro-batch
+and the device setting its pace (:mod:`.balance`).
 Units: seconds, bytes, FLOPs.
 """
 
@@ -113,7 +116,7 @@ from .dp_overlap import REDUCE
 from .grad_buckets import as_gather
 from .report import HybridReport
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
-from .stages import StagePlan, peak_stored
+from .stages import StagePlan
 
 
 class Pipeline(HybridReport):
@@ -193,7 +196,7 @@ class Pipeline(HybridReport):
                 lambda c: self.plans[self.schedule.virtual_stage(s, c)].activation_bytes * mb,
             )
         else:
-            held = self._resident_pairs(s, peak_stored(self.ops[s])[1])
+            held = self._resident_pairs(s, self.peak_pairs[s])
             activations = sum(
                 self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
                 for _, chunk in held
