@@ -148,6 +148,17 @@ BASES: dict[str, dict[str, Any]] = {
         },
         {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
     ),
+    "mixed": _workload(
+        {
+            "racks": 2,
+            "nodes_per_rack": 1,
+            "node_groups": [
+                {**_NODE, "nvlink_domain": 1, "nics": 1, "count": 1, "gpu_hour_price": 2.0},
+                {**_NODE, "nvlink_domain": 1, "nics": 1, "count": 1},
+            ],
+        },
+        {"program": [transfer("t", "rack0/node0/gpu0", "rack1/node0/gpu0", "1MB")]},
+    ),
     "two_tier_tcp": _workload(
         {
             "racks": 1,
@@ -530,6 +541,16 @@ KEYS: list[Key] = [
         gpus=("cluster", "node", "gpus"),
         nvlink_domain=("cluster", "node", "nvlink_domain"),
         nics=("cluster", "node", "nics"),
+    ),
+    *_keys(
+        "NodeGroupSpec",
+        "mixed",
+        zero=("gpus",),  # a valid gpus; 0 on one group alone breaks the shared shape
+        gpus=("cluster", "node_groups", 0, "gpus"),
+        nvlink_domain=("cluster", "node_groups", 0, "nvlink_domain"),
+        nics=("cluster", "node_groups", 0, "nics"),
+        count=("cluster", "node_groups", 0, "count"),
+        gpu_hour_price=("cluster", "node_groups", 0, "gpu_hour_price"),
     ),
     *_keys(
         "NicSpec",
