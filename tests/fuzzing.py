@@ -529,6 +529,8 @@ def pipeline_documents(
     if "layers" in model and draw(st.booleans()):
         total = sum(layer["repeat"] for layer in model["layers"])
         pipeline["stage_layers"] = _split(total, pp * chunks)
+    elif draw(st.integers(0, 2)) == 0:
+        pipeline["stages"] = "balanced"  # by each stage's GPUs (whole blocks)
     doc = _document(
         "tensor_parallel" if tp > 1 else f"pipeline-{schedule}",
         cluster,

@@ -197,6 +197,13 @@ def _print_summary(result: Any, wall_s: float) -> None:
         verdict = (
             "fits" if memory.fits else f"DOES NOT FIT on {memory.devices_over_capacity} device(s)"
         )
+        fullest = memory.fullest_device
+        if fullest is not None:  # devices of several memory sizes
+            row = memory.per_device[fullest]
+            verdict = (
+                f"fullest {fullest}: {format_size(row.peak_bytes)} of "
+                f"{format_size(row.capacity_bytes)}; {verdict}"
+            )
         out(
             f"memory    peak {format_size(memory.peak_bytes)} of "
             f"{format_size(memory.capacity_bytes)} on {memory.peak_device} ({verdict})"

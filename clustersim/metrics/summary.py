@@ -109,6 +109,9 @@ class MemoryBlock(SummaryPart):
     """The capacity of ``peak_device``."""
     devices_over_capacity: int
     per_device: dict[str, MemoryRow]
+    fullest_device: str | None = field(default=None, metadata=OPTIONAL)
+    """The first device with the largest peak / capacity, when it is not ``peak_device``
+    (devices of several memory sizes: a mixed cluster's smaller GPUs fill first)."""
 
 
 @dataclass(frozen=True)

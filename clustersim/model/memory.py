@@ -187,11 +187,15 @@ def memory_summary(per_device: Mapping[str, DeviceMemory]) -> MemoryBlock | None
     ``fits`` (every device within its capacity), ``peak_bytes`` (the largest
     peak), ``peak_device`` (the first device with it), ``capacity_bytes`` (of that device),
     ``devices_over_capacity`` (how many) and ``per_device`` (each device's
-    parts, peak, capacity and ``fits``).
+    parts, peak, capacity and ``fits``); ``fullest_device`` (the first device with the
+    largest peak / capacity) when it is not ``peak_device``.
     """
     if not per_device:
         return None
     peak_device = max(per_device, key=lambda d: per_device[d].peak)  # the first of equals
+    fullest = max(per_device, key=lambda d: _fill(per_device[d]))
+    if _fill(per_device[fullest]) == _fill(per_device[peak_device]):
+        fullest = peak_device
     worst = per_device[peak_device]
     over = sum(1 for m in per_device.values() if not m.fits)
     return MemoryBlock(
@@ -201,7 +205,15 @@ def memory_summary(per_device: Mapping[str, DeviceMemory]) -> MemoryBlock | None
         capacity_bytes=worst.capacity,
         devices_over_capacity=over,
         per_device=_shared_rows(per_device),
+        fullest_device=fullest if fullest != peak_device else None,
     )
+
+
+def _fill(memory: DeviceMemory) -> float:
+    """Peak over capacity (infinite for a device without memory that needs some)."""
+    if memory.capacity > 0:
+        return memory.peak / memory.capacity
+    return float("inf") if memory.peak > 0 else 0.0
 
 
 def over_capacity_message(memory: MemoryBlock | None) -> str:
@@ -210,7 +222,8 @@ def over_capacity_message(memory: MemoryBlock | None) -> str:
         return ""
     from ..units import format_size
 
-    row = memory.per_device[memory.peak_device]
+    device = memory.fullest_device or memory.peak_device
+    row = memory.per_device[device]
     parts = ", ".join(
         f"{key.removesuffix('_bytes').replace('_', ' ')} {format_size(getattr(row, key))}"
         for key in (
@@ -225,7 +238,7 @@ def over_capacity_message(memory: MemoryBlock | None) -> str:
     )
     return (
         f"does not fit in device memory: {memory.devices_over_capacity} device(s) over "
-        f"capacity; {memory.peak_device} needs {format_size(row.peak_bytes)} of "
+        f"capacity; {device} needs {format_size(row.peak_bytes)} of "
         f"{format_size(row.capacity_bytes)} ({parts})"
     )
 

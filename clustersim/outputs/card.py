@@ -100,6 +100,8 @@ def header_card(
         m = summary.memory
         share = m.peak_bytes / m.capacity_bytes if m.capacity_bytes else 0.0
         fits = "fits" if m.fits else f"{m.devices_over_capacity} devices over capacity"
+        if m.fullest_device is not None:  # devices of several memory sizes
+            fits = f"fullest {m.fullest_device}; {fits}"
         items.append(
             (
                 "peak memory",

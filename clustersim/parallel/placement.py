@@ -11,6 +11,11 @@ holds coordinate c of each axis, so with the default the tp GPUs of a group
 are consecutive (one node), the stages of a replica follow each other and the
 replicas come last.
 
+On a mixed cluster (node groups filled kind by kind) the order decides what sits on one GPU
+type: with ``[tp, pp, dp]`` a replica's tp x pp workers are consecutive, so each replica
+is of one type; with ``[tp, dp, pp]`` a stage's tp x dp workers are, so each stage is
+(what ``pipeline.stages: balanced`` balances; docs/mixed-clusters.md).
+
 Context parallelism (``cp``, ring attention) is a fourth axis: when ``order``
 does not list it, it comes right after ``tp`` (Megatron-Core's tp-cp-pp-dp),
 so with ``cp`` = 1 every rank is where it was with three axes.  A stage of a
@@ -19,7 +24,10 @@ rank), and the gradients are reduced over dp x cp (:meth:`Placement.dp_group`).
 
 Impossible combinations are errors naming the key: dp x tp x pp different
 from the number of workers, a tensor-parallel group spanning nodes without
-``allow_cross_node_tp`` (tensor parallelism needs NVLink bandwidth).  The rules
+``allow_cross_node_tp`` (tensor parallelism needs NVLink bandwidth), a tensor-parallel
+group of several GPU types (a mixed cluster's: its GPUs split each layer in lock step).
+A context-parallel ring may hold several types: its ranks exchange keys and values
+step by step, so the slowest sets the pace, as in data parallelism.  The rules
 and their messages live in :mod:`clustersim.parallel.rules`; this module finds
 the groups they judge.
 """
@@ -117,7 +125,24 @@ def place(
     placement = Placement(dp, tp, pp, tuple(parallelism.order), tuple(workers), cp)
     if tp > 1 and not parallelism.allow_cross_node_tp:
         rules.enforce(_node_problem(placement, topology, path))
+    if tp > 1:
+        rules.enforce(_type_problem(placement, topology, path))
     return placement
+
+
+def _type_problem(placement: Placement, topology: Topology, path: str) -> Problem | None:
+    """The first tensor-parallel group whose GPUs are of several types (mixed clusters)."""
+    devices = topology.devices
+    if len({devices[x].type for x in placement.workers}) <= 1:
+        return None
+    for d in range(placement.dp):
+        for s, c in ((s, c) for s in range(placement.pp) for c in range(placement.cp)):
+            group = placement.tp_group(d, s, c)
+            types = [devices[x].type for x in group]
+            problem = rules.tensor_group_type_problem(group, types, d, s, path)
+            if problem is not None:
+                return problem
+    return None
 
 
 def _node_problem(placement: Placement, topology: Topology, path: str) -> Problem | None:

@@ -8,7 +8,8 @@ leave forbidden configurations out of its search.
 
 * workers and groups: :func:`grid_split_problem` (tp x pp divides the workers),
   :func:`grid_size_problem` (dp x tp x pp is the workers),
-  :func:`tensor_group_node_problem` (a tensor-parallel group inside a node);
+  :func:`tensor_group_node_problem` (a tensor-parallel group inside a node),
+  :func:`tensor_group_type_problem` (and of one GPU type);
 * :func:`tensor_parallel_problem` -- tensor parallelism splits a transformer's
   attention heads, so ``tp`` must divide them (Megatron-LM);
 * :func:`sharded_zero_problem` -- ZeRO stages that shard gradients (2) or also
@@ -128,6 +129,33 @@ def tensor_group_node_problem(
         f"{reason}; tensor parallelism needs NVLink inside a node",
         f"tp <= {gpus_per_node} with tp innermost in order, "
         "or parallelism.allow_cross_node_tp: true",
+    )
+
+
+def tensor_group_type_problem(
+    group: Sequence[str],
+    types: Sequence[str],
+    replica: int,
+    stage: int,
+    path: str = "parallelism",
+) -> Problem | None:
+    """Why the tensor-parallel group ``group`` (its devices' GPU ``types``, "" for a GPU
+    naming no preset) cannot run, or None: its GPUs compute every layer in lock step, shard
+    for shard, so they must be of one type (a mixed cluster's nodes are each of one kind)."""
+    kinds = sorted(set(types))
+    if len(kinds) <= 1:
+        return None
+    parts = []
+    for kind in kinds:
+        mine = [x for x, t in zip(group, types, strict=True) if t == kind]
+        where = mine[0] if len(mine) == 1 else f"{mine[0]} .. {mine[-1]}"
+        parts.append(f"{len(mine)} x {kind or 'no preset'} ({where})")
+    return Problem(
+        f"{path}.tp",
+        f"the tensor-parallel group of replica {replica} stage {stage} mixes GPU types: "
+        f"{', '.join(parts)}; its GPUs split every layer in lock step",
+        "tensor-parallel groups of one GPU type: tp dividing a node's GPUs with tp innermost "
+        "in order, or allow_cross_node_tp over nodes of one kind only",
     )
 
 
@@ -294,12 +322,15 @@ def micro_batch_size_problem(global_batch: int, dp: int, micro_batches: int) -> 
     )
 
 
-def stage_split_problem(blocks: int, pp: int, chunks: int, transformer: bool) -> Problem | None:
+def stage_split_problem(
+    blocks: int, pp: int, chunks: int, transformer: bool, balanced: bool = False
+) -> Problem | None:
     """Why a model cannot be split into ``pp`` x ``chunks`` virtual stages without
     ``pipeline.stage_layers``, or None: a transformer's ``blocks`` go l / (p v) to each
-    (Megatron-LM); any other model needs at least one of its ``blocks`` layers per stage."""
+    (Megatron-LM); any other model, and any model split by ``pipeline.stages: balanced``,
+    needs at least one of its ``blocks`` (transformer blocks, or layers) per stage."""
     parts = pp * chunks
-    if transformer:
+    if transformer and not balanced:
         if blocks % parts == 0:
             return None
         what = f"pp {pp} x chunks {chunks}" if parts != pp else f"pp {pp}"
@@ -310,9 +341,10 @@ def stage_split_problem(blocks: int, pp: int, chunks: int, transformer: bool) ->
         )
     if blocks >= parts:
         return None
+    what = "transformer layers" if transformer else "layers"
     return Problem(
         "parallelism.pp",
-        f"the model has {blocks} layers, fewer than the {parts} (virtual) stages",
+        f"the model has {blocks} {what}, fewer than the {parts} (virtual) stages",
         f"pp x chunks <= {blocks}",
     )
 

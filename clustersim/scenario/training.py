@@ -393,4 +393,25 @@ class PipelineSpec(_Spec):
     recompute: Bool = False
     """Activation recomputation: backward re-runs the forward; only stage inputs are stored."""
     stage_layers: list[Count] | None = None
-    """Layers per stage (virtual stage for interleaved), input first; default: balanced by compute time."""
+    """Layers per stage (virtual stage for interleaved), input first, any counts adding up to
+    the model's layers (a layer with ``repeat: n`` counts n times); default: as ``stages``
+    says."""
+    stages: Literal["even", "balanced"] = "even"
+    """How the layers are split over the stages when ``stage_layers`` is not given.  even
+    (default): a transformer's blocks l / (pp x chunks) per stage, the embedding on the
+    first, the head on the last (Megatron-LM); any other model's layers balanced by FLOPs.
+    balanced: whole blocks (layers) by the speed and memory of each stage's devices -- the
+    slowest stage as fast as it can be, within each stage's memory (the slowest replica's
+    GPUs set a stage's pace; docs/mixed-clusters.md, "Balancing pipeline stages")."""
+
+    @model_validator(mode="after")
+    def _one_split(self) -> PipelineSpec:
+        if self.stages == "balanced" and self.stage_layers is not None:
+            raise Invalid(
+                Problem(
+                    "stages",
+                    "balanced, but stage_layers lists the split",
+                    "one of the two: stages: balanced, or stage_layers (with stages: even)",
+                )
+            )
+        return self

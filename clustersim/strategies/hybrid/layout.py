@@ -17,11 +17,12 @@ from ..written_keys import unread_problems
 from . import experts as moe
 from . import recipes
 from .accounting import link_sharing
+from .balance import StageBalance, balance_stages, units_of
 from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
 from .offload import Offload
 from .replica_batches import ReplicaBatches
-from .stages import StageOptions, StagePlan, plan_stages
+from .stages import StageOptions, StagePlan, peak_stored, plan_stages
 
 
 class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
@@ -30,6 +31,9 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
 
     supports_param_gather_overlap = True
+    balance: StageBalance | None = None
+    """``pipeline.stages: balanced``: the split found and its stage times (None: not asked,
+    or not found yet)."""
     reads = frozenset(
         {
             "parallelism",
@@ -116,9 +120,17 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
         self._replica_ops()
+        split = self.schedule.split_backward  # counts shares: split_backward.peak_activation_bytes
+        self.peak_pairs = {
+            m: [[] if split else peak_stored(ops)[1] for ops in by_stage]
+            for m, by_stage in self._ops_by_count.items()
+        }
+        """Per micro-batch count, per device stage: the (micro-batch, chunk) pairs stored at
+        its peak."""
         self._check_combinations()
         self._check_offload()
         self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
+        self._balance()
 
     def _grad_buckets(self) -> dict[int, list[GradBucket]]:
         """Per device stage, the gradient buckets the overlapped recipes sync (none when
@@ -266,7 +278,8 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         return given
 
     def _split(self) -> list[int]:
-        """Layers per virtual stage: as listed, equal transformer blocks, or balanced by FLOPs."""
+        """Layers per virtual stage: as listed, balanced on the stages' devices
+        (``pipeline.stages: balanced``), equal transformer blocks, or balanced by FLOPs."""
         parts = self.schedule.virtual_stages
         layers = self.model.layers
         if self.pipe.stage_layers is not None:
@@ -274,11 +287,51 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
             return list(self.pipe.stage_layers)
         shape = self.model.transformer
         blocks = shape.layers if shape is not None else len(layers)
-        split = rules.stage_split_problem(blocks, self.pp, self.schedule.chunks, shape is not None)
+        balanced = self.pipe.stages == "balanced"
+        split = rules.stage_split_problem(
+            blocks, self.pp, self.schedule.chunks, shape is not None, balanced
+        )
         rules.enforce(split)
+        if balanced:
+            return self._split_balanced(parts)
         if shape is not None:
             return self._split_blocks(parts)
         return balanced_split([x.forward_flops + x.backward_flops for x in layers], parts)
+
+    def _split_balanced(self, parts: int) -> list[int]:
+        """The balanced split once found; before (the first check), the units (blocks, or
+        layers) balanced by FLOPs, a provisional split the costs are read from."""
+        if self.balance is not None:
+            return list(self.balance.counts)
+        units = units_of(self.model)
+        flops = [x.forward_flops + x.backward_flops for x in self.model.layers]
+        first, costs = 0, []
+        for count in units:
+            costs.append(sum(flops[first : first + count]))
+            first += count
+        counts, first = [], 0
+        for n in balanced_split(costs, parts):
+            counts.append(sum(units[first : first + n]))
+            first += n
+        return counts
+
+    def _even_split(self) -> list[int] | None:
+        """The split of ``pipeline.stages: even`` (None where the blocks do not divide)."""
+        parts = self.schedule.virtual_stages
+        shape = self.model.transformer
+        if shape is None:
+            flops = [x.forward_flops + x.backward_flops for x in self.model.layers]
+            return balanced_split(flops, parts)
+        return self._split_blocks(parts) if shape.layers % parts == 0 else None
+
+    def _balance(self) -> None:
+        """``pipeline.stages: balanced``: price the stages on their devices (the layout
+        checked on the provisional split), then check the layout again on the split found."""
+        if self.pipe.stages != "balanced" or self.balance is not None:
+            return
+        self.balance = balance_stages(self, self._even_split())
+        if self.balance.counts != self.stage_layers:
+            self.check()
 
     def _split_blocks(self, parts: int) -> list[int]:
         """Megatron-LM's split: l / (p v) blocks per virtual stage, the embedding on the first,
@@ -450,5 +503,23 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
             f"pipeline training of {self.model.name} ({self.model.params:.4g} params): "
             f"{s.name} over pp {self.pp}{tp} x dp {self.dp}, {self.balance_text()}"
             f"{chunks}{recompute}{zero}, "
-            f"stages {self.stage_layers}"
+            f"stages {self.stage_layers}{self._balance_note()}"
         )
+
+    def _balance_note(self) -> str:
+        """How ``stages: balanced`` chose the split, for :meth:`describe`."""
+        found = self.balance
+        if found is None:
+            return ""
+        slowest = max(range(len(found.seconds)), key=lambda k: found.seconds[k])
+        note = (
+            f" (balanced on the stages' devices: slowest stage {found.seconds[slowest] * 1e3:.4g}"
+            f" ms per micro-batch on {found.pace_devices[slowest]}"
+        )
+        if found.even_seconds is not None:
+            note += f", even split {max(found.even_seconds) * 1e3:.4g} ms"
+        if not found.fits:
+            note += "; no split fits the memory"
+        elif found.memory_bound:
+            note += "; memory-bound"
+        return note + ")"

@@ -22,6 +22,7 @@ from .summary import (
     HybridTraffic,
     IterationBubble,
     StageActivations,
+    StageBalanceBlock,
     StageWeightVersions,
     TensorParallelTraffic,
 )
@@ -116,6 +117,22 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             offload=self._offload_traffic(),
             recipes=self._recipes_summary(),
             batch_shares=self.batch_shares,
+            stage_balance=self._stage_balance(),
+        )
+
+    def _stage_balance(self) -> StageBalanceBlock | None:
+        """The ``stage_balance`` block (None unless ``pipeline.stages: balanced``)."""
+        found = self.balance
+        if found is None:
+            return None
+        devices = self.topology.devices
+        return StageBalanceBlock(
+            stage_seconds=list(found.seconds),
+            pace_devices=list(found.pace_devices),
+            pace_types=[devices[x].type for x in found.pace_devices],
+            memory_bound=found.memory_bound,
+            fits=found.fits,
+            even_stage_seconds=found.even_seconds,
         )
 
     def _weight_versions(self) -> dict[str, StageWeightVersions]:

@@ -76,6 +76,23 @@ def plan_stages(
     return plans
 
 
+def plan_range(
+    model: training.Model, k: int, first: int, count: int, options: StageOptions | None = None
+) -> StagePlan:
+    """Virtual stage ``k`` holding the ``count`` layers from ``first`` on: what
+    :func:`plan_stages` gives it when the stage before it ends at ``first`` (a candidate of
+    :mod:`.balance`)."""
+    opt = options or StageOptions()
+    layers = model.layers[first : first + count]
+    if first == 0:
+        previous = layers[0].activation_bytes
+    elif model.transformer is not None:
+        previous = boundary_bytes(model, 1.0, opt.bytes_per_value) or 0.0
+    else:
+        previous = model.layers[first - 1].activation_bytes
+    return _plan(model, k, first, layers, previous, opt)
+
+
 def _plan(
     model: training.Model,
     k: int,
@@ -155,13 +172,13 @@ def _transformer_recompute_flops(
 def peak_stored(ops: Sequence[Op]) -> tuple[int, list[tuple[int, int]]]:
     """Largest number of (micro-batch, chunk) activations a device's ops hold at once, and
     the pairs held at that moment (forward stores, backward frees)."""
-    held: list[tuple[int, int]] = []
+    held: dict[tuple[int, int], None] = {}  # in the order stored
     best: list[tuple[int, int]] = []
     for op in ops:
         if op.kind == FORWARD:
-            held.append((op.microbatch, op.chunk))
+            held[op.microbatch, op.chunk] = None
             if len(held) > len(best):
                 best = list(held)
         else:
-            held.remove((op.microbatch, op.chunk))
+            del held[op.microbatch, op.chunk]
     return len(best), best

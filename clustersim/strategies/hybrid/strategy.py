@@ -22,10 +22,11 @@ given):
   ``data_parallel.balance`` the dp m micro-batches go to the replicas in different
   numbers, each replica running its own schedule (:mod:`.replica_batches`).
 * **Stages.** The layers are split into ``p v`` virtual stages (``v`` chunks
-  per device, interleaved only), contiguous, balanced by forward + backward
-  FLOPs (:func:`clustersim.parallel.stages.balanced_split`) or as
-  ``pipeline.stage_layers`` lists; chunk ``c`` of device ``s`` is virtual
-  stage ``c p + s``.
+  per device, interleaved only), contiguous: a transformer's blocks evenly, other
+  models balanced by forward + backward FLOPs
+  (:func:`clustersim.parallel.stages.balanced_split`), by each stage's GPUs with
+  ``pipeline.stages: balanced`` (:mod:`.balance`), or as ``pipeline.stage_layers``
+  lists; chunk ``c`` of device ``s`` is virtual stage ``c p + s``.
 * **Operations.** Each stage device runs its schedule's operations in order
   on its compute stream.  Forward of micro-batch j on virtual stage k costs
   the stage's forward FLOPs x micro-batch samples and waits for the
@@ -81,7 +82,9 @@ communication: what ``bubble_fraction`` meant here before); ``per_device_iterati
 split per iteration window; ``activation_memory`` per device stage:
 ``peak_bytes``, ``peak_microbatches`` (stored (micro-batch, chunk) pairs) and
 replica 0's ``timeline`` of ``[time_s, stored, bytes]`` in iteration 0; ``recipes``: the
-production recipes in force and the data-parallel seconds exposed and hidden per stage.
+production recipes in force and the data-parallel seconds exposed and hidden per stage;
+``stage_balance`` (``pipeline.stages: balanced``): each virtual stage's time per micro-batch
+and the device setting its pace (:mod:`.balance`).
 Units: seconds, bytes, FLOPs.
 """
 
@@ -115,7 +118,7 @@ from .dp_overlap import REDUCE
 from .grad_buckets import as_gather
 from .report import HybridReport
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
-from .stages import StagePlan, peak_stored
+from .stages import StagePlan
 
 
 class Pipeline(HybridReport):
@@ -208,7 +211,7 @@ class Pipeline(HybridReport):
                 lambda c: self.plans[self.schedule.virtual_stage(s, c)].activation_bytes * mb,
             )
         else:
-            held = self._resident_pairs(s, peak_stored(ops)[1])
+            held = self._resident_pairs(s, self.peak_pairs[m][s])
             activations = sum(
                 self.plans[self.schedule.virtual_stage(s, chunk)].activation_bytes * mb
                 for _, chunk in held

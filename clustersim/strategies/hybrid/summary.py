@@ -93,6 +93,27 @@ class HybridTraffic(SummaryPart):
 
 
 @dataclass(frozen=True)
+class StageBalanceBlock(SummaryPart):
+    """A hybrid run's ``stage_balance`` block (``pipeline.stages: balanced``,
+    :mod:`clustersim.strategies.hybrid.balance`): what the split was chosen by.  Seconds are
+    the compute of one micro-batch (forward + backward, with recomputation) on one GPU of
+    the stage's pace-setting devices, one value per virtual stage."""
+
+    stage_seconds: list[float]
+    pace_devices: list[str]
+    """Per virtual stage: the device whose speed sets its pace (the first of the slowest
+    kind among every replica's GPUs of that stage)."""
+    pace_types: list[str]
+    """Their GPU types ("" for a GPU naming no preset)."""
+    memory_bound: bool
+    """Memory kept layers off a stage the time-optimal split would give them."""
+    fits: bool
+    """Some split fits every stage's memory (false: the time-optimal split, over capacity)."""
+    even_stage_seconds: list[float] | None = field(default=None, metadata=OPTIONAL)
+    """The same seconds for ``stages: even`` (left out where the blocks do not divide)."""
+
+
+@dataclass(frozen=True)
 class TrainingRecipes(SummaryPart):
     """A hybrid run's ``recipes`` block: Megatron-Core's production settings in force
     (:mod:`clustersim.strategies.hybrid.recipes`) and what the overlaps hid.  Seconds are per
@@ -243,6 +264,8 @@ class HybridSummary(FlopTrainingSummary):
     batch_shares: BatchShares | None = field(default=None, metadata=OPTIONAL)
     """Micro-batches per replica by type (``data_parallel.balance`` not ``even``; then
     ``micro_batches`` is the mean per replica)."""
+    stage_balance: StageBalanceBlock | None = field(default=None, metadata=OPTIONAL)
+    """``pipeline.stages: balanced``: each stage's compute time and pace-setter."""
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])
