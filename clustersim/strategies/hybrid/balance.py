@@ -225,7 +225,8 @@ class StageCosts:
             for k in chunks:
                 counts[k] = moe
             view.experts = dataclasses.replace(layout.experts, moe_layers=tuple(counts))
-        states, activations, other = view._stage_memory(s)
+        m = max(view.micro_batch_counts())  # the replica holding the most micro-batches
+        states, activations, other = view._stage_memory(s, m)
         memory = layout.train.memory
         device = DeviceMemory.of(states, activations, other, self.capacity[s])
         return device.with_settings(memory.fragmentation, memory.buffers).peak
