@@ -345,7 +345,9 @@ def test_hybrid_weights_count_micro_batches_by_largest_remainder() -> None:
 
 
 def test_plan_simulates_every_replica_of_a_mixed_cluster() -> None:
-    """``clustersim plan`` lets replica 0 stand for all only on a cluster of one kind."""
+    """``clustersim plan`` lets replica 0 stand for all only where the replicas are alike: on
+    a cluster of one kind, or on a mixed one placed by stage (every replica an A100 stage and
+    an H100 stage); placed evenly or by replica, each replica is one node of its own type."""
     options = plan.PlanOptions(tp=(4,), pp=(2,), micro_batch=(1,), zero=(1,))
     for a100, h100, mixed in [(1, 1, True), (2, 0, False)]:
         doc = hybrid_job("speed", a100, h100)
@@ -354,7 +356,7 @@ def test_plan_simulates_every_replica_of_a_mixed_cluster() -> None:
         assert bool(found.gpu_types) is mixed and found.candidates
         for candidate in found.candidates:
             one = candidate.doc["parallelism"].get("simulate_replicas") == "one"
-            assert one is not mixed
+            assert one is (not mixed or candidate.point.arrangement == "stages")
 
 
 # --------------------------------------------------------------------------- bad input

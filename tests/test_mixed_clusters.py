@@ -212,3 +212,21 @@ def test_devices_csv_names_each_devices_type(tmp_path: Any) -> None:
     types = {row[0]: row[1] for row in rows}
     assert types["rack0/node1/gpu2"] == "a100-sxm4-80gb"
     assert types["rack1/node0/gpu5"] == "h100-sxm5-80gb"
+
+
+def test_the_resolved_scenario_keeps_each_devices_type(tmp_path: Any) -> None:
+    """scenario.resolved.yaml writes every preset out (no catalog needed) and keeps the
+    types: re-run, it gives the same summary, gpu_types and devices' types included."""
+    from clustersim.scenario.presets import expanded_document
+
+    doc = scenario(mixed())
+    resolved, notes = expanded_document(doc)
+    groups = resolved["cluster"]["node_groups"]
+    assert all("preset" not in g and "preset" not in g["gpu"] for g in groups)
+    assert [g["gpu"]["type"] for g in groups] == ["a100-sxm4-80gb", "h100-sxm5-80gb"]
+    assert len(notes) == 4  # two node presets, two GPU presets
+    first = simulate(parse_scenario(doc)).summary
+    again = simulate(parse_scenario(resolved)).summary
+    assert again["gpu_types"] == first["gpu_types"]
+    assert again["iteration_time_s"] == first["iteration_time_s"]
+    assert again["devices"] == first["devices"]

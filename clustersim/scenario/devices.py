@@ -148,6 +148,15 @@ class DeviceSpec(_Spec):
     preset: str | None = None
     """A catalog GPU (``clustersim list gpus``) or a YAML file of one (``./my_gpu.yaml``,
     relative to the scenario file): its values are this device's; keys beside it replace them."""
+    type: str | None = Field(None, min_length=1)
+    """What the device is, for the summary's ``gpu_types`` on a mixed cluster (default: its
+    preset's name); a run folder's scenario.resolved.yaml writes it for each preset it
+    expands."""
+
+    @property
+    def type_name(self) -> str:
+        """What the device is: ``type``, else its preset's name, else ""."""
+        return self.type or self.preset or ""
 
     @model_validator(mode="before")
     @classmethod

@@ -64,7 +64,22 @@ def _expand(data: Any, kind: str, path: str, base: Path, notes: list[str]) -> An
     except ScenarioError:
         return data  # the scenario's validation reports it
     notes.append(f"{path}: {kind} preset {name}")
+    if kind == "gpu":
+        values.setdefault("type", name)  # the device's type, as the preset named it
     return values
+
+
+def _expand_node(data: Any, path: str, base: Path, notes: list[str]) -> Any:
+    """A node mapping (``cluster.node`` or a node group) with its preset and its GPU's and
+    CPU's written out."""
+    node = _expand(data, "node", path, base, notes)
+    if not isinstance(node, Mapping):
+        return node
+    node = dict(node)
+    for key in DEVICE_KEYS:
+        if key in node:
+            node[key] = _expand(node[key], "gpu", f"{path}.{key}", base, notes)
+    return node
 
 
 def expanded_document(doc: Mapping[str, Any], source: str = "") -> tuple[dict[str, Any], list[str]]:
@@ -79,13 +94,14 @@ def expanded_document(doc: Mapping[str, Any], source: str = "") -> tuple[dict[st
         return out, notes
     base = scenario_folder(source)
     cluster = dict(cluster)
-    node = _expand(cluster.get("node"), "node", "cluster.node", base, notes)
-    if isinstance(node, Mapping):
-        node = dict(node)
-        for key in DEVICE_KEYS:
-            if key in node:
-                node[key] = _expand(node[key], "gpu", f"cluster.node.{key}", base, notes)
-        cluster["node"] = node
+    if "node" in cluster:
+        cluster["node"] = _expand_node(cluster["node"], "cluster.node", base, notes)
+    groups = cluster.get("node_groups")
+    if isinstance(groups, list):
+        cluster["node_groups"] = [
+            _expand_node(group, join_path("cluster.node_groups", i), base, notes)
+            for i, group in enumerate(groups)
+        ]
     if "device" in cluster:
         cluster["device"] = _expand(cluster["device"], "gpu", "cluster.device", base, notes)
     devices = cluster.get("devices")

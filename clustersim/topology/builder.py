@@ -96,7 +96,7 @@ class FabricBuilder:
             node=node,
             rack=rack,
             compute=getattr(spec, "compute", None),
-            type=getattr(spec, "preset", None) or "",
+            type=getattr(spec, "type_name", ""),
         )
         return name
 

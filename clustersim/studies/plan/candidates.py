@@ -49,9 +49,7 @@ REASON_CHARS = 110
 """Skip reasons are shortened to this many characters."""
 
 
-def candidate_document(
-    doc: dict[str, Any], point: Point, options: PlanOptions, mixed: bool = False
-) -> dict[str, Any]:
+def candidate_document(doc: dict[str, Any], point: Point, options: PlanOptions) -> dict[str, Any]:
     """The scenario document of one configuration.
 
     ``parallelism`` gets dp, tp, pp (its other keys kept; ``simulate_replicas:
@@ -66,17 +64,15 @@ def candidate_document(
     The keys the candidate's strategy (the hybrid, or ``zero`` for stages 2 and 3) would not
     read are left out (:func:`~clustersim.strategies.written_keys.without_unread`): the
     scenario's tensor keys mean nothing to a ZeRO-3 candidate, ``zero.prefetch`` nothing to
-    the hybrid.  On a ``mixed`` cluster every replica is simulated (they differ).
+    the hybrid.  On a ``mixed`` cluster one replica stands for all too where they are alike
+    (:func:`enumerate_candidates` falls back to every replica where they differ).
     """
     out = with_limit(copy.deepcopy(doc), options.max_events, options.max_memory)
     out.pop("workload", None)
     parallelism = dict(out.get("parallelism") or {})
     parallelism.update(dp=point.dp, tp=point.tp, pp=point.pp)
-    alike = not mixed and not out.get("stragglers")
-    if point.zero < SHARDED_STAGE and not options.all_replicas and alike:
+    if point.zero < SHARDED_STAGE and not options.all_replicas and not out.get("stragglers"):
         parallelism["simulate_replicas"] = "one"
-    elif mixed:
-        parallelism["simulate_replicas"] = "all"  # the replicas differ
     out["parallelism"] = parallelism
     training = dict(out["training"])
     training["iterations"] = options.iterations
@@ -130,7 +126,7 @@ class Enumeration:
     """The (resized) scenario document the candidates derive from."""
     gpu_types: dict[str, int] = field(default_factory=dict)
     """GPUs per type of a mixed cluster (empty: one type); its candidates are arranged
-    (:mod:`.mixed`) and simulate every replica."""
+    (:mod:`.mixed`) and simulate every replica where the replicas differ."""
 
     @property
     def skipped_count(self) -> int:
@@ -157,11 +153,11 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
     skipped: dict[str, int] = {}
     over: list[WorkLimitError] = []
     for point in points:
-        base = candidate_document(doc, point, options, mixed)
+        base = candidate_document(doc, point, options)
         for arrangement, changed in arranged(base, point) if mixed else [("", base)]:
             here = replace(point, arrangement=arrangement)
             try:
-                memory = prepare_on(parse_scenario(changed, source), topology)
+                changed, memory = _prepared(changed, source, topology)
             except WorkLimitError as exc:
                 over.append(exc)
                 continue
@@ -181,6 +177,27 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
         )
     types = topology.gpu_types() if mixed else {}
     return Enumeration(space, candidates, skipped, notes, doc, types)
+
+
+def _prepared(
+    doc: dict[str, Any], source: str, topology: Topology
+) -> tuple[dict[str, Any], tuple[float, float | None]]:
+    """``doc`` and :func:`prepare_on`'s memory estimate; a document whose replicas differ (a
+    mixed cluster's, placed so) where one would stand for all is given every replica."""
+    from ...scenario import parse_scenario
+
+    try:
+        return doc, prepare_on(parse_scenario(doc, source), topology)
+    except ScenarioError as exc:
+        if not any(p.path == ONE_REPLICA_KEY for p in exc.problems):
+            raise
+    doc = copy.deepcopy(doc)
+    doc["parallelism"]["simulate_replicas"] = "all"
+    return doc, prepare_on(parse_scenario(doc, source), topology)
+
+
+ONE_REPLICA_KEY = "parallelism.simulate_replicas"
+"""Where a run refuses one replica standing for replicas that differ."""
 
 
 def prepare_on(scenario: Scenario, topology: Topology) -> tuple[float, float | None]:
