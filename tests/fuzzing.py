@@ -235,7 +235,9 @@ def _algorithms(op: str, cluster: Cluster) -> list[str]:
     names = [name for name, cls in registered_algorithms().items() if op in cls.ops]
     if cluster.gpus_per_node is None:
         names = [n for n in names if n != "hierarchical"]
-    if not cluster.switched:
+    # in_network sums in switches: not without one, nor where a node's GPUs meet in its PCIe
+    # switch first (it does not reduce; hierarchical with inter: in_network is the way there)
+    if not cluster.switched or (cluster.gpus_per_node or 1) > 1:
         names = [n for n in names if n != "in_network"]
     return names
 
