@@ -125,3 +125,17 @@ def test_gains_are_measured_against_the_even_and_fast_only_bests(
         hours = float(r["time_to_train_s"]) / 3600
         assert float(r["cost"]) == pytest.approx(16 * hours * 2.25, rel=1e-9)
     assert (out_dir / "plan.md").read_text().count("over the best naive even split") == 1
+
+
+def test_the_naive_split_is_even_whatever_the_scenario_asks() -> None:
+    """A scenario that balances already still gets a truly even row to be compared with."""
+    doc = mixed_doc()
+    doc["data_parallel"] = {"sync": "allreduce", "balance": "speed"}
+    doc["pipeline"] = {"schedule": "1f1b", "stages": "balanced"}
+    found = plan.enumerate_candidates(doc, "mixed.yaml", OPTIONS)
+    even = [c for c in found.candidates if c.point.arrangement == "even"]
+    assert even
+    for c in even:
+        assert c.doc["data_parallel"]["balance"] == "even"
+        if "pipeline" in c.doc:
+            assert c.doc["pipeline"]["stages"] == "even"

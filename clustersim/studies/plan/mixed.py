@@ -41,7 +41,15 @@ STAGE_ORDER = ["tp", "dp", "pp"]
 
 
 def _even(doc: dict[str, Any], point: Point) -> dict[str, Any] | None:
-    return doc
+    """The scenario's order, even shares and the even stage split (a scenario's own
+    ``balance`` or ``stages`` set back to even)."""
+    out = doc
+    for section, key in (("data_parallel", "balance"), ("pipeline", "stages")):
+        given = (doc.get(section) or {}).get(key)
+        if given is not None and given != EVEN:
+            out = copy.deepcopy(out) if out is doc else out
+            out[section] = {**out[section], key: EVEN}
+    return out
 
 
 def _by_replica(doc: dict[str, Any], point: Point) -> dict[str, Any] | None:
