@@ -119,12 +119,7 @@ class PlanCommand(Command):
                 "--max-events or --max-memory, if they were over the work or memory limit)"
             )
         out(f"simulating {len(found.candidates)} configuration(s)")
-        progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
-        try:
-            outcomes = plan.run_candidates(found.candidates, args.jobs, progress, args.scheduler)
-        finally:
-            progress.close()
-        ranked = plan.rank(outcomes)
+        ranked = plan.rank(_simulate(args, found.candidates))
         rows = plan.shown(ranked, args.fit_only, args.top)
         for line in plan.format_table(rows) if rows else ["(no configuration fits)"]:
             out(line)
@@ -162,14 +157,7 @@ class PlanCommand(Command):
             out(
                 f"planning the {fast.gpu_type} nodes alone: {len(alone.candidates)} configuration(s)"
             )
-            progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
-            try:
-                outcomes = plan.run_candidates(
-                    alone.candidates, args.jobs, progress, args.scheduler
-                )
-            finally:
-                progress.close()
-            fast_ranked = plan.rank(outcomes)
+            fast_ranked = plan.rank(_simulate(args, alone.candidates))
         lines = mixed.gain_lines(ranked, fast, fast_ranked)
         for line in lines:
             out(line)
@@ -192,6 +180,18 @@ class PlanCommand(Command):
         for line in plan.verification_lines(verified, options.network):
             out(line)
         return verified
+
+
+def _simulate(args: argparse.Namespace, candidates: Any) -> list[Any]:
+    """Each candidate's outcome, simulated as the flags say (-j or --scheduler), with a
+    progress bar."""
+    from ..studies import plan
+
+    progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
+    try:
+        return plan.run_candidates(candidates, args.jobs, progress, args.scheduler)
+    finally:
+        progress.close()
 
 
 def _plan_options(args: argparse.Namespace, network: str) -> Any:

@@ -99,29 +99,26 @@ def check_groups(spec: Any, nodes: int, how: str) -> None:
             raise Invalid(problems)
 
 
-def node_kinds(spec: Any, nodes: int) -> list[NodeSpec]:
-    """The kind of each of the ``nodes`` nodes of a racked cluster ``spec``, in build order:
-    its ``node`` for all, or its ``node_groups`` one after another."""
+def node_kinds(spec: Any, nodes: int, first: int = 0) -> list[NodeSpec]:
+    """The kind of each of the ``nodes`` nodes of a racked cluster ``spec`` from node
+    ``first`` on, in build order: its ``node`` for all, or its ``node_groups`` one after
+    another.  O(groups + nodes)."""
     groups = getattr(spec, "node_groups", None)
     if not groups:
         return [spec.node] * nodes
     kinds: list[NodeSpec] = []
+    start, stop = first, first + nodes
+    at = 0  # the first node of the group
     for group in groups:
-        kinds += [group] * group.count
-    return kinds[:nodes]
+        low, high = max(start, at), min(stop, at + group.count)
+        kinds += [group] * max(high - low, 0)
+        at += group.count
+    return kinds
 
 
 def is_mixed(spec: Any) -> bool:
     """True when the cluster ``spec`` lists node groups (even of one kind)."""
     return bool(getattr(spec, "node_groups", None))
-
-
-def group_of_node(spec: Any) -> list[int]:
-    """The group index of each node of a mixed cluster, in build order."""
-    out: list[int] = []
-    for i, group in enumerate(spec.node_groups):
-        out += [i] * group.count
-    return out
 
 
 def mean_gpu_hour_price(spec: Any) -> float | None:

@@ -192,7 +192,7 @@ def _edge_nic_Bps(cluster_spec: Any, rack: int, per_rack: int) -> float:
     if not is_mixed(cluster_spec):
         node = cluster_spec.node
         return per_rack * int(getattr(node, "nics", 1)) * float(node.nic.bandwidth_Bps)
-    kinds = node_kinds(cluster_spec, (rack + 1) * per_rack)[rack * per_rack :]
+    kinds = node_kinds(cluster_spec, per_rack, first=rack * per_rack)
     return sum(int(k.nics) * float(k.nic.bandwidth_Bps) for k in kinds)
 
 
