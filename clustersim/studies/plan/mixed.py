@@ -151,13 +151,14 @@ def fast_only_document(doc: dict[str, Any], scenario: Scenario, topology: Topolo
 
 
 def best_of(ranked: Sequence[Outcome], arrangement: str | None = None) -> Outcome | None:
-    """The best outcome that fits (:func:`~.tables.best_fitting`), of ``arrangement`` only
-    when given."""
-    from .tables import best_fitting  # tables imports the candidates, which import this
-
-    if arrangement is None:
-        return best_fitting(ranked)
-    return best_fitting([o for o in ranked if o.point.arrangement == arrangement])
+    """The best outcome that fits (of ``arrangement`` only, when given): what
+    :func:`~.tables.best_fitting` picks, here without importing the tables (they import the
+    candidates, which import this module)."""
+    for outcome in ranked:
+        if outcome.ok and outcome.fits is True:
+            if arrangement is None or outcome.point.arrangement == arrangement:
+                return outcome
+    return None
 
 
 def gain_lines(
