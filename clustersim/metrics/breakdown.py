@@ -58,18 +58,28 @@ class LinkLoad(SummaryPart):
 
 def union_length(intervals: Iterable[Interval]) -> float:
     """Total length (s) covered by ``intervals``, overlaps counted once."""
-    total = 0.0
-    cur_start = cur_end = None
-    for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
-        elif end > cur_end:
-            cur_end = end
-    if cur_end is not None:
-        total += cur_end - cur_start
-    return total
+    pairs = list(intervals)
+    return union_of(
+        np.fromiter((p[0] for p in pairs), float, len(pairs)),
+        np.fromiter((p[1] for p in pairs), float, len(pairs)),
+    )
+
+
+def union_of(starts: np.ndarray, ends: np.ndarray) -> float:
+    """:func:`union_length` of the intervals ``[starts[i], ends[i]]`` (s), vectorised.
+
+    The intervals in order of start, a busy period ends where the next start lies beyond
+    every end so far; the periods' lengths are added one by one in time order, as the
+    sequential sweep adds them, so the sum is the same to the last bit."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    breaks = np.flatnonzero(starts[1:] > reach[:-1])
+    first = np.concatenate(([0], breaks + 1))
+    last = np.concatenate((breaks, [len(starts) - 1]))
+    return sum((reach[last] - starts[first]).tolist(), 0.0)
 
 
 def device_breakdown(
@@ -80,24 +90,32 @@ def device_breakdown(
     Devices that neither computed nor communicated are left out; the order is
     ``device_order`` (the topology's).
     """
-    compute: dict[str, list[Interval]] = {}
-    comm: dict[str, list[Interval]] = {}
+    compute: dict[str, tuple[list[float], list[float]]] = {}
+    comm: dict[str, tuple[list[float], list[float]]] = {}
     for r in records:
         if r.kind == "compute":
-            compute.setdefault(r.resource, []).append((r.start_s, r.end_s))
+            starts, ends = compute.setdefault(r.resource, ([], []))
+            starts.append(r.start_s)
+            ends.append(r.end_s)
         elif r.kind in COMMUNICATION_KINDS:
-            comm.setdefault(r.src, []).append((r.start_s, r.end_s))
+            starts, ends = comm.setdefault(r.src, ([], []))
+            starts.append(r.start_s)
+            ends.append(r.end_s)
             if r.dst != r.src:
-                comm.setdefault(r.dst, []).append((r.start_s, r.end_s))
+                starts, ends = comm.setdefault(r.dst, ([], []))
+                starts.append(r.start_s)
+                ends.append(r.end_s)
     out: dict[str, dict[str, float]] = {}
+    empty: tuple[list[float], list[float]] = ([], [])
     for name in device_order:
-        c = compute.get(name, [])
-        m = comm.get(name, [])
-        if not c and not m:
+        c, m = compute.get(name, empty), comm.get(name, empty)
+        if not c[0] and not m[0]:
             continue
-        compute_s = union_length(c)
-        comm_s = union_length(m)
-        busy_s = union_length(c + m)
+        c_starts, c_ends = np.array(c[0], float), np.array(c[1], float)
+        m_starts, m_ends = np.array(m[0], float), np.array(m[1], float)
+        compute_s = union_of(c_starts, c_ends)
+        comm_s = union_of(m_starts, m_ends)
+        busy_s = union_of(np.concatenate((c_starts, m_starts)), np.concatenate((c_ends, m_ends)))
         out[name] = {
             "compute_s": compute_s,
             "communication_s": comm_s,

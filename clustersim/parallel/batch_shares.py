@@ -199,16 +199,25 @@ def share_out(
     return balanced_shares(total, [RankClass(tuple(c), seconds_of(c[0])) for c in classes], minimum)
 
 
-def speed_key(device: Any) -> tuple[Any, ...]:
+def speed_key(device: Any, reprs: dict[int, str] | None = None) -> tuple[Any, ...]:
     """What makes two devices compute alike: kind, type, peak, efficiency, memory bandwidth
-    and compute model (a topology :class:`~clustersim.topology.Device`)."""
+    and compute model (a topology :class:`~clustersim.topology.Device`).
+
+    ``reprs`` (id of a compute model -> its repr) spares the repr of a compute model that
+    many devices share, the costly part at 100,000 devices; the caller keeps the models
+    alive while it uses the dict."""
+    compute = device.compute
+    if reprs is None:
+        text = repr(compute)
+    elif (text := reprs.get(id(compute))) is None:
+        text = reprs[id(compute)] = repr(compute)
     return (
         device.kind,
         device.type,
         device.flops_per_s,
         device.efficiency,
         device.memory_bandwidth_Bps,
-        repr(device.compute),
+        text,
     )
 
 
@@ -216,8 +225,9 @@ def rank_classes(ranks: Sequence[Sequence[Any]]) -> list[list[int]]:
     """Positions of the ranks (each a sequence of devices) whose devices compute alike, one
     list per class, classes and ranks in rank order."""
     classes: dict[tuple[Any, ...], list[int]] = {}
+    reprs: dict[int, str] = {}
     for i, devices in enumerate(ranks):
-        classes.setdefault(tuple(speed_key(d) for d in devices), []).append(i)
+        classes.setdefault(tuple(speed_key(d, reprs) for d in devices), []).append(i)
     return list(classes.values())
 
 
