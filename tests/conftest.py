@@ -12,12 +12,50 @@ import pytest
 from clustersim.scenario import is_candidates_file, parse_scenario
 from clustersim.topology import Topology, build_topology
 
+from . import shared_runs
+
 # Every run through clustersim.api.simulate in the suite (and in the CLI subprocesses it
 # starts) checks the invariants of clustersim.invariants (issue 6).
 os.environ.setdefault("CLUSTERSIM_CHECK", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controlling process makes the session's folder of shared runs
+    (:mod:`tests.shared_runs`); xdist workers inherit its name."""
+    if not hasattr(config, "workerinput"):
+        shared_runs.start_session()
+
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+"""Node ids of the tests measured at a second or more, slowest first (``make slow-tests``
+measures them again)."""
+
+
+def _slow_tests() -> dict[str, int]:
+    """Node id -> rank in :data:`SLOW_TESTS` (0: the slowest)."""
+    lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.is_file() else []
+    ids = [line.split()[-1] for line in lines if line.strip() and not line.startswith("#")]
+    return {node: rank for rank, node in enumerate(ids)}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of :data:`SLOW_TESTS` get the ``slow`` mark (``pytest -m "not slow"`` is the
+    quick loop) and run first, slowest first: with ``--maxschedchunk 1`` (the Makefile's)
+    xdist hands each worker the next test as it finishes one, so the long runs start at once
+    and the short ones fill in behind them, and the two workers end together."""
+    slow = _slow_tests()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: slow.get(item.nodeid, len(slow)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        shared_runs.end_session()
 
 
 def shipped_scenarios(pattern: str = "**/*.yaml") -> list[Path]:

@@ -13,6 +13,7 @@ from clustersim.cli import main
 from clustersim.studies import golden
 from clustersim.version import __version__
 
+from . import shared_runs
 from .conftest import ROOT, SCENARIOS, shipped_scenarios
 
 pytest_plugins = ["pytester"]
@@ -275,25 +276,56 @@ def _slow_first(path: Path) -> tuple[int, str]:
     return (rank[0] if rank else len(SLOW_FIRST), name)
 
 
-def test_every_scenario_matches_its_golden(monkeypatch) -> None:
-    """Every shipped scenario has a golden file in tests/golden and still matches it.
+SHIPPED = sorted(shipped_scenarios(), key=_slow_first)
 
-    A change that moves a timing fails here until the golden is deliberately
-    updated: `clustersim golden record scenarios/**/*.yaml --dir tests/golden`.
-    The invariant checks are off in these runs (tests/test_invariants.py runs the
-    shipped scenarios with them on); they would add a third to the heaviest runs.
-    """
-    monkeypatch.setenv("CLUSTERSIM_CHECK", "0")
-    scenarios = sorted(shipped_scenarios(), key=_slow_first)
-    expected = {golden.golden_path(s, GOLDEN_DIR, ROOT) for s in scenarios}
+
+def test_every_scenario_has_one_golden_file() -> None:
+    """Every shipped scenario has a golden file in tests/golden, and every golden file there
+    a scenario."""
+    expected = {golden.golden_path(s, GOLDEN_DIR, ROOT) for s in SHIPPED}
     stale = sorted(p.name for p in set(golden.goldens_in(GOLDEN_DIR)) - expected)
     missing = sorted(str(p.name) for p in expected if not p.is_file())
     assert not missing, f"scenarios without a golden file: {missing}"
     assert not stale, f"golden files without a scenario: {stale}"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.relative_to(SCENARIOS).as_posix())
+def test_every_scenario_matches_its_golden(path: Path) -> None:
+    """Every shipped scenario still matches its golden file in tests/golden.
+
+    A change that moves a timing fails here until the golden is deliberately
+    updated: `clustersim golden record scenarios/**/*.yaml --dir tests/golden`.
+    The run is the one every test reading this scenario shares (tests/shared_runs.py), with
+    the invariants checked where test_invariants checks them
+    (``shared_runs.checked``); checking never changes a run's numbers.
+    """
+    target = golden.golden_path(path, GOLDEN_DIR, ROOT)
+    doc = golden.load_golden(target)
+    assert not doc.get("overrides"), "shared runs simulate the file as it is"
+    summary = shared_runs.summary(path, check=shared_runs.checked(path))
+    measured = {
+        "scenario": summary["scenario"],
+        "scenario_sha256": golden.scenario_sha256(path),
+        "metrics": golden.metrics_of(summary),
+    }
+    report = golden.compare(doc, measured, scenario_file=str(path), golden_file=str(target))
+    text = "\n".join(golden.report_lines(report))
+    assert report.passed, (
+        f"timings moved (update deliberately with clustersim golden record):\n{text}"
+    )
+
+
+def test_golden_check_on_two_processes_matches_the_shipped_goldens() -> None:
+    """``golden check`` of several scenarios runs them on a process pool: the shipped goldens
+    of a pipeline, a data-parallel and a collective scenario still match that way."""
+    scenarios = [
+        SCENARIOS / "pipeline" / "1f1b_m8.yaml",
+        SCENARIOS / "data_parallel" / "overlap.yaml",
+        SCENARIOS / "collectives" / "ring_allreduce_r1.yaml",
+    ]
     reports = golden.check(scenarios, GOLDEN_DIR, jobs=2, root=ROOT)
-    failed = [r for r in reports if not r.passed]
-    text = "\n".join(line for r in failed for line in golden.report_lines(r))
-    assert not failed, f"timings moved (update deliberately with clustersim golden record):\n{text}"
+    assert [r.passed for r in reports] == [True, True, True]
+    assert [len(r.rows) > 3 for r in reports] == [True, True, True]
 
 
 @pytest.mark.parametrize("scenario", ["-", "no/such/scenario.yaml"])

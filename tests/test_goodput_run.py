@@ -17,6 +17,7 @@ from clustersim.cli import main
 from clustersim.metrics import Summary
 from clustersim.scenario import parse_scenario
 
+from . import shared_runs
 from .conftest import SCENARIOS
 
 SHIPPED = SCENARIOS / "failures" / "resnet50_30d_goodput.yaml"
@@ -263,7 +264,7 @@ def test_jobs_alone_runs_see_the_same_link_failures(tmp_path: Path) -> None:
     doc = yaml.safe_load((SCENARIOS / "jobs" / "shared_uplinks.yaml").read_text())
     doc["failures"] = [{"links": "*spine*", "at": "0s", "repair": "10ms"}]
     s = clustersim.simulate(parse_scenario(copy.deepcopy(doc))).summary
-    plain = clustersim.simulate(SCENARIOS / "jobs" / "shared_uplinks.yaml").summary
+    plain = shared_runs.summary(SCENARIOS / "jobs" / "shared_uplinks.yaml")
     for name, job in s["jobs"].items():
         before = plain["jobs"][name]
         assert job["alone_time_s"] == pytest.approx(before["alone_time_s"] + 0.010, rel=1e-9)

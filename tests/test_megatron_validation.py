@@ -20,6 +20,8 @@ import yaml
 
 from clustersim import load_scenario, simulate
 
+from . import shared_runs
+
 FOLDER = Path(__file__).resolve().parent.parent / "scenarios" / "megatron"
 A100_EFFICIENCY = 0.754
 """The catalog's A100 efficiency (clustersim/hardware/gpus/a100-sxm4-80gb.yaml)."""
@@ -42,7 +44,7 @@ def _path(row: str) -> Path:
 
 @pytest.fixture(scope="module")
 def summaries() -> dict[str, dict]:
-    return {row: simulate(_path(row)).summary for row in TABLE_1}
+    return {row: shared_runs.summary(_path(row)) for row in TABLE_1}
 
 
 @pytest.mark.parametrize("row", list(TABLE_1))

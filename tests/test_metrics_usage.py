@@ -17,6 +17,8 @@ from clustersim.errors import ScenarioError
 from clustersim.metrics import Summary, usage_summary
 from clustersim.scenario import parse_scenario
 
+from . import shared_runs
+
 ROOT = Path(__file__).resolve().parent.parent
 GPT3_175B = ROOT / "scenarios" / "megatron" / "gpt3_175b_1024.yaml"
 
@@ -269,7 +271,7 @@ def test_every_family_uses_the_one_bubble_definition(scenario: str) -> None:
     and non_compute_fraction of 1 - compute_s / iteration time, in data-parallel, ZeRO,
     parameter-server and pipeline runs alike (to 1e-9; the windows of the pipeline's
     per-iteration split tile the same run); the bubble is part of the non-compute share."""
-    summary = clustersim.simulate(ROOT / "scenarios" / scenario).summary
+    summary = shared_runs.summary(ROOT / "scenarios" / scenario)
     expected = _bubble_from_breakdown(summary, summary["workers"])
     assert summary["bubble_fraction"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
     non_compute = _non_compute_from_breakdown(summary, summary["workers"])

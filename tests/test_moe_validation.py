@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from clustersim import simulate
+from . import shared_runs
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "moe" / "deepseek_v3_2048.yaml"
 GPU_HOURS_PER_TRILLION_TOKENS = 180e3
@@ -26,7 +26,7 @@ GPUS = 2048
 
 @pytest.fixture(scope="module")
 def summary() -> dict:
-    return simulate(SCENARIO).summary
+    return shared_runs.summary(SCENARIO)
 
 
 def test_scenario_is_the_reports_setup(summary: dict) -> None:

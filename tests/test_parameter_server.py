@@ -21,8 +21,10 @@ from clustersim.api import prepare
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.model import Layer, Model
-from clustersim.scenario import load_scenario, parse_scenario
+from clustersim.scenario import parse_scenario
 from clustersim.strategies.parameter_server.layout import assign_keys, key_blocks
+
+from . import shared_runs
 
 NIC = 10e9  # bytes/s
 MEM = 200e9  # CPU memory bandwidth, bytes/s
@@ -311,7 +313,7 @@ def test_deterministic() -> None:
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_shipped_scenarios_run(path: Path) -> None:
     assert path.read_text().startswith("#")
-    summary = simulate(load_scenario(path)).summary
+    summary = shared_runs.summary(path)
     assert summary["workload"] == "parameter_server"
     assert math.isfinite(summary["iteration_time_s"]) and summary["iteration_time_s"] > 0
 

@@ -31,8 +31,9 @@ from clustersim.parallel.schedules import (
     schedule_modules,
 )
 from clustersim.parallel.stages import balanced_split
-from clustersim.scenario import load_scenario, parse_scenario, scenario_json_schema
+from clustersim.scenario import parse_scenario, scenario_json_schema
 
+from . import shared_runs
 from .conftest import SCENARIOS, TEXTBOOK
 
 T_F = 1e-3
@@ -498,7 +499,7 @@ def test_shipped_scenarios_exist() -> None:
 @pytest.mark.parametrize("path", PIPELINE_SCENARIOS, ids=lambda p: p.stem)
 def test_shipped_scenario_runs(path: Any) -> None:
     assert path.read_text().startswith("#")
-    summary = simulate(load_scenario(path)).summary
+    summary = shared_runs.summary(path)
     assert summary["stages"] == 8
     assert summary["iteration_time_s"] > 0
     # The optimizer step runs on every stage at once after the flush: a sliver of compute the

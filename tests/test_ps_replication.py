@@ -24,6 +24,8 @@ from clustersim.errors import ScenarioError
 from clustersim.scenario import parse_scenario
 from tests.test_parameter_server import MEM, NIC, layer, ps_doc, run
 
+from . import shared_runs
+
 SGD_BYTES_PER_PARAM = 12
 
 
@@ -261,7 +263,7 @@ def test_the_shipped_scenario_fails_over_without_a_restart() -> None:
     (the failure 66 ms into it) takes 116.9 ms instead of 83.8, failover_lost_s is the
     50 ms timeout plus the re-sent pushes; with replicas 1 the failure stops the job."""
     path = SHIPPED / "replicated_failover.yaml"
-    s = simulate(path).summary
+    s = shared_runs.summary(path)
     rounds = s["iteration_times_s"]
     assert rounds[0] == pytest.approx(0.0838, abs=1e-4)
     assert rounds[1] == pytest.approx(0.1169, abs=1e-4)
