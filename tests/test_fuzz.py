@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -171,10 +170,10 @@ def _write(tmp_path: Path, doc: dict[str, Any] | str | bytes, name: str = "case.
 
 
 def _rejected(path: Path, capsys: pytest.CaptureFixture[str], *expected: str) -> str:
-    """Assert that validating ``path`` fails quickly and cleanly, naming each of ``expected``."""
-    started = time.monotonic()
+    """Assert that validating ``path`` fails cleanly, naming each of ``expected`` (a hang
+    shows as a test that never ends; tests/test_fuzz_cli.py's runner kills and classes
+    them)."""
     code, err = _validate(path, capsys)
-    assert time.monotonic() - started < QUICK_S
     assert code == 2, err
     assert "Traceback" not in err
     assert str(path) in err
