@@ -532,3 +532,14 @@ def test_demo_fits_and_its_bubble_is_near_the_theory() -> None:
     assert theory == pytest.approx(3 / 11)
     assert theory <= summary["bubble_fraction"] <= theory + 0.03
     assert summary["bubble_fraction"] == pytest.approx(0.295, abs=5e-4)
+
+
+def test_the_readme_quotes_what_make_demo_prints() -> None:
+    """The README shows the iteration, bubble and memory lines `make demo` ends with: they
+    are the demo's, as `clustersim report` prints them."""
+    from clustersim.cli.headline import headline
+
+    readme = (SCENARIOS.parent / "README.md").read_text()
+    lines = headline(simulate(load_scenario(DEMO)).typed_summary)
+    assert [line.split()[0] for line in lines] == ["iteration", "bubble", "memory"]
+    assert all(f"\n{line}\n" in readme for line in lines)
