@@ -60,11 +60,12 @@ def bubble_line(part: TrainingSummary) -> str | None:
 
 def memory_line(memory: MemoryBlock) -> str:
     """``memory    peak 27.3 GB of 80 GB on rack0/node0/gpu0 (fits)``: the device that needs
-    most (on a cluster of several memory sizes, also the fullest against its own)."""
+    most (on a cluster of several memory sizes, also the fullest against its own, when the
+    summary has its row)."""
     verdict = "fits" if memory.fits else f"DOES NOT FIT on {memory.devices_over_capacity} device(s)"
     fullest = memory.fullest_device
-    if fullest is not None:  # devices of several memory sizes
-        row = memory.per_device[fullest]
+    row = memory.per_device.get(fullest) if fullest is not None else None
+    if row is not None:  # devices of several memory sizes (a folded summary may lack its row)
         verdict = (
             f"fullest {fullest}: {format_size(row.peak_bytes)} of "
             f"{format_size(row.capacity_bytes)}; {verdict}"
