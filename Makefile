@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-DEMO   ?= scenarios/pipeline/1f1b_m8.yaml
+# the demo: a 1F1B pipeline that fits its memory (tests/test_pipeline.py holds it to its header)
+DEMO   ?= scenarios/pipeline/dgx_a100_llama2_7b.yaml
 # pytest workers (pytest-xdist): one per core, as CI gives 2
 TEST_JOBS ?= auto
 
@@ -16,8 +17,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# run the demo, then write its report.html; report ends with the lines to read first
 demo: $(STAMP)
 	$(VENV)/bin/clustersim run $(DEMO) -o reports/demo
+	$(VENV)/bin/clustersim report reports/demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check clustersim tests bench

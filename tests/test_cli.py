@@ -16,6 +16,7 @@ from . import shared_runs
 from .conftest import SCENARIOS
 
 D1 = SCENARIOS / "validation" / "d1_one_gpu_aggregates.yaml"
+DEMO = SCENARIOS / "pipeline" / "dgx_a100_llama2_7b.yaml"
 
 
 def write(tmp_path, text: str, name: str = "s.yaml"):
@@ -35,6 +36,31 @@ def test_run_writes_summary_and_timeline(tmp_path, capsys) -> None:
     assert {"resource", "kind", "label", "start_s", "end_s", "bytes"} <= set(header)
     printed = capsys.readouterr().out
     assert "makespan" in printed and "60" in printed
+
+
+def test_run_prints_the_bubble_against_its_theory(tmp_path, capsys) -> None:
+    """A pipeline run prints iteration, bubble and memory together; the bubble line gives the
+    measured bubble_fraction and the schedule's theoretical one, in percent."""
+    assert main(["run", str(DEMO), "-o", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    lines = capsys.readouterr().out.splitlines()
+    first = [line.split()[0] for line in lines]
+    at = first.index("iteration")
+    assert first[at : at + 3] == ["iteration", "bubble", "memory"]
+    measured = 100 * summary["bubble_fraction"]
+    assert lines[at + 1] == (
+        f"bubble    {measured:.1f}% of the workers' time idle (theory 27.3% for 1f1b, p = 4, m = 8)"
+    )
+    assert lines[at + 2].endswith("(fits)")
+
+
+def test_run_prints_the_bubble_of_every_training_run(tmp_path, capsys) -> None:
+    """Data parallelism has a bubble too (workers waiting on others), and no theory to quote."""
+    assert (
+        main(["run", str(SCENARIOS / "data_parallel" / "overlap.yaml"), "-o", str(tmp_path)]) == 0
+    )
+    bubble = [line for line in capsys.readouterr().out.splitlines() if line.startswith("bubble ")]
+    assert bubble == ["bubble    0.0% of the workers' time idle"]
 
 
 def test_timeline_has_one_row_per_operation(tmp_path) -> None:

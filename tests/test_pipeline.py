@@ -488,6 +488,8 @@ def test_pipeline_section_selects_the_strategy_even_with_pp_1() -> None:
 
 
 PIPELINE_SCENARIOS = sorted((SCENARIOS / "pipeline").glob("*.yaml"))
+DEMO = SCENARIOS / "pipeline" / "dgx_a100_llama2_7b.yaml"
+"""``make demo``'s scenario: 4 stages of tp 2 (the GPT-2 files of the folder have 8 stages)."""
 
 
 def test_shipped_scenarios_exist() -> None:
@@ -500,8 +502,45 @@ def test_shipped_scenarios_exist() -> None:
 def test_shipped_scenario_runs(path: Any) -> None:
     assert path.read_text().startswith("#")
     summary = shared_runs.summary(path)
-    assert summary["stages"] == 8
+    assert summary["stages"] == (4 if path == DEMO else 8)
     assert summary["iteration_time_s"] > 0
     # The optimizer step runs on every stage at once after the flush: a sliver of compute the
     # theoretical bubble leaves out, so the measured bubble may fall short of it by that much.
     assert summary["bubble_fraction"] >= summary["theoretical_bubble_fraction"] - 1e-3
+
+
+def test_make_demo_runs_the_demo_scenario() -> None:
+    """The Makefile's DEMO variable names scenarios/pipeline/dgx_a100_llama2_7b.yaml."""
+    makefile = (SCENARIOS.parent / "Makefile").read_text()
+    (line,) = [row for row in makefile.splitlines() if row.startswith("DEMO ")]
+    assert SCENARIOS.parent / line.split("?=")[1].strip() == DEMO
+
+
+def test_demo_fits_and_its_bubble_is_near_the_theory() -> None:
+    """What the demo's header says: it fits in memory with the default 10% allocator
+    allowance (27.3 GB of 80 GB on stage 0), and its measured bubble is within 0.03 of
+    1F1B's (p-1)/(m+p-1) = 3/11, above it (the heavier last stage sets the pace)."""
+    scenario = load_scenario(DEMO)
+    assert scenario.training.memory.fragmentation == pytest.approx(0.1)  # the default
+    summary = simulate(scenario).summary
+    memory = summary["memory"]
+    assert memory["fits"] and memory["devices_over_capacity"] == 0
+    assert memory["peak_device"] == "rack0/node0/gpu0"
+    assert memory["peak_bytes"] == pytest.approx(27.3e9, rel=0.01)
+    assert memory["capacity_bytes"] == 80e9
+    assert (summary["stages"], summary["micro_batches"], summary["tp"]) == (4, 8, 2)
+    theory = summary["theoretical_bubble_fraction"]
+    assert theory == pytest.approx(3 / 11)
+    assert theory <= summary["bubble_fraction"] <= theory + 0.03
+    assert summary["bubble_fraction"] == pytest.approx(0.295, abs=5e-4)
+
+
+def test_the_readme_quotes_what_make_demo_prints() -> None:
+    """The README shows the iteration, bubble and memory lines `make demo` ends with: they
+    are the demo's, as `clustersim report` prints them."""
+    from clustersim.cli.headline import headline
+
+    readme = (SCENARIOS.parent / "README.md").read_text()
+    lines = headline(simulate(load_scenario(DEMO)).typed_summary)
+    assert [line.split()[0] for line in lines] == ["iteration", "bubble", "memory"]
+    assert all(f"\n{line}\n" in readme for line in lines)

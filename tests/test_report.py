@@ -365,6 +365,34 @@ def test_pipeline_gantt_rows_boxes_and_bubbles(tmp_path) -> None:
     assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") >= 2
 
 
+def test_report_ends_with_the_lines_to_read_first(tmp_path, capsys) -> None:
+    """After writing report.html, report prints the run's iteration, bubble and memory lines
+    as run printed them, then where the page and the chart are."""
+    scenario = SCENARIOS / "pipeline" / "dgx_a100_llama2_7b.yaml"
+    assert main(["run", str(scenario), "-o", str(tmp_path)]) == 0
+    run = capsys.readouterr().out.splitlines()
+    assert main(["report", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("wrote ") and len(lines) == 5
+    assert lines[1:4] == [
+        line for line in run if line.split()[0] in ("iteration", "bubble", "memory")
+    ]
+    assert lines[4] == f"report    {tmp_path / 'report.html'}; Gantt chart {tmp_path / 'gantt.png'}"
+
+
+def test_report_of_a_partial_summary_prints_no_guess(tmp_path, capsys) -> None:
+    """A summary.json clustersim did not write whole (here without its iteration times) still
+    gets its page; the lines to read first are left out rather than guessed."""
+    main(["run", str(DP), "-o", str(tmp_path), "-q"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    del summary["iteration_times_s"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    capsys.readouterr()
+    assert main(["report", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["wrote", "report"]
+
+
 def test_report_html_escapes_every_value() -> None:
     """report.html comes from a template with autoescaping: summary values are text, not markup."""
     page = report_html({"scenario": "<script>x</script>", "note": "a & b"}, [], [])

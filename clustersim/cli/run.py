@@ -17,6 +17,7 @@ from ..metrics import (
 )
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_limit_arguments, gpu_types_phrase, nic_transport_phrase, out
+from .headline import bubble_line, iteration_line, memory_line
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, wanted
@@ -169,12 +170,10 @@ def _print_summary(result: Any, wall_s: float) -> None:
     )
     out(f"makespan  {format_time(head.makespan_s)}")
     if isinstance(part, TrainingSummary):
-        times = part.times
-        out(
-            f"iteration {format_time(times.iteration_time_s)} mean over "
-            f"{len(times.iteration_times_s)}, {times.throughput_samples_per_s:,.1f} samples/s"
-            + _rates(s.usage)
-        )
+        out(iteration_line(part, s.usage))
+        bubble = bubble_line(part)
+        if bubble is not None:
+            out(bubble)
         _print_usage(part, s.usage)
     if isinstance(part, ParameterServerSummary):
         _print_servers(part)
@@ -192,22 +191,8 @@ def _print_summary(result: Any, wall_s: float) -> None:
         )
     if s.resilience is not None:
         _print_goodput(s.resilience)
-    memory = s.memory
-    if memory is not None:
-        verdict = (
-            "fits" if memory.fits else f"DOES NOT FIT on {memory.devices_over_capacity} device(s)"
-        )
-        fullest = memory.fullest_device
-        if fullest is not None:  # devices of several memory sizes
-            row = memory.per_device[fullest]
-            verdict = (
-                f"fullest {fullest}: {format_size(row.peak_bytes)} of "
-                f"{format_size(row.capacity_bytes)}; {verdict}"
-            )
-        out(
-            f"memory    peak {format_size(memory.peak_bytes)} of "
-            f"{format_size(memory.capacity_bytes)} on {memory.peak_device} ({verdict})"
-        )
+    if s.memory is not None:
+        out(memory_line(s.memory))
     if s.tcp is not None:
         tcp = s.tcp
         out(
@@ -228,16 +213,6 @@ def _print_summary(result: Any, wall_s: float) -> None:
                 f"  {row['link']:<48} {100 * row['utilisation']:6.1f}% of {format_bandwidth(row['bandwidth_Bps'])}, "
                 f"{format_size(row['bytes'])}, peak {row['peak_flows']} flows"
             )
-
-
-def _rates(usage: UsageSummary | None) -> str:
-    """``, 98,591 tokens/s, MFU 33.2%`` for the iteration line (the parts that exist)."""
-    text = ""
-    if usage is not None and usage.tokens_per_s is not None:
-        text += f", {usage.tokens_per_s:,.0f} tokens/s"
-    if usage is not None and usage.mfu is not None:
-        text += f", MFU {100 * usage.mfu:.1f}%"
-    return text
 
 
 def _print_usage(part: TrainingSummary, usage: UsageSummary | None) -> None:
