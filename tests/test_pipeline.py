@@ -31,7 +31,7 @@ from clustersim.parallel.schedules import (
     schedule_modules,
 )
 from clustersim.parallel.stages import balanced_split
-from clustersim.scenario import parse_scenario, scenario_json_schema
+from clustersim.scenario import load_scenario, parse_scenario, scenario_json_schema
 
 from . import shared_runs
 from .conftest import SCENARIOS, TEXTBOOK
