@@ -134,14 +134,15 @@ class SimulationProgress:
                 file=sys.stderr,
                 leave=False,
                 delay=1.0,
-                bar_format="  simulating... t = {postfix} simulated, {elapsed} wall",
+                bar_format="  simulating{postfix} simulated, {elapsed} wall",
             )
 
     def __call__(self, now_s: float) -> None:
         if self._lines is not None and self._lines.due():
             self._lines.say(f"t = {format_time(now_s)} simulated")
         if self._bar is not None:
-            self._bar.set_postfix_str(format_time(now_s), refresh=False)
+            # tqdm puts ", " before a postfix: "simulating, t = 1.2 s simulated"
+            self._bar.set_postfix_str(f"t = {format_time(now_s)}", refresh=False)
             self._bar.update(0)
 
     def close(self) -> None:
