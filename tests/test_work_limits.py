@@ -651,3 +651,18 @@ def test_training_runs_name_iterations_replicas_and_the_network_model() -> None:
     every = prepare(parse_scenario(doc, str(gpt3))).strategy
     assert every.shorter() == ["--set parallelism.simulate_replicas=one"]
 
+
+def test_compare_and_golden_announce_their_runs_together(tmp_path, capsys, monkeypatch) -> None:
+    """Compare adds its runs' events (R1 once, 232, and twice, 2 x 224 sends + their rows +
+    8 rows = 464) and shares their time among its processes; what shortens them leaves out
+    the key it sweeps.  Golden announces its runs too (no --set to offer: a golden records
+    the run as it is)."""
+    monkeypatch.setattr(budget, "NOTICE_AFTER_S", 0.001)
+    argv = ["compare", str(R1), "--set", "workload.iterations=1,2", "-o", str(tmp_path / "c")]
+    assert main([*argv, "-j", "1"]) == 0
+    assert capsys.readouterr().err == (
+        "clustersim: about 0.012 s of simulation (696 events): fewer --set values or "
+        "--network analytical shortens it\n"
+    )
+    assert main(["golden", "record", str(R1), "--dir", str(tmp_path / "g")]) == 0
+    assert capsys.readouterr().err == "clustersim: about 0.0039 s of simulation (232 events)\n"
