@@ -1,15 +1,17 @@
-"""The estimates made before a run against what the run takes: memory and events.
+"""The estimates made before a run against what the run takes: memory, events, time.
 
 For shipped scenarios of different kinds and sizes (a collective whose schedule is built
 whole, parameter servers, ZeRO, pipelines of 9 to 3,456 GPUs with one replica or every
 replica simulated), each run in a fresh process: the simulator's peak memory (``VmHWM``
 of ``/proc/self/status``, Linux) against :func:`clustersim.budget.estimate_memory` (to
-simulate, or with ``clustersim run``'s run folder), and the events the run counted
-against the estimate.  Then GPT-3 175B on 16,384 GPUs with global batch 8,192 (tp 8 x pp
-8 x dp 256, interleaved, every replica simulated): its estimates against the default
-limits (not run here: about 10 GB and well over an hour; the 4,096-batch half peaked at
-7.72 GB against 8.04 GB estimated, measured apart).  Nothing is asserted.  ``--quick``
-leaves out the largest.
+simulate, or with ``clustersim run``'s run folder), the events the run counted against
+the estimate, and the wall time of the run (simulating, and writing its run folder where
+it is written) against the estimate's (:func:`clustersim.budget.wall_time_s`: the events
+at :data:`~clustersim.budget.EVENTS_PER_S`).  Then GPT-3 175B on 16,384 GPUs with global
+batch 8,192 (tp 8 x pp 8 x dp 256, interleaved, every replica simulated): its estimates
+against the default limits (not run here: about 10 GB and well over an hour; the
+4,096-batch half peaked at 7.72 GB against 8.04 GB estimated, measured apart).  Nothing
+is asserted.  ``--quick`` leaves out the largest.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ import time
 from pathlib import Path
 
 from clustersim.api import prepare
-from clustersim.budget import DEFAULT_MAX_EVENTS, default_max_memory, format_bytes, format_count
+from clustersim.budget import (
+    DEFAULT_MAX_EVENTS,
+    EVENTS_PER_S,
+    default_max_memory,
+    format_bytes,
+    format_count,
+    wall_time_s,
+)
 from clustersim.scenario import parse_scenario
 from clustersim.scenario.overrides import load_with_settings, parse_set
 
@@ -57,7 +66,7 @@ LARGE = {"Megatron 1T, 3,456 GPUs", "GPT-3 175B, 1,024 GPUs, every replica"}
 """Left out by ``--quick``."""
 
 _MEASURE = """
-import json, sys, tempfile
+import json, sys, tempfile, time
 import clustersim.api as api, clustersim.outputs.run_folder, matplotlib, pandas
 from clustersim.scenario.overrides import load_with_settings, parse_set
 
@@ -70,13 +79,16 @@ with open("/proc/self/clear_refs", "w") as fh:
     fh.write("5")  # the peak restarts from what the imports hold
 base = status("VmRSS")
 _, scenario = load_with_settings(path, [parse_set(s) for s in sets])
+started = time.perf_counter()
 result = api.simulate(scenario, max_events=10**12, max_memory=1e15)
 if write:
     with tempfile.TemporaryDirectory() as folder:
         result.write(folder + "/run")
+wall = time.perf_counter() - started
 engine = result.typed_summary.engine
 peak = status("VmHWM")
-print(json.dumps({"base": base, "peak": peak, "events": engine.records + engine.flows_completed}))
+events = engine.records + engine.flows_completed
+print(json.dumps({"base": base, "peak": peak, "events": events, "wall_s": wall}))
 """
 """One run in a fresh process (Linux): the resident memory after the imports, the peak
 (``VmHWM``, reset after the imports) and the events the run counted."""
@@ -121,8 +133,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="leave out the largest runs")
     args = parser.parse_args()
-    print("peak memory of the simulator (fresh process) against its estimate, and events")
-    print(f"{'case':<50} {'estimate':>10} {'measured':>10} {'ratio':>6} {'events est/run':>15}")
+    print("peak memory of the simulator (fresh process) against its estimate, events, and")
+    print(f"the wall time of simulating (and writing) against {EVENTS_PER_S:,} events/s")
+    print(
+        f"{'case':<50} {'estimate':>10} {'measured':>10} {'ratio':>6} {'events est/run':>15}"
+        f" {'wall est':>9} {'wall run':>9} {'events/s':>9}"
+    )
     for what, name, sets, write in CASES:
         if args.quick and what in LARGE:
             continue
@@ -134,9 +150,11 @@ def main() -> None:
         run = measure(path, sets, write)
         ratio = estimate / run["peak"]
         events = work.events / run["events"] if work is not None else float("nan")
+        wall = run["wall_s"]
         print(
             f"{what:<50} {format_bytes(estimate):>10} {format_bytes(run['peak']):>10} "
-            f"{ratio:6.2f} {events:15.2f}"
+            f"{ratio:6.2f} {events:15.2f} {wall_time_s(work):8.2f}s {wall:8.2f}s "
+            f"{run['events'] / wall:9,.0f}"
         )
     if args.quick:
         return

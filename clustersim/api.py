@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .budget import MemoryEstimate, WorkEstimate
+from .budget import MemoryEstimate, WorkEstimate, either, is_long, long_work_notice
 from .devices import stragglers_of
 from .engine import Simulation
 from .errors import SimulationError, join_path
@@ -229,6 +229,7 @@ def simulate(
     goodput_progress: Callable[[int, int], None] | None = None,
     max_memory: float | None = None,
     outputs: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> Result:
     """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
 
@@ -237,7 +238,9 @@ def simulate(
     anything runs; see :mod:`clustersim.budget`); so is its peak memory, over
     ``max_memory`` (bytes) or else ``engine.max_memory`` (default: 80% of this machine's),
     counting the run folder too when ``outputs`` says it will be written
-    (:class:`clustersim.budget.MemoryLimitError`).
+    (:class:`clustersim.budget.MemoryLimitError`).  A run within the limits but estimated
+    longer than :data:`~clustersim.budget.NOTICE_AFTER_S` of wall time is announced before
+    it starts: ``announce(text)`` with :func:`long_notice`'s text.
 
     Training strategies that model memory put a ``memory`` block in the
     summary (per device: weights, gradients, optimizer states, activations,
@@ -252,6 +255,8 @@ def simulate(
     from .invariants import Checker, Watch, checking_requested
 
     prepared = prepare(scenario, max_events=max_events, max_memory=max_memory, outputs=outputs)
+    if announce is not None and is_long(prepared.work):
+        announce(long_notice(prepared))
     memory = memory_block(prepared)
     if strict_memory and memory is not None and not memory.fits:
         from .errors import Problem, ScenarioError
@@ -275,6 +280,17 @@ def simulate(
     if isinstance(watch, Checker):
         watch.raise_if_violated(prepared.strategy)
     return _result(prepared, sim, memory, goodput_progress)
+
+
+def long_notice(prepared: Prepared) -> str:
+    """What to say before a run estimated longer than
+    :data:`~clustersim.budget.NOTICE_AFTER_S` starts: its time, its events and what would
+    shorten it (:meth:`Strategy.shorter <clustersim.strategies.Strategy.shorter>`); empty
+    for a shorter run (:func:`clustersim.budget.long_work_notice`; the strategy is asked
+    only for a long one)."""
+    if not is_long(prepared.work):
+        return ""
+    return long_work_notice(prepared.work, either(prepared.strategy.shorter()))
 
 
 def memory_block(prepared: Prepared) -> MemoryBlock | None:

@@ -34,7 +34,7 @@ the estimate (a function of the scenario alone) does.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +62,21 @@ minutes, and at most about 5 GB of records)."""
 
 EVENTS_PER_S = 60_000
 """Events per wall-clock second of the larger shipped scenarios on 2 cores (the median,
-commit e712558): what :data:`DEFAULT_MAX_EVENTS` is an hour of."""
+commit e712558): what :data:`DEFAULT_MAX_EVENTS` is an hour of, and how
+:func:`wall_time_s` turns an estimate into seconds for a long run's notice.  Measured
+again after commit 9008a53 on a 2-core machine shared with other work (load 2 to 7), as
+``bench/bench_estimates.py`` does (a fresh process per run; the events the run counted
+over the wall time of simulating it): megatron/table1_1t 53,000/s (2.08 M events, 39.5 s
+against 34.7 s estimated), gpt3_175b_1024 with every replica 46,000/s (17.5 s against
+13.3 s), ``clustersim collective --op allreduce --devices 4 --bytes 1MB --chunk 1B`` (a
+double tree of 6 M sends) 68,000/s (88 s against 100 s); smaller and simpler runs go
+faster (a ZeRO-1 run 100,000/s, rings 165,000-190,000/s: their notice says up to 3 times
+too long) and a parameter server's contended links slower (42,000/s)."""
+
+NOTICE_AFTER_S = 10.0
+"""Work whose estimate is longer than this, in seconds of wall time (:func:`wall_time_s`),
+is announced before it starts (:func:`long_work_notice`): how long, in how many events,
+and what would shorten it."""
 
 RERATINGS_PER_EVENT = 10
 """Flow re-ratings (a flow whose rate a recomputation evaluates) that cost about one
@@ -166,6 +180,66 @@ def format_bytes(size: float) -> str:
     from .units import format_size
 
     return format_size(size) if math.isfinite(size) else str(size)
+
+
+def wall_time_s(work: WorkEstimate | None, processes: int = 1) -> float:
+    """About the wall time (s) ``work`` takes: its events at :data:`EVENTS_PER_S`, shared
+    by ``processes`` simulating at once (0 for None, a strategy that cannot estimate)."""
+    if work is None:
+        return 0.0
+    return work.events / EVENTS_PER_S / max(1, processes)
+
+
+def format_wall(seconds: float) -> str:
+    """A wall time for people, to two figures: ``40 s``, ``2 min``, ``1.5 h``, ``3 d``."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 1.5 * size:
+            return f"{seconds / size:.2g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+def is_long(work: WorkEstimate | None, processes: int = 1) -> bool:
+    """Whether ``work`` is estimated longer than :data:`NOTICE_AFTER_S` (:func:`wall_time_s`):
+    worth a notice before it starts."""
+    return wall_time_s(work, processes) > NOTICE_AFTER_S
+
+
+def long_work_notice(work: WorkEstimate | None, shorter: str, processes: int = 1) -> str:
+    """What to say before work estimated longer than :data:`NOTICE_AFTER_S` starts:
+    ``about 2 min of simulation (6 M events): --chunk 16B shortens it`` (``shorter``: the
+    flags or settings that would, as a phrase), ``on 2 processes`` when ``processes``
+    share it; empty for shorter work (:func:`is_long`)."""
+    if work is None or not is_long(work, processes):
+        return ""
+    seconds = wall_time_s(work, processes)
+    where = f" on {processes} processes" if processes > 1 else ""
+    text = f"about {format_wall(seconds)} of simulation{where} ({format_count(work.events)} events)"
+    return f"{text}: {shorter} shortens it" if shorter else text
+
+
+def long_runs_notice(
+    works: Sequence[WorkEstimate | None],
+    processes: int = 1,
+    shorter: Callable[[int], Sequence[str]] = lambda index: (),
+    more: Sequence[str] = (),
+) -> str:
+    """:func:`long_work_notice` of several runs (``works``, one each) run ``processes`` at
+    once, their work added up; what shortens them: ``more`` (the command's own: ``fewer
+    --set values``), then ``shorter(i)`` of the longest run ``i`` (asked only when the runs
+    are long).  Empty for shorter work."""
+    events = [work.events if work is not None else 0.0 for work in works]
+    total = sum((work for work in works if work is not None), NOTHING)
+    if not works or not is_long(total, processes):
+        return ""
+    longest = events.index(max(events))
+    return long_work_notice(total, either([*more, *shorter(longest)]), processes)
+
+
+def either(phrases: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``: what a notice offers (empty for none)."""
+    if len(phrases) < 2:
+        return "".join(phrases)
+    return f"{', '.join(phrases[:-1])} or {phrases[-1]}"
 
 
 def limit_text(limit: int) -> str:

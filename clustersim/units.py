@@ -341,6 +341,24 @@ def format_size(size_bytes: float) -> str:
     return _format(size_bytes, _SIZE_SCALES)
 
 
+def size_flag(size_bytes: float) -> str:
+    """A size as a flag takes it, exact where it can be: the shortest whole number of B, kB,
+    MB, GB, TB, KiB, MiB, GiB or TiB (``16B``, ``2KiB``, ``4MB``), else
+    :func:`format_size`'s figures without the space (``1.234MB``)."""
+    exact = [
+        f"{size_bytes / 1000**i:.0f}{prefix}B"
+        for i, prefix in enumerate(("", "k", "M", "G", "T"))
+        if (size_bytes / 1000**i).is_integer()
+    ] + [
+        f"{size_bytes / 1024**i:.0f}{prefix}B"
+        for i, prefix in enumerate(("Ki", "Mi", "Gi", "Ti"), start=1)
+        if (size_bytes / 1024**i).is_integer()
+    ]
+    if size_bytes > 0 and exact:
+        return min(exact, key=len)
+    return format_size(size_bytes).replace(" ", "")
+
+
 def format_bandwidth(bandwidth_Bps: float) -> str:
     """Bytes per second for people: ``format_bandwidth(1.25e10) == "12.5 GB/s"``."""
     return _format(bandwidth_Bps, _SIZE_SCALES, "/s")

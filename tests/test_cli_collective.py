@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from clustersim.cli import main
+from clustersim.cli import main, progress
 from clustersim.collectives import OPERATIONS, applicable_algorithms, registered_algorithms
 from clustersim.errors import ScenarioError
 from clustersim.scenario.shorthand import flat_cluster, load_cluster, scenario_of
@@ -379,16 +379,45 @@ def test_no_progress_without_a_terminal(capsys) -> None:
 
 
 def test_progress_on_a_terminal(capsys, monkeypatch) -> None:
-    """On a terminal, a sweep of many points shows a bar `i of N points` on stderr, then
-    clears it; --quiet turns it off."""
+    """On a terminal, a sweep estimated long enough to watch shows a bar of its events
+    (1,200 here: 10 points of 7 x 2 x 8 sends + 8 rows; the one-second threshold set to 0),
+    then clears it; work estimated under a second shows none; --quiet turns it off."""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    assert main(["collective", *R1, "--bytes", "1MB:1GB:x2", "--json"]) == 0
+    argv = ["collective", *R1, "--bytes", "1MB:1GB:x2", "--json"]
+    assert main(argv) == 0  # 1,200 events: 0.02 s at 60,000/s
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "WATCH_AFTER_S", 0.0)
+    assert main(argv) == 0
     captured = capsys.readouterr()
-    assert "collective [" in captured.err and "10 of 10 points" in captured.err
+    assert "  collective [" in captured.err
+    assert "], 0 of 1,200 events, ? left" in captured.err
+    assert "[========================], 1,200 of 1,200 events, " in captured.err
     assert captured.err.endswith("\r")
     assert len(json.loads(captured.out)) == 10
-    assert main(["collective", *R1, "--bytes", "1MB:1GB:x2", "--json", "--quiet"]) == 0
+    assert main([*argv, "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_long_point_reports_progress_while_it_runs(monkeypatch) -> None:
+    """Within one point the progress advances with the transfers started, every
+    STEPS_PER_CHECK steps (64 here): a ring all-reduce of 1 MB in 1 kB chunks on 4 ranks
+    is 6 x 1,000 sends + 4 rows, and the counts reported climb to that, never past it."""
+    monkeypatch.setattr("clustersim.engine.STEPS_PER_CHECK", 64)
+    scenario = scenario_of(flat_cluster("switch", 4, "25GB/s", "1us"))
+    seen: list[tuple[float, float]] = []
+    rows = sweep(
+        scenario,
+        "allreduce",
+        [1e6],
+        "ring",
+        chunk_bytes=1000.0,
+        work_progress=lambda d, t: seen.append((d, t)),
+    )
+    assert len(rows) == 1
+    assert {total for _, total in seen} == {6004.0}
+    done = [d for d, _ in seen]
+    assert done[0] == 0.0 and done[-1] == 6004.0 and done == sorted(done)
+    assert len([d for d in done if 0 < d < 6004]) >= 10  # within the point, not after it
 
 
 @pytest.mark.parametrize("model", ["flow", "analytical"])

@@ -368,12 +368,17 @@ def test_interrupt_while_writing_keeps_the_old_folder(
 
 
 def test_rerun_leaves_no_stale_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A training run, its report, then a run without a chart: exactly the new four files."""
+    """Issue 42's sequence: a training run, its report (report.html, devices.csv), then a
+    run of another kind (a program workload, no chart) into the same folder: the folder
+    holds exactly the new run's five files, byte for byte those of the same run written
+    into a new folder (no old scenario.resolved.yaml, summary.json or chart beside them)."""
     out = tmp_path / "out"
     assert main(["run", str(TRAINING), "-o", str(out), "-q"]) == 0
     assert main(["report", str(out)]) == 0
-    assert {"gantt.png", "gantt.svg", "report.html"} <= set(_files(out))
+    old = _files(out)
+    assert {"gantt.png", "gantt.svg", "report.html", "devices.csv"} <= set(old)
     assert main(["run", str(D1), "-o", str(out), "-q"]) == 0
+    assert main(["run", str(D1), "-o", str(tmp_path / "fresh"), "-q"]) == 0
     assert sorted(_files(out)) == [
         "links.csv",
         "scenario.resolved.yaml",
@@ -381,7 +386,27 @@ def test_rerun_leaves_no_stale_files(tmp_path: Path, capsys: pytest.CaptureFixtu
         "timeline.csv",
         "trace.json",
     ]
-    assert _siblings(out) == []
+    assert _files(out) == _files(tmp_path / "fresh")
+    assert b"name: d1-one-gpu-aggregates" in _files(out)["scenario.resolved.yaml"]
+    assert _files(out)["scenario.resolved.yaml"] != old["scenario.resolved.yaml"]
+    assert _siblings(out) == ["fresh"]
+
+
+def test_a_run_folder_with_a_foreign_file_is_kept_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nothing_simulated: None
+) -> None:
+    """An earlier run's folder with its report and a file of the user's: the next run is
+    refused before it simulates (exit 2, naming the file) and the folder keeps every file,
+    the old run's and the user's, as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("summary.json", "scenario.resolved.yaml", "report.html", "gantt.png"):
+        (out / name).write_text(f"old {name}\n")
+    (out / "notes.txt").write_text("keep me\n")
+    before = _files(out)
+    code, err = _run(["run", D1, "-o", out, "-q"], capsys)
+    assert code == 2 and "holds entries clustersim does not write (notes.txt)" in err
+    assert _files(out) == before and _siblings(out) == []
 
 
 def test_leftovers_of_dead_writers_are_removed(tmp_path: Path) -> None:

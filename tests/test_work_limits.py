@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from clustersim import budget
 from clustersim.api import prepare, simulate
 from clustersim.budget import (
     DEFAULT_MAX_EVENTS,
@@ -31,11 +32,13 @@ from clustersim.budget import (
 from clustersim.cli import main
 from clustersim.collectives import OPERATIONS, CollectiveCall, registered_algorithms
 from clustersim.collectives.schedule import Schedule
+from clustersim.collectives.work import larger_chunk
 from clustersim.engine import Simulation
 from clustersim.errors import SimulationError
 from clustersim.scenario import parse_scenario
 from clustersim.studies.collective_sweep import flat_cluster, scenario_of, two_tier_cluster
 from clustersim.topology import build_topology
+from clustersim.units import size_flag
 
 from . import shared_runs
 from .conftest import SCENARIOS, shipped_scenarios
@@ -525,3 +528,138 @@ def test_contention_counts_as_work_at_the_hard_stop(capsys) -> None:
     records, transfers = (float(x.replace(",", "")) for x in numbers.groups()[:2])
     assert records + transfers < HARD_STOP_FACTOR * limit
     assert float(numbers.group(3)) * 1e6 / RERATINGS_PER_EVENT > HARD_STOP_FACTOR * limit / 2
+
+
+# ----------------------------------------------------------------------------- long work
+
+R1 = SCENARIOS / "collectives" / "ring_allreduce_r1.yaml"
+"""A ring all-reduce of 160 MB on 8 devices: 20 MB segments, about 50 ms to run."""
+
+
+def _stop_at_the_first_point(*args: Any, **kwargs: Any) -> Any:
+    raise KeyboardInterrupt  # main: one line, exit 130, and nothing simulated
+
+
+def test_long_work_notice_says_time_events_and_what_shortens_it() -> None:
+    """Over NOTICE_AFTER_S (10 s) at EVENTS_PER_S (60,000/s): the time to two figures, the
+    events, the hint; 600,000 events (10 s) and less say nothing; processes share the time."""
+    assert budget.NOTICE_AFTER_S == 10.0 and budget.EVENTS_PER_S == 60_000
+    assert budget.long_work_notice(WorkEstimate(transfers=600_000), "x") == ""
+    assert budget.long_work_notice(None, "x") == ""
+    six_million = WorkEstimate(transfers=6e6, records=4)
+    assert budget.wall_time_s(six_million) == pytest.approx(100.0, abs=1e-3)
+    assert (
+        budget.long_work_notice(six_million, "--chunk 16B or --model analytical")
+        == "about 1.7 min of simulation (6 M events): --chunk 16B or --model analytical "
+        "shortens it"
+    )
+    assert budget.long_work_notice(six_million * 100, "") == (
+        "about 2.8 h of simulation (600 M events)"
+    )
+    assert budget.long_work_notice(six_million, "", processes=2) == (
+        "about 50 s of simulation on 2 processes (6 M events)"
+    )
+    assert budget.either(["a", "b", "c"]) == "a, b or c" and budget.either(["a"]) == "a"
+
+
+def test_larger_chunk_is_the_smallest_power_of_two_that_fits() -> None:
+    """Sends falling as 6 M / chunk: 16 B is the first power of two above 1 B with at most
+    600,000; none fits when the work does not fall with the chunk."""
+    assert larger_chunk(lambda c: 6e6 / c, 1.0, 600_000) == 16.0
+    assert larger_chunk(lambda c: 6e6 / c, 16.0, 600_000) == 32.0  # strictly larger
+    assert larger_chunk(lambda c: 6e6 / c, 1000.0, 600_000) == 1024.0
+    assert larger_chunk(lambda c: 6e6, 1.0, 600_000) is None
+    assert [size_flag(x) for x in (16.0, 2048.0, 2000.0, 2.0**20, 1234567.0)] == [
+        "16B",
+        "2KiB",
+        "2kB",
+        "1MiB",
+        "1234567B",
+    ]
+
+
+def test_the_one_byte_chunk_is_announced_before_it_runs(capsys, monkeypatch) -> None:
+    """The issue's command (2 minutes, 1.6 GB, nothing printed): a double tree sends each
+    1-byte piece of 1 MB six times on 4 ranks, 6,000,000 sends (+ 4 rows), 100 s at
+    60,000 events/s; 16 B is the first power of two that brings it under 600,000 (375,004;
+    8 B gives 750,004).  Said on stderr, not a terminal, before the first point runs."""
+    monkeypatch.setattr("clustersim.studies.collective_sweep.run_point", _stop_at_the_first_point)
+    argv = ["collective", "--op", "allreduce", "--devices", "4", "--bytes", "1MB"]
+    assert main([*argv, "--chunk", "1B"]) == 130
+    assert capsys.readouterr().err == (
+        "clustersim: about 1.7 min of simulation (6 M events): --chunk 16B or --model "
+        "analytical shortens it\nclustersim: interrupted\n"
+    )
+    assert main([*argv, "--chunk", "1B", "-q"]) == 130  # --quiet: no notice
+    assert capsys.readouterr().err == "clustersim: interrupted\n"
+    assert main([*argv, "--chunk", "16B"]) == 130  # 375,004 events: about 6 s
+    assert capsys.readouterr().err == "clustersim: interrupted\n"
+
+
+def test_a_sweep_names_the_flags_that_shorten_it(capsys, monkeypatch) -> None:
+    """Two sizes, two algorithms, three iterations: every flag that applies is named.  Ring
+    and tree on 4 ranks send 6 sends per byte at a 1-byte chunk: (256,000 + 512,000) x 6
+    x 3 iterations x 2 algorithms + the rows = 27.6 M events, 7.7 min.  The chunk is fitted
+    on the largest point (512 kB, 9.2 M events), which must shrink as the sweep must, to
+    600,000 / 27.6 M of itself, 200,000: 64 B gives 144,012 (32 B 288,012)."""
+    monkeypatch.setattr("clustersim.studies.collective_sweep.run_point", _stop_at_the_first_point)
+    argv = ["collective", "--op", "allreduce", "--devices", "4", "--bytes", "256kB:512kB:x2"]
+    argv += ["--chunk", "1B", "--algorithm", "ring,tree", "--iterations", "3"]
+    assert main(argv) == 130
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "clustersim: about 7.7 min of simulation (27.6 M events): --chunk 64B, fewer "
+        "--iterations, fewer --bytes sizes, one --algorithm or --model analytical shortens it"
+    )
+    assert main([*argv, "--model", "analytical"]) == 130  # priced at once: no notice
+    assert capsys.readouterr().err == "clustersim: interrupted\n"
+
+
+def test_a_long_run_is_announced_with_what_shortens_it(tmp_path, capsys, monkeypatch) -> None:
+    """``clustersim run`` says so before simulating, off a terminal too: R1 with a 10 MB
+    chunk is 2 pieces per 20 MB segment, 2 x 7 x 8 x 2 = 224 sends, recorded, + 8 rows =
+    456 events; with the notice at 0.005 s (300 events) the hint is a 32 MiB chunk (one
+    piece: 232 events; 16 MiB still cuts a segment in two) or the analytical model."""
+    monkeypatch.setattr(budget, "NOTICE_AFTER_S", 0.005)
+    argv = ["run", str(R1), "-o", str(tmp_path / "r"), "--set", "workload.chunk=10MB"]
+    assert main(argv) == 0
+    assert capsys.readouterr().err == (
+        "clustersim: about 0.0076 s of simulation (456 events): --set workload.chunk=32MiB "
+        "or --network analytical shortens it\n"
+    )
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["engine"]["estimated_events"] == 456
+    assert main([*argv, "-q"]) == 0
+    assert capsys.readouterr().err == ""  # --quiet: no notice
+    assert main(["run", str(R1), "-o", str(tmp_path / "s")]) == 0  # 232 events: no notice
+    assert capsys.readouterr().err == ""
+
+
+def test_training_runs_name_iterations_replicas_and_the_network_model() -> None:
+    """What shortens a training run: one iteration; the analytical model where the
+    data-parallel collectives are played send by send (data parallel, ZeRO); replica 0
+    standing for identical replicas (pipelines with every replica simulated)."""
+    two = prepare(parse_scenario(training(), "t.yaml"))
+    assert two.strategy.shorter() == ["--set training.iterations=1", "--network analytical"]
+    gpt3 = SCENARIOS / "megatron" / "gpt3_175b_1024.yaml"
+    one = prepare(gpt3).strategy
+    assert one.simulated == 1 and one.shorter() == []
+    doc = yaml.safe_load(gpt3.read_text())
+    doc["parallelism"]["simulate_replicas"] = "all"
+    every = prepare(parse_scenario(doc, str(gpt3))).strategy
+    assert every.shorter() == ["--set parallelism.simulate_replicas=one"]
+
+
+def test_compare_and_golden_announce_their_runs_together(tmp_path, capsys, monkeypatch) -> None:
+    """Compare adds its runs' events (R1 once, 232, and twice, 2 x 224 sends + their rows +
+    8 rows = 464) and shares their time among its processes; what shortens them leaves out
+    the key it sweeps.  Golden announces its runs too (no --set to offer: a golden records
+    the run as it is)."""
+    monkeypatch.setattr(budget, "NOTICE_AFTER_S", 0.001)
+    argv = ["compare", str(R1), "--set", "workload.iterations=1,2", "-o", str(tmp_path / "c")]
+    assert main([*argv, "-j", "1"]) == 0
+    assert capsys.readouterr().err == (
+        "clustersim: about 0.012 s of simulation (696 events): fewer --set values or "
+        "--network analytical shortens it\n"
+    )
+    assert main(["golden", "record", str(R1), "--dir", str(tmp_path / "g")]) == 0
+    assert capsys.readouterr().err == "clustersim: about 0.0039 s of simulation (232 events)\n"

@@ -30,7 +30,7 @@ from ..units import (
     require_positive,
 )
 from .base import EXIT_OK, Command, add_limit_arguments, out
-from .progress import QUIET_HELP, Progress, wanted
+from .progress import QUIET_NOTICE_HELP, WorkProgress, notice, wanted
 
 _DEFAULT_TOPOLOGY = "switch"
 _TWO_TIER_FLAGS = {
@@ -53,7 +53,6 @@ _KEYWORDS = {
     **{flag: keyword for flag, (keyword, _, _) in _TWO_TIER_FLAGS.items()},
 }
 """Topology flag -> keyword of ``two_tier_cluster`` (whose default the flag takes)."""
-_PROGRESS_MIN_POINTS = 8
 
 
 class CollectiveCommand(Command):
@@ -67,11 +66,14 @@ class CollectiveCommand(Command):
         "its cluster section) or from --devices/--topology/--bandwidth/--latency. Every point's "
         "work (events) and peak memory (its schedule built whole) are estimated before the "
         "first runs; a point over either limit, or all points together over the event limit, "
-        "is refused (exit 2)."
+        "is refused (exit 2). A sweep estimated longer than about 10 s says so on stderr "
+        "before it starts (how long, its events, and the flags that shorten it: a larger "
+        "--chunk, fewer --iterations, sizes or algorithms, --model analytical), and on a "
+        "terminal shows a bar of its events, moving within a point too."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_NOTICE_HELP)
         what = parser.add_argument_group("what to time")
         what.add_argument(
             "--op", required=True, help="operation: allreduce, allgather, reducescatter, ..."
@@ -188,7 +190,7 @@ class CollectiveCommand(Command):
         sizes = collective_sweep.parse_sizes(args.bytes)
         chunk = _flag_quantity(parse_size, args.chunk, "--chunk") if args.chunk else None
         scenario, where = _bench_scenario(args)
-        progress = Progress(wanted(args.quiet), "collective", "point", _PROGRESS_MIN_POINTS)
+        progress = WorkProgress(wanted(args.quiet), "collective")
         try:
             rows = collective_sweep.sweep(
                 scenario,
@@ -202,7 +204,8 @@ class CollectiveCommand(Command):
                 reduce_cost=args.reduce_cost,
                 model=args.model,
                 iterations=args.iterations,
-                progress=progress,
+                work_progress=progress,
+                announce=lambda text: notice(text, args.quiet),
                 channels=_flag_channels(args.channels),
                 protocol=args.protocol,
                 group_flag="--group"

@@ -7,7 +7,7 @@ import argparse
 from ..errors import Problem, ScenarioError
 from .base import EXIT_OK, Command, add_limit_arguments, add_scheduler_argument, out
 from .overrides import add_override_arguments, override_settings
-from .progress import QUIET_HELP, Progress, wanted
+from .progress import QUIET_NOTICE_HELP, Progress, notice, wanted
 
 
 class CompareCommand(Command):
@@ -21,11 +21,13 @@ class CompareCommand(Command):
         "DIR/compare.png and DIR/compare.svg (the metric against the first swept key, one "
         "line per scenario); DIR is checked before simulating and replaced as a unit. "
         "The metric is a top-level numeric key of summary.json (default iteration_time_s; "
-        "scenarios without iterations show makespan_s, and the table says so)."
+        "scenarios without iterations show makespan_s, and the table says so). Simulations "
+        "estimated longer than about 10 s together (on the -j processes) are announced on "
+        "stderr before they start, with what shortens them."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_NOTICE_HELP)
         parser.add_argument("scenarios", metavar="SCENARIO", nargs="+", help="scenario YAML files")
         add_override_arguments(parser, sweep=True)
         parser.add_argument(
@@ -62,6 +64,8 @@ class CompareCommand(Command):
         check_scheduler(args.scheduler, args.jobs)
         settings = override_settings(args, sweep=True)
         jobs = sweep.build_jobs(args.scenarios, settings, args.max_events, args.max_memory)
+        if not args.quiet:
+            notice(sweep.jobs_notice(jobs, args.jobs, args.scheduler))
         progress = Progress(wanted(args.quiet), "compare")
         try:
             results = sweep.run_jobs(jobs, args.jobs, progress, args.scheduler)

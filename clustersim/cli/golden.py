@@ -16,6 +16,7 @@ from .base import (
     out,
 )
 from .overrides import add_override_arguments, override_settings
+from .progress import notice
 
 
 class GoldenCommand(Command):
@@ -31,7 +32,8 @@ class GoldenCommand(Command):
         "runs them again and prints metric, golden, now and relative change; exit 1 if any "
         "metric moved beyond its tolerance (per-metric globs in the file's `tolerances`), 2 on "
         "bad input. Check applies the overrides each golden file records. Without SCENARIO, "
-        "check takes every golden file's `scenario_file`."
+        "check takes every golden file's `scenario_file`. Runs estimated longer than about "
+        "10 s together (on the -j processes) are announced on stderr before they start."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -89,6 +91,7 @@ class GoldenCommand(Command):
             "max_events": args.max_events,
             "max_memory": args.max_memory,
             "scheduler": args.scheduler,
+            "announce": notice,
         }
         if args.golden_action == "record":
             overrides = [s.text() for s in override_settings(args)]

@@ -5,8 +5,12 @@ stderr stay as they were without it.  Elsewhere (CI logs, a pipe, a file): plain
 lines, one every :data:`LINE_EVERY_S` seconds of wall time at most, none for work
 shorter than that, and a last line saying how long it took when any was printed.
 ``--progress`` (where a command offers it) forces the bar; ``--quiet`` turns both
-off.  Only work long enough to watch is shown (``min_total`` runs, or one second
-of wall time for a simulation).
+off.  Only work long enough to watch is shown (``min_total`` runs, one second of
+wall time for a simulation, or work estimated at :data:`WATCH_AFTER_S` or more).
+
+Before work estimated longer than :data:`clustersim.budget.NOTICE_AFTER_S` starts,
+:func:`notice` says so on stderr, on a terminal or not (``--quiet`` leaves it out):
+how long, in how many events, and what would shorten it.
 """
 
 from __future__ import annotations
@@ -18,10 +22,16 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..budget import EVENTS_PER_S, format_count
 from ..units import format_time
 
 QUIET_HELP = "no progress bar on stderr"
 """Help of ``-q/--quiet`` on the commands where it only turns progress off."""
+QUIET_NOTICE_HELP = (
+    "no progress on stderr, and no notice of work estimated longer than 10 s (which says "
+    "how long and what shortens it)"
+)
+"""Help of ``-q/--quiet`` on the commands that also announce long work (:func:`notice`)."""
 
 
 def add_progress_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -134,17 +144,76 @@ class SimulationProgress:
                 file=sys.stderr,
                 leave=False,
                 delay=1.0,
-                bar_format="  simulating... t = {postfix} simulated, {elapsed} wall",
+                bar_format="  simulating{postfix} simulated, {elapsed} wall",
             )
 
     def __call__(self, now_s: float) -> None:
         if self._lines is not None and self._lines.due():
             self._lines.say(f"t = {format_time(now_s)} simulated")
         if self._bar is not None:
-            self._bar.set_postfix_str(format_time(now_s), refresh=False)
+            # tqdm puts ", " before a postfix: "simulating, t = 1.2 s simulated"
+            self._bar.set_postfix_str(f"t = {format_time(now_s)}", refresh=False)
             self._bar.update(0)
 
     def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def notice(text: str, quiet: bool = False) -> None:
+    """``clustersim: TEXT`` on stderr (a long run's notice,
+    :func:`clustersim.budget.long_work_notice`), unless ``quiet`` or ``text`` is empty."""
+    if text and not quiet:
+        sys.stderr.write(f"clustersim: {text}\n")
+        sys.stderr.flush()
+
+
+WATCH_AFTER_S = 1.0
+"""Work estimated shorter than this (seconds at :data:`clustersim.budget.EVENTS_PER_S`)
+shows no :class:`WorkProgress`."""
+
+
+class WorkProgress:
+    """``progress(done, total)`` in estimated events (``clustersim collective``): a tqdm bar
+    with the time left on a terminal, lines elsewhere; nothing for work estimated shorter
+    than :data:`WATCH_AFTER_S`."""
+
+    def __init__(self, enabled: bool | str, desc: str) -> None:
+        self.enabled = bool(enabled)
+        self.desc = desc
+        self._bar: Any = None
+        self._lines = _Lines(desc) if enabled == LINES else None
+        self._done = (0.0, 0.0)
+
+    def __call__(self, done: float, total: float) -> None:
+        if not self.enabled or total < WATCH_AFTER_S * EVENTS_PER_S:
+            return
+        if self._lines is not None:
+            self._done = (done, total)
+            if self._lines.due():
+                self._lines.say(f"{format_count(done)} of {format_count(total)} events")
+            return
+        text = f"{format_count(done)} of {format_count(total)}"
+        if self._bar is None:
+            self._bar = tqdm(
+                total=total,
+                desc=self.desc,
+                postfix=text,
+                file=sys.stderr,
+                leave=False,
+                dynamic_ncols=True,
+                bar_format="  {desc} [{bar:24}]{postfix} events, {remaining} left",
+                ascii=" =",
+            )
+        self._bar.n = done  # tqdm puts ", " before the postfix: "[===  ], 1.2 M of 6 M events"
+        self._bar.set_postfix_str(text)
+
+    def close(self) -> None:
+        if self._lines is not None and self._lines.printed:
+            done, total = self._done
+            self._lines.say(f"{format_count(done)} of {format_count(total)} events, done")
+            self._lines.printed = False
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -20,7 +20,7 @@ from .base import EXIT_OK, Command, add_limit_arguments, gpu_types_phrase, nic_t
 from .headline import bubble_line, iteration_line, memory_line
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
-from .progress import Progress, SimulationProgress, wanted
+from .progress import Progress, SimulationProgress, notice, wanted
 
 if TYPE_CHECKING:
     from ..strategies.parameter_server.summary import ParameterServerSummary
@@ -43,7 +43,9 @@ class RunCommand(Command):
         "(DIR/devices.csv every device) and links.csv equal links once; summary.json's "
         "'folded' block says what was folded. The run's work (events) and the simulator's "
         "peak memory, the run folder built in memory included, are estimated first and a run "
-        "over either limit is refused (exit 2). Prints a short summary."
+        "over either limit is refused (exit 2); a run estimated longer than about 10 s says so on "
+        "stderr before it starts (how long, its events, and what shortens it, e.g. --set "
+        "training.iterations=1). Prints a short summary."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -59,7 +61,10 @@ class RunCommand(Command):
             "--seed", type=int, help="override the scenario's seed (0 .. 4294967295, 2**32 - 1)"
         )
         parser.add_argument(
-            "-q", "--quiet", action="store_true", help="print only the output folder"
+            "-q",
+            "--quiet",
+            action="store_true",
+            help="print only the output folder (no progress, no notice of a long run)",
         )
         parser.add_argument(
             "--check",
@@ -119,6 +124,7 @@ class RunCommand(Command):
                 goodput_progress=goodput if goodput.enabled else None,
                 max_memory=args.max_memory,
                 outputs=True,
+                announce=lambda text: notice(text, args.quiet),
             )
         finally:
             progress.close()

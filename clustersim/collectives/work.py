@@ -23,6 +23,8 @@ Each slice played counts as a call of its own (they run at once): with ``channel
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -96,3 +98,29 @@ def calls_work(
         key = (call.op, tuple(call.devices))
         largest[key] = max(largest.get(key, 0.0), work.held_sends)
     return replace(total, held_sends=sum(largest.values()))
+
+
+LARGEST_CHUNK_EXPONENT = 50
+"""The largest chunk :func:`larger_chunk` offers: 2**50 bytes (1 PiB)."""
+
+
+def larger_chunk(
+    events_of: Callable[[float], float], chunk_bytes: float, events: float
+) -> float | None:
+    """The smallest power of two above ``chunk_bytes`` (``16B``, ``64KiB``: a size easy to
+    type) whose work ``events_of(chunk)`` is at most ``events``: what a long run's notice
+    suggests (:func:`clustersim.budget.long_work_notice`); None if none up to
+    2**:data:`LARGEST_CHUNK_EXPONENT` (the chunk is not what makes the work).  The work
+    falls as the chunk grows (fewer, larger sends), so the powers are bisected: about six
+    calls of ``events_of``."""
+    low = math.floor(math.log2(chunk_bytes)) + 1 if chunk_bytes > 0 else 0
+    high = LARGEST_CHUNK_EXPONENT
+    if low > high or events_of(2.0**high) > events:
+        return None
+    while low < high:  # the answer's exponent is in [low, high]
+        middle = (low + high) // 2
+        if events_of(2.0**middle) <= events:
+            high = middle
+        else:
+            low = middle + 1
+    return 2.0**low

@@ -202,6 +202,12 @@ class Strategy(Registered):
         )
         return self._work
 
+    def shorter(self) -> list[str]:
+        """What would make this run take less work, each a phrase naming a flag or a
+        setting (``--set training.iterations=1``): what the notice of a run estimated long
+        offers (:func:`clustersim.budget.long_work_notice`).  Nothing by default."""
+        return []
+
     def start(self, sim: Simulation) -> None:
         """Spawn the workload's processes on ``sim``."""
         raise NotImplementedError
@@ -231,6 +237,20 @@ class TrainingStrategy(Strategy):
     """The keys of the shared training sections (parallelism, pipeline, zero, data_parallel)
     this strategy reads; a key written with another value than its default and not covered
     here is refused (:mod:`clustersim.strategies.written_keys`)."""
+    analytical_shortens: ClassVar[bool] = False
+    """Whether ``network.model: analytical`` takes much of its work away (its data-parallel
+    collectives, played send by send in the flow-level model)."""
+
+    def shorter(self) -> list[str]:
+        """One iteration instead of several, and the analytical network model where it
+        shortens the run (:attr:`analytical_shortens`)."""
+        hints = []
+        training = self.scenario.training
+        if training is not None and training.iterations > 1:
+            hints.append("--set training.iterations=1")
+        if self.analytical_shortens and self.scenario.network.model == "flow":
+            hints.append("--network analytical")
+        return hints
 
     def written_key_problems(self) -> list[Problem]:
         """The keys written that this strategy would ignore, and ``parallelism.dp`` against

@@ -52,7 +52,7 @@ from ..collectives import label_of as _label_of
 from ..collectives.algorithm import algorithm
 from ..collectives.bus import figures_GBps
 from ..collectives.models import network_model
-from ..collectives.work import call_work
+from ..collectives.work import call_work, larger_chunk
 from ..engine import Simulation
 from ..errors import ScenarioError
 from ..metrics import OPTIONAL, StrategySummary
@@ -183,6 +183,32 @@ class Collective(Strategy):
             measured = algo.measured_call(part, self.topology)
             work += WorkEstimate(priced_sends=algo.sends(measured, self.topology))
         return work
+
+    def shorter(self) -> list[str]:
+        """A larger ``workload.chunk`` (in the flow-level model, the smallest power of two
+        above the one given that brings the run under the notice,
+        :func:`~clustersim.collectives.work.larger_chunk`), one iteration, the analytical
+        model."""
+        from ..budget import EVENTS_PER_S, NOTICE_AFTER_S
+        from ..units import size_flag
+
+        hints = []
+        chunk, iterations = self.call.chunk_bytes, self.config.iterations
+        if chunk is not None and self.model == "flow":
+
+            def events_of(size: float) -> float:
+                call = replace(self.call, chunk_bytes=size)
+                once = call_work(call, self.topology, model=self.model, channels=self.channels)
+                return once.events * iterations
+
+            larger = larger_chunk(events_of, chunk, NOTICE_AFTER_S * EVENTS_PER_S)
+            if larger is not None:
+                hints.append(f"--set workload.chunk={size_flag(larger)}")
+        if iterations > 1:
+            hints.append("--set workload.iterations=1")
+        if self.model == "flow":
+            hints.append("--network analytical")
+        return hints
 
     def _resolved(self) -> tuple[Algorithm, CollectiveCall]:
         """The algorithm that runs the call and the call it runs (``auto`` resolved as its

@@ -121,6 +121,7 @@ class DataParallel(TrainingStrategy):
     description = "data-parallel training: bucketed gradient all-reduce (DDP/Horovod), overlap"
     config_model = DataParallelSpec
     reads = DATA_PARALLEL_READS | {"data_parallel.allreduce", "data_parallel.balance"}
+    analytical_shortens = True
 
     # -- checks --------------------------------------------------------------
 

@@ -249,6 +249,11 @@ class TraceReplay(Strategy):
             work += call_work(meeting.call, self.topology, model=self.model, channels=channels)
         return work
 
+    def shorter(self) -> list[str]:
+        """The analytical network model: a collective a weighted flow or a few, not its
+        sends."""
+        return ["--network analytical"] if self.model == "flow" else []
+
     def describe(self) -> str:
         t = self.workload_trace
         if len(self.traces) > 1:

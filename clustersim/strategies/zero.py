@@ -199,6 +199,7 @@ class Zero(TrainingStrategy):
     name = "zero"
     description = "ZeRO stages 1-3 / FSDP: sharded optimizer states, gradients and parameters"
     config_model = DataParallelSpec
+    analytical_shortens = True
     reads = DATA_PARALLEL_READS | {
         "data_parallel.allreduce",
         "data_parallel.balance",

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,11 +55,17 @@ from ..scenario.shorthand import (
     two_tier_cluster,
 )
 from ..units import UnitError, parse_size
+from .collective_work import (  # noqa: F401  (check_point_work, check_sweep_work: re-exported)
+    Limits,
+    check_point_work,
+    check_points_work,
+    check_sweep_work,
+    shorter_sweep,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..budget import WorkEstimate
     from ..scenario import Scenario
     from ..topology import Topology
 
@@ -256,6 +261,8 @@ def sweep(
     group_flag: str = "",
     max_events: int | None = None,
     max_memory: float | None = None,
+    announce: Callable[[str], None] | None = None,
+    work_progress: Callable[[float, float], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Time ``op`` for every size (bytes) and algorithm on ``scenario``'s cluster.
 
@@ -276,7 +283,16 @@ def sweep(
     peak memory is estimated over ``max_memory`` bytes (default: the scenario's
     ``engine.max_memory``, else 80% of this machine's;
     :class:`clustersim.budget.MemoryLimitError`).
+
+    Once the checks pass, a sweep estimated longer than
+    :data:`~clustersim.budget.NOTICE_AFTER_S` of wall time is announced:
+    ``announce(text)`` with :func:`~clustersim.budget.long_work_notice`'s text, naming
+    the flags that would shorten it (:func:`shorter_sweep`).  ``work_progress(done,
+    total)`` counts events: the sweep's estimate as ``total``, and as ``done`` the
+    points run so far plus the events of the point running (its records and transfers
+    started, every few thousand steps, :func:`run_point`).
     """
+    from ..budget import NOTHING, is_long, long_work_notice
     from ..topology import build_topology
 
     op = canonical_op(op, "--op")
@@ -320,15 +336,35 @@ def sweep(
         max_events or getattr(engine, "max_events", None),
         max_memory or getattr(engine, "max_memory", None),
     )
-    check_sweep_work(calls, topology, model, iterations, channels, limits)
-    total = len(sizes) * len(names)
+    points = [call for row_calls in calls for call in row_calls]
+    works = check_points_work(calls, topology, model, iterations, channels, limits)
+    events = [work.events for work in works]
+    total = sum(works, NOTHING)
+    if announce is not None and is_long(total):
+        shorter = shorter_sweep(points, events, len(sizes), topology, model, iterations, channels)
+        announce(long_work_notice(total, shorter))
+    done, estimated = 0.0, sum(events)
     rows = []
-    for row_calls in calls:
-        for call in row_calls:
-            rows.append(run_point(scenario, topology, call, model, iterations, channels))
-            if progress is not None:
-                progress(len(rows), total)
+    for call, point_events in zip(points, events):
+        within = None
+        if work_progress is not None:
+            work_progress(done, estimated)
+            within = _within_point(work_progress, done, point_events, estimated)
+        rows.append(run_point(scenario, topology, call, model, iterations, channels, within))
+        done += point_events
+        if progress is not None:
+            progress(len(rows), len(points))
+    if work_progress is not None:
+        work_progress(done, estimated)
     return rows
+
+
+def _within_point(
+    work_progress: Callable[[float, float], None], before: float, events: float, total: float
+) -> Callable[[float], None]:
+    """``run_point``'s progress: the events of the point so far (at most its estimate) after
+    the ``before`` of the points run."""
+    return lambda counted: work_progress(before + min(counted, events), total)
 
 
 def _check_options(
@@ -349,83 +385,6 @@ def _check_options(
         )
 
 
-@dataclass(frozen=True)
-class Limits:
-    """A sweep's limits: events (None: :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`) and
-    memory in bytes (None: :func:`~clustersim.budget.default_max_memory`)."""
-
-    events: int | None = None
-    memory: float | None = None
-
-
-def check_sweep_work(
-    calls: Sequence[Sequence[CollectiveCall]],
-    topology: Topology,
-    model: str,
-    iterations: int,
-    channels: int | str = 1,
-    limits: Limits = Limits(),
-) -> WorkEstimate:
-    """Refuse a sweep before it runs: every point as :func:`check_point_work` does, then
-    the points together against the event limit (they run one after another, so their
-    time adds up; memory does not, each point being a fresh simulation).  Returns the
-    sweep's work."""
-    from ..budget import DEFAULT_MAX_EVENTS, LIMIT_FLAG, NOTHING, enforce
-
-    total = NOTHING
-    for row_calls in calls:
-        for call in row_calls:
-            total = total + check_point_work(call, topology, model, iterations, channels, limits)
-    points = sum(len(row) for row in calls)
-    what = f"{points:,} points of the sweep together"
-    enforce(total, limits.events or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
-    return total
-
-
-def check_point_work(
-    call: CollectiveCall,
-    topology: Topology,
-    model: str,
-    iterations: int,
-    channels: int | str = 1,
-    limits: Limits | int | None = None,
-) -> WorkEstimate:
-    """Refuse (:class:`~clustersim.budget.WorkLimitError`) a point whose estimated work,
-    ``call`` run ``iterations`` times as :func:`run_point` runs it, is over the limit's
-    events (default :data:`~clustersim.budget.DEFAULT_MAX_EVENTS`), or
-    (:class:`~clustersim.budget.MemoryLimitError`) whose peak memory, its schedule built
-    whole included, is over its memory (default: 80% of this machine's).  ``limits`` may
-    be an event count alone.  Returns the point's work."""
-    from ..budget import (
-        DEFAULT_MAX_EVENTS,
-        LIMIT_FLAG,
-        MEMORY_FLAG,
-        default_max_memory,
-        enforce,
-        enforce_memory,
-        estimate_memory,
-    )
-    from ..collectives.work import call_work
-    from ..units import format_size
-
-    if not isinstance(limits, Limits):
-        limits = Limits(limits)
-    once = call_work(call, topology, model=model, channels=channels, record_transfers=False)
-    what = f"{call.op} of {format_size(call.size_bytes)} by {call.algorithm}"
-    if iterations > 1:
-        what += f", {iterations:,} iterations"
-    work = once * iterations
-    enforce(work, limits.events or DEFAULT_MAX_EVENTS, what=what, path=LIMIT_FLAG)
-    memory = estimate_memory(work, len(topology.devices), len(topology.links))
-    limit = limits.memory or default_max_memory()
-    default = limits.memory is None
-    less = "a larger --chunk, fewer --bytes or --iterations, or --model analytical"
-    enforce_memory(
-        memory, limit, what=what, path=MEMORY_FLAG, default=default, work=work, less=less
-    )
-    return work
-
-
 def run_point(
     scenario: Scenario,
     topology: Topology,
@@ -433,8 +392,12 @@ def run_point(
     model: str,
     iterations: int,
     channels: int | str = 1,
+    progress: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
-    """One row: ``call`` run ``iterations`` times back to back on a fresh simulation."""
+    """One row: ``call`` run ``iterations`` times back to back on a fresh simulation.
+
+    ``progress(events)``: the events done so far (records and transfers started, as the
+    estimate counts them), every :data:`~clustersim.engine.STEPS_PER_CHECK` steps."""
     from ..collectives import channel_count, slices
     from ..engine import Simulation
 
@@ -446,8 +409,12 @@ def run_point(
                 sim, call, model=model, iteration=i, record_transfers=False, channels=channels
             )
 
+    def counted(now_s: float) -> None:
+        assert progress is not None
+        progress(len(sim.records) + sim.network.flows_started)
+
     sim.process(repeat())
-    sim.run()
+    sim.run(progress=counted if progress is not None else None)
     time_s = sim.now / iterations
     algbw, busbw = bandwidths(call.op, call.n, call.size_bytes, time_s)
     return {

@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ClustersimError, Problem, ScenarioError, SimulationError
 from ..outputs.atomic import write_atomic
@@ -44,7 +44,7 @@ from ..scenario.overrides import (  # noqa: F401  (re-exported: compare's public
     set_path,
     value_text,
 )
-from .runner import run_all
+from .runner import memory_workers, run_all, worker_count
 from .sweep_plot import (  # noqa: F401  (LOG_SPAN*, plot_figure: re-exported)
     FALLBACK_METRIC,
     LOG_SPAN,
@@ -54,6 +54,9 @@ from .sweep_plot import (  # noqa: F401  (LOG_SPAN*, plot_figure: re-exported)
     _is_number,
     plot_figure,
 )
+
+if TYPE_CHECKING:
+    from ..budget import WorkEstimate
 
 DEFAULT_METRIC = "iteration_time_s"
 EXTRA_COLUMNS = ("makespan_s", "throughput_samples_per_s")
@@ -98,6 +101,8 @@ class Job:
     """The run's estimated peak memory (:func:`clustersim.budget.estimate_memory`)."""
     memory_limit: float | None = None
     """Its memory limit, bytes (``engine.max_memory`` or the machine's default)."""
+    work: WorkEstimate | None = None
+    """The run's estimated work (None: its strategy cannot say)."""
 
 
 def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -152,8 +157,38 @@ def build_jobs(
             preset = model.get("preset") if isinstance(model, dict) else None
             memory, limit = prepared.memory.total, prepared.strategy.max_memory
             job = Job(len(jobs), source, label, point, changed, str(preset or ""), memory, limit)
+            job.work = prepared.work
             jobs.append(job)
     return jobs
+
+
+def jobs_notice(
+    jobs: Sequence[Job], workers: int | None = None, scheduler: str | None = None
+) -> str:
+    """What to say before the jobs start when they are estimated long
+    (:func:`clustersim.budget.long_runs_notice`): their time on the processes
+    :func:`run_jobs` starts, their events, and what would shorten them (fewer ``--set``
+    values; what shortens the longest job, its scenario prepared again, but a key swept).
+    Empty on a Dask cluster (``scheduler``), whose workers are not counted here."""
+    from ..api import prepare
+    from ..budget import long_runs_notice
+    from ..scenario import parse_scenario
+
+    if scheduler is not None:
+        return ""
+    memory = [j.memory_bytes for j in jobs]
+    limit = min((j.memory_limit for j in jobs if j.memory_limit), default=None)
+    processes = memory_workers(worker_count(workers, len(jobs)), memory, limit)
+
+    swept = tuple(f"--set {key}=" for job in jobs for key in job.point)
+
+    def shorter(index: int) -> list[str]:
+        job = jobs[index]
+        hints = prepare(parse_scenario(job.doc, source=job.source)).strategy.shorter()
+        return [hint for hint in hints if not hint.startswith(swept)]
+
+    more = ["fewer --set values"] if len(jobs) > 1 else []
+    return long_runs_notice([j.work for j in jobs], processes, shorter, more)
 
 
 def _set_source(source: str, point: dict[str, Any]) -> str:

@@ -154,6 +154,15 @@ class Pipeline(HybridReport):
         per_iteration = replica + sync * rounds
         return per_iteration * self.train.iterations
 
+    def shorter(self) -> list[str]:
+        """One iteration, and replica 0 standing for identical replicas when every one is
+        simulated (``dp`` times fewer events)."""
+        hints = super().shorter()
+        alike = not self.scenario.stragglers and not self.replicas_differ()
+        if self.dp > 1 and self.simulated == self.dp and alike:
+            hints.append("--set parallelism.simulate_replicas=one")
+        return hints
+
     def _replica_work(self, m: int) -> WorkEstimate:
         """One iteration of one replica running ``m`` micro-batches (:meth:`estimate_work`)."""
         s, tp = self.schedule, self.tp

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,12 +120,14 @@ def check(
     max_events: int | None = None,
     scheduler: str | None = None,
     max_memory: float | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> list[GoldenReport]:
     """Re-run every scenario and compare it with its golden file in ``golden_dir``, with
     the overrides the file records.
 
     Bad input (a missing scenario or golden file, an unreadable golden) raises
     before anything runs; a scenario that cannot be read is named before its golden file.
+    Runs estimated long are announced first (``announce``, :func:`measure_all`).
     """
     from ...scenario import load_scenario
 
@@ -135,7 +137,7 @@ def check(
     targets = [golden_path(s, golden_dir, root) for s in scenarios]
     docs = [load_golden(target) for target in targets]
     overrides = [doc.get("overrides", []) for doc in docs]
-    measured = measure_all(scenarios, jobs, max_events, overrides, scheduler, max_memory)
+    measured = measure_all(scenarios, jobs, max_events, overrides, scheduler, max_memory, announce)
     reports = [
         compare(doc, m, rtol, str(s), str(target))
         for s, m, doc, target in zip(scenarios, measured, docs, targets)

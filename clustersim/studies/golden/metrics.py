@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ...budget import long_runs_notice
 from ...errors import ClustersimError, SimulationError
 from ...metrics import Summary
 from ...strategies.hybrid.summary import HybridSummary
 from ...strategies.jobs.summary import JobsSummary
-from ..runner import run_all, worker_count
+from ..runner import memory_workers, run_all, worker_count
 
 MAX_DEVICES = 64
 """At most this many devices (in summary order) get per-device entries."""
@@ -159,6 +160,7 @@ def measure_all(
     overrides: Sequence[Sequence[str]] | None = None,
     scheduler: str | None = None,
     max_memory: float | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`measure` of every path, in order, on ``jobs`` processes (default: all cores)
     or on the Dask cluster ``scheduler`` (:func:`run_all`); ``overrides``: each path's
@@ -166,7 +168,10 @@ def measure_all(
 
     Every scenario is checked first, its estimated work and memory against their limits
     (``max_events`` and ``max_memory``, else its ``engine.max_events`` and
-    ``engine.max_memory``) included: bad input raises before anything runs."""
+    ``engine.max_memory``) included: bad input raises before anything runs.  Runs
+    estimated long together are then announced (``announce(text)``,
+    :func:`clustersim.budget.long_runs_notice`; not on a Dask cluster, whose workers are
+    not counted here)."""
     from ...api import prepare
     from ...scenario.overrides import described
 
@@ -179,6 +184,12 @@ def measure_all(
     prepared = [prepare(s, max_events=max_events, max_memory=max_memory) for _, s in loaded]
     memory = [p.memory.total for p in prepared]
     limit = min((p.strategy.max_memory or math.inf for p in prepared), default=None)
+    if announce is not None and scheduler is None:
+        processes = memory_workers(worker_count(jobs, len(names)), memory, limit)
+        more = ["fewer SCENARIOs"] if len(names) > 1 else []
+        notice = long_runs_notice([p.work for p in prepared], processes, more=more)
+        if notice:
+            announce(notice)
     if scheduler is None and worker_count(jobs, len(names)) == 1:
         # errors raised as they are
         return [measure(name, max_events, texts, max_memory) for name, texts in zip(names, sets)]

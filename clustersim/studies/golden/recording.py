@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,13 @@ def record(
     overrides: Sequence[str] = (),
     scheduler: str | None = None,
     max_memory: float | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Run every scenario and write its golden file into ``golden_dir``; return the paths.
 
     ``overrides`` (``--set KEY=VALUE`` texts, one value each) are applied to every scenario
-    and written into its golden file, so that :func:`check` applies them again.
+    and written into its golden file, so that :func:`check` applies them again.  Runs
+    estimated long are announced first (``announce``, :func:`measure_all`).
 
     An existing golden's ``rtol`` and ``tolerances`` are kept (``rtol`` given replaces it).
     ``golden_dir`` and the files' names are checked before anything runs (errors at key
@@ -43,7 +45,7 @@ def record(
     previous = [_previous(target) for target in targets]
     overrides = tuple(overrides)
     sets = [overrides] * len(scenarios)
-    measured = measure_all(scenarios, jobs, max_events, sets, scheduler, max_memory)
+    measured = measure_all(scenarios, jobs, max_events, sets, scheduler, max_memory, announce)
     return [
         write_golden(target, golden_document(s, m, old, rtol, root, overrides))
         for s, m, old, target in zip(scenarios, measured, previous, targets)
