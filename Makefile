@@ -7,8 +7,14 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= scenarios/pipeline/dgx_a100_llama2_7b.yaml
 # pytest workers (pytest-xdist): one per core, as CI gives 2
 TEST_JOBS ?= auto
+# How pytest runs: each worker takes the next test as it ends one (--maxschedchunk 1; the slow
+# tests of tests/slow_tests.txt first, so the workers end together), the 15 slowest printed.
+# Python may cache compiled modules (and pytest its rewritten test modules): a machine that
+# sets PYTHONDONTWRITEBYTECODE would otherwise compile every module in every worker and
+# every subprocess again.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_JOBS) --maxschedchunk 1
 
-.PHONY: demo test lint docs bench fuzz install clean ps-vs-ring browser
+.PHONY: demo test test-quick slow-tests lint docs bench fuzz install clean ps-vs-ring browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,8 +49,17 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 test: $(STAMP) lint browser docs
-	$(PY) -m pytest -n $(TEST_JOBS)
+	$(PYTEST) --durations=15
 	$(VENV)/bin/clustersim reproduce -q -o reports/reproduce
+
+# The quick loop: the tests not marked slow (about two minutes on 2 cores).
+test-quick: $(STAMP)
+	$(PYTEST) -m "not slow"
+
+# Measure every test again and list the slow ones (tests/slow_tests.txt).
+slow-tests: $(STAMP)
+	$(PYTEST) --durations=0 > reports/durations.txt || (tail -20 reports/durations.txt; exit 1)
+	$(PY) tests/record_slow_tests.py reports/durations.txt tests/slow_tests.txt
 
 bench: $(STAMP)
 	$(PY) bench/bench_engine.py
