@@ -33,7 +33,8 @@ Three ratios, each measured in this one run (nothing is asserted):
    out in 59a8d77's schema (its header says how), and this tree runs it with
    :data:`TODAY_PINS`, the defaults changed since set back to 59a8d77's
    behaviour.  Both then simulate the same iteration: the bench prints both
-   simulated times and their difference, and the ratio of the two wall times.
+   simulated times and their difference, and the ratio of the two best wall
+   times of two runs each, alternated.
 
 ``--quick`` runs smaller sizes (for a smoke test); ``--skip-old`` skips the
 old-commit run, ``--skip-rings`` and ``--skip-gpt3`` the two parts.
@@ -62,6 +63,8 @@ OLD_COMMIT = "59a8d77"
 GPT3 = "scenarios/megatron/gpt3_175b_1024.yaml"
 GPT3_OLD_SCHEMA = "bench/gpt3_175b_1024_59a8d77.yaml"
 """GPT3 in a schema both trees read (presets spelled out; see its header)."""
+PAIRS = 2
+"""Runs of each tree on :data:`GPT3_OLD_SCHEMA`; the best wall time of each is compared."""
 ALL_REPLICAS_FLOW = {"parallelism": {"simulate_replicas": "all"}, "network": {"model": "flow"}}
 TODAY_PINS = {
     "cluster": {"node": {"gpu": {"compute": {"model": "flat"}}}},
@@ -241,17 +244,25 @@ def gpt3(skip_old: bool) -> None:
         if not old_tree(Path(tmp)):
             print(f"   {OLD_COMMIT} not run: git history not available")
             return
-        old = run_gpt3(Path(tmp), GPT3_OLD_SCHEMA, {})
-    now = run_gpt3(ROOT, GPT3_OLD_SCHEMA, TODAY_PINS)
+        runs = [  # alternated, so a load that comes and goes weighs on both trees alike
+            (run_gpt3(Path(tmp), GPT3_OLD_SCHEMA, {}), run_gpt3(ROOT, GPT3_OLD_SCHEMA, TODAY_PINS))
+            for _ in range(PAIRS)
+        ]
+    old = min((then for then, _ in runs), key=lambda r: r["wall_s"])
+    now = min((now for _, now in runs), key=lambda r: r["wall_s"])
     gap = now["sim_s"] / old["sim_s"] - 1
     same = "the same iteration" if abs(gap) < 1e-9 else f"DIFFERENT iterations ({gap:+.2e})"
+    walls = "; ".join(f"{then['wall_s']:.2f} s and {now['wall_s']:.2f} s" for then, now in runs)
     print(
-        f"   against {OLD_COMMIT}, both on {GPT3_OLD_SCHEMA} (this tree with TODAY_PINS): "
-        f"this tree {now['wall_s']:.2f} s, {OLD_COMMIT} {old['wall_s']:.2f} s; "
+        f"   against {OLD_COMMIT}, both on {GPT3_OLD_SCHEMA} (this tree with TODAY_PINS), "
+        f"{PAIRS} runs each, alternated ({OLD_COMMIT} and this tree: {walls}): "
         f"simulated {now['sim_s']:.6f} s and {old['sim_s']:.6f} s ({same}), "
         f"{now['flows']:,} and {old['flows']:,} transfers"
     )
-    print(f"   speed-up over {OLD_COMMIT}: {old['wall_s'] / now['wall_s']:.2f}x (target >= 2)")
+    print(
+        f"   speed-up over {OLD_COMMIT}, best wall of each: {old['wall_s']:.2f} s / "
+        f"{now['wall_s']:.2f} s = {old['wall_s'] / now['wall_s']:.2f}x (target >= 2)"
+    )
 
 
 if __name__ == "__main__":
