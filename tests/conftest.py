@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +157,26 @@ def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Schedule, "__init__", forbidden)
     for cls in registered_schedules().values():
         monkeypatch.setattr(cls, "operations", forbidden)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker's last step before it reports "workerfinished": collect its garbage
+    now, freeze what survives, and ignore SIGINT from here on.
+
+    Once every worker has reported, the controller closes their gateways, and execnet
+    gives a worker's main thread 5 seconds to end its session (the terminal summary,
+    ``pytest_unconfigure`` and the cleanups, two of them full garbage collections of the
+    worker's heap); past that, execnet's worker sends itself SIGINT
+    (``WorkerGateway._terminate_execution``).  Under load a collection of a whole suite's
+    heap takes longer than that, the SIGINT lands in a gc callback (hypothesis's, first in
+    ``gc.callbacks``), and its KeyboardInterrupt ends the run as a
+    PytestUnraisableExceptionWarning.  Frozen objects are left out of later collections,
+    so those two take milliseconds; and a worker past this point has nothing left to
+    interrupt (a Ctrl-C at a terminal reaches the controller too, which stops the run).
+    Session fixtures are torn down before this runs (``trylast``)."""
+    if not hasattr(session.config, "workerinput"):
+        return  # not an xdist worker: no execnet gateway to time it out
+    gc.collect()
+    gc.freeze()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1498,18 +1498,26 @@ def run_cli(argv: list[str], cwd: Path, limit_s: float = HANG_S) -> Outcome:
     """Run ``clustersim ARGV`` (``clustersim.cli.main``) in a forked child in ``cwd``.
 
     The child's stdin is /dev/null, its stdout and stderr are captured, its address
-    space limited; after ``limit_s`` wall seconds its process group is killed.
+    space limited; after ``limit_s`` wall seconds its process group is killed.  It is a
+    copy of the pytest process (hypothesis's gc callbacks, pytest's unraisable hook), so
+    SIGINT is blocked across the fork until the child has its own process group and
+    SIGINT's default action: a SIGINT to the test run's group never raises
+    KeyboardInterrupt in it (in this process it waits for the unblock).
     """
     with tempfile.TemporaryDirectory(prefix="clustersim-fuzz-io-") as io_dir:
         out, err, res = (Path(io_dir) / n for n in ("stdout", "stderr", "result.json"))
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            _child(argv, cwd, out, err, res, limit_s)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            os.setpgid(pid, pid)
-        except OSError:
-            pass  # the child set it already, or has ended
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                _child(argv, cwd, out, err, res, limit_s, mask)
+            try:
+                os.setpgid(pid, pid)
+            except OSError:
+                pass  # the child set it already, or has ended
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         code = _wait(pid, limit_s)
         wall = time.monotonic() - started
         _kill_group(pid)
@@ -1551,10 +1559,16 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _child(argv: list[str], cwd: Path, out: Path, err: Path, res: Path, limit_s: float) -> None:
+def _child(
+    argv: list[str], cwd: Path, out: Path, err: Path, res: Path, limit_s: float, mask: set[int]
+) -> None:
+    """The forked child (SIGINT blocked, ``mask`` the parent's signal mask before): SIGINT's
+    default action and a process group of its own first, then ``main(argv)``."""
     code = 255
     try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.setpgid(0, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.alarm(int(limit_s) + 30)  # ends the child even if the parent is gone
         _limit_memory()
         os.chdir(cwd)

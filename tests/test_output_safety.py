@@ -57,19 +57,30 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return code, capsys.readouterr().err
 
 
-def _default_sigint() -> None:
-    """In the child before it starts: SIGINT back to its default.  A shell starting the
-    test suite in the background (``make test &``, a CI runner) leaves SIGINT ignored,
-    children inherit that, and Python then keeps ignoring it, as it should for a user's
-    background job: the tests that press Ctrl-C need it heard."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+HEAR_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+"""First line of a child's program: SIGINT raises KeyboardInterrupt.  A shell starting the
+test suite in the background (``make test &``, a CI runner) leaves SIGINT ignored,
+children inherit that, and Python then keeps ignoring it, as it should for a user's
+background job: the tests that press Ctrl-C need it heard.  Set by the child itself, not
+by a ``preexec_fn``, which would run Python in a fork of the pytest process before the
+exec."""
+
+_CLUSTERSIM_MAIN = (
+    HEAR_SIGINT
+    + "import runpy; runpy.run_module('clustersim', run_name='__main__', alter_sys=True)"
+)
+"""``python -m clustersim``, SIGINT heard."""
 
 
 def _subprocess(argv: list[str], **kwargs: Any) -> subprocess.Popen[str]:
-    """``python -m clustersim ARGV`` of this checkout, its outputs captured, SIGINT heard."""
+    """``python -m clustersim ARGV`` of this checkout, its outputs captured, SIGINT heard,
+    in a session of its own (made before any Python runs in the child): the signals a test
+    sends go to it and its workers only, and none sent to the test run's process group
+    reaches it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "clustersim", *map(str, argv)]
-    return subprocess.Popen(command, env=env, text=True, preexec_fn=_default_sigint, **kwargs)
+    command = [sys.executable, "-c", _CLUSTERSIM_MAIN, *map(str, argv)]
+    kwargs.setdefault("start_new_session", True)
+    return subprocess.Popen(command, env=env, text=True, **kwargs)
 
 
 @pytest.fixture
@@ -583,13 +594,13 @@ def test_signal_while_importing_is_one_line(name: str, code: int, line: str) -> 
     """Ctrl-C or SIGTERM in the half second the command line takes to import: one line and
     the signal's exit code, not a traceback from the middle of an import."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    program = SIGNAL_DURING_IMPORT.format(signal=name)
+    program = HEAR_SIGINT + SIGNAL_DURING_IMPORT.format(signal=name)
     proc = subprocess.run(
         [sys.executable, "-c", program, str(D1)],
         env=env,
         text=True,
         capture_output=True,
-        preexec_fn=_default_sigint,
+        start_new_session=True,
     )
     assert (proc.returncode, proc.stderr) == (code, line)
 
