@@ -34,7 +34,7 @@ from .network import Network
 from .network.cancel import cancel_flow
 from .network.failures import LinkFailures, apply_degradations
 from .network.flow import raise_if_overflowed, size_problem_message
-from .records import Record
+from .records import Record, RecordLog
 from .topology import Device, Topology, build_topology
 
 _new_record = tuple.__new__
@@ -120,7 +120,7 @@ class Simulation:
         self.seed = seed
         self.network = Network(self.env, topology.links)
         self.stragglers = stragglers or Stragglers(seed=seed)
-        self.records: list[Record] = []
+        self.records: list[Record] = RecordLog()
         """Every compute, transfer and collective, appended as it is booked or finishes.
         Read it; add to it only through :meth:`book` (tests/test_layers.py checks)."""
         self._append = self.records.append

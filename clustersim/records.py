@@ -8,8 +8,8 @@ rename them.  :mod:`clustersim.outputs.timeline` writes ``timeline.csv``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 TIMELINE_COLUMNS = (
     "resource",
@@ -28,6 +28,23 @@ TIMELINE_COLUMNS = (
     "phase",
 )
 """Columns of ``timeline.csv``, in order."""
+
+
+class RecordLog(list):  # type: ignore[type-arg]  # of Record
+    """A run's records: a list of :class:`Record` that keeps what is derived from all of them
+    once (:meth:`derived`), for the summaries that read the same totals (the run's device
+    breakdown, and each training family's per-iteration one)."""
+
+    def derived(self, key: str, make: Callable[[RecordLog], Any]) -> Any:
+        """``make(self)``, computed the first time ``key`` is asked for and kept while the log
+        keeps its length (records are appended while a run plays; afterwards the log is
+        read, not changed)."""
+        memo: dict[str, tuple[int, Any]] = self.__dict__.setdefault("_derived", {})
+        kept = memo.get(key)
+        if kept is None or kept[0] != len(self):
+            kept = memo[key] = (len(self), make(self))
+        return kept[1]
+
 
 PHASES = ("forward", "backward", "recompute", "optimizer", "communication")
 """Values of :attr:`Record.phase` ("" for work that is none of these)."""

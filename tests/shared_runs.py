@@ -68,10 +68,6 @@ def checked(path: Path) -> bool:
     return path.parent.name != "ps_vs_ring" or path.name == "resnet50_ring.yaml"
 
 
-_memo: dict[str, dict[str, Any]] = {}
-"""This process's runs by key: a second read costs one JSON parse."""
-
-
 def start_session() -> None:
     """In the controlling pytest process: make this session's folder and name it in
     :data:`RUNS_ENV` (inherited by the xdist workers, started after this)."""
@@ -94,11 +90,12 @@ def key(path: Path, check: bool) -> str:
 
 def summary(path: Path, check: bool = True) -> dict[str, Any]:
     """summary.json's keys of a run of the scenario file ``path`` with the invariants checked
-    (``check``) or not; simulated once per session, a fresh copy for every caller."""
+    (``check``) or not; simulated once per session, read from its file by every caller (a
+    fresh copy each time).  Nothing is kept in the process: the summaries of the scale
+    scenarios are tens of megabytes of small objects, and a heap that holds them makes
+    every later garbage collection of the worker slower, and so every later test."""
     name = key(path, check)
-    if name not in _memo:
-        _memo[name] = json.loads(_summary_text(path, check, name))
-    return json.loads(json.dumps(_memo[name]))
+    return json.loads(_summary_text(path, check, name))
 
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

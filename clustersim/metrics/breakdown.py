@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import COMMUNICATION_KINDS, Record
+from ..records import COMMUNICATION_KINDS, Record, RecordLog
 from .link_table import LinkTable, build_link_table
 from .parts import OPTIONAL, SummaryPart
 
@@ -88,8 +88,31 @@ def device_breakdown(
     """Compute / communication / exposed communication / idle seconds per active device.
 
     Devices that neither computed nor communicated are left out; the order is
-    ``device_order`` (the topology's).
+    ``device_order`` (the topology's).  The busy time of each device is added up once per
+    run (:class:`~clustersim.records.RecordLog`), whatever the makespan and devices asked.
     """
+    if isinstance(records, RecordLog):
+        busy = records.derived("device_busy", device_busy)
+    else:
+        busy = device_busy(records)
+    out: dict[str, dict[str, float]] = {}
+    for name in device_order:
+        times = busy.get(name)
+        if times is None:
+            continue
+        compute_s, comm_s, busy_s = times
+        out[name] = {
+            "compute_s": compute_s,
+            "communication_s": comm_s,
+            "exposed_communication_s": busy_s - compute_s,
+            "idle_s": max(makespan_s - busy_s, 0.0),
+        }
+    return out
+
+
+def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, float]]:
+    """Per device that computed or communicated: seconds of compute, of communication, and of
+    either (each a union of intervals, overlaps counted once)."""
     compute: dict[str, tuple[list[float], list[float]]] = {}
     comm: dict[str, tuple[list[float], list[float]]] = {}
     for r in records:
@@ -105,23 +128,17 @@ def device_breakdown(
                 starts, ends = comm.setdefault(r.dst, ([], []))
                 starts.append(r.start_s)
                 ends.append(r.end_s)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, tuple[float, float, float]] = {}
     empty: tuple[list[float], list[float]] = ([], [])
-    for name in device_order:
+    for name in {**compute, **comm}:
         c, m = compute.get(name, empty), comm.get(name, empty)
-        if not c[0] and not m[0]:
-            continue
         c_starts, c_ends = np.array(c[0], float), np.array(c[1], float)
         m_starts, m_ends = np.array(m[0], float), np.array(m[1], float)
-        compute_s = union_of(c_starts, c_ends)
-        comm_s = union_of(m_starts, m_ends)
-        busy_s = union_of(np.concatenate((c_starts, m_starts)), np.concatenate((c_ends, m_ends)))
-        out[name] = {
-            "compute_s": compute_s,
-            "communication_s": comm_s,
-            "exposed_communication_s": busy_s - compute_s,
-            "idle_s": max(makespan_s - busy_s, 0.0),
-        }
+        out[name] = (
+            union_of(c_starts, c_ends),
+            union_of(m_starts, m_ends),
+            union_of(np.concatenate((c_starts, m_starts)), np.concatenate((c_ends, m_ends))),
+        )
     return out
 
 
