@@ -7,12 +7,13 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= scenarios/pipeline/dgx_a100_llama2_7b.yaml
 # pytest workers (pytest-xdist): one per core, as CI gives 2
 TEST_JOBS ?= auto
-# How pytest runs: each worker takes the next test as it ends one (--maxschedchunk 1; the slow
-# tests of tests/slow_tests.txt first, so the workers end together), the 15 slowest printed.
+# How pytest runs: each worker starts with its share of the slow tests (tests/slow_tests.txt),
+# then the others in file order; one that runs out takes half of what another has left
+# (--dist worksteal), so the workers end together.  The 15 slowest are printed.
 # Python may cache compiled modules (and pytest its rewritten test modules): a machine that
 # sets PYTHONDONTWRITEBYTECODE would otherwise compile every module in every worker and
 # every subprocess again.
-PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_JOBS) --maxschedchunk 1
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_JOBS) --dist worksteal
 
 .PHONY: demo test test-quick slow-tests lint docs bench fuzz install clean ps-vs-ring browser
 

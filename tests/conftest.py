@@ -36,23 +36,56 @@ SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
 measures them again)."""
 
 
+def _slow_lines() -> list[tuple[float, str]]:
+    """(seconds, node id) of :data:`SLOW_TESTS`, in its order (slowest first)."""
+    lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.is_file() else []
+    rows = [line.split(maxsplit=1) for line in lines if line.strip() and not line.startswith("#")]
+    return [(float(s), node.strip()) for s, node in rows]
+
+
 def _slow_tests() -> dict[str, int]:
     """Node id -> rank in :data:`SLOW_TESTS` (0: the slowest)."""
-    lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.is_file() else []
-    ids = [line.split()[-1] for line in lines if line.strip() and not line.startswith("#")]
-    return {node: rank for rank, node in enumerate(ids)}
+    return {node: rank for rank, (_, node) in enumerate(_slow_lines())}
+
+
+def _slow_seconds() -> dict[str, float]:
+    """Node id -> seconds measured, for :data:`SLOW_TESTS`."""
+    return {node: s for s, node in _slow_lines()}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests of :data:`SLOW_TESTS` get the ``slow`` mark (``pytest -m "not slow"`` is the
-    quick loop) and run first, slowest first: with ``--maxschedchunk 1`` (the Makefile's)
-    xdist hands each worker the next test as it finishes one, so the long runs start at once
-    and the short ones fill in behind them, and the two workers end together."""
+    quick loop), and the order suits xdist's ``--dist worksteal`` (the Makefile's).
+
+    worksteal hands the first worker the first ``n // workers`` tests, the next the next
+    share, and so on; a worker that runs out takes half of what another has left.  So each
+    share starts with its part of the slow tests (dealt out slowest first, each to the share
+    with the least seconds so far) and goes on with the others in their files' order (a
+    module's fixtures are then mostly made once): the long tests start at once, the short
+    ones are left to even out the end."""
     slow = _slow_tests()
+    seconds = _slow_seconds()
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: slow.get(item.nodeid, len(slow)))
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+    quick = [item for item in items if item.nodeid not in slow]
+    long = sorted((item for item in items if item.nodeid in slow), key=lambda i: slow[i.nodeid])
+    sizes, left = [], len(items)
+    for i in range(workers):  # worksteal's first split: left // workers still to come
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for item in long:
+        w = min(range(workers), key=lambda k: (loads[k], k))
+        shares[w].append(item)
+        loads[w] += seconds.get(item.nodeid, 1.0)
+    rest = iter(quick)
+    for share, size in zip(shares, sizes, strict=True):
+        share.extend(next(rest) for _ in range(max(0, size - len(share))))
+    shares[-1].extend(rest)
+    items[:] = [item for share in shares for item in share]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
