@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustersim.metrics import canonical_json, device_breakdown, union_length
+from clustersim.metrics import breakdown, canonical_json, device_breakdown, union_length
 from clustersim.outputs.timeline import timeline_csv
 from clustersim.records import Record
 
@@ -49,13 +49,17 @@ def _union_by_sweep(intervals: list[tuple[float, float]]) -> float:
             st.one_of(st.integers(0, 20).map(lambda i: i / 10), st.floats(0, 10)),
             st.one_of(st.just(0.0), st.integers(0, 10).map(lambda i: i / 10), st.floats(0, 3)),
         ).map(lambda p: (p[0], p[0] + p[1])),
-        max_size=40,
+        max_size=50,
     )
 )
 def test_vectorised_union_is_the_sweep_to_the_last_bit(intervals) -> None:
     """The numpy union (issue 42: the breakdown of a million records) gives the sequential
     sweep's sum exactly, ties, touching and empty intervals included, so no summary moves."""
-    assert union_length(intervals) == _union_by_sweep(intervals)
+    swept = _union_by_sweep(intervals)
+    assert union_length(intervals) == swept
+    starts, ends = [a for a, _ in intervals], [b for _, b in intervals]
+    assert breakdown._union(starts, ends) == swept  # the sweep below SMALL intervals
+    assert breakdown._union(starts * 3, ends * 3) == _union_by_sweep(intervals * 3)
 
 
 def test_breakdown_counts_transfers_on_both_ends() -> None:

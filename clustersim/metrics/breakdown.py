@@ -132,14 +132,34 @@ def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, floa
     empty: tuple[list[float], list[float]] = ([], [])
     for name in {**compute, **comm}:
         c, m = compute.get(name, empty), comm.get(name, empty)
-        c_starts, c_ends = np.array(c[0], float), np.array(c[1], float)
-        m_starts, m_ends = np.array(m[0], float), np.array(m[1], float)
         out[name] = (
-            union_of(c_starts, c_ends),
-            union_of(m_starts, m_ends),
-            union_of(np.concatenate((c_starts, m_starts)), np.concatenate((c_ends, m_ends))),
+            _union(c[0], c[1]),
+            _union(m[0], m[1]),
+            _union(c[0] + m[0], c[1] + m[1]),
         )
     return out
+
+
+SMALL = 64
+"""Up to this many intervals a device's union is swept in Python: numpy's cost per call
+would be most of the work (a 131,072-GPU run has that many devices of a few intervals)."""
+
+
+def _union(starts: list[float], ends: list[float]) -> float:
+    """:func:`union_of` of lists: the sequential sweep for :data:`SMALL` intervals or
+    fewer, numpy above (the same sum to the last bit either way)."""
+    if len(starts) > SMALL:
+        return union_of(np.array(starts, float), np.array(ends, float))
+    total = 0.0
+    first = reach = None
+    for start, end in sorted(zip(starts, ends)):
+        if reach is None or start > reach:
+            if reach is not None:
+                total += reach - first
+            first, reach = start, end
+        elif end > reach:
+            reach = end
+    return total if reach is None else total + (reach - first)
 
 
 def link_table(link_stats: Sequence[Any], links: Sequence[Any], makespan_s: float) -> LinkTable:
