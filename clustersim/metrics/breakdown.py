@@ -59,10 +59,7 @@ class LinkLoad(SummaryPart):
 def union_length(intervals: Iterable[Interval]) -> float:
     """Total length (s) covered by ``intervals``, overlaps counted once."""
     pairs = list(intervals)
-    return union_of(
-        np.fromiter((p[0] for p in pairs), float, len(pairs)),
-        np.fromiter((p[1] for p in pairs), float, len(pairs)),
-    )
+    return _union([p[0] for p in pairs], [p[1] for p in pairs])
 
 
 def union_of(starts: np.ndarray, ends: np.ndarray) -> float:

@@ -98,8 +98,10 @@ def bubble_by_iteration(
         if r.kind == "compute" and r.resource in wanted:
             compute[r.resource].append((r.start_s, r.end_s))
         elif r.kind in ("transfer", "collective"):
-            for end in {r.src, r.dst} & wanted:
-                comm[end].append((r.start_s, r.end_s))
+            if r.src in wanted:
+                comm[r.src].append((r.start_s, r.end_s))
+            if r.dst != r.src and r.dst in wanted:
+                comm[r.dst].append((r.start_s, r.end_s))
     out: dict[str, list[dict[str, float]]] = {}
     for device in devices:
         rows = []
