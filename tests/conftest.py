@@ -36,21 +36,11 @@ SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
 measures them again)."""
 
 
-def _slow_lines() -> list[tuple[float, str]]:
-    """(seconds, node id) of :data:`SLOW_TESTS`, in its order (slowest first)."""
+def _slow_seconds() -> dict[str, float]:
+    """Node id -> seconds measured, for the tests of :data:`SLOW_TESTS`, slowest first."""
     lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.is_file() else []
     rows = [line.split(maxsplit=1) for line in lines if line.strip() and not line.startswith("#")]
-    return [(float(s), node.strip()) for s, node in rows]
-
-
-def _slow_tests() -> dict[str, int]:
-    """Node id -> rank in :data:`SLOW_TESTS` (0: the slowest)."""
-    return {node: rank for rank, (_, node) in enumerate(_slow_lines())}
-
-
-def _slow_seconds() -> dict[str, float]:
-    """Node id -> seconds measured, for :data:`SLOW_TESTS`."""
-    return {node: s for s, node in _slow_lines()}
+    return {node.strip(): float(seconds) for seconds, node in rows}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -63,8 +53,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     with the least seconds so far) and goes on with the others in their files' order (a
     module's fixtures are then mostly made once): the long tests start at once, the short
     ones are left to even out the end."""
-    slow = _slow_tests()
     seconds = _slow_seconds()
+    slow = {node: rank for rank, node in enumerate(seconds)}  # 0: the slowest
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
