@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustersim.metrics import breakdown, canonical_json, device_breakdown, union_length
+from clustersim.metrics import (
+    breakdown,
+    canonical_json,
+    canonical_value,
+    device_breakdown,
+    union_length,
+)
 from clustersim.outputs.timeline import timeline_csv
 from clustersim.records import Record
 
@@ -84,6 +90,41 @@ def test_canonical_json_rounds_and_keeps_order() -> None:
     assert list(json.loads(text)) == ["b", "a"]
     assert json.loads(text)["b"] == 0.3
     assert text.endswith("\n")
+
+
+_JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 0.1 + 0.2, 1e300, -5e-324])
+    | st.text(max_size=6)
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(
+            st.text(max_size=4) | st.integers(-3, 3) | st.booleans(), inner, max_size=4
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=5), _JSON_VALUES, max_size=5))
+def test_canonical_json_is_json_dumps_of_the_rounded_summary(summary: dict) -> None:
+    """The one-pass writer gives json.dumps's text (indent 2, not ASCII-escaped) of the
+    rounded value, byte for byte: zeros of both signs, repeated floats (each formatted
+    once), non-finite floats, tuples, non-string keys and empty containers included."""
+    expected = json.dumps(canonical_value(summary), indent=2, ensure_ascii=False) + "\n"
+    assert canonical_json(summary) == expected
+    doubled = {"a": summary, "b": summary}  # every float seen a second time
+    assert canonical_json(doubled) == (
+        json.dumps(canonical_value(doubled), indent=2, ensure_ascii=False) + "\n"
+    )
 
 
 def test_timeline_csv_is_sorted_and_blank_for_missing_tags() -> None:
