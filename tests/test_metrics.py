@@ -68,6 +68,48 @@ def test_vectorised_union_is_the_sweep_to_the_last_bit(intervals) -> None:
     assert breakdown._union(starts * 3, ends * 3) == _union_by_sweep(intervals * 3)
 
 
+_INTERVALS = st.lists(
+    st.tuples(
+        st.one_of(st.integers(0, 20).map(lambda i: i / 10), st.floats(0, 10)),
+        st.one_of(st.just(0.0), st.integers(0, 10).map(lambda i: i / 10), st.floats(0, 3)),
+    ).map(lambda p: (p[0], p[0] + p[1])),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    _INTERVALS,
+    _INTERVALS,
+    st.lists(st.integers(0, 13).map(lambda i: i / 1.3), min_size=1, max_size=4),
+    st.integers(1, 3),
+)
+def test_busy_in_windows_is_the_clipped_sweep(computes, comms, cuts, copies) -> None:
+    """Per window, compute and busy seconds are the sweep of the intervals clipped to it
+    (the per-iteration bubble of every training family), on both sides of SMALL."""
+    computes, comms = computes * copies, comms * copies  # copies: over SMALL intervals
+    bounds = sorted({0.0, *cuts, 14.0})
+    windows = list(zip(bounds, bounds[1:]))
+    intervals = (
+        [a for a, _ in computes],
+        [b for _, b in computes],
+        [a for a, _ in comms],
+        [b for _, b in comms],
+    )
+
+    def clipped(spans, lo, hi):
+        return [(max(a, lo), min(b, hi)) for a, b in spans if b > lo and a < hi]
+
+    expected = [
+        (
+            _union_by_sweep(clipped(computes, lo, hi)),
+            _union_by_sweep(clipped(computes, lo, hi) + clipped(comms, lo, hi)),
+        )
+        for lo, hi in windows
+    ]
+    assert breakdown.busy_in_windows(intervals, windows) == expected
+
+
 def test_breakdown_counts_transfers_on_both_ends() -> None:
     """A transfer is communication time for its source and its destination."""
     records = [

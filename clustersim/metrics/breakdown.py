@@ -107,9 +107,20 @@ def device_breakdown(
     return out
 
 
-def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, float]]:
-    """Per device that computed or communicated: seconds of compute, of communication, and of
-    either (each a union of intervals, overlaps counted once)."""
+DeviceIntervals = tuple[list[float], list[float], list[float], list[float]]
+"""One device's compute starts and ends, then its communication starts and ends (s)."""
+
+
+def device_intervals(records: Sequence[Record]) -> dict[str, DeviceIntervals]:
+    """Per device that computed or communicated, its intervals in record order: what
+    :func:`device_busy` and the training families' per-iteration breakdowns add up.  Kept
+    once per run for a :class:`~clustersim.records.RecordLog` (``derived``)."""
+    if isinstance(records, RecordLog):
+        return records.derived("device_intervals", _device_intervals)
+    return _device_intervals(records)
+
+
+def _device_intervals(records: Sequence[Record]) -> dict[str, DeviceIntervals]:
     compute: dict[str, tuple[list[float], list[float]]] = {}
     comm: dict[str, tuple[list[float], list[float]]] = {}
     for r in records:
@@ -125,14 +136,49 @@ def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, floa
                 starts, ends = comm.setdefault(r.dst, ([], []))
                 starts.append(r.start_s)
                 ends.append(r.end_s)
-    out: dict[str, tuple[float, float, float]] = {}
-    empty: tuple[list[float], list[float]] = ([], [])
+    out: dict[str, DeviceIntervals] = {}
     for name in {**compute, **comm}:
-        c, m = compute.get(name, empty), comm.get(name, empty)
-        out[name] = (
-            _union(c[0], c[1]),
-            _union(m[0], m[1]),
-            _union(c[0] + m[0], c[1] + m[1]),
+        c, m = compute.get(name), comm.get(name)
+        out[name] = (*(c or ([], [])), *(m or ([], [])))
+    return out
+
+
+def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, float]]:
+    """Per device that computed or communicated: seconds of compute, of communication, and of
+    either (each a union of intervals, overlaps counted once)."""
+    return {
+        name: (_union(cs, ce), _union(ms, me), _union(cs + ms, ce + me))
+        for name, (cs, ce, ms, me) in device_intervals(records).items()
+    }
+
+
+def busy_in_windows(
+    intervals: DeviceIntervals, windows: Sequence[Interval]
+) -> list[tuple[float, float]]:
+    """Per window ``(lo, hi)``: the device's compute seconds and its busy seconds (compute or
+    communication) inside the window, each interval clipped to it, overlaps counted once."""
+    cs, ce, ms, me = intervals
+    if len(cs) + len(ms) <= SMALL:
+        out = []
+        for lo, hi in windows:
+            c = [(max(a, lo), min(b, hi)) for a, b in zip(cs, ce) if b > lo and a < hi]
+            m = [(max(a, lo), min(b, hi)) for a, b in zip(ms, me) if b > lo and a < hi]
+            out.append((union_length(c), union_length(c + m)))
+        return out
+    starts = np.array(cs + ms, float)
+    ends = np.array(ce + me, float)
+    is_compute = np.arange(len(starts)) < len(cs)
+    out = []
+    for lo, hi in windows:
+        inside = (ends > lo) & (starts < hi)
+        clipped_starts = np.maximum(starts[inside], lo)
+        clipped_ends = np.minimum(ends[inside], hi)
+        computes = is_compute[inside]
+        out.append(
+            (
+                union_of(clipped_starts[computes], clipped_ends[computes]),
+                union_of(clipped_starts, clipped_ends),
+            )
         )
     return out
 

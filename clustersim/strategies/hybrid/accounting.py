@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...collectives import CollectiveCall
-from ...metrics import union_length
+from ...metrics.breakdown import DeviceIntervals, busy_in_windows, device_intervals
 from ...records import Record
 
 Interval = tuple[float, float]
@@ -76,11 +76,6 @@ def iteration_windows(ends: Sequence[float]) -> list[Interval]:
     return [(ends[i - 1] if i else 0.0, end) for i, end in enumerate(ends)]
 
 
-def _clip(intervals: Sequence[Interval], window: Interval) -> list[Interval]:
-    lo, hi = window
-    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
-
-
 def bubble_by_iteration(
     records: Sequence[Record], devices: Sequence[str], windows: Sequence[Interval]
 ) -> dict[str, list[dict[str, float]]]:
@@ -89,33 +84,24 @@ def bubble_by_iteration(
     ``bubble_fraction`` = idle / window: the share of the iteration the device neither
     computes nor communicates (waiting on another stage), as every training summary's
     ``bubble_fraction`` (:data:`clustersim.metrics.training.BUBBLE_FRACTION`); exposed
-    communication (inter-stage transfers, the gradient all-reduce) is not bubble.
+    communication (inter-stage transfers, the gradient all-reduce) is not bubble.  A
+    transfer or collective counts on both of its ends.
     """
-    wanted = set(devices)
-    compute: dict[str, list[Interval]] = {d: [] for d in devices}
-    comm: dict[str, list[Interval]] = {d: [] for d in devices}
-    for r in records:
-        if r.kind == "compute" and r.resource in wanted:
-            compute[r.resource].append((r.start_s, r.end_s))
-        elif r.kind in ("transfer", "collective"):
-            if r.src in wanted:
-                comm[r.src].append((r.start_s, r.end_s))
-            if r.dst != r.src and r.dst in wanted:
-                comm[r.dst].append((r.start_s, r.end_s))
+    intervals = device_intervals(records)
+    nothing: DeviceIntervals = ([], [], [], [])
     out: dict[str, list[dict[str, float]]] = {}
     for device in devices:
         rows = []
-        for window in windows:
-            length = window[1] - window[0]
-            c = _clip(compute[device], window)
-            m = _clip(comm[device], window)
-            compute_s, busy_s = union_length(c), union_length(c + m)
+        busy = busy_in_windows(intervals.get(device, nothing), windows)
+        for (lo, hi), (compute_s, busy_s) in zip(windows, busy, strict=True):
+            length = hi - lo
+            idle_s = max(length - busy_s, 0.0)
             rows.append(
                 {
                     "compute_s": compute_s,
                     "exposed_communication_s": busy_s - compute_s,
-                    "idle_s": max(length - busy_s, 0.0),
-                    "bubble_fraction": max(length - busy_s, 0.0) / length if length > 0 else 0.0,
+                    "idle_s": idle_s,
+                    "bubble_fraction": idle_s / length if length > 0 else 0.0,
                 }
             )
         out[device] = rows
