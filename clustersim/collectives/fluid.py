@@ -205,6 +205,33 @@ def run_fluid(
     return sim.process(_play(sim, call, phases, label, iteration, op))
 
 
+_WEIGHTED_LINKS_LIMIT = 1024
+_weighted_links_of: dict[
+    int, tuple[dict[int, float], Any, tuple[Any, ...], tuple[float, ...], float]
+] = {}
+"""By ``id(flows)``: the flows, the links list, and what :func:`_weighted_links` made of them."""
+
+
+def _weighted_links(
+    flows: dict[int, float], links: Sequence[Link]
+) -> tuple[tuple[Link, ...], tuple[float, ...], float]:
+    """A phase's links in index order, their weights and its rate alone (bytes/s,
+    :meth:`FluidPhase.rate_alone_Bps`).  Kept per ``flows`` dict: an algorithm that keeps
+    its link flows (a ring's, per group) hands the same dict to every call of the group,
+    and the same tuples then let the network check the weighted route once."""
+    kept = _weighted_links_of.get(id(flows))
+    if kept is not None and kept[0] is flows and kept[1] is links:
+        return kept[2], kept[3], kept[4]
+    order = sorted(flows)
+    route_links = tuple(links[i] for i in order)
+    weights = tuple(flows[i] for i in order)
+    alone = min(link.bandwidth_Bps / k for link, k in zip(route_links, weights, strict=True))
+    if len(_weighted_links_of) >= _WEIGHTED_LINKS_LIMIT:
+        _weighted_links_of.clear()
+    _weighted_links_of[id(flows)] = (flows, links, route_links, weights, alone)
+    return route_links, weights, alone
+
+
 def _play(
     sim: Simulation,
     call: CollectiveCall,
@@ -221,16 +248,16 @@ def _play(
                 wait = phase.fixed_s + max(phase.bandwidth_s, 0.0)
                 yield sim.timeout(wait, f"a phase of collective '{label}'")
             continue
-        order = sorted(phase.flows)
-        units = phase.bandwidth_s * phase.rate_alone_Bps(links)
+        route_links, weights, alone_Bps = _weighted_links(phase.flows, links)
+        units = phase.bandwidth_s * alone_Bps
         if not units < math.inf:
             raise SimulationError(
                 f"collective '{label}' ({call.op} of {call.size_bytes:g} B) overflowed: a "
                 f"phase would take {phase.bandwidth_s!r} s; the inputs are too large or small"
             )
         route = FluidRoute(
-            [links[i] for i in order],
-            [phase.flows[i] for i in order],
+            route_links,
+            weights,
             EXPOSED_LATENCY * phase.fixed_s,
             units / ((1.0 - EXPOSED_LATENCY) * phase.fixed_s + phase.bandwidth_s),
         )

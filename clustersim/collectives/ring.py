@@ -286,6 +286,13 @@ _HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = {}
 every size, so a call priced again (DDP buckets, ``auto``) does not route again."""
 
 
+_LINK_FLOWS: dict[tuple[object, ...], dict[int, float]] = {}
+"""A ring's link flows by (operation, group, root, bidirectional, topology): the hops in
+use and their routes are the same for every size, so the buckets of a data-parallel
+group, played again and again, route once (a ring of 1,024 GPUs crosses 7,000 links).
+Callers read the dict and do not change it."""
+
+
 def _orbit_key(topology: Topology, devices: tuple[str, ...]) -> object | None:
     """The orbit of ``devices`` in ``topology`` (:mod:`clustersim.topology.symmetry`), or
     None where the topology (or view) cannot vouch for one."""
@@ -329,18 +336,24 @@ class Ring(Algorithm):
 
     def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
         """Link index -> hops in use crossing it (both rings counted), from the hops' routes
-        (:func:`.fluid.hop_flows`)."""
+        (:func:`.fluid.hop_flows`); kept per group (:data:`_LINK_FLOWS`), not to be changed."""
         from .fluid import hop_flows
 
         n = call.n
         if n < 2:
             return {}
-        hops = [
-            (call.devices[order[h]], call.devices[order[(h + 1) % n]])
-            for order, share in _orders(call)
-            for h in _plan(call, n, order.index(call.root), share).hops
-        ]
-        return hop_flows(topology, hops)
+        key = (call.op, call.devices, call.root, call.bidirectional, topology)
+        flows = _LINK_FLOWS.get(key)
+        if flows is None:
+            hops = [
+                (call.devices[order[h]], call.devices[order[(h + 1) % n]])
+                for order, share in _orders(call)
+                for h in _plan(call, n, order.index(call.root), share).hops
+            ]
+            if len(_LINK_FLOWS) >= _HOP_CACHE_LIMIT:
+                _LINK_FLOWS.clear()
+            flows = _LINK_FLOWS[key] = hop_flows(topology, hops)
+        return flows
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""

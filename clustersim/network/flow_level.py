@@ -54,13 +54,15 @@ from simpy.events import Event
 from ..errors import SimulationError
 from .flow import NO_FLOWS, Flow, LinkLike, RouteLike
 from .rates import RateRecomputation
-from .routes import check_bandwidth, link_capacities, route_info
+from .routes import check_bandwidth, link_capacities, route_info, route_timing
 from .solver import _Solver
 from .timers import FlowTimers
 
 _INF = math.inf
 
 _ROUTE_CACHE_MAX = 1 << 18
+_WEIGHTED_ROUTES_KEPT = 1024
+"""Weighted routes (by their links and weights tuples) whose checked parts are kept."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class Network(FlowTimers, RateRecomputation):
         self._next_id = 0
         self._n_active = 0
         self._routes: dict[int, tuple[Any, tuple[int, ...], float, Any, float]] = {}
+        self._weighted_routes: dict[tuple[int, int], tuple[Any, Any, tuple[int, ...], Any]] = {}
         self._weighted = 0  # weighted flows in their bandwidth phase
         self._wstate: Any = None  # the weighted recomputation's arrays (weighted.WeightedState)
         self.recomputations = 0
@@ -239,12 +242,30 @@ class Network(FlowTimers, RateRecomputation):
 
     def _route_info(self, route: RouteLike) -> tuple[Any, tuple[int, ...], float, Any, float]:
         """:func:`route_info` of ``route``, cached by ``id`` (the entry holds the route, so
-        its id is not reused) unless weighted: a collective's phase, used once."""
+        its id is not reused).  A weighted route (a collective's phase) is made anew for
+        each call, but a group's calls share its links and weights tuples: their checked
+        link indices and merged weights are kept by the two tuples' ids."""
+        weights = getattr(route, "weights", None)
+        if weights is not None:
+            key = (id(route.links), id(weights))
+            kept = self._weighted_routes.get(key)
+            if kept is not None and kept[0] is route.links and kept[1] is weights:
+                latency, wire = route_timing(route)
+                return (route, kept[2], latency, kept[3], wire)
         info = route_info(route, len(self._links))
-        if len(self._routes) >= _ROUTE_CACHE_MAX:
-            self._routes.clear()
         if info[3] is None:
+            if len(self._routes) >= _ROUTE_CACHE_MAX:
+                self._routes.clear()
             self._routes[id(route)] = info
+        elif isinstance(route.links, tuple) and isinstance(weights, tuple):  # not changed later
+            if len(self._weighted_routes) >= _WEIGHTED_ROUTES_KEPT:
+                self._weighted_routes.clear()
+            self._weighted_routes[id(route.links), id(weights)] = (
+                route.links,
+                weights,
+                info[1],
+                info[3],
+            )
         return info
 
 

@@ -54,16 +54,23 @@ def route_info(route: RouteLike, n_links: int) -> tuple[Any, tuple[int, ...], fl
                 f"link {getattr(link, 'name', link)!r}: index {i!r} not in 0..{n_links - 1}"
             )
         idx.append(i)
+    latency, wire = route_timing(route)
+    weights = getattr(route, "weights", None)
+    if weights is None:
+        return (route, tuple(dict.fromkeys(idx)), latency, None, wire)
+    return (*weighted_route_info(route, idx, weights, latency), wire)
+
+
+def route_timing(route: RouteLike) -> tuple[float, float]:
+    """``(latency_s, wire)`` of ``route``, checked: a finite latency >= 0 s and a finite wire
+    factor >= 1 (see :func:`route_info`)."""
     latency = float(route.latency_s)
     if not 0.0 <= latency < _INF:
         raise SimulationError(f"route latency must be finite and >= 0 s, got {route.latency_s!r}")
     wire = float(getattr(route, "wire", 1.0))
     if not 1.0 <= wire < _INF:
         raise SimulationError(f"route wire factor must be finite and >= 1, got {wire!r}")
-    weights = getattr(route, "weights", None)
-    if weights is None:
-        return (route, tuple(dict.fromkeys(idx)), latency, None, wire)
-    return (*weighted_route_info(route, idx, weights, latency), wire)
+    return latency, wire
 
 
 def weighted_route_info(
