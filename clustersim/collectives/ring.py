@@ -67,6 +67,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ..topology import Topology
 from .algorithm import Algorithm
@@ -109,8 +110,18 @@ def pieces(nbytes: float, chunk: float | None) -> int:
 
 
 def _plan(call: CollectiveCall, n: int, root_pos: int, share: float) -> _Plan:
-    """The steps of ``call`` on a ring of ``n`` whose root sits at ``root_pos``, carrying ``share`` of the data."""
-    op, size = call.op, call.size_bytes * share
+    """The steps of ``call`` on a ring of ``n`` whose root sits at ``root_pos``, carrying
+    ``share`` of the data; kept per operation, size, chunk and ring (a bucket priced for
+    every call of its group, twice: at its size and at zero bytes).  Not to be changed."""
+    return _plan_of(call.op, call.size_bytes, call.chunk_bytes, n, root_pos, share)
+
+
+@lru_cache(maxsize=1024)
+def _plan_of(
+    op: str, size_bytes: float, chunk_bytes: float | None, n: int, root_pos: int, share: float
+) -> _Plan:
+    """:func:`_plan` of the call's fields it reads."""
+    size = size_bytes * share
     everyone = range(n)
     block = size / n
     if op == "allreduce":
@@ -140,7 +151,7 @@ def _plan(call: CollectiveCall, n: int, root_pos: int, share: float) -> _Plan:
         hops = [(root_pos + j) % n for j in range(n - 1)]
     else:
         hops = [(root_pos + 1 + j) % n for j in range(n - 1)]
-    chunk = call.chunk_bytes
+    chunk = chunk_bytes
     if chunk is None and op in CHAIN_OPS:
         chunk = CHAIN_CHUNK_BYTES
     largest = max((s.nbytes for s in steps), default=0.0)
