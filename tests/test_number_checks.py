@@ -1068,3 +1068,18 @@ def test_analytical_collective_that_overflows_names_the_collective(tmp_path: Pat
     code, err = _cli(["run", "-q", str(_write(tmp_path, doc)), "-o", str(tmp_path / "o")], capsys)
     assert code == 2
     assert "simulation error: collective 'allreduce/ring' (allreduce of 1e+300 B) overflowed" in err
+
+
+@pytest.mark.parametrize("devices", [3, 5000])  # one call per device, and in lists of 4,096
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_a_summary_number_that_overflowed_is_named_by_its_key(devices: int, bad: float) -> None:
+    """The summary check names the key of a non-finite number wherever it sits, also inside
+    a per-device dict checked in batches (the 131,072-GPU summaries); a finite one passes."""
+    from clustersim.api import _check_finite
+
+    per_device = {f"gpu{i}": {"peak_bytes": float(i), "fits": True} for i in range(devices)}
+    summary = {"makespan_s": 1.0, "memory": {"per_device": per_device, "fits": True}}
+    _check_finite(summary)
+    per_device[f"gpu{devices - 2}"]["peak_bytes"] = bad
+    with pytest.raises(SimulationError, match=rf"memory\.per_device\.gpu{devices - 2}\.peak_bytes"):
+        _check_finite(summary)

@@ -55,13 +55,17 @@ class SummaryPart:
         """The fields as summary keys, in declaration order; nested parts as dicts,
         spliced parts in place, optional fields only when set."""
         out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if f.metadata.get("splice"):
+        values = self.__dict__
+        for name, splice, optional in _layout(type(self)):
+            value = values[name]
+            if splice:
                 if value is not None:
                     out.update(value.as_dict())
-            elif value is not None or not f.metadata.get("optional"):
-                out[f.name] = plain(value)
+            elif value is None:
+                if not optional:
+                    out[name] = None
+            else:
+                out[name] = value if type(value) in _SCALARS else plain(value)
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -105,14 +109,29 @@ class SummaryPart:
         return cls(**values)
 
 
+_SCALARS = frozenset({float, int, str, bool})
+"""Types :func:`plain` returns as they are, tested first (most summary values)."""
+
+
+@cache
+def _layout(cls: type) -> tuple[tuple[str, bool, bool], ...]:
+    """Each field of a part class: its name, whether it is spliced, whether optional."""
+    return tuple(
+        (f.name, bool(f.metadata.get("splice")), bool(f.metadata.get("optional")))
+        for f in fields(cls)
+    )
+
+
 def plain(value: Any) -> Any:
     """``value`` with every part inside it (in dicts, lists, tuples) turned into a dict."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, SummaryPart):
         return value.as_dict()
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [v if type(v) in _SCALARS else plain(v) for v in value]
     return value
 
 
