@@ -212,3 +212,27 @@ def test_vectorised_weighted_fill_matches_the_textbook_loop(seed: int) -> None:
     )
     want = _reference_weighted_rates(flows, caps, capacity)
     assert got.tolist() == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_local_links_and_shared_links_are_what_unique_and_a_loop_give(seed: int) -> None:
+    """The weighted recomputation's index helpers: distinct links in order with each
+    entry's position (as numpy.unique with return_inverse, by either of its two ways),
+    the capacities gathered, and the links that carry more than one flow."""
+    import numpy as np
+
+    from clustersim.network import weighted
+
+    rng = random.Random(seed)
+    span = rng.choice([5, 50, 5000])  # 5000: sparse entries, the np.unique way
+    entries = np.array([rng.randrange(span) for _ in range(rng.randint(1, 40))], dtype=np.intp)
+    links, local = weighted._local_links(entries)
+    want_links, want_local = np.unique(entries, return_inverse=True)
+    assert links.tolist() == want_links.tolist()
+    assert local.tolist() == want_local.reshape(-1).tolist()
+    capacity = [float(rng.randint(1, 9)) for _ in range(span)]
+    assert weighted._gathered(capacity, links).tolist() == [capacity[i] for i in links]
+    link_flows = [{f: None for f in range(rng.randint(0, 3))} for _ in range(span)]
+    assert weighted._shared_links(links, link_flows) == [
+        i for i in links.tolist() if len(link_flows[i]) > 1
+    ]

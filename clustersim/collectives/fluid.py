@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from ..errors import SimulationError
+from ..memo import RepeatMemo
 
 if TYPE_CHECKING:
     from ..engine import Simulation
@@ -205,11 +206,11 @@ def run_fluid(
     return sim.process(_play(sim, call, phases, label, iteration, op))
 
 
-_WEIGHTED_LINKS_LIMIT = 1024
-_weighted_links_of: dict[
-    int, tuple[dict[int, float], Any, tuple[Any, ...], tuple[float, ...], float]
-] = {}
-"""By ``id(flows)``: the flows, the links list, and what :func:`_weighted_links` made of them."""
+_weighted_links_of: RepeatMemo[
+    tuple[dict[int, float], Any, tuple[Any, ...], tuple[float, ...], float]
+] = RepeatMemo(1024)
+"""By ``id(flows)``: the flows, the links list, and what :func:`_weighted_links` made of
+them (kept from the second time a flows dict is seen: one kept by its algorithm)."""
 
 
 def _weighted_links(
@@ -226,9 +227,7 @@ def _weighted_links(
     route_links = tuple(links[i] for i in order)
     weights = tuple(flows[i] for i in order)
     alone = min(link.bandwidth_Bps / k for link, k in zip(route_links, weights, strict=True))
-    if len(_weighted_links_of) >= _WEIGHTED_LINKS_LIMIT:
-        _weighted_links_of.clear()
-    _weighted_links_of[id(flows)] = (flows, links, route_links, weights, alone)
+    _weighted_links_of.offer(id(flows), (flows, links, route_links, weights, alone))
     return route_links, weights, alone
 
 

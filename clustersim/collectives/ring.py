@@ -69,6 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ..memo import RepeatMemo
 from ..topology import Topology
 from .algorithm import Algorithm
 from .call import CollectiveCall, HopCost
@@ -297,10 +298,11 @@ _HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = {}
 every size, so a call priced again (DDP buckets, ``auto``) does not route again."""
 
 
-_LINK_FLOWS: dict[tuple[object, ...], dict[int, float]] = {}
+_LINK_FLOWS: RepeatMemo[dict[int, float]] = RepeatMemo(_HOP_CACHE_LIMIT)
 """A ring's link flows by (operation, group, root, bidirectional, topology): the hops in
 use and their routes are the same for every size, so the buckets of a data-parallel
-group, played again and again, route once (a ring of 1,024 GPUs crosses 7,000 links).
+group, played again and again, route once (a ring of 1,024 GPUs crosses 7,000 links);
+kept from a group's second call (a one-iteration run at scale asks for most once).
 Callers read the dict and do not change it."""
 
 
@@ -361,9 +363,8 @@ class Ring(Algorithm):
                 for order, share in _orders(call)
                 for h in _plan(call, n, order.index(call.root), share).hops
             ]
-            if len(_LINK_FLOWS) >= _HOP_CACHE_LIMIT:
-                _LINK_FLOWS.clear()
-            flows = _LINK_FLOWS[key] = hop_flows(topology, hops)
+            flows = hop_flows(topology, hops)
+            _LINK_FLOWS.offer(key, flows)
         return flows
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:

@@ -52,6 +52,7 @@ import simpy
 from simpy.events import Event
 
 from ..errors import SimulationError
+from ..memo import RepeatMemo
 from .flow import NO_FLOWS, Flow, LinkLike, RouteLike
 from .rates import RateRecomputation
 from .routes import check_bandwidth, link_capacities, route_info, route_timing
@@ -118,7 +119,9 @@ class Network(FlowTimers, RateRecomputation):
         self._next_id = 0
         self._n_active = 0
         self._routes: dict[int, tuple[Any, tuple[int, ...], float, Any, float]] = {}
-        self._weighted_routes: dict[tuple[int, int], tuple[Any, Any, tuple[int, ...], Any]] = {}
+        self._weighted_routes: RepeatMemo[tuple[Any, Any, tuple[int, ...], Any]] = RepeatMemo(
+            _WEIGHTED_ROUTES_KEPT
+        )
         self._weighted = 0  # weighted flows in their bandwidth phase
         self._wstate: Any = None  # the weighted recomputation's arrays (weighted.WeightedState)
         self.recomputations = 0
@@ -258,14 +261,8 @@ class Network(FlowTimers, RateRecomputation):
                 self._routes.clear()
             self._routes[id(route)] = info
         elif isinstance(route.links, tuple) and isinstance(weights, tuple):  # not changed later
-            if len(self._weighted_routes) >= _WEIGHTED_ROUTES_KEPT:
-                self._weighted_routes.clear()
-            self._weighted_routes[id(route.links), id(weights)] = (
-                route.links,
-                weights,
-                info[1],
-                info[3],
-            )
+            kept_parts = (route.links, weights, info[1], info[3])
+            self._weighted_routes.offer((id(route.links), id(weights)), kept_parts)
         return info
 
 

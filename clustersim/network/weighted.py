@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,7 +88,7 @@ def recompute_weighted(net: Network) -> None:
                 links = _flow_arrays(state, flow)[0]
                 new = links[mark[links] != epoch]
                 mark[new] = epoch
-                shared += [link for link in new.tolist() if len(link_flows[link]) > 1]
+                shared += _shared_links(new, link_flows)
         net.solver_calls += 1
         if weighted and len(comp_flows) == 1:  # alone: its narrowest link, or its cap
             flow = comp_flows[0]
@@ -105,6 +106,18 @@ def recompute_weighted(net: Network) -> None:
         rerated += len(comp_flows)
         changed += net._apply_rates(comp_flows, now)
     net._end_recompute(rerated, changed)
+
+
+def _shared_links(links: np.ndarray, link_flows: Sequence[dict[int, Any]]) -> list[int]:
+    """The links of ``links`` that carry more than one flow (their flow counts gathered in C:
+    a phase crosses thousands of links)."""
+    if len(links) == 0:
+        return []
+    if len(links) == 1:
+        return links.tolist() if len(link_flows[int(links[0])]) > 1 else []
+    held = itemgetter(*links.tolist())(link_flows)
+    counts = np.fromiter(map(len, held), dtype=np.intp, count=len(links))
+    return links[counts > 1].tolist()  # type: ignore[no-any-return]
 
 
 class WeightedState:
@@ -174,10 +187,9 @@ def fill_weighted_arrays(
     A flow on no finite link gets ``inf``.
     """
     n_flows = len(flow_entries)
-    links, local = np.unique(entry_link, return_inverse=True)  # sorted: ties by index
-    local = local.reshape(-1)
+    links, local = _local_links(entry_link)
     n_links = len(links)
-    rem = np.fromiter((capacity[i] for i in links.tolist()), dtype=np.float64, count=n_links)
+    rem = _gathered(capacity, links)
     wsum = np.bincount(local, weights=entry_weight, minlength=n_links)
     cnt = np.bincount(local, minlength=n_links)
     by_link = np.argsort(local, kind="stable")
@@ -217,6 +229,39 @@ def fill_weighted_arrays(
                 cnt[touched] -= 1
                 level[touched] = _levels(rem[touched], wsum[touched], cnt[touched])
     return rates
+
+
+_MARK_SPAN = 16
+"""Entries are sorted (np.unique) rather than marked when the largest link index is more
+than this many times their number."""
+
+
+def _local_links(entry_link: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct links of the entries in increasing order (ties go to the lowest index)
+    and each entry's position among them: :func:`numpy.unique` with ``return_inverse``,
+    by marking an array as long as the largest index instead of sorting the entries where
+    that array is not much longer than the entries."""
+    if len(entry_link) == 0:
+        return entry_link[:0], entry_link[:0]
+    top = int(entry_link.max()) + 1
+    if top > _MARK_SPAN * len(entry_link):
+        links, local = np.unique(entry_link, return_inverse=True)
+        return links, local.reshape(-1)
+    seen = np.zeros(top, dtype=bool)
+    seen[entry_link] = True
+    links = np.flatnonzero(seen)
+    position = np.zeros(len(seen), dtype=np.intp)
+    position[links] = np.arange(len(links), dtype=np.intp)
+    return links, position[entry_link]
+
+
+def _gathered(values: Sequence[float], indices: np.ndarray) -> np.ndarray:
+    """``values[i]`` for each index, as floats (gathered in C from a list)."""
+    if len(indices) == 0:
+        return np.zeros(0)
+    if len(indices) == 1:
+        return np.array([values[int(indices[0])]], dtype=np.float64)
+    return np.array(itemgetter(*indices.tolist())(values), dtype=np.float64)
 
 
 def _levels(rem: np.ndarray, wsum: np.ndarray, cnt: np.ndarray) -> np.ndarray:
