@@ -421,3 +421,37 @@ def test_analytical_dp_sync_shares_the_nic_like_flows(t: int, d: int) -> None:
     a, b = run(flow).summary, run(analytical).summary
     assert b["communication"]["dp_link_sharing"] == [t]
     assert b["iteration_time_s"] == pytest.approx(a["iteration_time_s"], rel=0.02)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_stage_link_sharing_routes_alike_stages_once(tp: int, monkeypatch) -> None:
+    """The data-parallel link sharing of each stage is what routing its own rings gives;
+    stages whose groups sit alike (node n of every rack) are routed once per orbit, and
+    stages that do not (a stage spread over other nodes) are routed on their own."""
+    from pathlib import Path
+
+    from clustersim.collectives import CollectiveCall
+    from clustersim.scenario import load_scenario
+    from clustersim.strategies.hybrid import accounting
+    from clustersim.topology import build_topology
+
+    cluster = Path(__file__).parent.parent / "scenarios" / "clusters" / "three_tier_pods.yaml"
+    topology = build_topology(load_scenario(cluster).cluster)
+    racks = [f"pod{p}/rack{r}" for p in range(2) for r in range(2)]
+
+    def stage(nodes: list[str]) -> list[CollectiveCall]:
+        return [
+            CollectiveCall("allreduce", tuple(f"{n}/gpu{g}" for n in nodes), 1e6) for g in range(tp)
+        ]
+
+    calls = {n: stage([f"{rack}/node{n}" for rack in racks]) for n in range(2)}
+    calls[2] = stage(
+        ["pod0/rack0/node0", "pod0/rack0/node1", "pod1/rack0/node0", "pod0/rack1/node1"]
+    )
+    want = {s: accounting.link_sharing(topology, c) for s, c in calls.items()}
+    routed = []
+    plain = accounting.link_sharing
+    monkeypatch.setattr(accounting, "link_sharing", lambda t, c: routed.append(c) or plain(t, c))
+    assert accounting.stage_link_sharing(topology, calls) == want
+    assert want[0] == want[1] == tp
+    assert len(routed) == (3 if tp == 1 else 2)  # one group: routed alone, no orbit asked

@@ -3,7 +3,7 @@ and how many data-parallel collectives share a link.  Units: seconds, bytes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...collectives import CollectiveCall
@@ -32,6 +32,29 @@ def link_sharing(topology: Any, calls: Sequence[CollectiveCall]) -> int:
         for index in links:
             users[index] = users.get(index, 0) + 1
     return max(users.values(), default=1)
+
+
+def stage_link_sharing(
+    topology: Any, calls_by_stage: Mapping[int, Sequence[CollectiveCall]]
+) -> dict[int, int]:
+    """:func:`link_sharing` of each stage's calls, routed once per orbit: stages whose
+    groups, taken together, sit alike (:mod:`clustersim.topology.symmetry`) cross alike links
+    in alike numbers (the 16 stages of a 131,072-GPU run are one orbit: one routing of 8,192
+    ring hops instead of 16)."""
+    orbit_key = getattr(topology, "orbit_key", None)
+    by_orbit: dict[Any, int] = {}
+    out: dict[int, int] = {}
+    for stage, calls in calls_by_stage.items():
+        key = None
+        if orbit_key is not None and len(calls) > 1:
+            key = orbit_key(tuple(device for call in calls for device in call.devices))
+        if key is None:
+            out[stage] = link_sharing(topology, calls)
+        else:
+            if key not in by_orbit:
+                by_orbit[key] = link_sharing(topology, calls)
+            out[stage] = by_orbit[key]
+    return out
 
 
 class ActivationMemory:

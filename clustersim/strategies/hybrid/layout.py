@@ -16,7 +16,7 @@ from ..base import TrainingStrategy
 from ..written_keys import unread_problems
 from . import experts as moe
 from . import recipes
-from .accounting import link_sharing
+from .accounting import stage_link_sharing
 from .balance import StageBalance, balance_stages, units_of
 from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
@@ -129,7 +129,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         its peak."""
         self._check_combinations()
         self._check_offload()
-        self.dp_sharing = {s: link_sharing(self.topology, calls) for s, calls in self.calls.items()}
+        self.dp_sharing = stage_link_sharing(self.topology, self.calls)
         self._balance()
 
     def _grad_buckets(self) -> dict[int, list[GradBucket]]:
