@@ -155,11 +155,12 @@ def test_stage3_buffers_without_prefetch_hold_the_largest_layer() -> None:
 
 
 def test_transformer_recompute_full_keeps_only_block_inputs() -> None:
-    """Full recomputation keeps 2 s b h per block (Korthikanti et al. 2022) and makes each
-    attention/MLP backward one forward longer; embedding and head are not recomputed."""
+    """Full recomputation keeps 2 s b h per block (Korthikanti et al. 2022, 16-bit
+    activations: bf16) and makes each attention/MLP backward one forward longer; embedding
+    and head are not recomputed."""
     s, h = 128, 256
     transformer = {"layers": 2, "hidden": h, "heads": 4, "seq": s, "vocab": 1000}
-    base = doc(2, stage=3, network="analytical", iterations=1)
+    base = doc(2, stage=3, network="analytical", iterations=1, training={"precision": "bf16"})
     base["model"] = {"transformer": transformer}
     runs = {}
     for mode in ("none", "full"):

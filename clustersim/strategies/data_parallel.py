@@ -330,10 +330,11 @@ def workers_memory(
         optimizer=train.optimizer,
     )
     recompute = train.recompute or "none"
+    value_bytes = activations.activation_value_bytes(train.precision)
     return {
         device: memory.DeviceMemory.of(
             states,
-            stored_activation_bytes(strategy.model, samples, recompute),
+            stored_activation_bytes(strategy.model, samples, recompute, value_bytes),
             buffers,
             strategy.topology.device(device).memory_bytes,
         )
@@ -341,11 +342,16 @@ def workers_memory(
     }
 
 
-def stored_activation_bytes(model: training.Model, samples: float, recompute: str) -> float:
+def stored_activation_bytes(
+    model: training.Model, samples: float, recompute: str, value_bytes: float = 2.0
+) -> float:
     """Activation bytes a data-parallel worker keeps for its backward pass over ``samples``
-    samples, with ``recompute`` (none, selective, full): the sum over layers of
+    samples, with ``recompute`` (none, selective, full) and activation values of
+    ``value_bytes`` bytes: the sum over layers of
     :func:`clustersim.model.activations.layer_activation_bytes`."""
     return sum(
-        activations.layer_activation_bytes(layer, model, samples, recompute=recompute)
+        activations.layer_activation_bytes(
+            layer, model, samples, recompute=recompute, value_bytes=value_bytes
+        )
         for layer in model.layers
     )
