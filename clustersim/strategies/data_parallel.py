@@ -319,8 +319,9 @@ def workers_memory(
     strategy: Any, *, zero_stage: int, buffers: float
 ) -> dict[str, memory.DeviceMemory]:
     """Per data-parallel worker of ``strategy`` (``workers``, ``samples``, ``model``,
-    ``train``, ``topology``): model states sharded by ZeRO ``zero_stage`` over the workers,
-    the activations its samples store (with ``training.recompute``), ``buffers`` bytes."""
+    ``train``, ``topology``): model states sharded by ZeRO ``zero_stage`` over the workers
+    (ZeRO's accounting unless ``training.memory.states`` says otherwise), the activations
+    its samples store (with ``training.recompute``), ``buffers`` bytes."""
     train = strategy.train
     states = memory.model_states(
         strategy.model.params,
@@ -328,6 +329,7 @@ def workers_memory(
         dp=len(strategy.workers),
         precision=train.precision,
         optimizer=train.optimizer,
+        accounting=memory.state_accounting(train.memory.states, memory.ZERO),
     )
     recompute = train.recompute or "none"
     value_bytes = activations.activation_value_bytes(train.precision)
