@@ -319,9 +319,11 @@ def workers_memory(
     strategy: Any, *, zero_stage: int, buffers: float
 ) -> dict[str, memory.DeviceMemory]:
     """Per data-parallel worker of ``strategy`` (``workers``, ``samples``, ``model``,
-    ``train``, ``topology``): model states sharded by ZeRO ``zero_stage`` over the workers
-    (ZeRO's accounting unless ``training.memory.states`` says otherwise), the activations
-    its samples store (with ``training.recompute``), ``buffers`` bytes."""
+    ``train``, ``topology``, ``micro_batches`` if it accumulates gradients): model states
+    sharded by ZeRO ``zero_stage`` over the workers (ZeRO's accounting unless
+    ``training.memory.states`` says otherwise), the activations one micro-batch of its samples
+    stores (with ``training.recompute``; the micro-batches run one after another), ``buffers``
+    bytes."""
     train = strategy.train
     states = memory.model_states(
         strategy.model.params,
@@ -333,10 +335,13 @@ def workers_memory(
     )
     recompute = train.recompute or "none"
     value_bytes = activations.activation_value_bytes(train.precision)
+    micro_batches = getattr(strategy, "micro_batches", 1)  # a worker holds one micro-batch's
     return {
         device: memory.DeviceMemory.of(
             states,
-            stored_activation_bytes(strategy.model, samples, recompute, value_bytes),
+            stored_activation_bytes(
+                strategy.model, samples / micro_batches, recompute, value_bytes
+            ),
             buffers,
             strategy.topology.device(device).memory_bytes,
         )
