@@ -235,6 +235,23 @@ def test_ideal_timeline_matches_the_theoretical_bubble(name: str, p: int, m: int
         assert close(bubble, schedule.theoretical_bubble(), 1e-9)
 
 
+@pytest.mark.parametrize("p, m, v", [(4, 4, 8), (4, 8, 2), (8, 8, 2), (2, 2, 3), (4, 16, 4)])
+def test_interleaved_warmup_is_megatron_cores(p: int, m: int, v: int) -> None:
+    """Megatron-Core's get_pp_rank_microbatches: stage s runs min(2 (p - s - 1) + (v - 1) p,
+    m v) forwards before its first backward, with m = p too (Megatron-LM before November
+    2024 ran all m v there); so it holds that many + 1 (micro-batch, chunk) pairs at its
+    peak, all m v when the warm-up covers them."""
+    from clustersim.strategies.hybrid.stages import peak_stored
+
+    schedule = make_schedule("interleaved", p, m, v)
+    for s in range(p):
+        ops = schedule.operations(s)
+        warmup = min(2 * (p - s - 1) + (v - 1) * p, m * v)
+        assert [op.kind for op in ops[:warmup]] == [FORWARD] * warmup
+        assert ops[warmup].kind == (BACKWARD if warmup == m * v else FORWARD)
+        assert peak_stored(ops)[0] == min(warmup + 1, m * v)
+
+
 def test_interleaved_needs_m_a_multiple_of_p() -> None:
     with pytest.raises(ScenarioError) as info:
         make_schedule("interleaved", 4, 6, 2)
