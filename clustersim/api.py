@@ -303,7 +303,7 @@ def memory_block(prepared: Prepared) -> MemoryBlock | None:
         return None
     training = getattr(prepared.scenario, "training", None)
     if training is not None:
-        plan = with_settings(plan, training.memory.fragmentation, training.memory.buffers)
+        plan = with_settings(plan, training.memory)
     return memory_summary(plan)
 
 

@@ -433,6 +433,7 @@ KEYS: list[Key] = [
     Key("TrainingSpec", "micro_batch", "transformer", ("training", "micro_batch")),
     Key("DataParallelSpec", "balance", "flat", ("data_parallel", "balance", "*")),
     Key("MemorySpec", "fragmentation", "flat", ("training", "memory", "fragmentation"), True),
+    Key("MemorySpec", "context", "flat", ("training", "memory", "context"), True),
     *_keys(
         "AllreduceSyncSpec",
         "flat",

@@ -235,6 +235,23 @@ def test_ideal_timeline_matches_the_theoretical_bubble(name: str, p: int, m: int
         assert close(bubble, schedule.theoretical_bubble(), 1e-9)
 
 
+@pytest.mark.parametrize("p, m, v", [(4, 4, 8), (4, 8, 2), (8, 8, 2), (2, 2, 3), (4, 16, 4)])
+def test_interleaved_warmup_is_megatron_cores(p: int, m: int, v: int) -> None:
+    """Megatron-Core's get_pp_rank_microbatches: stage s runs min(2 (p - s - 1) + (v - 1) p,
+    m v) forwards before its first backward, with m = p too (Megatron-LM before November
+    2024 ran all m v there); so it holds that many + 1 (micro-batch, chunk) pairs at its
+    peak, all m v when the warm-up covers them."""
+    from clustersim.strategies.hybrid.stages import peak_stored
+
+    schedule = make_schedule("interleaved", p, m, v)
+    for s in range(p):
+        ops = schedule.operations(s)
+        warmup = min(2 * (p - s - 1) + (v - 1) * p, m * v)
+        assert [op.kind for op in ops[:warmup]] == [FORWARD] * warmup
+        assert ops[warmup].kind == (BACKWARD if warmup == m * v else FORWARD)
+        assert peak_stored(ops)[0] == min(warmup + 1, m * v)
+
+
 def test_interleaved_needs_m_a_multiple_of_p() -> None:
     with pytest.raises(ScenarioError) as info:
         make_schedule("interleaved", 4, 6, 2)
@@ -518,7 +535,7 @@ def test_make_demo_runs_the_demo_scenario() -> None:
 
 def test_demo_fits_and_its_bubble_is_near_the_theory() -> None:
     """What the demo's header says: it fits in memory with the default 10% allocator
-    allowance (27.3 GB of 80 GB on stage 0), and its measured bubble is within 0.03 of
+    allowance (29.2 GB of 80 GB on stage 0), and its measured bubble is within 0.03 of
     1F1B's (p-1)/(m+p-1) = 3/11, above it (the heavier last stage sets the pace)."""
     scenario = load_scenario(DEMO)
     assert scenario.training.memory.fragmentation == pytest.approx(0.1)  # the default
@@ -526,7 +543,7 @@ def test_demo_fits_and_its_bubble_is_near_the_theory() -> None:
     memory = summary["memory"]
     assert memory["fits"] and memory["devices_over_capacity"] == 0
     assert memory["peak_device"] == "rack0/node0/gpu0"
-    assert memory["peak_bytes"] == pytest.approx(27.3e9, rel=0.01)
+    assert memory["peak_bytes"] == pytest.approx(29.2e9, rel=0.01)
     assert memory["capacity_bytes"] == 80e9
     assert (summary["stages"], summary["micro_batches"], summary["tp"]) == (4, 8, 2)
     theory = summary["theoretical_bubble_fraction"]

@@ -233,15 +233,32 @@ def test_plain_data_parallel_and_zero_strategies_are_unchanged() -> None:
 
 
 @pytest.mark.parametrize("t, p, d", [(1, 1, 8), (2, 2, 2), (4, 1, 2), (1, 2, 4), (8, 1, 1)])
-def test_distributed_optimizer_memory_is_zero1s(t: int, p: int, d: int) -> None:
-    """Rajbhandari et al. 2020 (ZeRO), Z1: 4 Psi + K Psi / N_d with K = 12, Psi the stage's
-    parameters / t on one GPU, N_d = dp."""
-    summary = run(doc(tp=t, pp=p, dp=d, gpus=t * p * d, batch=8)).summary
-    for s in range(p):
-        row = summary["memory"]["per_device"][summary["tensor_groups"][0][s][0]]
-        psi = row["weights_bytes"] / BF16
-        states = row["weights_bytes"] + row["gradients_bytes"] + row["optimizer_states_bytes"]
-        assert states == pytest.approx(4 * psi + 12 * psi / d, rel=1e-12)
+def test_distributed_optimizer_memory_is_megatrons_table(t: int, p: int, d: int) -> None:
+    """Megatron-LM's distributed optimizer in bf16 (docs/user-guide/features/dist_optimizer.md):
+    6 Psi + 12 Psi / d -- bf16 weights, fp32 main gradients kept whole, K = 12 sharded over
+    dp -- with Psi the stage's parameters / t on one GPU; with ``training.memory.states: zero``
+    the ZeRO paper's Z1, 4 Psi + K Psi / N_d."""
+    document = doc(tp=t, pp=p, dp=d, gpus=t * p * d, batch=8)
+    for accounting, parts in (("megatron", (2, 4, 12)), ("zero", (2, 2, 12))):
+        document["training"]["memory"] = {"states": accounting}
+        summary = run(document).summary
+        for s in range(p):
+            row = summary["memory"]["per_device"][summary["tensor_groups"][0][s][0]]
+            psi = row["weights_bytes"] / BF16
+            weights, gradients, k = parts
+            assert row["gradients_bytes"] == pytest.approx(gradients * psi, rel=1e-12)
+            assert row["optimizer_states_bytes"] == pytest.approx(k * psi / d, rel=1e-12)
+            assert weights * psi == pytest.approx(row["weights_bytes"], rel=1e-12)
+
+
+def test_megatrons_accounting_is_the_default_for_its_transformers() -> None:
+    """A transformer in the pipeline strategy at ZeRO stage 0 or 1 is accounted as
+    Megatron-LM keeps it (fp32 main gradients in bf16) without being asked."""
+    document = doc(tp=2, pp=1, dp=4, gpus=8, batch=8)
+    default = run(document).summary["memory"]["per_device"]
+    document["training"]["memory"] = {"states": "megatron"}
+    pinned = run(document).summary["memory"]["per_device"]
+    assert default == pinned
 
 
 # --------------------------------------------------------------------------- chunks

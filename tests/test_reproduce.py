@@ -17,7 +17,7 @@ FAMILY_SIZES = {
     "worked": 8,
     "alpha-beta": 7,
     "bubbles": 9,
-    "zero": 4,
+    "memory": 40,
     "megatron": 11,
     "moe": 1,
     "nccl": 16,
@@ -27,12 +27,13 @@ FAMILY_SIZES = {
 """Cases per family of the shipped suite."""
 
 
-HEAVY = ("megatron", "moe", "nccl", "production")
+HEAVY = ("memory", "megatron", "moe", "nccl", "production")
 """Families whose runs take most of the suite's minute (Table 1's 1T row alone 20 s): the
 tests here run the others; ``make test`` runs the whole suite with ``clustersim
 reproduce`` (exit 1 on a failed case), and tests/test_megatron_validation.py,
-tests/test_moe_validation.py and tests/test_nccl_tests.py hold the same numbers (the
-production family: tests/test_production.py its structure, ``make test`` its numbers)."""
+tests/test_moe_validation.py, tests/test_nccl_tests.py and tests/test_memory_validation.py
+hold the same numbers (the production family: tests/test_production.py its structure,
+``make test`` its numbers)."""
 LIGHT = [arg for name in FAMILY_SIZES if name not in HEAVY for arg in ("--only", name)]
 
 
@@ -102,10 +103,12 @@ def test_reproduce_md_is_byte_identical_across_runs(
 
 def test_a_wrong_expectation_fails_and_exits_1(tmp_path, capsys, monkeypatch) -> None:
     """Z1 expected at 40 GB (the model gives 31.4 GB): its row says FAIL, 3 of 4 pass, exit 1."""
-    zero = list(validation.FAMILIES["zero"])
-    zero[1] = dataclasses.replace(zero[1], expected=40e9)
-    monkeypatch.setitem(validation.FAMILIES, "zero", tuple(zero))
-    assert main(["reproduce", "--only", "zero", "-q", "-o", str(tmp_path)]) == 1
+    memory = [
+        dataclasses.replace(case, expected=40e9) if case.id == "Z1" else case
+        for case in validation.FAMILIES["memory"]
+    ]
+    monkeypatch.setitem(validation.FAMILIES, "memory", tuple(memory))
+    assert main(["reproduce", "--only", "Z?", "-q", "-o", str(tmp_path)]) == 1
     text = capsys.readouterr().out
     rows = _rows(text)
     assert rows["Z1"].endswith("FAIL") and "40 GB" in rows["Z1"] and "31.41 GB" in rows["Z1"]
@@ -118,7 +121,7 @@ def test_a_wrong_expectation_fails_and_exits_1(tmp_path, capsys, monkeypatch) ->
 
 def test_only_selects_by_id_or_family(tmp_path, capsys) -> None:
     """--only takes shell-style patterns on ids or families, case-insensitive, repeatable."""
-    assert main(["reproduce", "--only", "z*", "--only", "MAXMIN", "-q", "-o", str(tmp_path)]) == 0
+    assert main(["reproduce", "--only", "z?", "--only", "MAXMIN", "-q", "-o", str(tmp_path)]) == 0
     rows = _rows(capsys.readouterr().out)
     assert sorted(rows) == sorted(
         [f"Z{i}" for i in range(4)] + [f"MM{i}" for i in range(1, 7)] + ["MM-444"]

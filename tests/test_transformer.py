@@ -413,3 +413,34 @@ def test_block_bytes_follow_korthikanti_table_2(tp: int, samples: int, name: str
         assert got == pytest.approx(value, rel=1e-12), (sp, recompute)
     if tp == 1:
         assert activations.block_activation_bytes(t, b) == pytest.approx(sbh * (34 + 5 * a * s / h))
+
+
+@pytest.mark.parametrize(
+    ("precision", "value_bytes"), [("fp32", 4), ("tf32", 4), ("bf16", 2), ("fp16", 2), ("fp8", 2)]
+)
+def test_activation_values_take_the_bytes_of_the_training_precision(
+    precision: str, value_bytes: float
+) -> None:
+    """fp32 and tf32 keep fp32 tensors; 16-bit formats (and fp8 as Transformer Engine
+    trains, its activations in 16 bits) keep 2-byte values."""
+    assert activations.activation_value_bytes(precision) == value_bytes
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+@pytest.mark.parametrize("name", KORTHIKANTI_MODELS)
+def test_fp32_keeps_four_byte_values_and_one_byte_masks(tp: int, name: str) -> None:
+    """Korthikanti's 16-bit sbh(34 + 5as/h) holds 2 sbh + a s^2 b of 1-byte dropout masks; in
+    fp32 the 2-byte values double and the masks do not: sbh(66 + 9as/h) per block, and with
+    tensor parallelism sbh(2 x 24/t + 2 x 4as/(ht) + (10 + 10) + as/(ht)) -- the whole part's
+    values (8 sbh) double, its 2 sbh of masks stay."""
+    t = shape(name)
+    s, h, a = t.seq, t.hidden, t.heads
+    sbh, r = s * h, a * s / h
+    fp32 = activations.block_activation_bytes(t, 1, tp=tp, value_bytes=4)
+    assert fp32 == pytest.approx(sbh * (2 * 8 + 2 + 2 * 24 / tp + (2 * 4 + 1) * r / tp), rel=1e-12)
+    if tp == 1:
+        assert fp32 == pytest.approx(sbh * (66 + 9 * r), rel=1e-12)
+    half = activations.block_activation_bytes(t, 1, tp=tp)
+    assert half == activations.block_activation_bytes(t, 1, tp=tp, value_bytes=2)
+    full = activations.block_activation_bytes(t, 1, tp=tp, recompute="full", value_bytes=4)
+    assert full == 4 * sbh  # the block input, fp32

@@ -155,11 +155,12 @@ def test_stage3_buffers_without_prefetch_hold_the_largest_layer() -> None:
 
 
 def test_transformer_recompute_full_keeps_only_block_inputs() -> None:
-    """Full recomputation keeps 2 s b h per block (Korthikanti et al. 2022) and makes each
-    attention/MLP backward one forward longer; embedding and head are not recomputed."""
+    """Full recomputation keeps 2 s b h per block (Korthikanti et al. 2022, 16-bit
+    activations: bf16) and makes each attention/MLP backward one forward longer; embedding
+    and head are not recomputed."""
     s, h = 128, 256
     transformer = {"layers": 2, "hidden": h, "heads": 4, "seq": s, "vocab": 1000}
-    base = doc(2, stage=3, network="analytical", iterations=1)
+    base = doc(2, stage=3, network="analytical", iterations=1, training={"precision": "bf16"})
     base["model"] = {"transformer": transformer}
     runs = {}
     for mode in ("none", "full"):
@@ -378,3 +379,27 @@ def test_an_algorithm_without_reduce_scatter_or_all_gather_is_an_error(
     )
     usable = problem.allowed.removeprefix("for reducescatter here: ").split(", ")
     assert sorted(usable) == ["auto", "direct", "halving_doubling", "ring", "root"]
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("micro_batch", [25, 50, 100])
+def test_gradient_accumulation_stores_one_micro_batch_of_activations(
+    stage: int, micro_batch: int
+) -> None:
+    """With ``training.micro_batch`` a worker runs its samples m micro-batches at a time, one
+    after another: it stores the activations of one micro-batch (micro_batch samples), not
+    of its whole share; the model states do not change."""
+    from clustersim import api
+    from clustersim.scenario import parse_scenario
+
+    def memory(training: dict[str, Any]) -> Any:
+        document = doc(4, stage=stage, training=training)
+        return api.memory_block(api.prepare(parse_scenario(document))).per_device["gpu0"]
+
+    whole = memory({})  # BATCH / 4 = 100 samples per worker at once
+    accumulated = memory({"micro_batch": micro_batch})
+    assert accumulated.activations_bytes == pytest.approx(
+        whole.activations_bytes * micro_batch / (BATCH / 4), rel=1e-12
+    )
+    assert accumulated.weights_bytes == whole.weights_bytes
+    assert accumulated.optimizer_states_bytes == whole.optimizer_states_bytes

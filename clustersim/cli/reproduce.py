@@ -20,15 +20,18 @@ class ReproduceCommand(Command):
     description = (
         "Run the validation suite shipped with clustersim: the seeds' worked examples "
         "(D1-D3, N1-N4), the alpha-beta formulas of ring all-reduce (R1-R3), the pipeline "
-        "bubble formulas (B1-B5), the ZeRO memory table (Z0-Z3), the rows of Megatron-LM's "
-        "Table 1, DeepSeek-V3's training cost, nccl-tests' bus bandwidth on DGX nodes, "
+        "bubble formulas (B1-B5), memory (Korthikanti et al.'s activation table, ZeRO's "
+        "model-state tables Z0-Z3 and Table 1, measured peaks of real runs), the rows of "
+        "Megatron-LM's Table 1, DeepSeek-V3's training cost, nccl-tests' bus bandwidth on DGX "
+        "nodes, "
         "published measurements of real training runs built from the hardware catalog "
         "(production) and reference max-min fair sharing cases. Print one row per case "
         "(case, source, expected, got, error, tolerance, pass/fail), 'N of M cases pass' and "
         "each family's mean and largest error (the production family's mean must stay within "
-        "10%), and write the same to DIR/reproduce.md. Exit codes: 0 every case and family "
-        "target passes, 1 otherwise, 2 bad input (an --only pattern that matches no case, an "
-        "output folder that cannot be written)."
+        "10%), the mean of a family's held-out and calibration cases apart, and write the "
+        "same to DIR/reproduce.md. Exit codes: 0 every case and family target passes, 1 "
+        "otherwise, 2 bad input (an --only pattern that matches no case, an output folder "
+        "that cannot be written)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -46,7 +49,7 @@ class ReproduceCommand(Command):
             action="append",
             default=[],
             help="run only the cases whose id or family matches the shell-style PATTERN, "
-            "case-insensitive (e.g. 'B*', 'zero', 'megatron-*'); repeat to add more",
+            "case-insensitive (e.g. 'B*', 'memory', 'megatron-*'); repeat to add more",
         )
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
 

@@ -93,6 +93,9 @@ class MemoryRow(SummaryPart):
     fragmentation_bytes: float | None = field(default=None, metadata=OPTIONAL)
     """Allocator fragmentation allowance (``training.memory.fragmentation``; not written
     when none)."""
+    context_bytes: float | None = field(default=None, metadata=OPTIONAL)
+    """Memory outside PyTorch's allocator: the CUDA context and libraries
+    (``training.memory.context``; not written when none)."""
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,18 @@ block's bytes are split the same way:
   2sbh and the fp32 logits of the cross entropy 4 s b V / t (vocabulary-
   parallel).  Neither is recomputed.
 
+The table counts 16-bit activations (2 bytes a value, 1 byte a dropout mask).  Training
+in fp32 or tf32 stores 4-byte values (PyTorch keeps a tensor in its dtype): every value term
+scales by ``value_bytes / 2`` (:func:`activation_value_bytes`), the 1-byte masks, the fp32
+logits and the fp32 logsumexp stay as they are.  With ``value_bytes`` = 2 (16-bit formats,
+and fp8 as Transformer Engine trains) the bytes are Korthikanti's exactly.
+
 Layers of other models keep ``Layer.activation_bytes`` per sample.  Units: bytes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -54,6 +61,19 @@ if TYPE_CHECKING:
 RECOMPUTE_MODES = ("none", "selective", "full")
 LOGSUMEXP_BYTES = 4
 """Bytes of one logsumexp a FlashAttention kernel keeps (fp32)."""
+HALF_BYTES = 2.0
+"""Bytes of a 16-bit activation value: the unit of Korthikanti et al.'s table."""
+MASK_BYTES = 1
+"""Bytes of one dropout-mask element (a bool)."""
+
+
+def activation_value_bytes(precision: str) -> float:
+    """Bytes of one stored activation value when training in ``precision``: 4 for fp32 and
+    tf32 (tensors stay fp32), 2 for fp16, bf16 and fp8 (Transformer Engine keeps its
+    activations in 16 bits) -- :data:`clustersim.model.layers.BYTES_PER_VALUE`."""
+    from .layers import BYTES_PER_VALUE
+
+    return float(BYTES_PER_VALUE[precision])
 
 
 def layer_activation_bytes(
@@ -64,12 +84,16 @@ def layer_activation_bytes(
     tp: int = 1,
     sequence_parallel: bool = False,
     recompute: str = "none",
+    value_bytes: float = HALF_BYTES,
 ) -> float:
-    """Bytes ``layer`` keeps for backward on one GPU of its tensor-parallel group, for ``samples``."""
+    """Bytes ``layer`` keeps for backward on one GPU of its tensor-parallel group, for
+    ``samples``, with activation values of ``value_bytes`` bytes (:func:`activation_value_bytes`;
+    a layer of another model keeps its own ``activation_bytes``)."""
     shape = model.transformer
     if shape is None or layer.kind not in _BY_KIND:
         return layer.activation_bytes * samples
-    return _BY_KIND[layer.kind](shape, samples, tp, sequence_parallel, recompute)
+    kept = _Kept(tp, sequence_parallel, recompute, value_bytes)
+    return _BY_KIND[layer.kind](shape, samples, kept)
 
 
 def block_activation_bytes(
@@ -79,11 +103,27 @@ def block_activation_bytes(
     tp: int = 1,
     sequence_parallel: bool = False,
     recompute: str = "none",
+    value_bytes: float = HALF_BYTES,
 ) -> float:
     """Bytes one transformer block (attention + mlp) keeps, per GPU; Korthikanti's table."""
-    return _attention(shape, samples, tp, sequence_parallel, recompute) + _mlp(
-        shape, samples, tp, sequence_parallel, recompute
-    )
+    kept = _Kept(tp, sequence_parallel, recompute, value_bytes)
+    return _attention(shape, samples, kept) + _mlp(shape, samples, kept)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """How a layer keeps its activations: tensor-parallel group, sequence parallelism,
+    recomputation and the bytes of one value."""
+
+    tp: int
+    sp: bool
+    recompute: str
+    value_bytes: float
+
+    @property
+    def v(self) -> float:
+        """Bytes of a value in units of Korthikanti's 16-bit ones (1 in 16 bits, 2 in fp32)."""
+        return self.value_bytes / HALF_BYTES
 
 
 def _dims(shape: object, samples: float) -> tuple[float, float, float]:
@@ -91,62 +131,77 @@ def _dims(shape: object, samples: float) -> tuple[float, float, float]:
     return s * samples * h, s, h
 
 
-def _split(whole: float, divided: float, tp: int, sequence_parallel: bool) -> float:
+def _split(whole: float, divided: float, kept: _Kept) -> float:
     """Bytes per GPU: ``divided`` splits over t, ``whole`` too with sequence parallelism."""
-    return (whole / tp if sequence_parallel else whole) + divided / tp
+    return (whole / kept.tp if kept.sp else whole) + divided / kept.tp
 
 
-def _attention(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
+def _mask(shape: object) -> float:
+    """Bytes per element of a dropout mask: 1, or 0 for a model without dropout."""
+    return MASK_BYTES if getattr(shape, "dropout", True) else 0
+
+
+def _attention(shape: object, samples: float, kept: _Kept) -> float:
     sbh, s, h = _dims(shape, samples)
-    if recompute == "full":
-        return 2 * sbh / (tp if sp else 1)
+    v = kept.v
+    if kept.recompute == "full":
+        return 2 * v * sbh / (kept.tp if kept.sp else 1)
     heads = shape.heads  # type: ignore[attr-defined]
     kv = (getattr(shape, "kv_heads", None) or heads) / heads
-    dropout = getattr(shape, "dropout", True)
-    whole = (2 + 2 + (1 if dropout else 0)) * sbh
-    divided = (2 + 4 * kv + 2) * sbh
+    mask = _mask(shape)
+    whole = (2 * v + 2 * v + mask) * sbh  # layer-norm input, QKV input, output dropout mask
+    divided = (2 + 4 * kv + 2) * v * sbh  # Q, K and V, output-projection input
     if getattr(shape, "flash_attention", False):
         divided += LOGSUMEXP_BYTES * heads * s * samples  # fp32 logsumexp, a s b values
-    elif recompute != "selective":
+    elif kept.recompute != "selective":
         scores = heads * s * s * samples  # a s^2 b values
-        divided += (5 if dropout else 2) * scores
-    return _split(whole, divided, tp, sp)
+        # softmax output, with dropout also its mask and its output
+        divided += (2 * v + mask + 2 * v if mask else 2 * v) * scores
+    return _split(whole, divided, kept)
 
 
-def _mlp(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
-    sbh, _s, h = _dims(shape, samples)
-    if recompute == "full":
-        return 0.0
-    dropout = getattr(shape, "dropout", True)
-    ffn = shape.ffn / h  # type: ignore[attr-defined]
-    values = (6 if getattr(shape, "gated_ffn", False) else 4) * ffn
-    whole = (2 + 2 + (1 if dropout else 0)) * sbh
-    return _split(whole, values * sbh, tp, sp)
+def _ffn_values(shape: object, width: float) -> float:
+    """16-bit bytes per token of an FFN of ``width``, in units of s b h: GeLU input and
+    output (2 s b f each), or gate, up and their product (SwiGLU)."""
+    h = shape.hidden  # type: ignore[attr-defined]
+    return (6 if getattr(shape, "gated_ffn", False) else 4) * width / h
 
 
-def _moe(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
-    sbh, _s, h = _dims(shape, samples)
-    if recompute == "full":
-        return 0.0
-    moe = shape.moe  # type: ignore[attr-defined]
-    dropout = getattr(shape, "dropout", True)
-    copies = moe.capacity_factor * moe.top_k + moe.shared_experts
-    values = (6 if getattr(shape, "gated_ffn", False) else 4) * copies * moe.expert_ffn / h
-    whole = (2 + 2 + (1 if dropout else 0)) * sbh
-    return _split(whole, values * sbh, tp, sp)
-
-
-def _embedding(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
+def _mlp(shape: object, samples: float, kept: _Kept) -> float:
     sbh, _s, _h = _dims(shape, samples)
-    if not getattr(shape, "dropout", True):
+    if kept.recompute == "full":
         return 0.0
-    return sbh / (tp if sp else 1)
+    v = kept.v
+    whole = (2 * v + 2 * v + _mask(shape)) * sbh  # layer-norm input, first-linear input, mask
+    values = v * _ffn_values(shape, shape.ffn)  # type: ignore[attr-defined]
+    return _split(whole, values * sbh, kept)
 
 
-def _head(shape: object, samples: float, tp: int, sp: bool, recompute: str) -> float:
+def _moe(shape: object, samples: float, kept: _Kept) -> float:
+    sbh, _s, _h = _dims(shape, samples)
+    if kept.recompute == "full":
+        return 0.0
+    v = kept.v
+    moe = shape.moe  # type: ignore[attr-defined]
+    copies = moe.capacity_factor * moe.top_k + moe.shared_experts
+    values = v * copies * _ffn_values(shape, moe.expert_ffn)
+    whole = (2 * v + 2 * v + _mask(shape)) * sbh
+    return _split(whole, values * sbh, kept)
+
+
+def _embedding(shape: object, samples: float, kept: _Kept) -> float:
+    sbh, _s, _h = _dims(shape, samples)
+    return _mask(shape) * sbh / (kept.tp if kept.sp else 1)
+
+
+def _head(shape: object, samples: float, kept: _Kept) -> float:
     sbh, s, _h = _dims(shape, samples)
-    norm = 2 * sbh / (tp if sp else 1) if getattr(shape, "final_norm", True) else 0.0
-    logits = 4 * s * samples * shape.vocab / tp if getattr(shape, "head", "tied") else 0.0  # type: ignore[attr-defined]
+    norm = (
+        2 * kept.v * sbh / (kept.tp if kept.sp else 1)
+        if getattr(shape, "final_norm", True)
+        else 0.0
+    )
+    logits = 4 * s * samples * shape.vocab / kept.tp if getattr(shape, "head", "tied") else 0.0  # type: ignore[attr-defined]
     return norm + logits
 
 

@@ -13,26 +13,46 @@ In general the bytes per parameter are: weights and gradients
 (sgd none, momentum one, adam two) plus a 4-byte fp32 master copy of the
 weights when training in fp16/bf16.
 
+That is the ZeRO paper's accounting (:data:`ZERO`), which DeepSpeed and PyTorch keep.
+Megatron-LM keeps its gradients in a contiguous buffer of *main gradients*, in fp32 when
+training in bf16 (:data:`MEGATRON`; its table in ``docs/user-guide/features/dist_optimizer.md``):
+bf16 weights 2 + fp32 gradients 4 + K = 12 bytes per parameter, 18 in all (the distributed
+optimizer shards only K: 6 + 12 / d); in fp16 the buffer is fp16 and the optimizer keeps an
+fp32 copy of the gradients beside the master weights (2 + 2 + 16 = 20, 4 + 16 / d); in fp32,
+4 + 4 + 8 = 16 (8 + 8 / d).  :data:`STATE_ACCOUNTINGS` names both; ``training.memory.states``
+picks one, the default being the strategy's (Megatron's for a transformer in the pipeline
+strategy with Megatron's own optimizers, ZeRO's elsewhere).
+
 A device's peak is the sum of its parts: model states are held the whole
 iteration and the buffers are in use at the activation peak (an upper bound
 that real frameworks reach within a few percent).  ``training.memory``
 (:func:`with_settings`) adds an allocator fragmentation allowance, a fraction of
-the other parts (:data:`DEFAULT_FRAGMENTATION`), reported as its own part, and
-can leave the communication buffers out.  Units: bytes.
+the other parts (:data:`DEFAULT_FRAGMENTATION`), reported as its own part, can leave the
+communication buffers out, and can add the memory the CUDA context takes outside
+PyTorch's allocator (``context``, reported as its own part).  Which of these a measured
+figure holds depends on how it was read: ``torch.cuda.max_memory_allocated`` the parts
+alone (fragmentation 0), ``max_memory_reserved`` the parts and the allocator's
+fragmentation, ``nvidia-smi`` all of that and the context.  Units: bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..metrics.summary import MemoryBlock, MemoryRow
 from .layers import BYTES_PER_VALUE
 
 __all__ = [
     "DeviceMemory",
+    "MEGATRON",
     "ModelStates",
     "OPTIMIZER_STATES",
+    "STATE_ACCOUNTINGS",
+    "StateAccounting",
+    "ZERO",
+    "state_accounting",
     "memory_summary",
     "model_states",
     "optimizer_bytes_per_param",
@@ -66,6 +86,56 @@ def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
 
 
 @dataclass(frozen=True)
+class StateAccounting:
+    """How a training framework keeps a parameter's model states: the bytes of its gradient
+    and the fp32 copies its optimizer keeps beside the states of :func:`optimizer_bytes_per_param`,
+    by precision (a precision not listed: the training precision's bytes, no copy)."""
+
+    name: str
+    description: str
+    gradient_bytes: Mapping[str, float]
+    """Bytes of one gradient value as the framework keeps it, by training precision."""
+    optimizer_extra_bytes: Mapping[str, float]
+    """fp32 bytes per parameter the optimizer keeps beyond K (sharded with it), by precision."""
+
+    def gradients(self, precision: str) -> float:
+        """Bytes of one kept gradient value when training in ``precision``."""
+        return self.gradient_bytes.get(precision, BYTES_PER_VALUE[precision])
+
+    def optimizer(self, optimizer: str, precision: str) -> float:
+        """Optimizer bytes per parameter: K and the framework's extra fp32 copies."""
+        extra = self.optimizer_extra_bytes.get(precision, 0.0) if OPTIMIZER_STATES[optimizer] else 0
+        return optimizer_bytes_per_param(optimizer, precision) + extra
+
+
+ZERO = StateAccounting(
+    "zero",
+    "the ZeRO paper's: gradients in the training precision, K = fp32 master weights and "
+    "optimizer states ((2 + 2 + K) Psi in mixed precision)",
+    {},
+    {},
+)
+"""Rajbhandari et al. 2020, Section 3.1: what DeepSpeed and PyTorch keep."""
+MEGATRON = StateAccounting(
+    "megatron",
+    "Megatron-LM's: bf16 and fp8 keep fp32 main gradients (2 + 4 + K = 18 bytes with Adam), "
+    "fp16 keeps fp16 gradients and an fp32 copy in the optimizer (2 + 2 + K + 4 = 20)",
+    {"bf16": FP32_BYTES, "fp8": FP32_BYTES},
+    {"fp16": FP32_BYTES},
+)
+"""Megatron-LM, ``docs/user-guide/features/dist_optimizer.md`` (bytes per parameter: fp16
+20, bf16 18, fp32 16; with the distributed optimizer 4 + 16/d, 6 + 12/d, 8 + 8/d) and
+``megatron/training/arguments.py`` (bf16 accumulates and all-reduces gradients in fp32)."""
+STATE_ACCOUNTINGS: dict[str, StateAccounting] = {a.name: a for a in (ZERO, MEGATRON)}
+"""``training.memory.states`` names -> their accounting."""
+
+
+def state_accounting(name: str | None, default: StateAccounting) -> StateAccounting:
+    """The accounting ``training.memory.states`` names, or the strategy's ``default``."""
+    return default if name is None else STATE_ACCOUNTINGS[name]
+
+
+@dataclass(frozen=True)
 class ModelStates:
     """Bytes of weights, gradients and optimizer states one device holds."""
 
@@ -79,17 +149,23 @@ class ModelStates:
 
 
 def model_states(
-    params: float, *, zero_stage: int = 0, dp: int = 1, precision: str, optimizer: str
+    params: float,
+    *,
+    zero_stage: int = 0,
+    dp: int = 1,
+    precision: str,
+    optimizer: str,
+    accounting: StateAccounting = ZERO,
 ) -> ModelStates:
     """Model states of a device holding ``params`` parameters, sharded by ZeRO over ``dp`` ranks.
 
-    Stage 0: (2 + 2 + K) Psi; stage 1: 4 Psi + K Psi / N_d; stage 2:
+    ZeRO's accounting: stage 0: (2 + 2 + K) Psi; stage 1: 4 Psi + K Psi / N_d; stage 2:
     2 Psi + (2 + K) Psi / N_d; stage 3: (2 + 2 + K) Psi / N_d (mixed precision).
+    ``accounting`` (:data:`MEGATRON`) may keep other gradient bytes and fp32 copies.
     """
-    value = BYTES_PER_VALUE[precision]
-    weights = params * value
-    gradients = params * value
-    states = params * optimizer_bytes_per_param(optimizer, precision)
+    weights = params * BYTES_PER_VALUE[precision]
+    gradients = params * accounting.gradients(precision)
+    states = params * accounting.optimizer(optimizer, precision)
     if zero_stage >= 1:
         states /= dp
     if zero_stage >= 2:
@@ -113,6 +189,8 @@ class DeviceMemory:
     capacity: float
     fragmentation: float = 0.0
     """Allocator fragmentation allowance (bytes) on top of the parts above."""
+    context: float = 0.0
+    """Memory outside PyTorch's allocator: the CUDA context and libraries (bytes)."""
 
     @classmethod
     def of(
@@ -137,6 +215,7 @@ class DeviceMemory:
             + self.activations
             + self.communication_buffers
             + self.fragmentation
+            + self.context
         )
 
     @property
@@ -155,28 +234,40 @@ class DeviceMemory:
             capacity_bytes=self.capacity,
             fits=self.fits,
             fragmentation_bytes=self.fragmentation or None,
+            context_bytes=self.context or None,
         )
 
-    def with_settings(self, fragmentation: float, buffers: bool) -> DeviceMemory:
-        """This device with ``training.memory``: buffers left out unless ``buffers``, and a
-        ``fragmentation`` fraction of the remaining parts added as its own part."""
+    def with_settings(
+        self, fragmentation: float, buffers: bool, context: float = 0.0
+    ) -> DeviceMemory:
+        """This device with ``training.memory``: buffers left out unless ``buffers``, a
+        ``fragmentation`` fraction of the remaining parts added as its own part, and
+        ``context`` bytes outside the allocator."""
         kept = self.communication_buffers if buffers else 0.0
         parts = self.weights + self.gradients + self.optimizer_states + self.activations + kept
-        return replace(self, communication_buffers=kept, fragmentation=fragmentation * parts)
+        return replace(
+            self,
+            communication_buffers=kept,
+            fragmentation=fragmentation * parts,
+            context=context,
+        )
 
 
 def with_settings(
-    per_device: Mapping[str, DeviceMemory], fragmentation: float, buffers: bool
+    per_device: Mapping[str, DeviceMemory], settings: Any
 ) -> Mapping[str, DeviceMemory]:
-    """``per_device`` with ``training.memory`` applied (the same mapping if it changes nothing)."""
-    if fragmentation == 0 and buffers:
+    """``per_device`` with ``training.memory`` applied (``settings``: its ``fragmentation``,
+    ``buffers`` and ``context``; the same mapping if it changes nothing)."""
+    fragmentation, buffers = settings.fragmentation, settings.buffers
+    context = getattr(settings, "context", 0.0)
+    if fragmentation == 0 and buffers and context == 0:
         return per_device
     made: dict[DeviceMemory, DeviceMemory] = {}  # devices alike: the replicas of one rank
     out = {}
     for name, m in per_device.items():
         found = made.get(m)
         if found is None:
-            found = made[m] = m.with_settings(fragmentation, buffers)
+            found = made[m] = m.with_settings(fragmentation, buffers, context)
         out[name] = found
     return out
 
@@ -233,6 +324,7 @@ def over_capacity_message(memory: MemoryBlock | None) -> str:
             "activations_bytes",
             "communication_buffers_bytes",
             "fragmentation_bytes",
+            "context_bytes",
         )
         if getattr(row, key) is not None
     )

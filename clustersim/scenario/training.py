@@ -51,6 +51,18 @@ class MemorySpec(_Spec):
     buffers: Bool = True
     """Count temporary communication buffers (buckets, gathered ZeRO-3 parameters, staging
     of tensor-parallel grids, pipeline send/receive); false leaves them out."""
+    context: Size = _unit("0B", "context")
+    """Memory each GPU gives to the CUDA context and libraries outside PyTorch's allocator
+    (kernel images, cuBLAS and NCCL workspaces), added to its peak as its own part; default
+    0 (what ``torch.cuda.max_memory_allocated`` and ``max_memory_reserved`` count);
+    ``nvidia-smi`` counts it too: 1.3 GB for PyTorch on a V100 (Hugging Face's
+    "Model training anatomy"), 1.2-1.6 GiB on V100 and A100 (BigScience's tr11 notes)."""
+    states: Literal["zero", "megatron"] | None = None
+    """How model states are kept (:data:`clustersim.model.memory.STATE_ACCOUNTINGS`): zero
+    (the ZeRO paper's: gradients in the training precision, (2 + 2 + K) Psi) or megatron
+    (Megatron-LM's fp32 main gradients in bf16: 18 bytes per parameter with Adam, 6 + 12/d
+    with the distributed optimizer); default: megatron for a transformer in the pipeline
+    strategy at ZeRO stage 0 or 1 (Megatron-Core's optimizers), zero elsewhere."""
 
 
 class OffloadSpec(_Spec):
@@ -97,7 +109,8 @@ class TrainingSpec(_Spec):
     et al. 2022) or full (each transformer block re-runs its forward in backward; only block
     inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
     memory: MemorySpec = MemorySpec()
-    """Memory accounting: ``fragmentation`` allowance and communication ``buffers``."""
+    """Memory accounting: ``fragmentation`` allowance, communication ``buffers``, the CUDA
+    ``context`` and how model ``states`` are kept."""
 
     @model_validator(mode="before")
     @classmethod

@@ -319,8 +319,11 @@ def workers_memory(
     strategy: Any, *, zero_stage: int, buffers: float
 ) -> dict[str, memory.DeviceMemory]:
     """Per data-parallel worker of ``strategy`` (``workers``, ``samples``, ``model``,
-    ``train``, ``topology``): model states sharded by ZeRO ``zero_stage`` over the workers,
-    the activations its samples store (with ``training.recompute``), ``buffers`` bytes."""
+    ``train``, ``topology``, ``micro_batches`` if it accumulates gradients): model states
+    sharded by ZeRO ``zero_stage`` over the workers (ZeRO's accounting unless
+    ``training.memory.states`` says otherwise), the activations one micro-batch of its samples
+    stores (with ``training.recompute``; the micro-batches run one after another), ``buffers``
+    bytes."""
     train = strategy.train
     states = memory.model_states(
         strategy.model.params,
@@ -328,12 +331,17 @@ def workers_memory(
         dp=len(strategy.workers),
         precision=train.precision,
         optimizer=train.optimizer,
+        accounting=memory.state_accounting(train.memory.states, memory.ZERO),
     )
     recompute = train.recompute or "none"
+    value_bytes = activations.activation_value_bytes(train.precision)
+    micro_batches = getattr(strategy, "micro_batches", 1)  # a worker holds one micro-batch's
     return {
         device: memory.DeviceMemory.of(
             states,
-            stored_activation_bytes(strategy.model, samples, recompute),
+            stored_activation_bytes(
+                strategy.model, samples / micro_batches, recompute, value_bytes
+            ),
             buffers,
             strategy.topology.device(device).memory_bytes,
         )
@@ -341,11 +349,16 @@ def workers_memory(
     }
 
 
-def stored_activation_bytes(model: training.Model, samples: float, recompute: str) -> float:
+def stored_activation_bytes(
+    model: training.Model, samples: float, recompute: str, value_bytes: float = 2.0
+) -> float:
     """Activation bytes a data-parallel worker keeps for its backward pass over ``samples``
-    samples, with ``recompute`` (none, selective, full): the sum over layers of
+    samples, with ``recompute`` (none, selective, full) and activation values of
+    ``value_bytes`` bytes: the sum over layers of
     :func:`clustersim.model.activations.layer_activation_bytes`."""
     return sum(
-        activations.layer_activation_bytes(layer, model, samples, recompute=recompute)
+        activations.layer_activation_bytes(
+            layer, model, samples, recompute=recompute, value_bytes=value_bytes
+        )
         for layer in model.layers
     )

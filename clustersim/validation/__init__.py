@@ -2,12 +2,14 @@
 
 One module per family holds its cases as data (:class:`~.case.Case`): the seeds' worked
 examples (:mod:`.worked`), the alpha-beta formulas (:mod:`.alpha_beta`), the pipeline
-bubble formulas (:mod:`.bubbles`), the ZeRO memory table (:mod:`.zero`), Megatron-LM's
+bubble formulas (:mod:`.bubbles`), memory (:mod:`.memory`: Korthikanti et al.'s activation
+table, ZeRO's model-state tables, measured peaks of real runs), Megatron-LM's
 Table 1 (:mod:`.megatron`), DeepSeek-V3's training cost (:mod:`.moe`), nccl-tests' bus
 bandwidth on DGX A100 and DGX H100 with the defaults (:mod:`.nccl_tests`), published
 measurements of real training runs built from the catalog (:mod:`.production`) and reference
 max-min cases (:mod:`.maxmin`).  A family may also hold its mean error to a target
-(:data:`MEAN_TARGETS`; :func:`family_lines`).
+(:data:`MEAN_TARGETS`; :func:`family_lines`) and print the mean of its held-out and its
+calibration cases apart (:attr:`~.case.Case.split`).
 ``clustersim reproduce`` runs them (:func:`run`) and prints :func:`table`; the same
 rows go to ``reproduce.md`` (:func:`markdown`).
 """
@@ -17,12 +19,22 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Sequence
 
-from . import alpha_beta, bubbles, maxmin, megatron, moe, nccl_tests, production, worked, zero
-from .case import Case, Outcome, check, format_error, format_value
+from . import alpha_beta, bubbles, maxmin, megatron, memory, moe, nccl_tests, production, worked
+from .case import CALIBRATION, HELD_OUT, Case, Outcome, check, format_error, format_value
 
 FAMILIES: dict[str, tuple[Case, ...]] = {
     module.FAMILY: module.CASES
-    for module in (worked, alpha_beta, bubbles, zero, megatron, moe, nccl_tests, production, maxmin)
+    for module in (
+        worked,
+        alpha_beta,
+        bubbles,
+        memory,
+        megatron,
+        moe,
+        nccl_tests,
+        production,
+        maxmin,
+    )
 }
 """Family name -> its cases, in the order the suite runs them."""
 MEAN_TARGETS: dict[str, float] = {production.FAMILY: production.MEAN_TARGET}
@@ -107,7 +119,9 @@ def family_errors(outcomes: Sequence[Outcome]) -> dict[str, list[float]]:
 def family_lines(outcomes: Sequence[Outcome]) -> list[str]:
     """One line per family of several cases: its mean and largest absolute relative error,
     and against :data:`MEAN_TARGETS` where the family has a target, e.g. ``production: 14
-    cases, mean |error| 5.1% (target <= 10%: pass), largest 11.3%``."""
+    cases, mean |error| 5.1% (target <= 10%: pass), largest 11.3%``; then, for a family whose
+    measured cases are split (:attr:`Case.split`), one line per split, held out first, e.g.
+    ``memory, held out: 3 cases, mean |error| 4.2%, largest 6.9%``."""
     lines = []
     for family, errors in family_errors(outcomes).items():
         mean = sum(errors) / len(errors)
@@ -116,6 +130,21 @@ def family_lines(outcomes: Sequence[Outcome]) -> list[str]:
         if target is not None:
             line += f" (target <= {target:.0%}: {'pass' if mean <= target else 'FAIL'})"
         lines.append(f"{line}, largest {format_error(max(errors))}")
+        lines += _split_lines(family, [o for o in outcomes if o.case.family == family])
+    return lines
+
+
+def _split_lines(family: str, outcomes: Sequence[Outcome]) -> list[str]:
+    """``family, held out: ...`` and ``family, calibration: ...`` for the splits present."""
+    lines = []
+    for split in (HELD_OUT, CALIBRATION):
+        errors = [o.error for o in outcomes if o.case.split == split]
+        if errors:
+            mean, cases = sum(errors) / len(errors), "case" if len(errors) == 1 else "cases"
+            lines.append(
+                f"{family}, {split.replace('-', ' ')}: {len(errors)} {cases}, mean |error| "
+                f"{format_error(mean)}, largest {format_error(max(errors))}"
+            )
     return lines
 
 
@@ -164,8 +193,9 @@ def markdown(outcomes: Sequence[Outcome]) -> str:
         if o.case.family != family:
             family = o.case.family
             lines += [f"### {family}", ""]
+        split = f" ({o.case.split.replace('-', ' ')})" if o.case.split else ""
         lines.append(
-            f"* **{o.case.id}**: {o.case.title}. Source: {o.case.source}. Run: {o.case.how}."
+            f"* **{o.case.id}**{split}: {o.case.title}. Source: {o.case.source}. Run: {o.case.how}."
         )
     return "\n".join(lines) + "\n"
 

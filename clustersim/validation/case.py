@@ -16,6 +16,12 @@ from pathlib import Path
 from ..errors import ClustersimError
 from ..units import format_flop_rate, format_size, format_time
 
+CALIBRATION = "calibration"
+"""A case that was used to fit or choose something in the model (:attr:`Case.split`)."""
+HELD_OUT = "held-out"
+"""A case that shaped nothing in the model: its error is a fair test (:attr:`Case.split`)."""
+SPLITS = (CALIBRATION, HELD_OUT)
+
 Value = float | tuple[float, ...]
 """A case's value: one number, or several (the rates of the flows of a max-min case)."""
 
@@ -66,6 +72,10 @@ class Case:
     """Runs the simulator and returns the value in ``unit``."""
     how: str = ""
     """How the value is simulated: the scenario file, or the document built in code."""
+    split: str | None = None
+    """For a measured run: :data:`CALIBRATION` (it was used to fit or choose a constant,
+    default or curve of the model) or :data:`HELD_OUT` (it shaped nothing); None for a
+    formula or a worked example, which the model implements rather than fits."""
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,13 @@ class InterleavedSchedule(Schedule):
     The k-th forward of a device runs chunk ``(k mod p v) div p`` of micro-batch
     ``(k div p v) p + k mod p`` (groups of ``p`` micro-batches go through one
     chunk, then the next); backwards take the chunks in reverse.  Device ``s``
-    warms up with ``2 (p - s - 1) + (v - 1) p`` forwards (all of them when
-    ``m = p``), then alternates, then cools down.
+    warms up with ``2 (p - s - 1) + (v - 1) p`` forwards (at most all ``m v`` of
+    them), then alternates, then cools down: Megatron-Core's
+    ``get_pp_rank_microbatches`` (``megatron/core/pipeline_parallel/schedules.py``).
+    Megatron-LM before November 2024 (commit 4295be1a6c) ran every forward first on
+    every device when ``m = p``; Megatron-Core no longer does, so that the last devices
+    start their backwards early and hold fewer micro-batches (checked against
+    Megatron-LM's measured memory: ``clustersim reproduce --only memory``).
     """
 
     name = "interleaved"
@@ -41,7 +46,7 @@ class InterleavedSchedule(Schedule):
     def operations(self, stage: int) -> list[Op]:
         p, m, v = self.stages, self.micro_batches, self.chunks
         total = m * v
-        warmup = total if m == p else min(2 * (p - stage - 1) + (v - 1) * p, total)
+        warmup = min(2 * (p - stage - 1) + (v - 1) * p, total)
         ops = [self._op(FORWARD, k) for k in range(warmup)]
         for k in range(total - warmup):
             ops += [self._op(FORWARD, warmup + k), self._op(BACKWARD, k)]

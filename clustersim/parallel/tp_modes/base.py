@@ -164,12 +164,16 @@ class TensorParallelMode(Registered):
         *,
         sequence_parallel: bool,
         recompute: str,
+        value_bytes: float = 2.0,
     ) -> float:
         """Bytes ``layer`` keeps for backward on one GPU: the layer's whole activations / p
-        (the 2-D, 2.5-D and 3-D papers split every activation evenly over the grid)."""
+        (the 2-D, 2.5-D and 3-D papers split every activation evenly over the grid), with
+        activation values of ``value_bytes`` bytes."""
         from ...model.activations import layer_activation_bytes
 
-        whole = layer_activation_bytes(layer, model, samples, recompute=recompute)
+        whole = layer_activation_bytes(
+            layer, model, samples, recompute=recompute, value_bytes=value_bytes
+        )
         if model.transformer is None:
             return whole
         return whole / self.tp

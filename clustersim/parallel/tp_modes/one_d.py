@@ -51,6 +51,7 @@ class Megatron1D(TensorParallelMode):
         *,
         sequence_parallel: bool,
         recompute: str,
+        value_bytes: float = 2.0,
     ) -> float:
         from ...model.activations import layer_activation_bytes
 
@@ -61,4 +62,5 @@ class Megatron1D(TensorParallelMode):
             tp=self.tp,
             sequence_parallel=sequence_parallel,
             recompute=recompute,
+            value_bytes=value_bytes,
         )

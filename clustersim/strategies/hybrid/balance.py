@@ -229,7 +229,7 @@ class StageCosts:
         states, activations, other = view._stage_memory(s, m)
         memory = layout.train.memory
         device = DeviceMemory.of(states, activations, other, self.capacity[s])
-        return device.with_settings(memory.fragmentation, memory.buffers).peak
+        return device.with_settings(memory.fragmentation, memory.buffers, memory.context).peak
 
 
 def balance_stages(layout: Any, even: Sequence[int] | None) -> StageBalance:

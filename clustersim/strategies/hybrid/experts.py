@@ -268,8 +268,8 @@ def device_params(layout: Any, s: int) -> tuple[float, float]:
 
 
 def stage_states(layout: Any, s: int) -> ModelStates:
-    """Model states of one GPU of device stage ``s``: the dense part sharded by ZeRO over
-    dp, the routed experts' over dp / ep."""
+    """Model states of one GPU of device stage ``s`` (``layout.state_accounting``): the
+    dense part sharded by ZeRO over dp, the routed experts' over dp / ep."""
     dense, routed = device_params(layout, s)
     train = layout.train
     states = model_states(
@@ -278,6 +278,7 @@ def stage_states(layout: Any, s: int) -> ModelStates:
         dp=layout.grad_ranks,
         precision=train.precision,
         optimizer=train.optimizer,
+        accounting=layout.state_accounting,
     )
     if not routed:
         return states
@@ -287,6 +288,7 @@ def stage_states(layout: Any, s: int) -> ModelStates:
         dp=layout.experts.expert_dp,
         precision=train.precision,
         optimizer=train.optimizer,
+        accounting=layout.state_accounting,
     )
     return ModelStates(
         states.weights + expert.weights,

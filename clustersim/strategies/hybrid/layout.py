@@ -63,6 +63,8 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         self.parallelism = parallelism = scenario.parallelism or ParallelismSpec()
         transformer = self.model.transformer is not None
         self.zero = recipes.default_zero_stage(scenario, transformer, spec.allreduce.algorithm)
+        self.state_accounting = recipes.state_accounting(self.train, transformer, self.zero)
+        """How model states are kept (:mod:`.recipes`): Megatron's for its transformers."""
         if self.model.embedding is not None:
             raise ScenarioError(
                 Problem(

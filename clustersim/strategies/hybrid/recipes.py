@@ -20,6 +20,15 @@ first three on):
   userbuffers overlap each sequence-parallel all-gather and reduce-scatter with the matrix
   product beside it (:mod:`.tp_overlap`).  Here ``parallelism.tp_comm_overlap``.
 
+Megatron-LM also keeps its gradients its own way: a contiguous buffer of *main gradients*,
+in fp32 when training in bf16 (``--accumulate-allreduce-grads-in-fp32``, forced for bf16 in
+``megatron/training/arguments.py``), which its distributed optimizer reduce-scatters in place
+and never shards; in fp16 its optimizer keeps an fp32 copy of the gradients beside the master
+weights.  A transformer here at ZeRO stage 0 or 1 is therefore accounted as Megatron-LM's table
+says (:data:`clustersim.model.memory.MEGATRON`: 18 bytes per parameter in bf16 with Adam, 6 +
+12/d with the distributed optimizer); ZeRO-2/3 are DeepSpeed's (Megatron-DeepSpeed) and keep
+the ZeRO paper's accounting, as do lists of layers; ``training.memory.states`` picks either.
+
 **Defaults.**  A transformer (a preset or ``model.transformer``) in this strategy runs with
 the first three unless the scenario says otherwise: ``zero.stage`` not given means 1 (0
 when ``data_parallel.allreduce.algorithm`` cannot reduce-scatter: tree, recursive doubling),
@@ -38,6 +47,8 @@ from typing import Any
 
 from ...collectives import algorithm
 from ...errors import Problem, ScenarioError
+from ...model import memory
+from ...model.memory import MEGATRON, ZERO, StateAccounting
 
 DISTRIBUTED_OPTIMIZER_STAGE = 1
 """The ZeRO stage of Megatron-Core's distributed optimizer."""
@@ -72,6 +83,13 @@ def default_zero_stage(scenario: Any, transformer: bool, algorithm_name: str) ->
         return 0
     ops = algorithm(algorithm_name, "data_parallel.allreduce.algorithm").ops
     return DISTRIBUTED_OPTIMIZER_STAGE if SHARDED_OPS <= ops else 0
+
+
+def state_accounting(train: Any, transformer: bool, zero: int) -> StateAccounting:
+    """``training.memory.states`` if given, else Megatron-LM's accounting for a transformer
+    at ZeRO stage 0 or 1 (Megatron's own optimizers), ZeRO's otherwise."""
+    megatron = transformer and zero <= DISTRIBUTED_OPTIMIZER_STAGE
+    return memory.state_accounting(train.memory.states, MEGATRON if megatron else ZERO)
 
 
 def resolve(layout: Any) -> Recipes:

@@ -56,7 +56,8 @@ class StageOptions:
     tp: int = 1
     sequence_parallel: bool = False
     bytes_per_value: float = 4.0
-    """Bytes of a communicated value (the training precision)."""
+    """Bytes of a communicated value and of a stored activation value (the training
+    precision: 4 in fp32 and tf32, 2 in 16 bits; :func:`~clustersim.model.activations.activation_value_bytes`)."""
     tp_mode: TensorParallelMode | None = None
     """How the tp GPUs split activations (None: Megatron 1-D)."""
 
@@ -113,7 +114,12 @@ def _plan(
         def kept(layer: training.Layer, mode: str) -> float:
             if opt.tp_mode is not None:
                 return opt.tp_mode.activation_bytes(
-                    layer, model, 1.0, sequence_parallel=opt.sequence_parallel, recompute=mode
+                    layer,
+                    model,
+                    1.0,
+                    sequence_parallel=opt.sequence_parallel,
+                    recompute=mode,
+                    value_bytes=opt.bytes_per_value,
                 )
             return layer_activation_bytes(
                 layer,
@@ -122,6 +128,7 @@ def _plan(
                 tp=opt.tp,
                 sequence_parallel=opt.sequence_parallel,
                 recompute=mode,
+                value_bytes=opt.bytes_per_value,
             )
 
         stored = sum(kept(x, opt.recompute) for x in layers)

@@ -100,7 +100,7 @@ class JobsStrategy(Strategy):
             plan = getattr(job.strategy, "memory_plan", lambda: None)()
             training = getattr(job.scenario, "training", None)
             if plan and training is not None:
-                plan = with_settings(plan, training.memory.fragmentation, training.memory.buffers)
+                plan = with_settings(plan, training.memory)
             plans.update(plan or {})
         return plans or None
 
