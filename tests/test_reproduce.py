@@ -128,6 +128,14 @@ def test_only_selects_by_id_or_family(tmp_path, capsys) -> None:
     )
 
 
+def test_the_zero_family_name_still_selects_zeros_cases() -> None:
+    """ZeRO's model-state cases moved into the memory family; ``--only zero`` (a user's
+    script of before) still selects exactly them."""
+    chosen = validation.select(validation.all_cases(), ["zero"])
+    assert {case.id for case in chosen} >= {f"Z{i}" for i in range(4)}
+    assert all(case.family == "memory" and case.id.lower().startswith("z") for case in chosen)
+
+
 def test_only_matching_nothing_is_bad_input(tmp_path, capsys) -> None:
     """An --only that matches no case exits 2 with one line naming the families."""
     assert main(["reproduce", "--only", "nothing*", "-o", str(tmp_path)]) == 2

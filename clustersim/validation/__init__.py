@@ -72,7 +72,9 @@ def select(cases: Sequence[Case], patterns: Sequence[str]) -> list[Case]:
         case
         for case in cases
         if any(
-            fnmatch.fnmatchcase(name.lower(), p) for p in wanted for name in (case.id, case.family)
+            fnmatch.fnmatchcase(name.lower(), p)
+            for p in wanted
+            for name in (case.id, case.family, *case.also)
         )
     ]
 

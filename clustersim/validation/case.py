@@ -58,7 +58,7 @@ class Case:
     id: str
     """Short name, unique in the suite: ``D1``, ``B2-bubble``, ``megatron-39.1b``."""
     family: str
-    """The family the case belongs to (worked, alpha-beta, bubbles, zero, megatron, maxmin)."""
+    """The family the case belongs to (worked, alpha-beta, bubbles, memory, megatron, moe, nccl, production, maxmin)."""
     title: str
     """What is measured, in a few words."""
     source: str
@@ -76,6 +76,9 @@ class Case:
     """For a measured run: :data:`CALIBRATION` (it was used to fit or choose a constant,
     default or curve of the model) or :data:`HELD_OUT` (it shaped nothing); None for a
     formula or a worked example, which the model implements rather than fits."""
+    also: tuple[str, ...] = ()
+    """Other family names ``reproduce --only`` selects the case by: a family it was in
+    before (ZeRO's cases answer to ``zero``, their family before ``memory``)."""
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,7 @@ def _figure_case(stage: int, title: str, expected: float) -> Case:
         Tolerance(rel=5e-3),
         lambda: states_per_device(PSI, N_D, stage),
         f"summary memory of one 7.5e9-parameter layer on 64 GPUs, zero stage {stage}, fp16, adam",
+        also=("zero",),
     )
 
 
@@ -109,6 +110,7 @@ def _table_case(
         compute,
         f"summary memory of one layer of Psi parameters on N_d GPUs, zero stage {stage}, "
         "fp16, adam",
+        also=("zero",),
     )
 
 
