@@ -203,7 +203,7 @@ def tensor_mode_problems(
                 "a transformer model (a preset such as gpt3-1.3b, or model.transformer)",
             )
         )
-    if sequence_parallel:
+    if sequence_parallel and not cls.sequence_parallel:
         out.append(
             Problem(
                 "parallelism.sequence_parallel",

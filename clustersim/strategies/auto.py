@@ -38,28 +38,26 @@ CHUNKS_KEY = "pipeline.chunks"
 STAGE_LAYERS_KEY = "pipeline.stage_layers"
 AUTO = "auto"
 
-MEGATRON_1D = "1d"
-"""The tensor-parallel mode sequence parallelism belongs to (Megatron's 1-D)."""
 
-
-def sequence_parallel(given: bool | str, tp: int, tp_mode: str) -> tuple[bool, AutoChoice | None]:
+def sequence_parallel(
+    given: bool | str, tp: int, tp_mode: str, runs_it: bool
+) -> tuple[bool, AutoChoice | None]:
     """``parallelism.sequence_parallel`` resolved: ``given`` when written; ``auto`` is on
-    wherever ``tp`` > 1 with the 1-D mode (Megatron-Core's and NeMo's recipes pass
-    ``--sequence-parallel`` with every tensor-parallel layout; the 2-D/3-D modes already split
-    every activation), with the choice to report when tp > 1 (at tp 1 nothing is split and
-    nothing is chosen)."""
+    wherever ``tp`` > 1 with a mode that ``runs_it`` (Megatron's 1-D: Megatron-Core's and
+    NeMo's recipes pass ``--sequence-parallel`` with every tensor-parallel layout; the 2-D/3-D
+    modes already split every activation), with the choice to report when tp > 1 (at tp 1
+    nothing is split and nothing is chosen)."""
     if given != AUTO:
         return bool(given), None
     if tp == 1:
         return False, None
-    on = tp_mode == MEGATRON_1D
     reason = (
         f"tp {tp}: Megatron-Core's and NeMo's recipes run sequence parallelism with tensor "
         "parallelism (Korthikanti et al. 2022)"
-        if on
+        if runs_it
         else f"tp_mode {tp_mode} splits every activation over its grid itself"
     )
-    return on, AutoChoice(on, reason)
+    return runs_it, AutoChoice(runs_it, reason)
 
 
 def recompute_modes(transformer: bool) -> tuple[str, ...]:

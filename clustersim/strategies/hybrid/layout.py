@@ -72,8 +72,9 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         self.load_training()
         self.pipe = scenario.pipeline or PipelineSpec()
         parallelism = scenario.parallelism or ParallelismSpec()
+        mode = TensorParallelMode.registry.lookup(parallelism.tp_mode, "parallelism.tp_mode")
         on, chosen = auto.sequence_parallel(
-            parallelism.sequence_parallel, parallelism.tp, parallelism.tp_mode
+            parallelism.sequence_parallel, parallelism.tp, mode.name, mode.sequence_parallel
         )
         self.parallelism = parallelism = parallelism.model_copy(update={"sequence_parallel": on})
         """``parallelism`` with ``sequence_parallel`` resolved (``auto``: on where tp > 1)."""
