@@ -26,6 +26,7 @@ from .devices import stragglers_of
 from .engine import Simulation
 from .errors import SimulationError, join_path
 from .metrics import (
+    AutoChoice,
     DeviceTimes,
     EngineCounters,
     GoodputSummary,
@@ -293,6 +294,14 @@ def long_notice(prepared: Prepared) -> str:
     return long_work_notice(prepared.work, either(prepared.strategy.shorter()))
 
 
+def auto_choices(prepared: Prepared) -> dict[str, AutoChoice] | None:
+    """The summary's ``auto_choices`` block of a prepared run: what its strategy chose for
+    the keys the scenario left to it, by key path (None: nothing chosen;
+    :mod:`clustersim.strategies.auto`)."""
+    chosen = getattr(prepared.strategy, "auto_choices", None)
+    return dict(chosen) if chosen else None
+
+
 def memory_block(prepared: Prepared) -> MemoryBlock | None:
     """The summary's ``memory`` block of a prepared run (None if its strategy models no
     memory)."""
@@ -327,6 +336,7 @@ def _result(
         strategy_part,
         _usage(prepared, strategy_part),
         _goodput(prepared, strategy_part, goodput_progress),
+        auto_choices(prepared),
         memory,
         _device_times(devices, topology),
         [LinkLoad(**row) for row in links[:BUSIEST_LINKS]],

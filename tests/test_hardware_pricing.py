@@ -123,7 +123,8 @@ def test_jobs_of_one_precision_share_a_price_and_mixed_ones_are_refused(
 
 def test_the_resolved_scenario_runs_to_the_same_summary(tmp_path: Path, capsys) -> None:
     """``scenario.resolved.yaml`` writes the presets out (no ``preset`` key, the catalog's
-    values, a comment naming them) and, run again, gives the same summary byte for byte."""
+    values, a comment naming them) and what ``auto`` chose, and, run again, gives the same
+    summary, less ``auto_choices`` (nothing is left to choose)."""
     doc = collective({"preset": "dgx-h100", "nic": {"bandwidth": "200Gb/s"}})
     doc["model"] = {"preset": "gpt3-125m"}
     doc["training"] = {"global_batch": 16, "micro_batch": 2, "iterations": 1, "precision": "fp8"}
@@ -138,6 +139,7 @@ def test_the_resolved_scenario_runs_to_the_same_summary(tmp_path: Path, capsys) 
     assert "fp8: 1979TFLOPS" in text and "bandwidth: 200Gb/s" in text
     assert main(["run", str(resolved), "-o", str(tmp_path / "b"), "-q"]) == 0
     first, second = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
+    assert "parallelism.sequence_parallel" in first.pop("auto_choices")
     assert first == second
     capsys.readouterr()
 

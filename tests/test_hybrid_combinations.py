@@ -60,14 +60,15 @@ def test_split_backward_with_experts_keeps_the_alltoalls_and_the_work(pp: int, m
 
 @pytest.mark.parametrize("tp", [2, 4])
 def test_split_backward_with_tensor_parallel_holds_on_forward_and_b(tp: int) -> None:
-    """Megatron's all-reduces carry activations and input gradients: one hold per F and
-    per B, none per W -- as many as under 1F1B."""
+    """Megatron's tensor-parallel collectives (sequence parallelism's, on with tp > 1) carry
+    activations and input gradients: one hold per F and per B, none per W -- as many as
+    under 1F1B."""
     m = 4
     runs = {
         schedule: run(with_schedule(doc(tp=tp, pp=2, gpus=2 * tp, batch=m), schedule))
         for schedule in ("1f1b", "zb-h1")
     }
-    holds = {name: count(r, "tp allreduce") for name, r in runs.items()}
+    holds = {name: count(r, "tp reducescatter+allgather") for name, r in runs.items()}
     assert holds["zb-h1"] == holds["1f1b"] == 2 * m
 
 

@@ -220,7 +220,18 @@ def test_output_modules_stay_under_600_lines() -> None:
 
 
 LAYERS = (
-    ("errors", "units", "version", "_compat", "registry", "host", "budget", "compute", "hardware"),
+    (
+        "errors",
+        "units",
+        "version",
+        "_compat",
+        "registry",
+        "host",
+        "budget",
+        "memo",
+        "compute",
+        "hardware",
+    ),
     ("scenario", "workload_trace", "importers"),
     ("topology",),
     ("network",),

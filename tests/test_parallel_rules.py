@@ -362,7 +362,7 @@ def test_the_model_splits_into_the_virtual_stages() -> None:
                 what = f"pp {pp} x chunks {chunks}" if chunks > 1 else f"pp {pp}"
                 assert problem.message == (
                     f"the model's {blocks} transformer layers do not divide into {what} = "
-                    f"{parts} stages"
+                    f"{parts} stages (pipeline.stages: even)"
                 )
             elif problem is not None:
                 assert problem.message == (
@@ -370,11 +370,20 @@ def test_the_model_splits_into_the_virtual_stages() -> None:
                 )
             if problem is not None:
                 assert problem.path == "parallelism.pp"
-            pipeline = {"schedule": "interleaved", "chunks": chunks}
+            pipeline = {"schedule": "interleaved", "chunks": chunks, "stages": "even"}
             document = training_doc(
                 gpus=pp, pp=pp, blocks=blocks, transformer=transformer, pipeline=pipeline
             )
             assert problems_of(document) == listed(problem), (blocks, pp, chunks, transformer)
+            # stages: auto (the default) splits what does not divide, Megatron-Core's way:
+            # only fewer blocks than stages is refused
+            uneven = stage_split_problem(blocks, pp, chunks, transformer, True)
+            assert (uneven is None) == (blocks >= parts), (blocks, pp, chunks, transformer)
+            pipeline = {"schedule": "interleaved", "chunks": chunks}
+            document = training_doc(
+                gpus=pp, pp=pp, blocks=blocks, transformer=transformer, pipeline=pipeline
+            )
+            assert problems_of(document) == listed(uneven), (blocks, pp, chunks, transformer)
 
 
 def test_stage_layers_list_every_virtual_stage_and_every_layer() -> None:

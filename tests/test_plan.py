@@ -280,7 +280,8 @@ def test_candidate_document_sets_the_configuration() -> None:
 def test_rejected_candidates_are_counted_by_reason() -> None:
     """Configurations api.prepare rejects are skipped and counted; the rest are candidates
     (here every tensor-parallel one: the tp algorithm implements no all-reduce)."""
-    doc = training_doc(parallelism={"tp_algorithm": "scatter_allgather"})
+    parallelism = {"tp_algorithm": "scatter_allgather", "sequence_parallel": False}
+    doc = training_doc(parallelism=parallelism)
     found = plan.enumerate_candidates(doc, "s.yaml", plan.PlanOptions())
     points = plan.enumerate_points(found.space, plan.PlanOptions())
     with_tp = sum(1 for p in points if p.tp > 1)

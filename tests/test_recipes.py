@@ -348,7 +348,10 @@ def test_tp_comm_overlap_exposes_what_outlasts_the_products(t: int, nvlink: str)
 @pytest.mark.parametrize(
     "changes, path",
     [
-        ({"parallelism": {"tp": 2, "tp_comm_overlap": True}}, "parallelism.tp_comm_overlap"),
+        (
+            {"parallelism": {"tp": 2, "tp_comm_overlap": True, "sequence_parallel": False}},
+            "parallelism.tp_comm_overlap",
+        ),
         ({"zero": {"stage": 0, "overlap_param_gather": True}}, "zero.overlap_param_gather"),
         ({"zero": {"stage": 2, "overlap_param_gather": True}}, "zero.overlap_param_gather"),
         (

@@ -1,14 +1,23 @@
 """The lines of a run a person reads first: how long an iteration takes, how much of it the
 workers sit idle (against the schedule's theory), and whether it fits in device memory.
 
+What ``auto`` chose for the keys the scenario left to it is a line each (:func:`auto_lines`).
 ``clustersim run`` prints them among its summary; ``clustersim report`` prints them again
 after writing report.html, read back from summary.json, with where the page is.
 """
 
 from __future__ import annotations
 
-from ..metrics import MemoryBlock, Summary, TrainingSummary, UsageSummary
+from collections.abc import Mapping
+
+from ..metrics import AutoChoice, MemoryBlock, Summary, TrainingSummary, UsageSummary
 from ..units import format_size, format_time
+
+
+def auto_lines(choices: Mapping[str, AutoChoice] | None) -> list[str]:
+    """``auto      training.recompute = selective: ...``, one line per choice ``auto`` made
+    (:mod:`clustersim.strategies.auto`; none when the scenario left nothing to choose)."""
+    return [f"auto      {choice.line(key)}" for key, choice in (choices or {}).items()]
 
 
 def iteration_line(part: TrainingSummary, usage: UsageSummary | None) -> str:

@@ -17,7 +17,7 @@ from ..metrics import (
 )
 from ..units import format_bandwidth, format_size, format_time
 from .base import EXIT_OK, Command, add_limit_arguments, gpu_types_phrase, nic_transport_phrase, out
-from .headline import bubble_line, iteration_line, memory_line
+from .headline import auto_lines, bubble_line, iteration_line, memory_line
 from .outputs import add_output_arguments, output_modes
 from .overrides import add_override_arguments, override_settings
 from .progress import Progress, SimulationProgress, notice, wanted
@@ -88,7 +88,7 @@ class RunCommand(Command):
         from ..budget import with_limit
         from ..outputs.paths import check_output_folder
         from ..scenario import with_seed
-        from ..scenario.overrides import described, load_with_settings, resolved_yaml
+        from ..scenario.overrides import described, load_with_settings, resolved_yaml, with_choices
         from ..scenario.presets import expanded_document
         from ..strategies.kernel_times import anchor_kernel_paths
         from ..strategies.trace import anchor_trace_paths
@@ -108,9 +108,6 @@ class RunCommand(Command):
         expanded, presets = expanded_document(doc, args.scenario)  # catalog values written out
         anchored = anchor_trace_paths(expanded, args.scenario)  # a trace beside the scenario
         anchored = anchor_kernel_paths(anchored, args.scenario)  # and a kernels CSV
-        resolved = resolved_yaml(
-            with_limit(anchored, args.max_events, args.max_memory), source, presets
-        )
         progress = SimulationProgress(wanted(args.quiet))
         goodput = Progress(wanted(args.quiet), "goodput", unit="Monte Carlo run")
         started = time.monotonic()
@@ -130,6 +127,12 @@ class RunCommand(Command):
             progress.close()
             goodput.close()
         wall = time.monotonic() - started
+        chosen = {key: c.value for key, c in (result.typed_summary.auto_choices or {}).items()}
+        resolved = resolved_yaml(  # what auto chose written in, so that it runs alike
+            with_limit(with_choices(anchored, chosen), args.max_events, args.max_memory),
+            source,
+            presets,
+        )
         _warn_memory(result.typed_summary)
         written = result.write(
             out_dir, "-o" if given else "output folder", resolved, output_modes(args)
@@ -199,6 +202,8 @@ def _print_summary(result: Any, wall_s: float) -> None:
         _print_goodput(s.resilience)
     if s.memory is not None:
         out(memory_line(s.memory))
+    for line in auto_lines(s.auto_choices):
+        out(line)
     if s.tcp is not None:
         tcp = s.tcp
         out(

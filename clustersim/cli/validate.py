@@ -16,6 +16,7 @@ from .base import (
     nic_transport_phrase,
     out,
 )
+from .headline import auto_lines
 
 
 class ValidateCommand(Command):
@@ -63,6 +64,8 @@ class ValidateCommand(Command):
                     out(f"    {phrase}")
             out(f"    {_work_line(prepared)}")
             out(f"    {_memory_line(prepared)}")
+            for line in auto_lines(prepared.strategy.auto_choices):
+                out(f"    {line}")
         if bad:
             print(f"{bad} of {len(args.files)} file(s) invalid", file=sys.stderr)
             return EXIT_BAD_INPUT

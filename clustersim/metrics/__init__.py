@@ -29,6 +29,7 @@ from .parts import (
     canonical_value,
 )
 from .summary import (
+    AutoChoice,
     EngineCounters,
     LinkFailureCounters,
     MemoryBlock,
@@ -54,6 +55,7 @@ from .training import (
 from .usage import UsageSummary, usage_summary
 
 __all__ = [
+    "AutoChoice",
     "BUBBLE_FRACTION",
     "BatchShares",
     "UsageSummary",

@@ -5,7 +5,9 @@ Its keys, in order: the :class:`RunHeader` (every run), the strategy's part
 ``workload``), the usage keys (:class:`~clustersim.metrics.usage.UsageSummary`: ``mfu``,
 ``tokens_per_s``, ``time_to_train_s``, ``gpu_hours``, ``cost``, training runs that can
 compute them), the goodput keys (:class:`~clustersim.metrics.goodput.GoodputSummary`,
-training runs with failures, checkpoints or a job length), ``memory`` (training strategies that model memory),
+training runs with failures, checkpoints or a job length), ``auto_choices`` (what the
+training strategies chose for the keys the scenario left to them: :class:`AutoChoice`),
+``memory`` (training strategies that model memory),
 ``devices``, ``busiest_links``, ``engine``, in a folded run folder ``folded``
 (:mod:`.folding`) and, where the NICs run TCP, ``tcp`` (:mod:`.transport`).  ``Summary.from_dict`` reads a
 summary.json back into the same types, so reports, plan, sweep, golden and
@@ -118,6 +120,43 @@ class MemoryBlock(SummaryPart):
 
 
 @dataclass(frozen=True)
+class AutoChoice(SummaryPart):
+    """One entry of ``auto_choices``: what a training strategy chose for a scenario key left
+    to it (``auto``, or not written), keyed by that key's path (``training.recompute``,
+    ``pipeline.chunks``, ``pipeline.stage_layers``, ``parallelism.sequence_parallel``).
+    ``scenario.resolved.yaml`` writes ``value`` at that path, so it runs to the same result."""
+
+    value: Any
+    """The value chosen, as the scenario would write it (a mode, a count, a list)."""
+    reason: str
+    """Why, in one sentence (the rule, or the memory and time that decided it)."""
+
+    def value_text(self) -> str:
+        """The value for people: a list with runs of equal entries folded
+        (``[7, 8 x 14, 7]``), booleans as YAML writes them."""
+        value = self.value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if not isinstance(value, list):
+            return str(value)
+        runs: list[list[Any]] = []
+        for item in value:
+            if runs and runs[-1][0] == item:
+                runs[-1][1] += 1
+            else:
+                runs.append([item, 1])
+        return (
+            "["
+            + ", ".join(f"{v} x {n}" if n > 2 else ", ".join([str(v)] * n) for v, n in runs)
+            + "]"
+        )
+
+    def line(self, key: str) -> str:
+        """``pipeline.chunks = 4: the fastest that fits ...``."""
+        return f"{key} = {self.value_text()}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class Summary(SummaryPart):
     """A whole summary.json; strategy fields read through (``summary.iteration_time_s``)."""
 
@@ -127,6 +166,8 @@ class Summary(SummaryPart):
     """MFU, tokens/s, time to train, GPU-hours, cost (None: none computable)."""
     resilience: GoodputSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
     """The whole job under failures and checkpoints (None: nothing to predict)."""
+    auto_choices: dict[str, AutoChoice] | None = field(default=None, metadata=OPTIONAL)
+    """Scenario key path -> what the strategy chose for it (None: nothing was chosen)."""
     memory: MemoryBlock | None = field(default=None, metadata=OPTIONAL)
     devices: dict[str, DeviceTimes] = field(default_factory=dict)
     busiest_links: list[LinkLoad] = field(default_factory=list)
@@ -149,6 +190,7 @@ class Summary(SummaryPart):
             strategy,
             rest.usage,
             rest.resilience,
+            rest.auto_choices,
             rest.memory,
             rest.devices,
             rest.busiest_links,
@@ -200,6 +242,7 @@ class _Frame(SummaryPart):
 
     usage: UsageSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
     resilience: GoodputSummary | None = field(default=None, metadata=OPTIONAL_SPLICE)
+    auto_choices: dict[str, AutoChoice] | None = None
     memory: MemoryBlock | None = None
     devices: dict[str, DeviceTimes] = field(default_factory=dict)
     busiest_links: list[LinkLoad] = field(default_factory=list)

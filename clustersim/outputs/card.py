@@ -5,8 +5,9 @@ FLOP rates) or is a percentage or a count with its unit, so the page never
 shows a bare summary value whose unit is a guess.
 
 * :func:`header_card` -- scenario, cluster, strategy, iteration time,
-  throughput, MFU, bubble, peak memory against capacity, and, when the summary
-  has them, tokens/s, time to train, GPU-hours and cost.
+  throughput, MFU, bubble, peak memory against capacity, what ``auto`` chose (each
+  scenario key it set, its value and why), and, when the summary has them, tokens/s,
+  time to train, GPU-hours and cost.
 * :func:`device_table` -- one row per worker, sorted by bubble (most idle
   first) and folded to the top and bottom :data:`DEVICE_ROWS_SHOWN` rows; the
   whole table is ``devices.csv`` beside report.html (:func:`.devices.devices_csv`).
@@ -109,6 +110,8 @@ def header_card(
                 f"({percent(share)}, {m.peak_device}; {fits})",
             )
         )
+    for key, choice in (summary.auto_choices or {}).items():  # what auto chose, and why
+        items.append((f"auto: {key}", f"{choice.value_text()} ({choice.reason})"))
     simulated, total = data.get("workers_simulated"), data.get("workers_total")
     if isinstance(simulated, int) and isinstance(total, int) and simulated < total:
         items.append(("simulated", f"{simulated} of {total} workers (one replica)"))

@@ -203,7 +203,7 @@ def tensor_mode_problems(
                 "a transformer model (a preset such as gpt3-1.3b, or model.transformer)",
             )
         )
-    if sequence_parallel:
+    if sequence_parallel and not cls.sequence_parallel:
         out.append(
             Problem(
                 "parallelism.sequence_parallel",
@@ -323,21 +323,25 @@ def micro_batch_size_problem(global_batch: int, dp: int, micro_batches: int) -> 
 
 
 def stage_split_problem(
-    blocks: int, pp: int, chunks: int, transformer: bool, balanced: bool = False
+    blocks: int, pp: int, chunks: int, transformer: bool, uneven: bool = False
 ) -> Problem | None:
     """Why a model cannot be split into ``pp`` x ``chunks`` virtual stages without
-    ``pipeline.stage_layers``, or None: a transformer's ``blocks`` go l / (p v) to each
-    (Megatron-LM); any other model, and any model split by ``pipeline.stages: balanced``,
-    needs at least one of its ``blocks`` (transformer blocks, or layers) per stage."""
+    ``pipeline.stage_layers``, or None: with ``pipeline.stages: even`` a transformer's
+    ``blocks`` go l / (p v) to each (Megatron-LM); any other model, and any model whose
+    split may be ``uneven`` (``pipeline.stages: auto``, Megatron-Core's split, or
+    ``balanced``), needs at least one of its ``blocks`` (transformer blocks, or layers) per
+    stage."""
     parts = pp * chunks
-    if transformer and not balanced:
+    if transformer and not uneven:
         if blocks % parts == 0:
             return None
         what = f"pp {pp} x chunks {chunks}" if parts != pp else f"pp {pp}"
         return Problem(
             "parallelism.pp",
-            f"the model's {blocks} transformer layers do not divide into {what} = {parts} stages",
-            f"pp x chunks dividing {blocks}, or pipeline.stage_layers",
+            f"the model's {blocks} transformer layers do not divide into {what} = {parts} "
+            "stages (pipeline.stages: even)",
+            f"pp x chunks dividing {blocks}, pipeline.stages: auto (Megatron-Core's split: "
+            "fewer layers on the first and last stage), or pipeline.stage_layers",
         )
     if blocks >= parts:
         return None

@@ -4,6 +4,8 @@
 * :func:`minimax_split` -- stages of their own speed and memory (``pipeline.stages:
   balanced`` on a mixed cluster): each stage prices a run of layers with its own cost
   function, and the split minimises the slowest stage, within each stage's memory;
+* :func:`megatron_blocks` -- a transformer's blocks as Megatron-Core splits them where they
+  do not divide (``pipeline.stages: auto``): the first and last stage take fewer;
 * :func:`check_stage_layers` -- a split given as ``pipeline.stage_layers`` fits the model.
 """
 
@@ -250,6 +252,41 @@ def _most_even(
                 following[end] = (total, [*before[1], end - first])
         best = following
     return best[units][1]
+
+
+def megatron_blocks(blocks: int, parts: int) -> list[int]:
+    """Transformer blocks per (virtual) stage, input first, as Megatron-Core splits ``blocks``
+    over ``parts`` stages where they need not divide (``pipeline.stages: auto``).
+
+    Megatron-Core gives every middle stage the same count ``m`` and the first and last stage
+    their own (``num_layers_in_first_pipeline_stage``, ``num_layers_in_last_pipeline_stage``),
+    or counts the embedding and the loss as one layer each on those stages
+    (``account_for_embedding_in_pipeline_split``, ``account_for_loss_in_pipeline_split``);
+    Llama 3 405B ran its 126 blocks over 16 stages as [7, 8 x 14, 7] (Llama 3 paper,
+    section 3.3.2).  Here: the smallest ``m`` >= blocks / parts that leaves the first and last
+    stage between 1 and ``m`` blocks, their sum split as evenly as it goes, the first the
+    smaller (it holds the most micro-batches in flight under 1F1B).  Blocks that divide
+    give equal stages; blocks + 2 that divide give Megatron-Core's accounted split.  Where no
+    such ``m`` exists (fewer than about two blocks per stage), the blocks as even as they go,
+    the extra ones on the middle stages nearest the end.  ValueError below one block per
+    stage.
+    """
+    if parts < 1 or blocks < parts:
+        raise ValueError(f"cannot split {blocks} blocks into {parts} stages")
+    if parts == 1:
+        return [blocks]
+    middle = parts - 2
+    least = -(-blocks // parts)  # ceil(blocks / parts)
+    most = (blocks - 2) // middle if middle else blocks
+    if least <= most:
+        ends = blocks - least * middle
+        first = ends // 2
+        return [first, *[least] * middle, ends - first]
+    counts = [blocks // parts] * parts
+    order = [*range(parts - 2, 0, -1), parts - 1, 0]  # middle stages from the end, then the ends
+    for i in order[: blocks % parts]:
+        counts[i] += 1
+    return counts
 
 
 def check_stage_layers(stage_layers: Sequence[int], layers: int, stages: int) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,6 +257,15 @@ def load_with_settings(
     doc = apply_settings(read_document(path), settings, source)
     scenario = parse_scenario(doc, described(source, [s.text() for s in settings]))
     return doc, scenario
+
+
+def with_choices(doc: dict[str, Any], choices: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``doc`` with each of ``choices`` (key path -> value: what ``auto`` chose,
+    summary.json's ``auto_choices``) written at its path, the mappings on the way created."""
+    out = doc
+    for key, value in choices.items():
+        out = set_path(out, parse_key_path(key, "auto_choices"), value)
+    return out
 
 
 def resolved_yaml(doc: dict[str, Any], source: str = "", presets: Sequence[str] = ()) -> str:

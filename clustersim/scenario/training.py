@@ -41,6 +41,21 @@ TpModeName = plugin_name("tp-modes")
 """The name of a registered tensor-parallel mode (``clustersim list tp-modes``)."""
 
 
+RecomputeMode = Literal["none", "selective", "full"]
+"""A recomputation mode, least recomputation first."""
+RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+"""The recomputation modes in the order ``recompute: auto`` tries them."""
+Recompute = Annotated[
+    Literal["auto"] | RecomputeMode | Annotated[list[RecomputeMode], Field(min_length=1)],
+    BeforeValidator(lambda value: "auto" if value is None else value),
+]
+"""``training.recompute``: ``auto``, one mode, or one mode per pipeline stage."""
+SequenceParallel = Bool | Literal["auto"]
+"""``parallelism.sequence_parallel``: true, false or ``auto`` (on wherever tp > 1)."""
+Chunks = Count | Literal["auto"]
+"""``pipeline.chunks``: a whole number >= 1, or ``auto`` (the fastest that fits)."""
+
+
 class MemorySpec(_Spec):
     """How device memory is accounted beyond model states and activations."""
 
@@ -104,10 +119,15 @@ class TrainingSpec(_Spec):
     global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``."""
     offload: OffloadSpec | None = None
     """Offload of optimizer states and/or activations to CPU memory (hybrid strategy)."""
-    recompute: Literal["none", "selective", "full"] | None = None
+    recompute: Recompute = "auto"
     """Activation recomputation: none, selective (attention scores and softmax, Korthikanti
     et al. 2022) or full (each transformer block re-runs its forward in backward; only block
-    inputs are stored).  Default: full if ``pipeline.recompute`` is true, else none."""
+    inputs are stored); in the pipeline strategy also a list of one mode per pipeline stage,
+    input first.  ``auto`` (default; null reads as auto): full if ``pipeline.recompute`` is
+    true; else for a transformer the least recomputation (none, then selective, then full,
+    per pipeline stage) with which every GPU fits its memory, as a tuned production run
+    chooses it (``auto_choices`` in summary.json says what was chosen; full where nothing
+    fits, and the run is marked as not fitting); a list of layers: none."""
     memory: MemorySpec = MemorySpec()
     """Memory accounting: ``fragmentation`` allowance, communication ``buffers``, the CUDA
     ``context`` and how model ``states`` are kept."""
@@ -333,9 +353,11 @@ class ParallelismSpec(_Spec):
     ``cp`` may be listed; when it is not it comes right after ``tp``."""
     allow_cross_node_tp: Bool = False
     """Allow a tensor-parallel group to span nodes (normally an error: TP needs NVLink)."""
-    sequence_parallel: Bool = False
-    """Megatron sequence parallelism: reduce-scatter + all-gather in place of each TP all-reduce;
-    layer-norm and dropout activations are split over the TP group."""
+    sequence_parallel: SequenceParallel = "auto"
+    """Megatron sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather in
+    place of each TP all-reduce; layer-norm and dropout activations are split over the TP
+    group.  ``auto`` (default): on wherever tp > 1 with the 1-D mode, as Megatron-Core's and
+    NeMo's recipes run it; ``false`` keeps it off."""
     ep: Count = 1
     """Expert-parallel degree (Megatron-Core): the experts of an MoE model spread over ep
     ranks of each data-parallel group; must divide dp and the number of experts."""
@@ -401,18 +423,28 @@ class PipelineSpec(_Spec):
     1f1b: PipeDream-Flush; interleaved: 1F1B over ``chunks`` model chunks per device."""
     micro_batches: Count = 8
     """Micro-batches per iteration (the global batch is split among them)."""
-    chunks: Count = 1
-    """interleaved: model chunks per device (v)."""
+    chunks: Chunks = "auto"
+    """interleaved: model chunks per device (v).  ``auto`` (default): the schedule's own count
+    where it has one (1; zb-v 2); interleaved: the depth (2 or more) dividing the model's
+    blocks over the stages that is fastest by the simulator's analytical pipeline timeline
+    and fits memory (``pipeline.stage_layers`` given: its length / pp)."""
     recompute: Bool = False
-    """Activation recomputation: backward re-runs the forward; only stage inputs are stored."""
+    """Activation recomputation, the older key: true is ``training.recompute: full``, false
+    (written) ``none``; not written: ``training.recompute`` decides."""
     stage_layers: list[Count] | None = None
     """Layers per stage (virtual stage for interleaved), input first, any counts adding up to
     the model's layers (a layer with ``repeat: n`` counts n times); default: as ``stages``
     says."""
-    stages: Literal["even", "balanced"] = "even"
-    """How the layers are split over the stages when ``stage_layers`` is not given.  even
-    (default): a transformer's blocks l / (pp x chunks) per stage, the embedding on the
-    first, the head on the last (Megatron-LM); any other model's layers balanced by FLOPs.
+    stages: Literal["auto", "even", "balanced"] = "auto"
+    """How the layers are split over the stages when ``stage_layers`` is not given.  auto
+    (default): as even where a transformer's blocks divide into pp x chunks; where they do
+    not, Megatron-Core's split: the embedding and the head count as one block each on the
+    first and last stage (``account_for_embedding_in_pipeline_split``,
+    ``account_for_loss_in_pipeline_split``), so those take fewer blocks -- Llama 3 405B's
+    126 blocks over 16 stages are [7, 8 x 14, 7] (:func:`~clustersim.parallel.stages.megatron_blocks`).
+    even: a transformer's blocks l / (pp x chunks) per stage, the embedding on the
+    first, the head on the last (Megatron-LM), refused where they do not divide; any other
+    model's layers balanced by FLOPs.
     balanced: whole blocks (layers) by the speed and memory of each stage's devices -- the
     slowest stage as fast as it can be, within each stage's memory (the slowest replica's
     GPUs set a stage's pace; docs/mixed-clusters.md, "Balancing pipeline stages")."""

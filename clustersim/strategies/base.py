@@ -24,6 +24,7 @@ from ..budget import (
     estimate_memory,
 )
 from ..errors import Problem, ScenarioError
+from ..metrics import AutoChoice
 from ..registry import Registered, Registry
 from .written_keys import DATA_PARALLEL_READS, dp_problems, unread_problems
 
@@ -91,6 +92,9 @@ class Strategy(Registered):
         self.config = config
         self.scenario = scenario
         self.topology = topology
+        self.auto_choices: dict[str, AutoChoice] = {}
+        """What the strategy chose for the keys the scenario left to it, by key path
+        (:mod:`clustersim.strategies.auto`; summary.json's ``auto_choices``)."""
 
     def continues_without_workers(self) -> bool:
         """Whether training can go on when workers fail (``recovery.elastic``): False

@@ -77,6 +77,7 @@ from ..parallel.batch_shares import Ranks, rank_label, share_out
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from . import training
+from .auto import choose_recompute
 from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .kernel_times import LayerTimes
@@ -138,6 +139,9 @@ class DataParallel(TrainingStrategy):
         self.calls = [self._call(b.nbytes) for b in self.buckets]
         largest = max(self.calls, key=lambda c: c.size_bytes)
         check_call(largest, self.topology, "data_parallel.allreduce.algorithm")
+        choose_recompute(self)  # on the shares without recomputation; by speed: shared again
+        if spec.balance == "speed" and self.train.recompute != "none":
+            self.samples, self.batch_shares = share_batch(self, spec.balance, fixed_s=step_s)
 
     def _select_workers(self, spec: DataParallelSpec) -> tuple[str, ...]:
         """Devices of ``data_parallel.workers``; when not given, every GPU (else every device)."""
@@ -194,7 +198,7 @@ class DataParallel(TrainingStrategy):
     def start(self, sim: Simulation) -> None:
         self.clock = training.IterationClock.new()
         self._sync = BucketSync(sim, self)
-        self.layer_times = LayerTimes.of_workers(self, self.train.recompute or "none")
+        self.layer_times = LayerTimes.of_workers(self, self.train.recompute)
         for rank, device in enumerate(self.workers):
             sim.process(self._worker(sim, rank, device))
 
@@ -226,7 +230,7 @@ class DataParallel(TrainingStrategy):
         )
         nbytes = [b.nbytes for b in self.buckets]
         flops = training.flops_per_iteration(
-            self.model, self.train.global_batch, self.train.recompute or "none"
+            self.model, self.train.global_batch, self.train.recompute
         )
         return DataParallelSummary(
             times=measured.times,
@@ -270,7 +274,8 @@ def share_batch(
     if balance == "even":
         return training.split_batch(strategy.train.global_batch, workers), None
     devices = [strategy.topology.devices[w] for w in workers]
-    times = LayerTimes.of_workers(strategy, strategy.train.recompute or "none")
+    recompute = strategy.train.recompute
+    times = LayerTimes.of_workers(strategy, "none" if recompute == "auto" else recompute)
 
     def seconds_of(rank: int) -> Callable[[int], float]:
         device, model = devices[rank], times.run_model

@@ -113,8 +113,22 @@ def unread_problems(scenario: Any, strategy: str, reads: Iterable[str]) -> list[
             hint_for(key),
         )
         for key, value, default in written_keys(scenario)
-        if value != default and not _covered(key, reads)
+        if value != default and not _covered(key, reads) and not _former_default(key, value)
     ]
+
+
+FORMER_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "parallelism.sequence_parallel": (False,),
+    "training.recompute": ("none",),
+}
+"""Keys whose default became ``auto`` (issue 41), with the values that were their defaults
+before: written in a scenario whose strategy does not read the key, such a value still
+changes nothing (a data-parallel run has no tensor parallelism to split), so it is not
+refused as ignored."""
+
+
+def _former_default(key: str, value: Any) -> bool:
+    return any(value == former for former in FORMER_DEFAULTS.get(key, ()))
 
 
 def dp_problems(scenario: Any, workers: int) -> list[Problem]:

@@ -111,6 +111,7 @@ from ..parallel import rules
 from ..scenario import DataParallelSpec
 from ..units import format_size
 from . import training
+from .auto import choose_recompute
 from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .data_parallel import DataParallel, iteration_work, share_batch, shares_text, workers_memory
@@ -231,14 +232,17 @@ class Zero(TrainingStrategy):
         self.workers = self._select_workers(spec)
         self._check_batch()
         self.sync = spec.allreduce
-        self.recompute = self.train.recompute or "none"
-        self.run_model = training.with_recompute(self.model, self.recompute)
         self.buckets = training.make_buckets(self.model, self.sync.bucket, self.train.precision)
         self.samples, self.batch_shares = share_batch(self, spec.balance, self.micro_batches)
         self.calls = [self._call("reducescatter", b.nbytes) for b in self.buckets]
         self.steps = stage3_steps(self.model) if self.stage >= 3 else []
         self.gathers = self._gather_calls()
         self._check_algorithm()
+        choose_recompute(self)  # on the shares without recomputation; by speed: shared again
+        if spec.balance == "speed" and self.train.recompute != "none":
+            self.samples, self.batch_shares = share_batch(self, spec.balance, self.micro_batches)
+        self.recompute = self.train.recompute
+        self.run_model = training.with_recompute(self.model, self.recompute)
 
     def _check_batch(self) -> None:
         self.check_batch_covers(len(self.workers))

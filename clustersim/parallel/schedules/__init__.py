@@ -34,6 +34,7 @@ from .base import (
     dependency,
     ideal_timeline,
     make_schedule,
+    played_timeline,
     registered_schedules,
     schedule_modules,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "Schedule",
     "dependency",
     "ideal_timeline",
+    "played_timeline",
     "make_schedule",
     "registered_schedules",
     "schedule_modules",

@@ -40,6 +40,7 @@ layer counts (``pipeline.stage_layers``).
 from __future__ import annotations
 
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -56,6 +57,7 @@ __all__ = [
     "dependency",
     "ideal_timeline",
     "make_schedule",
+    "played_timeline",
     "registered_schedules",
     "schedule_modules",
 ]
@@ -230,14 +232,33 @@ def ideal_timeline(
     ended.  Raises ValueError when the schedule deadlocks (its dependencies form a
     cycle).
     """
-    p, v = schedule.stages, schedule.chunks
-    lists = [schedule.operations(s) for s in range(p)]
     cost = {
         FORWARD: forward_s,
         BACKWARD: backward_s + weight_s,
         BACKWARD_INPUT: backward_s,
         BACKWARD_WEIGHT: weight_s,
     }
+    return played_timeline(schedule, lambda _stage, op: cost[op.kind])
+
+
+OpSeconds = Callable[[int, Op], float]
+"""``seconds(device stage, op)``: how long an operation computes (seconds)."""
+HopSeconds = Callable[[int, int], float]
+"""``seconds(from virtual stage, to virtual stage)``: how long what one sends the other
+travels (seconds; 0 within a virtual stage)."""
+
+
+def played_timeline(
+    schedule: Schedule, seconds: OpSeconds, hop: HopSeconds | None = None
+) -> dict[tuple[int, Op], tuple[float, float]]:
+    """Start and end (s) of every operation of one iteration: each device runs its
+    operations in order, each as soon as its device is free and its dependency
+    (:func:`dependency`) has ended and its activation or gradient has travelled ``hop``
+    from the dependency's virtual stage (default: free).  :func:`ideal_timeline` with times
+    of its own per operation and transfers that take time -- the analytical pipeline model
+    ``pipeline.chunks: auto`` prices its candidates with.  ValueError on a deadlock."""
+    p, v = schedule.stages, schedule.chunks
+    lists = [schedule.operations(s) for s in range(p)]
     position = [0] * p
     free = [0.0] * p
     end: dict[tuple[int, Op], float] = {}
@@ -251,8 +272,14 @@ def ideal_timeline(
                 dep = dependency(schedule, s, op)
                 if dep is not None and dep not in end:
                     break
-                start = max(free[s], end[dep] if dep is not None else 0.0)
-                free[s] = start + cost[op.kind]
+                ready = 0.0
+                if dep is not None:
+                    ready = end[dep]
+                    k, before = (schedule.virtual_stage(x, o.chunk) for x, o in ((s, op), dep))
+                    if hop is not None and before != k:
+                        ready += hop(before, k)
+                start = max(free[s], ready)
+                free[s] = start + seconds(s, op)
                 end[s, op] = free[s]
                 out[s, op] = (start, free[s])
                 position[s] += 1

@@ -92,6 +92,10 @@ class TensorParallelMode(Registered):
     )
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    sequence_parallel: ClassVar[bool] = False
+    """Whether the mode runs Megatron's sequence parallelism (its 1-D split does; a grid that
+    splits every activation itself has none to run): ``parallelism.sequence_parallel`` true is
+    refused otherwise, and ``auto`` leaves it off."""
 
     def __init__(self, tp: int, depth: int = 1) -> None:
         self.tp = tp

@@ -23,6 +23,7 @@ class Megatron1D(TensorParallelMode):
 
     name = "1d"
     description = "Megatron-LM (Shoeybi et al. 2019): an all-reduce per layer and pass"
+    sequence_parallel = True
 
     def layer_collectives(
         self,

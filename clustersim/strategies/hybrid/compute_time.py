@@ -34,16 +34,20 @@ class StageTimes:
         model: training.Model,
         stage_layers: Sequence[tuple[int, int]],
         tp: int,
-        recompute: str,
+        recompute: str | Sequence[str],
         base_dir: Path,
         devices: Sequence[Device] = (),
     ) -> None:
-        """``devices``: the workers, whose compute models (and kernels files) are read now,
+        """``recompute``: one mode for every stage, or each stage's (stages differ);
+        ``devices``: the workers, whose compute models (and kernels files) are read now,
         before the simulation runs, so that a bad file is a ScenarioError, not a failed run."""
         self.model = model
         self.stage_layers = stage_layers
         self.models = DeviceModels(base_dir)
-        self.kernels = LayerKernels(model, tp, recompute)
+        modes = [recompute] * len(stage_layers) if isinstance(recompute, str) else recompute
+        by_mode = {mode: LayerKernels(model, tp, mode) for mode in sorted(set(modes))}
+        self.kernels_of = [by_mode[mode] for mode in modes]
+        """Per stage: the kernels of its layers with its recomputation."""
         self._cache: dict[tuple[Any, ...], float | None] = {}
         self._operations: dict[tuple[int, bool, int], list[Operation]] = {}
         if model.transformer is not None:
@@ -62,7 +66,7 @@ class StageTimes:
         if found is None:
             first, count = self.stage_layers[k]
             layers = self.model.layers[first : first + count]
-            found = self._operations[key] = self.kernels.of_layers(layers, forward, b)
+            found = self._operations[key] = self.kernels_of[k].of_layers(layers, forward, b)
         return found
 
     def seconds(self, device: Device, k: int, forward: bool, b: float) -> float | None:

@@ -148,7 +148,7 @@ class ContextParallel:
         if ring is None or layers == 0:
             return 0.0
         mb = self.micro_batch
-        recompute = self.recompute
+        recompute = self.recompute_of(plan.index)
         byte_passes, flop_passes = ring.passes(backward, recompute)
         nbytes = layers * ring.layer_bytes(mb, backward, recompute)
         flops = layers * ring.steps * ring.block_flops * mb * flop_passes
@@ -215,7 +215,7 @@ class ContextParallel:
             ring_steps=ring.steps,
             step_bytes=ring.step_bytes * mb,
             bytes_per_layer_forward=ring.layer_bytes(mb, False),
-            bytes_per_layer_backward=ring.layer_bytes(mb, True, self.recompute),
+            bytes_per_layer_backward=ring.layer_bytes(mb, True, self.recompute_of(0)),
             compute_step_s=self._block_seconds(devices[0], 0, False, ring.block_flops * mb)
             or work_seconds(device, flops=ring.block_flops * mb),
             transfer_step_s=ring.step_bytes * mb / rate,

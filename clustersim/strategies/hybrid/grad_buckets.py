@@ -106,7 +106,7 @@ def plan_buckets(layout: Any, bucket_params: float, bucketed: bool) -> dict[int,
             if sum(per_gpu) <= 0:
                 continue
             backward = [
-                layer_backward_flops(model, model.layers[i], layout.recompute) for i in layers
+                layer_backward_flops(model, model.layers[i], layout.recompute_of(k)) for i in layers
             ]
             forward = [model.layers[i].forward_flops for i in layers]
             limit = bucket_params if bucketed and s == c == 0 else None

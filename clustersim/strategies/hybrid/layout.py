@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Any
+
 from ...collectives import CollectiveCall, check_call
 from ...errors import Problem, ScenarioError
 from ...parallel import rules
 from ...parallel.placement import place
 from ...parallel.schedules import Schedule
-from ...parallel.stages import balanced_split, check_stage_layers
+from ...parallel.stages import balanced_split, check_stage_layers, megatron_blocks
 from ...parallel.tensor_parallel import SPLIT_KINDS
 from ...parallel.tp_modes import GridCollective, GridTimer, TensorParallelMode, tp_mode
 from ...scenario import DataParallelSpec, ParallelismSpec, PipelineSpec
-from .. import training
+from .. import auto, training
 from ..base import TrainingStrategy
 from ..written_keys import unread_problems
 from . import experts as moe
 from . import recipes
 from .accounting import stage_link_sharing
+from .auto import choose, chunk_candidates, heaviest, record_split, stage_modes
 from .balance import StageBalance, balance_stages, units_of
 from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
@@ -31,6 +35,13 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
     :class:`~clustersim.strategies.hybrid.strategy.Pipeline` runs it."""
 
     supports_param_gather_overlap = True
+    pins: dict[str, Any] = MappingProxyType({})  # type: ignore[assignment]
+    """What ``auto`` chose (``chunks``, ``recompute`` per stage), pinned for the layout's
+    next checks (:func:`.auto.choose`); empty until it chooses."""
+    chunk_candidates: list[int]
+    """The depths ``pipeline.chunks`` may take (one: nothing to choose)."""
+    recompute_left: bool = False
+    """``training.recompute`` was left to ``auto``."""
     balance: StageBalance | None = None
     """``pipeline.stages: balanced``: the split found and its stage times (None: not asked,
     or not found yet)."""
@@ -60,7 +71,15 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         scenario = self.scenario
         self.load_training()
         self.pipe = scenario.pipeline or PipelineSpec()
-        self.parallelism = parallelism = scenario.parallelism or ParallelismSpec()
+        parallelism = scenario.parallelism or ParallelismSpec()
+        mode = TensorParallelMode.registry.lookup(parallelism.tp_mode, "parallelism.tp_mode")
+        on, chosen = auto.sequence_parallel(
+            parallelism.sequence_parallel, parallelism.tp, mode.name, mode.sequence_parallel
+        )
+        self.parallelism = parallelism = parallelism.model_copy(update={"sequence_parallel": on})
+        """``parallelism`` with ``sequence_parallel`` resolved (``auto``: on where tp > 1)."""
+        if chosen is not None:
+            self.auto_choices[auto.SEQUENCE_PARALLEL_KEY] = chosen
         transformer = self.model.transformer is not None
         self.zero = recipes.default_zero_stage(scenario, transformer, spec.allreduce.algorithm)
         self.state_accounting = recipes.state_accounting(self.train, transformer, self.zero)
@@ -93,7 +112,10 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         self.grid = [[group[0] for group in replica] for replica in self.groups]
         self.schedule = self._make_schedule()
         self.micro_batch = self._micro_batch_size()
-        self.recompute = self._recompute_mode()
+        self.stage_recompute = self._recompute_modes()
+        """Per device stage: its recomputation (none, selective, full)."""
+        self.recompute = heaviest(self.stage_recompute)
+        """The most recomputing stage's mode (every stage's, unless they differ)."""
         self.stage_layers = self._split()
         self.options = StageOptions(
             self.recompute,
@@ -102,7 +124,9 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
             training.BYTES_PER_VALUE[self.train.precision],
             self.tp_mode,
         )
-        self.plans = plan_stages(self.model, self.stage_layers, self.options)
+        self.plans = plan_stages(
+            self.model, self.stage_layers, self.options, self.virtual_recompute()
+        )
         self.experts = moe.plan_experts(self)
         self._ep_costs: dict[tuple[int, int], float] = {}
         """(first replica of an ep group, stage) -> seconds of one dispatch all-to-all."""
@@ -133,6 +157,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         self._check_offload()
         self.dp_sharing = stage_link_sharing(self.topology, self.calls)
         self._balance()
+        choose(self)  # pipeline.chunks and training.recompute left to auto: check again if pinned
 
     def _grad_buckets(self) -> dict[int, list[GradBucket]]:
         """Per device stage, the gradient buckets the overlapped recipes sync (none when
@@ -239,14 +264,20 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         return int(m), "training.micro_batch"
 
     def _make_schedule(self) -> Schedule:
-        """The schedule, after its rule of one micro-batch per stage if it has one."""
+        """The schedule, after its rule of one micro-batch per stage if it has one; its chunks
+        as written, pinned by ``auto`` (:mod:`.auto`), or the first candidate until then."""
         m, key = self._micro_batches()
         name = self.pipe.schedule
         kind = Schedule.registry.lookup(name, "pipeline.schedule")
         if kind.micro_batch_per_stage:
             rules.enforce(rules.micro_batch_per_stage_problem(name, self.pp, m, key))
-        given = "chunks" in self.pipe.model_fields_set
-        return kind(self.pp, m, self.pipe.chunks if given else kind.default_chunks)
+        chunks = self.pipe.chunks
+        if chunks == auto.AUTO:
+            self.chunk_candidates = chunk_candidates(self, kind, m)
+            chunks = self.pins.get("chunks", self.chunk_candidates[0])
+        else:
+            self.chunk_candidates = [chunks]
+        return kind(self.pp, m, chunks)
 
     def _micro_batch_size(self) -> float:
         """Samples per micro-batch: global batch / dp / m."""
@@ -254,30 +285,17 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         rules.enforce(rules.micro_batch_size_problem(self.train.global_batch, self.dp, m))
         return self.train.global_batch / self.dp / m
 
-    def _recompute_mode(self) -> str:
-        """``training.recompute``, else full when ``pipeline.recompute`` is true, else none."""
-        given = self.train.recompute
-        legacy = self.pipe.recompute
-        if given is None:
-            return "full" if legacy else "none"
-        if legacy and given != "full":
-            raise ScenarioError(
-                Problem(
-                    "training.recompute",
-                    f"{given}, but pipeline.recompute is true (full recomputation)",
-                    "one of the two keys, or training.recompute: full",
-                )
-            )
-        if given == "selective" and self.model.transformer is None:
-            raise ScenarioError(
-                Problem(
-                    "training.recompute",
-                    "selective recomputation recomputes attention scores; this model is a "
-                    "list of layers",
-                    "none or full, or a transformer model",
-                )
-            )
-        return given
+    def _recompute_modes(self) -> list[str]:
+        """Per device stage: ``training.recompute`` as written, or ``auto``'s (:func:`.auto.stage_modes`)."""
+        return stage_modes(self)
+
+    def recompute_of(self, k: int) -> str:
+        """The recomputation of virtual stage ``k`` (its device stage's)."""
+        return self.stage_recompute[self.schedule.device_of(k)[0]]
+
+    def virtual_recompute(self) -> list[str]:
+        """Per virtual stage, input first: its recomputation."""
+        return [self.recompute_of(k) for k in range(self.schedule.virtual_stages)]
 
     def _split(self) -> list[int]:
         """Layers per virtual stage: as listed, balanced on the stages' devices
@@ -287,17 +305,42 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         if self.pipe.stage_layers is not None:
             check_stage_layers(self.pipe.stage_layers, len(layers), parts)
             return list(self.pipe.stage_layers)
+        if self.pipe.stages == auto.AUTO and parts > 1:
+            return self._auto_split(parts)
+        return self._given_split(parts)
+
+    def _auto_split(self, parts: int) -> list[int]:
+        """``pipeline.stages: auto``: Megatron-Core's split of a transformer's blocks (even
+        where they divide), any other model's layers balanced by FLOPs."""
+        shape = self.model.transformer
+        layers = self.model.layers
+        blocks = shape.layers if shape is not None else len(layers)
+        rules.enforce(
+            rules.stage_split_problem(
+                blocks, self.pp, self.schedule.chunks, shape is not None, True
+            )
+        )
+        if shape is not None:
+            per_stage = megatron_blocks(blocks, parts)
+            return record_split(self, per_stage, self._split_blocks(per_stage))
+        flops = [x.forward_flops + x.backward_flops for x in layers]
+        return record_split(self, None, balanced_split(flops, parts))
+
+    def _given_split(self, parts: int) -> list[int]:
+        """``pipeline.stages: even`` or ``balanced`` (and any one stage)."""
+        layers = self.model.layers
         shape = self.model.transformer
         blocks = shape.layers if shape is not None else len(layers)
         balanced = self.pipe.stages == "balanced"
+        uneven = self.pipe.stages != "even"
         split = rules.stage_split_problem(
-            blocks, self.pp, self.schedule.chunks, shape is not None, balanced
+            blocks, self.pp, self.schedule.chunks, shape is not None, uneven
         )
         rules.enforce(split)
         if balanced:
             return self._split_balanced(parts)
         if shape is not None:
-            return self._split_blocks(parts)
+            return self._split_blocks([blocks // parts] * parts)
         return balanced_split([x.forward_flops + x.backward_flops for x in layers], parts)
 
     def _split_balanced(self, parts: int) -> list[int]:
@@ -324,7 +367,11 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         if shape is None:
             flops = [x.forward_flops + x.backward_flops for x in self.model.layers]
             return balanced_split(flops, parts)
-        return self._split_blocks(parts) if shape.layers % parts == 0 else None
+        return (
+            self._split_blocks([shape.layers // parts] * parts)
+            if shape.layers % parts == 0
+            else None
+        )
 
     def _balance(self) -> None:
         """``pipeline.stages: balanced``: price the stages on their devices (the layout
@@ -335,13 +382,14 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         if self.balance.counts != self.stage_layers:
             self.check()
 
-    def _split_blocks(self, parts: int) -> list[int]:
-        """Megatron-LM's split: l / (p v) blocks per virtual stage, the embedding on the first,
-        the head on the last."""
+    def _split_blocks(self, block_counts: list[int]) -> list[int]:
+        """Layers per virtual stage holding ``block_counts`` transformer blocks each
+        (Megatron-LM's even split, l / (p v) each, or Megatron-Core's uneven one), the
+        embedding on the first, the head on the last."""
         blocks = self.model.transformer.layers
         kinds = [x.kind for x in self.model.layers]
         per_block = sum(1 for k in kinds if k in SPLIT_KINDS) // blocks
-        counts = [per_block * blocks // parts] * parts
+        counts = [per_block * n for n in block_counts]
         counts[0] += sum(1 for k in kinds[: kinds.index("attention")] if k not in SPLIT_KINDS)
         counts[-1] += len(kinds) - sum(counts)
         return counts
@@ -409,7 +457,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         plan = self.plans[k]
         if forward:
             return plan.forward_flops + moe.extra_flops(self, k, False, 1)
-        passes = 2 if self.recompute == "full" else 1
+        passes = 2 if self.recompute_of(k) == "full" else 1
         extra = moe.extra_flops(self, k, True, passes)
         return plan.backward_flops + plan.recompute_flops + extra
 
@@ -482,6 +530,8 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         s = self.schedule
         chunks = f", {s.chunks} chunks" if s.chunks > 1 else ""
         recompute = f", {self.recompute} recompute" if self.recompute != "none" else ""
+        if len(set(self.stage_recompute)) > 1:
+            recompute = f", recompute by stage {'/'.join(self.stage_recompute)}"
         tp = f" x tp {self.tp}" if self.tp > 1 else ""
         tp += f" x cp {self.cp}" if self.cp > 1 else ""
         zero = f", ZeRO-{self.zero}" if self.zero else ""

@@ -132,7 +132,8 @@ class ReplicaBatches:
         layers = [(plan.first_layer, plan.layers) for plan in self.plans]
         folder = scenario_folder(self.scenario.source or "")
         workers = [self.topology.devices[w] for w in self.placement.workers]
-        return StageTimes(self.model, layers, self.tp, self.recompute, folder, workers)
+        modes = self.virtual_recompute()
+        return StageTimes(self.model, layers, self.tp, modes, folder, workers)
 
     def _microbatch_seconds(self: Any, d: int, times: StageTimes) -> float:
         """Seconds of one micro-batch through replica ``d``'s slowest stage: forward and
@@ -157,10 +158,10 @@ class ReplicaBatches:
         and backward (and the forward's again with full recomputation), on replica ``d``."""
         if self.tp == 1:
             return 0.0
-        passes = 2 if self.recompute == "full" else 1
         ops: tuple[Any, ...] = ()
         for k in self._chunks_of(s):
             plan = self.plans[k]
+            passes = 2 if self.recompute_of(k) == "full" else 1
             ops += self._tp_ops(plan, FORWARD) * passes + self._tp_ops(plan, BACKWARD)
         return self.tp_timers[d, s].seconds(ops)
 

@@ -76,7 +76,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             stages=s.stages,
             micro_batches=s.micro_batches,
             chunks=s.chunks,
-            recompute=self.recompute != "none",
+            recompute=any(mode != "none" for mode in self.stage_recompute),
             recompute_mode=self.recompute,
             dp=self.dp,
             tp=self.tp,
@@ -118,6 +118,9 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             recipes=self._recipes_summary(),
             batch_shares=self.batch_shares,
             stage_balance=self._stage_balance(),
+            stage_recompute=list(self.stage_recompute)
+            if len(set(self.stage_recompute)) > 1
+            else None,
         )
 
     def _stage_balance(self) -> StageBalanceBlock | None:
@@ -150,7 +153,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
         for s in range(self.pp):
             tracks = [self.memory[d, s] for d in range(self.simulated)]
             working = None
-            if self.recompute != "none":
+            if self.stage_recompute[s] != "none":
                 working = max(
                     self.plans[k].working_bytes * self.micro_batch / self.cp
                     for k in self._chunks_of(s)

@@ -8,7 +8,7 @@ micro-batches a schedule keeps alive at once.  Units: FLOPs, bytes per sample.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...model.activations import layer_activation_bytes
 from ...parallel.schedules import (
@@ -63,16 +63,23 @@ class StageOptions:
 
 
 def plan_stages(
-    model: training.Model, counts: Sequence[int], options: StageOptions | None = None
+    model: training.Model,
+    counts: Sequence[int],
+    options: StageOptions | None = None,
+    modes: Sequence[str] | None = None,
 ) -> list[StagePlan]:
-    """The virtual stages holding ``counts`` consecutive layers each, input first."""
+    """The virtual stages holding ``counts`` consecutive layers each, input first; ``modes``:
+    each virtual stage's recomputation where the stages differ (default: the options')."""
     opt = options or StageOptions()
     plans: list[StagePlan] = []
     first = 0
     for k, count in enumerate(counts):
         layers = model.layers[first : first + count]
         previous = plans[-1].output_bytes if plans else layers[0].activation_bytes
-        plans.append(_plan(model, k, first, layers, previous, opt))
+        own = (
+            opt if modes is None or modes[k] == opt.recompute else replace(opt, recompute=modes[k])
+        )
+        plans.append(_plan(model, k, first, layers, previous, own))
         first += count
     return plans
 

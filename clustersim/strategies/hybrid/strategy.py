@@ -257,7 +257,8 @@ class Pipeline(HybridReport):
         layers = [(plan.first_layer, plan.layers) for plan in self.plans]
         folder = scenario_folder(self.scenario.source or "")
         workers = [self.topology.devices[w] for w in self.placement.workers]
-        self.stage_times = StageTimes(self.model, layers, self.tp, self.recompute, folder, workers)
+        modes = self.virtual_recompute()
+        self.stage_times = StageTimes(self.model, layers, self.tp, modes, folder, workers)
         self.weight_flops = [  # W's FLOPs per sample of each virtual stage (split schedules)
             split_backward.weight_gradient_flops(self.model, plan)
             if self.schedule.split_backward
@@ -365,7 +366,7 @@ class Pipeline(HybridReport):
             if self.offload is not None:
                 yield from self._await_fetch(sim, d, s, it, (j, op.chunk))
                 self._backward_started(sim, d, s, it, index)
-            passes = 2 if self.recompute == "full" else 1
+            passes = 2 if self.recompute_of(k) == "full" else 1
             if op.kind == BACKWARD:
                 flops = self._pass_flops(k, False) * mb
             else:

@@ -218,7 +218,10 @@ class HybridSummary(FlopTrainingSummary):
     micro_batches: int
     chunks: int
     recompute: bool
+    """Some stage recomputes."""
     recompute_mode: str
+    """none, selective or full: every stage's, or where the stages differ the most
+    recomputing one (``stage_recompute`` lists them)."""
     dp: int
     tp: int
     pp: int
@@ -266,6 +269,9 @@ class HybridSummary(FlopTrainingSummary):
     ``micro_batches`` is the mean per replica)."""
     stage_balance: StageBalanceBlock | None = field(default=None, metadata=OPTIONAL)
     """``pipeline.stages: balanced``: each stage's compute time and pace-setter."""
+    stage_recompute: list[str] | None = field(default=None, metadata=OPTIONAL)
+    """Per device stage, input first: its recomputation, where the stages differ
+    (``training.recompute`` as a list, or ``auto``'s choice)."""
 
     def job_workers(self) -> int:
         return self.workers_total or len(self.workers or [])

@@ -88,8 +88,17 @@ def search_space(scenario: Scenario, topology: Topology | None = None) -> Search
         blocks=blocks,
         global_batch=scenario.training.global_batch,
         allow_cross_node_tp=bool(parallelism and parallelism.allow_cross_node_tp),
-        chunks=pipe.chunks if pipe is not None and pipe.schedule == INTERLEAVED else 1,
+        chunks=_written_chunks(pipe),
     )
+
+
+def _written_chunks(pipe: Any) -> int:
+    """The scenario's own interleaving depth, searched beside the default ones: its written
+    ``pipeline.chunks`` with the interleaved schedule, else 1 (``auto`` is the searched
+    depths' to give)."""
+    if pipe is None or pipe.schedule != INTERLEAVED or not isinstance(pipe.chunks, int):
+        return 1
+    return pipe.chunks
 
 
 def build_cluster(scenario: Scenario) -> Topology:
