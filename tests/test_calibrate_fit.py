@@ -178,3 +178,42 @@ def test_a_hold_out_that_leaves_too_little_to_fit(one_node) -> None:
     path, _ = one_node
     with pytest.raises(ScenarioError, match="leaves 0 point"):
         calibrate(working_spec(BASE.spec), points(read_log(path), "0.99"), "analytical")
+
+
+def test_two_one_node_logs_give_back_nvlink_and_the_nvls_throughput(tmp_path) -> None:
+    """One DGX H100 node, two logs (all_reduce runs NVLS, all_gather a ring): the NVLink
+    bandwidth (400 GB/s) from the ring and the NVLS throughput (250 GB/s) from the
+    all-reduce, each within 2%, fitted together."""
+    h100 = find("dgx-h100", "node")
+    spec = working_spec(h100.spec)
+    for key, value in (("nvlink.bandwidth", 400.0), ("nvlink.sharp", 250.0)):
+        spec = FIGURE[key].put(spec, value)
+    sizes = [4**k for k in range(9, 17)]
+    logs = [
+        generated_log(tmp_path, spec, 1, sizes, "analytical", tool)
+        for tool in ("all_reduce", "all_gather")
+    ]
+    runs = [run for path in logs for run in read_log(path)]
+    calibration = calibrate(working_spec(h100.spec), points(runs, "default"), "analytical")
+    fitted = {r.figure.key: r for r in calibration.figures}
+    assert fitted["nvlink.bandwidth"].value == pytest.approx(400.0, rel=0.02)
+    assert fitted["nvlink.sharp"].value == pytest.approx(250.0, rel=0.02)
+    assert max(abs(calibration.error(i)) for i in range(len(calibration.points))) < 0.01
+
+
+def test_what_the_logs_say_goes_into_the_node(one_node) -> None:
+    """The GPU the device lines name, the NICs NCCL's NET/IB line lists (or --nics), and a
+    run on another number of GPUs per node refused at its header line."""
+    path, _ = one_node
+    (run,) = read_log(path)
+    run.gpu_names = ("NVIDIA A100-SXM4-40GB",)
+    run.nccl.nics_per_node = 4
+    spec, notes = prepare(BASE, [run])
+    assert spec["gpu"] == {"preset": "a100-sxm4-40gb"} and spec["nics"] == 4
+    assert "list 4 NICs per node" in notes["spec.nics"][1]
+    run.nccl.nics_per_node = None
+    spec, notes = prepare(BASE, [run], nics=16)
+    assert spec["nics"] == 8 and "at most one NIC per GPU: 8" in notes["spec.nics"][1]
+    run.hosts = {"a": 4, "b": 4}
+    with pytest.raises(ScenarioError, match="the run has 4 GPUs per node; the node file"):
+        prepare(BASE, [run])

@@ -187,7 +187,8 @@ class Run:
         nodes = f"{self.nodes} node{'s' if self.nodes > 1 else ''}"
         return (
             f"{self.tool or '?'}_perf, {nodes} x {self.gpus_per_node} GPUs, "
-            f"{len(sizes)} sizes {_bytes(min(sizes))} .. {_bytes(max(sizes))}"
+            f"{len(sizes)} size{'s' if len(sizes) > 1 else ''} {_bytes(min(sizes))}"
+            + (f" .. {_bytes(max(sizes))}" if len(sizes) > 1 else "")
         )
 
 
