@@ -53,6 +53,7 @@ def test_end_to_end_writes_the_node_file_and_the_plot_the_same_twice(
     text = capsys.readouterr().out
     assert "held-out points:" in text and "NVLink bandwidth per GPU and direction" in text
     assert f"wrote {out}" in text
+    assert "not fitted" not in text
     first = (out.read_bytes(), out.with_suffix(".png").read_bytes())
     assert b"source: nccl-tests-fit" in first[0]
     assert first[1].startswith(b"\x89PNG")
@@ -92,3 +93,16 @@ def test_refusals_exit_2_with_file_line_and_what_is_allowed(one_node_log, tmp_pa
         capsys, str(one_node_log), "-o", out, "--base", "dgx-a1000"
     )
     assert not (tmp_path / "n.yaml").exists()
+
+
+def test_sendrecv_beside_other_logs_is_read_and_left_out(one_node_log, tmp_path, capsys) -> None:
+    sendrecv = tmp_path / "sr.log"
+    sendrecv.write_text(format_log("sendrecv", 1, 8, [(1024, 2e-5), (2**20, 6e-5)], 1.0))
+    out = tmp_path / "n.yaml"
+    argv = ["calibrate", "nccl-tests", str(one_node_log), str(sendrecv), "-o", str(out), "-q"]
+    assert main([*argv, "--model", "analytical"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        f"# not fitted: {sendrecv} line 1, sendrecv_perf: clustersim has no such operation" in text
+    )
+    assert str(sendrecv) not in out.read_text()

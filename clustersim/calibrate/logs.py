@@ -486,6 +486,9 @@ def read_log(path: str | Path, tool: str | None = None, min_sizes: int = 2) -> l
     be read or used."""
     file = str(path)
     try:
+        if not Path(path).is_file():
+            what = "is not a regular file" if Path(path).exists() else "no such file"
+            raise _refuse(file, 0, what, "an nccl-tests log (a regular file)")
         data = Path(path).read_bytes()
     except OSError as exc:
         raise _refuse(file, 0, f"cannot be read ({exc.strerror})", "an nccl-tests log") from None

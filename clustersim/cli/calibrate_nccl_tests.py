@@ -107,6 +107,8 @@ class NcclTestsSource(CalibrationSource):
         runs = read_logs(args.logs, args.op)
         checks = read_logs(args.check, args.op, min_sizes=1)
         _refuse_unsimulated(runs)
+        if checks:
+            _refuse_unsimulated(checks)
         base = _base(args.base or _inferred_base(runs))
         spec, notes = bases.prepare(base, [*runs, *checks], args.nics)
         chosen = points(runs, args.hold_out, checks)
@@ -144,8 +146,14 @@ class NcclTestsSource(CalibrationSource):
 
 
 def _refuse_unsimulated(runs: list) -> None:
-    """Runs of a tool clustersim cannot simulate (sendrecv) are refused when they are all."""
+    """Runs of a tool clustersim cannot simulate (sendrecv) are left out, saying so; refused
+    when they are all."""
     usable = [run for run in runs if run.op is not None]
+    for run in runs:
+        if run.op is None:
+            out(
+                f"# not fitted: {run.file} line {run.line}, {run.tool}_perf: clustersim has no such operation"
+            )
     if not usable:
         run = runs[0]
         raise ScenarioError(
