@@ -44,6 +44,7 @@ REGISTRY_HOMES: dict[str, str] = {
     "models": "clustersim.model",
     "summaries": "clustersim.metrics",
     "commands": "clustersim.cli",
+    "calibrations": "clustersim.cli",
     "gpus": "clustersim.hardware",
     "nodes": "clustersim.hardware",
 }

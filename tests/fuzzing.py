@@ -52,6 +52,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from clustersim.calibrate.logs import format_log
 from clustersim.cli import build_parser, main
 from clustersim.cli.base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from clustersim.collectives.algorithm import registered_algorithms
@@ -878,8 +879,12 @@ FIXTURE_FILES: dict[str, str | bytes] = {
     "astra/bad.yml": "topology: [Torus]\nnpus_count: [4]\nbandwidth: [1]\nlatency: [1]\n",
     "astra/system.json": '{"all-reduce-implementation": ["ring"], "scheduling-policy": "LIFO"}',
     "astra/bad.json": '{"all-reduce-implementation": "ring"',
+    "nccl/box_all_reduce.log": format_log(
+        "all_reduce", 1, 8, [(1024, 2.5e-5), (1048576, 6e-5), (67108864, 6e-4)], 1.75
+    ),
+    "nccl/one_size_all_reduce.log": format_log("all_reduce", 1, 8, [(1048576, 6e-5)], 1.75),
 }
-"""Other fixture files (text or bytes)."""
+"""Other fixture files (text or bytes); two nccl-tests logs (``calibrate nccl-tests``)."""
 
 RUN_DIR = "runs/done"
 """A finished run folder (``clustersim run ok/data_parallel.yaml -o runs/done``)."""
@@ -1206,6 +1211,10 @@ VALUES: dict[str, list[str]] = {
     "astra_network": ["astra/ring.yml", "astra/ring_switch.yml", "astra/bad.yml", "astra/system.json", "missing", "empty_dir", ""],
     "astra_system": ["astra/system.json", "astra/bad.json", "astra/ring.yml", "missing", "empty_dir", ""],
     "astra_workload": ["astra/nothing", "missing/x", ""],
+    "nccl_log": ["nccl/box_all_reduce.log", "nccl/one_size_all_reduce.log", "file.txt", "missing", "empty_dir", FIFO, "devnull", ""],
+    "node": ["dgx-a100", "dgx-h100", "dgx-a1000", "file.txt", "missing.yaml", ""],
+    "hold_out": ["default", "none", "0.5", "0", "1", "-1", "1MB:1GB", "1GB:1MB", "1MB:x", "x", ""],
+    "name": ["my-node", "x y", "", "a" * 300],
 }  # fmt: skip
 """Values to try per domain, valid and invalid."""
 
@@ -1241,6 +1250,10 @@ VALID: dict[str, list[str]] = {
     "astra_network": ["astra/ring.yml", "astra/ring_switch.yml"],
     "astra_system": ["astra/system.json"],
     "astra_workload": ["astra/nothing"],
+    "nccl_log": ["nccl/box_all_reduce.log"],
+    "node": ["dgx-a100"],
+    "hold_out": ["default", "none", "0.5"],
+    "name": ["my-node"],
 }
 """Good values per domain: most flags get one, so that a command line gets past its first
 check and the one or two bad values in it reach deeper code."""
@@ -1294,6 +1307,11 @@ DOMAINS: dict[str, str] = {
     "network": "astra_network",
     "system": "astra_system",
     "workload": "astra_workload",
+    "logs": "nccl_log",
+    "check": "nccl_log",
+    "base": "node",
+    "hold_out": "hold_out",
+    "name": "name",
 }
 """The value domain of each flag's ``dest`` (int flags need none: their type says it)."""
 

@@ -241,7 +241,7 @@ LAYERS = (
     ("resilience",),
     ("outputs",),
     ("api",),
-    ("studies", "validation"),
+    ("studies", "validation", "calibrate"),
     ("cli", "console", "pytest_plugin", "reference"),
 )
 """The package's layers, lowest first (docs/ARCHITECTURE.md): a module imports, at module

@@ -19,6 +19,7 @@ from ..errors import ClustersimError, SimulationError, WriteError
 from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, build_parser
 
 # Importing a command's module registers the command.
+from .calibrate import CalibrateCommand
 from .choose import ChooseCommand
 from .collective import CollectiveCommand
 from .compare import CompareCommand
@@ -36,6 +37,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_FAILED",
     "EXIT_OK",
+    "CalibrateCommand",
     "ChooseCommand",
     "CollectiveCommand",
     "Command",

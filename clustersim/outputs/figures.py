@@ -85,6 +85,17 @@ def fit_title(
     return wrapped
 
 
+def bus_bandwidth_axes(fig: Figure, ax: Any, title: str) -> None:
+    """``ax`` as nccl-tests' plots are read: size (bytes) on a log axis, bus bandwidth (GB/s)
+    from 0, a grid, and ``title`` fitted (:func:`fit_title`)."""
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    fit_title(fig, title, ax=ax)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def svg_beside(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """The PNG and SVG paths of a chart named ``path`` (``X.png`` -> ``X.png``, ``X.svg``;
     ``X.svg`` -> ``X.png``, ``X.svg``; any other name gets ``.svg`` in place of its suffix)."""

@@ -461,7 +461,7 @@ def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..outputs.figures import fit_title
+    from ..outputs.figures import bus_bandwidth_axes
 
     fig = Figure(figsize=(8, 5), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
@@ -470,12 +470,7 @@ def plot_figure(rows: Sequence[dict[str, Any]], title: str) -> Figure:
         points = [(r["bytes"], r["busbw_GBps"]) for r in rows if r["algorithm"] == name]
         points = [p for p in points if p[0] > 0]
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
-    ax.set_xscale("log")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    fit_title(fig, title, ax=ax)
-    ax.grid(True, which="both", alpha=0.3)
+    bus_bandwidth_axes(fig, ax, title)
     ax.legend(title="algorithm")
     return fig
 

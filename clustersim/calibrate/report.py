@@ -1,0 +1,138 @@
+"""What a calibration prints and plots: every measured point against clustersim's prediction
+at the calibrated figures, the error per point and on the held-out points, the figures fitted
+and kept, and a plot of measured and predicted bus bandwidth over size.
+
+Bus bandwidth is nccl-tests' (GB/s = 1e9 bytes/s): size / time x the operation's bus factor
+(2(n-1)/n all-reduce, (n-1)/n the gathers and scatters, 1 the others), for the measured and
+the predicted time alike.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..collectives.ops import OPERATIONS
+from .fit import Calibration
+from .holdout import Point
+from .logs import Run
+from .node_file import error_summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def bus_GBps(point: Point, time_s: float) -> float:
+    """nccl-tests' bus bandwidth (GB/s) of ``point``'s size moved in ``time_s``."""
+    op = point.run.op
+    factor = OPERATIONS[op].bus_factor(point.run.ranks) if op else 1.0
+    return point.row.size_bytes / time_s * factor / 1e9
+
+
+def errors(calibration: Calibration, held_out: bool) -> list[float]:
+    """Relative errors of the calibration points (or of the held-out ones)."""
+    return [
+        calibration.error(i)
+        for i, point in enumerate(calibration.points)
+        if point.held_out == held_out
+    ]
+
+
+def table_lines(calibration: Calibration) -> list[str]:
+    """One line per point, grouped by run, with a heading per run."""
+    lines: list[str] = []
+    current = None
+    for i, point in enumerate(calibration.points):
+        run = point.run
+        if run is not current:
+            current = run
+            lines += ["", f"# {run.file}: {run.describe()}{_nccl(run)}"]
+            lines.append(
+                f"#{'size(B)':>13} {'measured(us)':>13} {'predicted(us)':>14} {'error':>8} "
+                f"{'busbw(GB/s)':>12} {'predicted':>10}  {'set':<9} {'NCCL ran':<13} ran"
+            )
+        predicted = calibration.predictions[i]
+        nccl = run.nccl.algorithms.get(point.row.size_bytes, "")
+        lines.append(
+            f"{point.row.size_bytes:>14} {point.row.time_s * 1e6:>13.2f} "
+            f"{predicted.time_s * 1e6:>14.2f} {calibration.error(i):>+8.1%} "
+            f"{bus_GBps(point, point.row.time_s):>12.2f} "
+            f"{bus_GBps(point, predicted.time_s):>10.2f}  "
+            f"{'held out' if point.held_out else 'fit':<9} {nccl:<13} "
+            f"{predicted.chosen} x{predicted.channels}"
+        )
+    return lines
+
+
+def _nccl(run: Run) -> str:
+    info = run.nccl
+    said = [
+        f"NCCL {info.version}" if info.version else "",
+        f"{info.channels} channels" if info.channels else "",
+        f"network {info.network}" if info.network else "",
+        f"{info.nics_per_node} NICs per node" if info.nics_per_node else "",
+    ]
+    said = [s for s in said if s]
+    return f" ({', '.join(said)})" if said else ""
+
+
+def summary_lines(calibration: Calibration) -> list[str]:
+    """The fit's errors and the figures, fitted or kept, with why."""
+    lines = [
+        "",
+        f"# fit on clustersim's {calibration.model} model"
+        + (f" ({calibration.passes} flow plays)" if calibration.passes else ""),
+        f"calibration points: {error_summary(errors(calibration, False))}",
+        f"held-out points:    {error_summary(errors(calibration, True))}",
+        "",
+        f"# {'figure':<50} {'base':>12} {'calibrated':>12}  how",
+    ]
+    for result in calibration.figures:
+        unit = result.figure.unit
+        how = "fitted" if result.determined else f"kept: {result.reason}"
+        lines.append(
+            f"  {result.figure.label:<50} {result.base:>9.4g} {unit:<2} "
+            f"{result.value:>9.4g} {unit:<2}  {how}"
+        )
+    return lines
+
+
+def plot_figure(calibration: Calibration, title: str) -> Figure:
+    """Measured (dots; hollow where held out) and predicted (line) bus bandwidth over size,
+    one colour per run; built on the Agg canvas without pyplot (no global state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..outputs.figures import bus_bandwidth_axes
+
+    fig = Figure(figsize=(8, 5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    runs: list[Run] = []
+    for point in calibration.points:
+        if point.run not in runs:
+            runs.append(point.run)
+    for k, run in enumerate(runs):
+        color = f"C{k % 10}"
+        idx = [i for i, p in enumerate(calibration.points) if p.run is run]
+        idx.sort(key=lambda i: calibration.points[i].row.size_bytes)
+        sizes = [calibration.points[i].row.size_bytes for i in idx]
+        predicted = [
+            bus_GBps(calibration.points[i], calibration.predictions[i].time_s) for i in idx
+        ]
+        label = f"{run.nodes} node(s), {run.tool}"
+        ax.plot(sizes, predicted, color=color, label=f"{label}: clustersim")
+        for held, face in ((False, color), (True, "none")):
+            chosen = [i for i in idx if calibration.points[i].held_out == held]
+            if not chosen:
+                continue
+            ax.scatter(
+                [calibration.points[i].row.size_bytes for i in chosen],
+                [bus_GBps(calibration.points[i], calibration.points[i].row.time_s) for i in chosen],
+                facecolors=face,
+                edgecolors=color,
+                label=f"{label}: measured, {'held out' if held else 'fitted'}",
+                zorder=3,
+            )
+    bus_bandwidth_axes(fig, ax, title)
+    ax.legend(fontsize="small")
+    return fig
