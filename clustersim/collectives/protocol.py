@@ -261,10 +261,10 @@ def protocol_view(topology: Topology, protocol: Protocol, algorithm: str) -> Pro
     return view
 
 
-_shared: dict[tuple[int, int], tuple[Any, Mapping[int, int], SharedView]] = {}
+_shared: dict[tuple[int, int], tuple[Any, Mapping[int, float], SharedView]] = {}
 
 
-def shared_view(view: Any, counts: Mapping[int, int]) -> SharedView:
+def shared_view(view: Any, counts: Mapping[int, float]) -> SharedView:
     """The :class:`SharedView` of ``view`` with ``counts``, one per pair (so that what
     algorithms cache per topology stays valid)."""
     key = (id(view), id(counts))
@@ -279,12 +279,13 @@ def shared_view(view: Any, counts: Mapping[int, int]) -> SharedView:
 
 
 def priced_cost(
-    algorithm: Any, call: Any, topology: Topology, counts: Mapping[int, int] | None = None
+    algorithm: Any, call: Any, topology: Topology, counts: Mapping[int, float] | None = None
 ) -> float:
     """Seconds of ``call`` by ``algorithm``'s cost with its protocol (none, or a named one):
     the base latency, then the cost of the wire bytes on routes slowed by the hop latency,
-    at NCCL's link bandwidths.  ``counts`` (link index -> slices crossing it) prices one
-    slice of a collective beside its siblings (:class:`~clustersim.collectives.channels.SharedView`)."""
+    at NCCL's link bandwidths.  ``counts`` (link index -> what the slice's share of it is
+    divided by, :func:`~clustersim.collectives.channels.shared_divisors`) prices one slice
+    of a collective beside its siblings (:class:`~clustersim.collectives.channels.SharedView`)."""
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
     view: Any = topology if protocol is None else protocol_view(topology, protocol, algorithm.name)
     if counts:
