@@ -35,7 +35,7 @@ from .communicator import communicator
 from .execution import execute
 from .models import Launch, network_model
 from .ops import OPERATIONS, bandwidths, canonical_op, root_problem, timed_group_problem
-from .protocol import PROTOCOLS, priced_cost, protocol_view
+from .protocol import PROTOCOLS, priced_cost, protocol_call
 from .schedule import Schedule
 
 if TYPE_CHECKING:
@@ -212,14 +212,14 @@ def _start(
     """Start ``call`` now, in the network model ``model``, on connection ``channel``; its end event.
 
     With a protocol, the base latency passes first, sends carry the wire bytes and
-    routes the protocol's hop latency (:mod:`clustersim.collectives.protocol`)."""
+    routes the protocol's hop latency, or the algorithm's share of NCCL's latency model
+    (:func:`~clustersim.collectives.protocol.protocol_call`)."""
     topology: Any = sim.topology
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
     delay = 0.0
     if protocol is not None and call.n > 1:
-        topology = protocol_view(sim.topology, protocol, algo.name)
+        topology, call = protocol_call(algo, call, sim.topology, protocol)
         delay = protocol.base_latency(algo.name)
-        call = protocol.wire(call, sim.topology)
     launch = Launch(
         sim, call, algo, label, iteration, topology, delay, record_transfers, channel, op
     )
