@@ -160,6 +160,24 @@ def flat_topology(kind: str, n: int, bandwidth: str = "25GB/s", latency: str = "
     return build_topology(parse_scenario(doc).cluster)
 
 
+@functools.cache
+def a100_cluster(
+    nodes: int, gpus: int = 8, nvlink: bool = True, nics: int | None = None
+) -> Topology:
+    """``nodes`` DGX A100 nodes on one switch (the catalog's preset: NVLink 1 us, PCIe 1 us,
+    NIC 2 us of link latency) of ``gpus`` GPUs and ``nics`` NICs (default one per GPU), with
+    NVSwitch or (``nvlink`` False) PCIe alone; built once per argument set."""
+    node: dict[str, object] = {"preset": "dgx-a100", "gpus": gpus, "nics": nics or gpus}
+    if not nvlink:
+        node["nvlink"] = None
+    doc = {
+        "name": "a100",
+        "cluster": {"kind": "two_tier", "racks": 1, "nodes_per_rack": nodes, "node": node},
+        "workload": {"program": []},
+    }
+    return build_topology(parse_scenario(doc).cluster)
+
+
 def flow_time(call, topo: Topology, model: str = "flow") -> float:
     """Seconds the run of collective ``call`` takes on an idle ``topo`` (flow-level by
     default; ``model="analytical"`` for the congestion-aware analytical model)."""

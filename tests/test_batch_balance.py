@@ -279,34 +279,30 @@ def _replica_ends(result: Any, strategy: Any, iteration: int) -> list[float]:
     return ends
 
 
-def _stage_microbatch_s(result: Any, strategy: Any, d: int) -> float:
-    """Replica ``d``'s longest stage time of one micro-batch (forward + backward records)."""
-    longest = 0.0
-    for group in strategy.groups[d]:
-        durations: dict[str, list[float]] = {}
-        for r in result.records:
-            if r.resource == group[0] and r.kind == "compute" and r.iteration == 1:
-                durations.setdefault(r.phase, []).append(r.end_s - r.start_s)
-        per = sum(sum(v) / len(v) for k, v in durations.items() if k in ("forward", "backward"))
-        longest = max(longest, per)
-    return longest
+def _microbatch_pace_s(ends: list[float], counts: list[int], stages: int) -> float:
+    """The slowest replica's time per micro-batch in its first iteration, as the balancer
+    counts it (compute and tensor-parallel collectives): a 1F1B pipeline of p stages takes
+    (m + p - 1) micro-batch times for m micro-batches."""
+    return max(end / (m + stages - 1) for end, m in zip(ends, counts, strict=True))
 
 
 @pytest.mark.parametrize("a100,h100", [(1, 1), (1, 2)])
 def test_hybrid_replicas_end_together_within_one_micro_batch(a100: int, h100: int) -> None:
     """Balanced by speed, the replicas take different numbers of micro-batches of one size,
-    and their iterations end (each on its own clock) within one micro-batch's stage time
-    of each other; the iteration still trains global_batch samples, faster than even."""
+    and their iterations end (each on its own clock) within one micro-batch of each other:
+    the slowest replica's, its compute and tensor-parallel collectives, as the balancer
+    counts it, with 10% for its estimate (the collectives priced alone); the iteration
+    still trains global_batch samples, faster than even."""
     doc = hybrid_job("speed", a100, h100)
     result = simulate(parse_scenario(doc))
     strategy = prepare(parse_scenario(doc)).strategy
     counts = strategy.replica_micro_batches
     assert sum(counts) * strategy.micro_batch == 96
     assert counts[0] < counts[-1]
-    step = max(_stage_microbatch_s(result, strategy, d) for d in range(strategy.dp))
+    step = _microbatch_pace_s(_replica_ends(result, strategy, 0), counts, strategy.pp)
     for it in range(2):
         ends = _replica_ends(result, strategy, it)
-        assert max(ends) - min(ends) <= step
+        assert max(ends) - min(ends) <= 1.1 * step
     summary = result.summary
     assert summary["throughput_samples_per_s"] == pytest.approx(
         96 / summary["iteration_time_s"], rel=1e-9

@@ -125,7 +125,7 @@ def test_shipped_scenario_plays_the_spine_link_failure(shipped) -> None:
     assert failures["windows"] == 1 and failures["reroutes"] > 0 and failures["stalls"] == 0
     down = [r for r in shipped.records if r.kind == "link_down"]
     assert [(r.resource, r.start_s) for r in down] == [("spine0->rack0/tor", 5e-3)]
-    assert down[0].end_s == pytest.approx(25e-3)
+    assert down[0].end_s == pytest.approx(15e-3)
 
 
 @pytest.mark.parametrize("hours", [1_000, 4_000, 16_000])

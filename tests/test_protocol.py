@@ -66,18 +66,25 @@ def test_wire_efficiency_from_the_line_formats() -> None:
     assert PROTOCOLS["Simple"].efficiency == 1.0
 
 
+NCCL_RING_BASE_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}
+"""NCCL's ring base latencies (tuning.cc ``baseLatencies``, v2.29.7-1)."""
+NCCL_TREE_NET_US = {"LL": 5.0, "LL128": 8.5, "Simple": 14.0}
+"""NCCL's tree network hop latencies (tuning.cc ``hwLatencies[NET][TREE]``, v2.29.7-1): a
+ring with one rank per node takes them ("with ppn=1 latencies are fully exposed")."""
+
+
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 @pytest.mark.parametrize("size", [8.0, 1e6, 6.4e7])
 def test_ring_with_protocol_is_the_alpha_beta_formula(protocol: str, n: int, size: float) -> None:
-    """Ring all-reduce on a switch with a protocol = base + 2 (n-1) (alpha + hop +
-    S/n / efficiency beta), in both models (a flat switch is a network: NET hop)."""
+    """Ring all-reduce on a switch with a protocol = NCCL's ring latency + 2 (n-1) S/n /
+    efficiency beta, in both models: a flat switch is a network of one rank per node, so
+    NCCL's latency is base + 2 (n-1) tree network hops (tuning.cc), and the links' own
+    latency is not added on top of NCCL's hop figure."""
     p = PROTOCOLS[protocol]
     call, topo = switch_call(n, size, protocol=protocol)
-    hop = p.hop_latency_s["ring", "NET"]
-    expected = p.base_latency_s["ring"] + 2 * (n - 1) * (
-        2 * LINK_LATENCY + hop + size / n / p.efficiency / BANDWIDTH
-    )
+    latency = (NCCL_RING_BASE_US[protocol] + 2 * (n - 1) * NCCL_TREE_NET_US[protocol]) * US
+    expected = latency + 2 * (n - 1) * size / n / p.efficiency / BANDWIDTH
     assert flow(call, topo) == pytest.approx(expected, rel=1e-9)
     assert analytical_time(call, topo) == pytest.approx(expected, rel=1e-9)
 
@@ -157,7 +164,8 @@ def test_network_protocol_key_prices_the_collective_workload() -> None:
     }
     summary = simulate(parse_scenario(doc)).summary
     p = PROTOCOLS["LL"]
-    expected = p.base_latency_s["ring"] + 6 * (p.hop_latency_s["ring", "NET"] + 1e6 / 0.5 / 25e9)
+    latency = (NCCL_RING_BASE_US["LL"] + 6 * NCCL_TREE_NET_US["LL"]) * US
+    expected = latency + 6 * 1e6 / p.efficiency / 25e9
     assert summary["time_s"] == pytest.approx(expected, rel=1e-9)
 
 

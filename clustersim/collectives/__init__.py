@@ -28,14 +28,14 @@ from .algorithm import (
     check_call,
     registered_algorithms,
 )
-from .auto import resolve
+from .auto import resolve, resolve_once
 from .call import CollectiveCall, HopCost, node_groups
 from .channels import AUTO, MAX_CHANNELS, nccl_channels, simulated_slices
 from .communicator import communicator
 from .execution import execute
 from .models import Launch, network_model
 from .ops import OPERATIONS, bandwidths, canonical_op, root_problem, timed_group_problem
-from .protocol import PROTOCOLS, priced_cost, protocol_view
+from .protocol import PROTOCOLS, priced_cost, protocol_call
 from .schedule import Schedule
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def run_collective(
     NCCL's) splits the call into that many equal slices that run at once
     (:func:`channel_call`: each node's ranks rotated per channel; copies of a rotation
     played as one, :func:`slices`).  ``algorithm: auto`` and ``protocol: auto`` are
-    resolved per slice (:mod:`clustersim.collectives.auto`).  ``op`` is the ``op`` of the
+    resolved once for the call, the same for every slice (:mod:`clustersim.collectives.auto`).  ``op`` is the ``op`` of the
     call's ``collective`` records (default empty; its sends' transfers keep ``step<k>``).
     """
     algo = check_call(call, sim.topology)
@@ -122,10 +122,10 @@ def slices(
     call: CollectiveCall, topology: Topology, channels: int | str = 1, model: str = "flow"
 ) -> list[CollectiveCall]:
     """The slices ``call`` runs as on ``channels`` channels (``auto``: NCCL's count,
-    :mod:`~clustersim.collectives.channels`) in network ``model``, ``auto`` resolved in
-    each: as many as :func:`~clustersim.collectives.channels.simulated_slices` says (the
-    channels' distinct rotations, each carrying its copies' bytes), each priced beside the
-    others."""
+    :mod:`~clustersim.collectives.channels`) in network ``model``, ``auto`` resolved once
+    for all of them (:func:`~clustersim.collectives.auto.choose_once`): as many as
+    :func:`~clustersim.collectives.channels.simulated_slices` says (the channels' distinct
+    rotations, each carrying its copies' bytes), each priced beside the others."""
     key = _slices_key(call, topology, channels, model)
     found = _SLICES.get(key) if key is not None else None
     if found is not None:  # a call is sliced for its estimate, its run and its summary
@@ -133,7 +133,7 @@ def slices(
     count = channel_count(call, topology, channels)
     played = simulated_slices(call, topology, count, network_model(model).plays_sends)
     parts = [channel_call(call, topology, c, played) for c in range(played)]
-    found = [resolve(part, topology, parts) for part in parts]
+    found = resolve_once(parts, topology)
     if key is not None:
         if len(_SLICES) >= _SLICES_KEPT:
             _SLICES.clear()
@@ -170,8 +170,8 @@ def channel_count(call: CollectiveCall, topology: Topology, channels: int | str 
 
 
 def what_ran(call: CollectiveCall, topology: Topology, channels: int | str = 1) -> str:
-    """``algorithm/protocol`` that runs ``call`` (``auto`` resolved; with channels, the
-    first slice's), or the algorithm alone without a protocol."""
+    """``algorithm/protocol`` that runs ``call`` (``auto`` resolved, one choice for all its
+    channels), or the algorithm alone without a protocol."""
     ran = slices(call, topology, channels)[0] if call.n > 1 else call
     return "/".join(x for x in (ran.algorithm, ran.protocol) if x)
 
@@ -212,14 +212,14 @@ def _start(
     """Start ``call`` now, in the network model ``model``, on connection ``channel``; its end event.
 
     With a protocol, the base latency passes first, sends carry the wire bytes and
-    routes the protocol's hop latency (:mod:`clustersim.collectives.protocol`)."""
+    routes the protocol's hop latency, or the algorithm's share of NCCL's latency model
+    (:func:`~clustersim.collectives.protocol.protocol_call`)."""
     topology: Any = sim.topology
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
     delay = 0.0
     if protocol is not None and call.n > 1:
-        topology = protocol_view(sim.topology, protocol, algo.name)
+        topology, call = protocol_call(algo, call, sim.topology, protocol)
         delay = protocol.base_latency(algo.name)
-        call = protocol.wire(call, sim.topology)
     launch = Launch(
         sim, call, algo, label, iteration, topology, delay, record_transfers, channel, op
     )

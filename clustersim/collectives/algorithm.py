@@ -76,6 +76,16 @@ class Algorithm(Registered):
         its candidates, :mod:`clustersim.collectives.auto`), given that it can run it."""
         return True
 
+    def send_latency_s(
+        self, call: CollectiveCall, topology: Topology, protocol: str
+    ) -> float | None:
+        """Seconds every send of ``call`` (its wire bytes) waits before its bytes move with
+        ``protocol``, in place of its route's latency, where NCCL's latency model prices
+        the algorithm as a whole (the ring's, :mod:`~clustersim.collectives.ring_latency`);
+        None, the default: each send pays its route's latency and the protocol's per-hop
+        latency (:class:`~clustersim.collectives.protocol.ProtocolView`)."""
+        return None
+
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
         """The sends of ``call`` (flow-level mode)."""
         raise NotImplementedError

@@ -9,8 +9,14 @@ candidate algorithm that can run the call (and, with ``protocol: auto``, each
 of LL, LL128 and Simple) it prices the call by the algorithm's alpha-beta cost
 (:meth:`Algorithm.cost`, with the protocol's latencies and efficiency,
 :func:`protocol.priced_cost`) on the call's own topology, and runs the fastest;
-ties go to the earlier candidate, then the earlier protocol.  The candidates
-are NCCL's:
+ties go to the earlier candidate, then the earlier protocol.
+
+NCCL decides once per collective, for all of its channels (``topoGetAlgoInfo`` runs
+once per collective call and the algorithm and protocol it returns are those of every
+channel).  So does clustersim: a collective split over channels
+(:func:`clustersim.collectives.slices`) is priced per candidate on each of its slices
+beside the others, its time the slowest slice's, and every slice runs the one fastest
+candidate (:func:`choose_once`), never a mixture.  The candidates are NCCL's:
 
 * all-reduce: ``ring`` and ``double_tree`` (NCCL's Ring and Tree), and
   ``in_network`` where the group meets in an NVSwitch that reduces (NVLink
@@ -38,7 +44,7 @@ from typing import Any
 from ..topology import Topology
 from .algorithm import Algorithm, registered_algorithms
 from .call import CollectiveCall
-from .channels import slice_counts
+from .channels import shared_divisors, slice_flows
 from .ops import OPERATIONS
 from .protocol import PROTOCOLS, priced_cost
 
@@ -54,7 +60,8 @@ OTHER_CANDIDATES = ("ring",)
 """Candidates of the operations :data:`CANDIDATES` does not name."""
 
 _CACHE_LIMIT = 4096
-_choices: dict[tuple[Any, ...], tuple[str, str | None]] = {}
+_choices: dict[tuple[Any, ...], dict[tuple[str, str | None], float]] = {}
+"""Prices of the candidates of a call beside its siblings (:func:`candidate_prices`)."""
 
 
 def candidates(op: str) -> tuple[str, ...]:
@@ -69,7 +76,45 @@ def choose(
 
     ``siblings`` are the slices of the collective that run at once with ``call`` (itself
     among them; its channels): each candidate is priced on the links as its slices share
-    them (:func:`slice_counts`), so that the choice is the whole collective's."""
+    them (:func:`~clustersim.collectives.channels.shared_divisors`).  The choice is ``call``'s alone; a collective's slices
+    are given one choice by :func:`choose_once`."""
+    return _fastest([candidate_prices(call, topology, siblings)], call.op)
+
+
+def choose_once(parts: Sequence[CollectiveCall], topology: Topology) -> tuple[str, str | None]:
+    """(algorithm, protocol) of the collective that runs as ``parts`` at once (its channels'
+    slices): one for all of them, as NCCL's tuner picks one algorithm and protocol per
+    collective for all its channels (NVIDIA/nccl ``src/enqueue.cc``, ``topoGetAlgoInfo``).
+    Each candidate is priced on every part beside the others; its time is its slowest
+    part's, and the fastest candidate wins (ties to the earlier, as in :func:`choose`)."""
+    if len(parts) == 1:
+        return choose(parts[0], topology, parts)
+    return _fastest([candidate_prices(part, topology, parts) for part in parts], parts[0].op)
+
+
+def _fastest(
+    prices: Sequence[dict[tuple[str, str | None], float]], op: str
+) -> tuple[str, str | None]:
+    """The (algorithm, protocol) whose slowest price over ``prices`` (one per part) is the
+    least; ties to the earlier in the first part's order.  Only the choices every part
+    can run count."""
+    best: tuple[float, tuple[str, str | None]] | None = None
+    for choice in prices[0]:
+        if any(choice not in part for part in prices[1:]):
+            continue
+        cost = max(part[choice] for part in prices)
+        if best is None or cost < best[0]:
+            best = (cost, choice)
+    if best is None:
+        raise ValueError(f"no algorithm can run {op} here")  # unsupported() said so first
+    return best[1]
+
+
+def candidate_prices(
+    call: CollectiveCall, topology: Topology, siblings: Sequence[CollectiveCall]
+) -> dict[tuple[str, str | None], float]:
+    """(algorithm, protocol) -> seconds of ``call`` beside ``siblings``, for every candidate
+    that can run it (its own algorithm and protocol where named), in order of preference."""
     orbit = _orbit(call, topology, siblings)
     key = (
         len(siblings),
@@ -91,7 +136,7 @@ def choose(
         call, siblings = _canonical(call, topology, siblings, orbit)
     algorithms = registered_algorithms()
     names = candidates(call.op) if call.algorithm == "auto" else (call.algorithm,)
-    best: tuple[float, str, str | None] | None = None
+    prices: dict[tuple[str, str | None], float] = {}
     for name in names:
         cls = algorithms.get(name)
         if cls is None:
@@ -105,17 +150,14 @@ def choose(
             continue
         if call.algorithm == "auto" and not algo.nccl_candidate(plain, topology):
             continue
-        counts = _counts(algo, siblings, topology)
+        counts = _counts(algo, call, siblings, topology)
         for protocol in protocols:
             cost = priced_cost(algo, replace(plain, protocol=protocol), topology, counts)
-            if best is None or cost < best[0]:
-                best = (cost, name, protocol)
-    if best is None:
-        raise ValueError(f"no algorithm can run {call.op} here")  # unsupported() said so first
+            prices[name, protocol] = cost
     if len(_choices) >= _CACHE_LIMIT:
         _choices.clear()
-    _choices[key] = (best[1], best[2])
-    return best[1], best[2]
+    _choices[key] = prices
+    return prices
 
 
 def _orbit(
@@ -152,26 +194,36 @@ def _canonical(
     return replace(call, devices=moved[index].devices), moved[len(members) - len(siblings) :]
 
 
-_slice_counts: dict[tuple[Any, ...], dict[int, int] | None] = {}
+_slice_flows: dict[tuple[Any, ...], dict[int, float]] = {}
+_divisors: dict[tuple[Any, ...], dict[int, float] | None] = {}
 
 
 def _counts(
-    algo: Algorithm, siblings: Sequence[CollectiveCall], topology: Topology
-) -> dict[int, int] | None:
-    """Link index -> slices of ``siblings`` that ``algo`` would put on it (None for fewer
-    than two slices, or an algorithm without its own :meth:`Algorithm.link_flows`, whose
-    slices are priced alone)."""
+    algo: Algorithm, call: CollectiveCall, siblings: Sequence[CollectiveCall], topology: Topology
+) -> dict[int, float] | None:
+    """Link index -> how many times the flows ``algo`` puts on it for all of ``siblings``
+    outnumber those of ``call`` alone (:func:`shared_divisors`; None for fewer than two
+    slices, or an algorithm without its own :meth:`Algorithm.link_flows`, whose slices are
+    priced alone)."""
     if len(siblings) < 2 or type(algo).link_flows is Algorithm.link_flows:
         return None
-    key = (algo.name, topology, tuple(s.devices for s in siblings), siblings[0].root)
-    found = _slice_counts.get(key, False)
+    group = (algo.name, topology, tuple(s.devices for s in siblings), siblings[0].root)
+    key = (*group, call.devices)
+    found = _divisors.get(key, False)
     if found is False:
-        plain = [replace(s, algorithm=algo.name, protocol=None) for s in siblings]
-        counts = slice_counts(algo, plain, topology)
-        found = counts if any(k > 1 for k in counts.values()) else None
-        if len(_slice_counts) >= _CACHE_LIMIT:
-            _slice_counts.clear()
-        _slice_counts[key] = found
+        total = _slice_flows.get(group)
+        if total is None:
+            plain = [replace(s, algorithm=algo.name, protocol=None) for s in siblings]
+            total = slice_flows(algo, plain, topology)
+            if len(_slice_flows) >= _CACHE_LIMIT:
+                _slice_flows.clear()
+            _slice_flows[group] = total
+        own = replace(call, algorithm=algo.name, protocol=None)
+        counted = call.devices in (s.devices for s in siblings)
+        found = shared_divisors(algo, own, total, topology, counted) or None
+        if len(_divisors) >= _CACHE_LIMIT:
+            _divisors.clear()
+        _divisors[key] = found
     return found  # type: ignore[return-value]
 
 
@@ -184,6 +236,16 @@ def resolve(
         return call
     name, protocol = choose(call, topology, siblings)
     return replace(call, algorithm=name, protocol=protocol)
+
+
+def resolve_once(parts: Sequence[CollectiveCall], topology: Topology) -> list[CollectiveCall]:
+    """``parts`` (the slices of one collective, run at once) with ``auto`` algorithm and
+    protocol replaced by one choice for all of them (:func:`choose_once`)."""
+    first = parts[0]
+    if first.algorithm != "auto" and first.protocol != "auto":
+        return list(parts)
+    name, protocol = choose_once(parts, topology)
+    return [replace(part, algorithm=name, protocol=protocol) for part in parts]
 
 
 class Auto(Algorithm):

@@ -223,7 +223,7 @@ def _unique_routes(devices: tuple[str, ...], groups: list[list[int]], topology: 
 class _DividedLinks(Sequence[Link]):
     """The links of a topology, those in ``counts`` with bandwidth / count (built lazily)."""
 
-    def __init__(self, links: Sequence[Link], counts: Mapping[int, int]) -> None:
+    def __init__(self, links: Sequence[Link], counts: Mapping[int, float]) -> None:
         self._links = links
         self._counts = counts
         self._made: dict[int, Link] = {}
@@ -246,12 +246,13 @@ class _DividedLinks(Sequence[Link]):
 
 class SharedView(TopologyView):
     """A topology (or a protocol's view of it) on which the slices of one collective run at
-    once: a link that ``counts[link]`` slices cross has bandwidth / count, in :attr:`links`
+    once: a link whose share ``counts[link]`` divides (:func:`shared_divisors`: all the
+    slices' flows on it over the priced slice's own) has bandwidth / that, in :attr:`links`
     and in the routes.  ``algorithm: auto`` prices a slice on it, so that an algorithm whose
     slices meet on a link (the double tree's on a NIC) is priced as it will run
     (:func:`clustersim.collectives.auto.choose`)."""
 
-    def __init__(self, topology: Any, counts: Mapping[int, int]) -> None:
+    def __init__(self, topology: Any, counts: Mapping[int, float]) -> None:
         super().__init__(topology)
         self.links = _DividedLinks(topology.links, counts)
 
@@ -293,10 +294,35 @@ class SharedView(TopologyView):
         return self.routes(src, dst)[0]
 
 
-def slice_counts(algorithm: Any, slices: Sequence[Any], topology: Topology) -> dict[int, int]:
-    """Link index -> how many of ``slices`` (calls run at once by ``algorithm``) cross it."""
-    counts: dict[int, int] = {}
+def slice_flows(algorithm: Any, slices: Sequence[Any], topology: Topology) -> dict[int, float]:
+    """Link index -> flows that ``slices`` (calls run at once by ``algorithm``) put on it
+    (the sum of their :meth:`~clustersim.collectives.Algorithm.link_flows`)."""
+    flows: dict[int, float] = {}
     for part in slices:
-        for link in algorithm.link_flows(part, topology):
-            counts[link] = counts.get(link, 0) + 1
-    return counts
+        for link, k in algorithm.link_flows(part, topology).items():
+            flows[link] = flows.get(link, 0.0) + k
+    return flows
+
+
+def shared_divisors(
+    algorithm: Any,
+    part: Any,
+    flows: Mapping[int, float],
+    topology: Topology,
+    counted: bool = True,
+) -> dict[int, float]:
+    """Link index -> what ``part``'s share of the link is divided by when it runs beside
+    the slices whose flows are ``flows`` (:func:`slice_flows`; ``counted``: ``part``'s own
+    among them): all the flows on the link over ``part``'s own.  Its cost already shares
+    the link among its own flows (a double tree whose two trees leave through one NIC),
+    so dividing by the flows of the others alone would count its own twice.  Links where
+    ``part`` is alone are left out."""
+    own = algorithm.link_flows(part, topology)
+    out: dict[int, float] = {}
+    for link, k in own.items():
+        if k <= 0.0:
+            continue
+        total = flows.get(link, 0.0) + (0.0 if counted else k)
+        if total > k * (1.0 + 1e-12):
+            out[link] = total / k
+    return out

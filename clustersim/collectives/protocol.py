@@ -174,13 +174,23 @@ class ProtocolView(TopologyView):
     top of their own, and links run at the bandwidth NCCL reaches on them
     (:mod:`clustersim.collectives.bus`: :attr:`links` and the routes' links are copies at
     that bandwidth, same indices; each route's ``wire`` factor makes flows on the real
-    links move at it).  Everything else is the wrapped topology's.
+    links move at it).  With ``send_latency_s`` (an algorithm NCCL's latency model prices
+    whole, :meth:`~clustersim.collectives.Algorithm.send_latency_s`) every route's latency
+    is that instead: NCCL's per-hop figures include the links', which are not added again.
+    Everything else is the wrapped topology's.
     """
 
-    def __init__(self, topology: Topology, protocol: Protocol, algorithm: str) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        protocol: Protocol,
+        algorithm: str,
+        send_latency_s: float | None = None,
+    ) -> None:
         super().__init__(topology)
         self._protocol = protocol
         self._family = family(algorithm)
+        self._send_latency_s = send_latency_s
         self.links = bus_links(topology)
         """The wrapped topology's links at NCCL's bandwidth (:func:`bus.bus_links`)."""
         self.bus_scaled = True
@@ -200,16 +210,17 @@ class ProtocolView(TopologyView):
         """The wrapped topology: this view's routes take its links, in its ECMP choices."""
         return self._topology
 
+    def _latency(self, route: Route) -> float:
+        """Seconds a send on ``route`` waits: the view's send latency, else the route's own
+        and the protocol's per-hop latency for its kind."""
+        if self._send_latency_s is not None:
+            return self._send_latency_s
+        return route.latency_s + self._protocol.hop_latency_s[self._family, link_kind(route)]
+
     def _slower(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
-        hop = self._protocol.hop_latency_s
         if self.links is self._topology.links:
-            return tuple(
-                replace(r, latency_s=r.latency_s + hop[self._family, link_kind(r)]) for r in routes
-            )
-        return tuple(
-            bus_route(r.links, r.latency_s + hop[self._family, link_kind(r)], self.links)
-            for r in routes
-        )
+            return tuple(replace(r, latency_s=self._latency(r)) for r in routes)
+        return tuple(bus_route(r.links, self._latency(r), self.links) for r in routes)
 
     def route_of(self, links: Sequence[Link], cap_Bps: float = math.inf) -> Route:
         """The route along ``links`` at NCCL's bandwidth, its data rate at most ``cap_Bps``
@@ -246,25 +257,28 @@ class ProtocolView(TopologyView):
 _FIRST = object()
 """The cache key of a view's first route (no ECMP flow key equals it)."""
 _VIEW_CACHE_LIMIT = 256
-_views: dict[tuple[Any, str, str], ProtocolView] = {}
+_views: dict[tuple[Any, str, str, float | None], ProtocolView] = {}
 
 
-def protocol_view(topology: Topology, protocol: Protocol, algorithm: str) -> ProtocolView:
-    """The :class:`ProtocolView` of ``topology`` for ``protocol`` and ``algorithm``'s
-    family, one per combination (so that what is cached per topology stays valid)."""
-    key = (topology, protocol.name, family(algorithm))
+def protocol_view(
+    topology: Topology, protocol: Protocol, algorithm: str, send_latency_s: float | None = None
+) -> ProtocolView:
+    """The :class:`ProtocolView` of ``topology`` for ``protocol``, ``algorithm``'s family
+    and ``send_latency_s``, one per combination (so that what is cached per topology stays
+    valid)."""
+    key = (topology, protocol.name, family(algorithm), send_latency_s)
     view = _views.get(key)
     if view is None:
         if len(_views) >= _VIEW_CACHE_LIMIT:
             _views.clear()
-        view = _views[key] = ProtocolView(topology, protocol, algorithm)
+        view = _views[key] = ProtocolView(topology, protocol, algorithm, send_latency_s)
     return view
 
 
-_shared: dict[tuple[int, int], tuple[Any, Mapping[int, int], SharedView]] = {}
+_shared: dict[tuple[int, int], tuple[Any, Mapping[int, float], SharedView]] = {}
 
 
-def shared_view(view: Any, counts: Mapping[int, int]) -> SharedView:
+def shared_view(view: Any, counts: Mapping[int, float]) -> SharedView:
     """The :class:`SharedView` of ``view`` with ``counts``, one per pair (so that what
     algorithms cache per topology stays valid)."""
     key = (id(view), id(counts))
@@ -279,17 +293,31 @@ def shared_view(view: Any, counts: Mapping[int, int]) -> SharedView:
 
 
 def priced_cost(
-    algorithm: Any, call: Any, topology: Topology, counts: Mapping[int, int] | None = None
+    algorithm: Any, call: Any, topology: Topology, counts: Mapping[int, float] | None = None
 ) -> float:
     """Seconds of ``call`` by ``algorithm``'s cost with its protocol (none, or a named one):
     the base latency, then the cost of the wire bytes on routes slowed by the hop latency,
-    at NCCL's link bandwidths.  ``counts`` (link index -> slices crossing it) prices one
-    slice of a collective beside its siblings (:class:`~clustersim.collectives.channels.SharedView`)."""
+    at NCCL's link bandwidths.  ``counts`` (link index -> what the slice's share of it is
+    divided by, :func:`~clustersim.collectives.channels.shared_divisors`) prices one slice
+    of a collective beside its siblings (:class:`~clustersim.collectives.channels.SharedView`)."""
     protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
-    view: Any = topology if protocol is None else protocol_view(topology, protocol, algorithm.name)
+    if protocol is None:
+        view: Any = shared_view(topology, counts) if counts else topology
+        return algorithm.cost(call, view)
+    view, wire = protocol_call(algorithm, call, topology, protocol)
     if counts:
         view = shared_view(view, counts)
-    if protocol is None:
-        return algorithm.cost(call, view)
     base = protocol.base_latency(algorithm.name) if call.n > 1 else 0.0
-    return base + algorithm.cost(protocol.wire(call, topology), view)
+    return base + algorithm.cost(wire, view)
+
+
+def protocol_call(
+    algorithm: Any, call: Any, topology: Topology, protocol: Protocol
+) -> tuple[ProtocolView, Any]:
+    """(the view of ``topology`` that ``call`` runs on with ``protocol``, ``call`` with its
+    wire bytes): the view's routes carry the algorithm's send latency where NCCL's latency
+    model prices it whole (:meth:`~clustersim.collectives.Algorithm.send_latency_s`), else
+    the protocol's per-hop latency on top of their own."""
+    wire = protocol.wire(call, topology)
+    send_latency = algorithm.send_latency_s(wire, topology, protocol.name) if call.n > 1 else None
+    return protocol_view(topology, protocol, algorithm.name, send_latency), wire

@@ -74,6 +74,7 @@ from ..topology import Topology
 from .algorithm import Algorithm
 from .call import CollectiveCall, HopCost
 from .ops import OPERATIONS
+from .ring_latency import ring_shape, ring_steps_latency_s
 from .schedule import Schedule
 
 CHAIN_CHUNK_BYTES = 4 * 2**20
@@ -325,6 +326,23 @@ class Ring(Algorithm):
         if call.chunk_bytes is not None and not call.chunk_bytes > 0:
             return f"chunk must be positive bytes, got {call.chunk_bytes}"
         return super().unsupported(call, topology)
+
+    def send_latency_s(
+        self, call: CollectiveCall, topology: Topology, protocol: str
+    ) -> float | None:
+        """NCCL's ring latency beyond its base (:func:`.ring_latency.ring_steps_latency_s`)
+        spread evenly over the sends of one chain of the ring: each step of a piece waits
+        for the step before it and for its rank's previous piece, so a rank's chain is the
+        steps x the pieces, and a send of each pays that share.  None for the operations
+        NCCL does not price so (:mod:`~clustersim.collectives.ring_latency`)."""
+        if call.n < 2:
+            return None
+        total = ring_steps_latency_s(call.op, protocol, ring_shape(call, topology))
+        if total is None:
+            return None
+        order, share = _orders(call)[0]
+        plan = _plan(call, call.n, order.index(call.root), share)
+        return total / (len(plan.steps) * plan.pieces)
 
     def schedule(self, call: CollectiveCall, topology: Topology) -> Schedule:
         """The ring's sends: one ring, or two opposite rings with half the data each."""

@@ -18,8 +18,8 @@ docs/collectives.md lists them with clustersim's numbers).  Left out,
 and why (docs/collectives.md gives clustersim's numbers for them): smaller sizes (8 to 256
 MiB: NCCL's ramp to its plateau, which clustersim does not model, costs 10-40%); two-node
 H100 runs (NCCL runs NVLSTree there, NVLink SHARP inside the node and a tree across, which
-clustersim does not have: 446-487 GB/s measured, 348-382 simulated); runs with the
-algorithm forced; an RoCE cluster's 320 GB/s on four H100 nodes (nccl#1221; +14-17%).
+clustersim does not have: 446-487 GB/s measured, 375-383 simulated); runs with the
+algorithm forced; an RoCE cluster's 320 GB/s on four H100 nodes (nccl#1221; +18-19%).
 """
 
 from __future__ import annotations
