@@ -308,8 +308,18 @@ def _sensitivities(problem: _Problem, x: np.ndarray, model: str) -> np.ndarray:
     return np.array(out)
 
 
+LATENCY_KEPT = (
+    "kept: clustersim prices a ring's latency by NCCL's own per-hop model "
+    "(collectives/ring_latency.py), which a node's link latency does not enter; only trees "
+    "add it, so a fit would trade it against the tree's choice instead of measuring it"
+)
+"""Why link latencies are not fitted since rings follow NCCL's latency model (issue 41)."""
+
+
 def _scope_reason(figure: Figure, points: Sequence[Point]) -> str:
     """Why no calibration point can see ``figure`` (empty if some can)."""
+    if figure.unit == "us":
+        return LATENCY_KEPT
     runs = {id(p.run): p.run for p in points}.values()
     if figure.scope == "intra" and not any(r.nodes == 1 and r.ranks >= 2 for r in runs):
         return (
