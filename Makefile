@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_goodput.py
 	$(PY) bench/bench_estimates.py
 	$(PY) bench/bench_scale.py
+	$(PY) bench/bench_auto.py
 
 FUZZ_EXAMPLES ?= 10000
 
