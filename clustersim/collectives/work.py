@@ -100,6 +100,28 @@ def calls_work(
     return replace(total, held_sends=sum(largest.values()))
 
 
+def events_by_chunk(
+    call: CollectiveCall,
+    topology: Topology,
+    *,
+    model: str,
+    channels: int | str,
+    iterations: int,
+    record_transfers: bool | None = None,
+) -> Callable[[float], float]:
+    """The events of ``iterations`` runs of ``call`` as a function of its chunk (bytes): what
+    :func:`larger_chunk` bisects for a long run's notice."""
+
+    def events_of(size: float) -> float:
+        sized = replace(call, chunk_bytes=size)
+        once = call_work(
+            sized, topology, model=model, channels=channels, record_transfers=record_transfers
+        )
+        return once.events * iterations
+
+    return events_of
+
+
 LARGEST_CHUNK_EXPONENT = 50
 """The largest chunk :func:`larger_chunk` offers: 2**50 bytes (1 PiB)."""
 

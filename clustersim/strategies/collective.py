@@ -52,7 +52,7 @@ from ..collectives import label_of as _label_of
 from ..collectives.algorithm import algorithm
 from ..collectives.bus import figures_GBps
 from ..collectives.models import network_model
-from ..collectives.work import call_work, larger_chunk
+from ..collectives.work import call_work, events_by_chunk, larger_chunk
 from ..engine import Simulation
 from ..errors import ScenarioError
 from ..metrics import OPTIONAL, StrategySummary
@@ -195,12 +195,13 @@ class Collective(Strategy):
         hints = []
         chunk, iterations = self.call.chunk_bytes, self.config.iterations
         if chunk is not None and self.model == "flow":
-
-            def events_of(size: float) -> float:
-                call = replace(self.call, chunk_bytes=size)
-                once = call_work(call, self.topology, model=self.model, channels=self.channels)
-                return once.events * iterations
-
+            events_of = events_by_chunk(
+                self.call,
+                self.topology,
+                model=self.model,
+                channels=self.channels,
+                iterations=iterations,
+            )
             larger = larger_chunk(events_of, chunk, NOTICE_AFTER_S * EVENTS_PER_S)
             if larger is not None:
                 hints.append(f"--set workload.chunk={size_flag(larger)}")

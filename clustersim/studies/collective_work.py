@@ -9,7 +9,7 @@ there.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..budget import (
@@ -26,7 +26,7 @@ from ..budget import (
     enforce_memory,
     estimate_memory,
 )
-from ..collectives.work import call_work, larger_chunk
+from ..collectives.work import call_work, events_by_chunk, larger_chunk
 from ..units import format_size, size_flag
 
 if TYPE_CHECKING:
@@ -135,11 +135,14 @@ def shorter_sweep(
         largest = points[events.index(most)]
         share = NOTICE_AFTER_S * EVENTS_PER_S / sum(events)
 
-        def events_of(size: float) -> float:
-            call = replace(largest, chunk_bytes=size)
-            once = call_work(call, topology, model=model, channels=channels, record_transfers=False)
-            return once.events * iterations
-
+        events_of = events_by_chunk(
+            largest,
+            topology,
+            model=model,
+            channels=channels,
+            iterations=iterations,
+            record_transfers=False,
+        )
         larger = larger_chunk(events_of, chunk, most * share)
         if larger is not None:
             hints.append(f"--chunk {size_flag(larger)}")
