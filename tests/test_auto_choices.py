@@ -282,6 +282,71 @@ def test_written_chunks_are_kept() -> None:
     assert "pipeline.chunks" not in summary.get("auto_choices", {})
 
 
+# --------------------------------------------------------------------------- micro-batch
+
+
+def _unbatched(schedule: str, pp: int, dp: int, batch: int) -> dict[str, Any]:
+    """A pipeline run that writes neither training.micro_batch nor pipeline.micro_batches."""
+    document = doc(shape={**SHAPE, "layers": 2 * pp}, pp=pp, dp=dp, gpus=pp * dp, batch=batch)
+    del document["training"]["micro_batch"]
+    document["pipeline"] = {
+        "schedule": schedule,
+        **({"chunks": 2} if schedule == "interleaved" else {}),
+    }
+    return document
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "dp", "batch"),
+    [
+        ("1f1b", 2, 1, 8),
+        ("1f1b", 4, 2, 24),
+        ("interleaved", 2, 2, 16),
+        ("interleaved", 4, 1, 32),
+        ("gpipe", 2, 4, 12),
+    ],
+)
+def test_micro_batches_left_out_are_one_sample(schedule: str, pp: int, dp: int, batch: int) -> None:
+    """NeMo's and Megatron-Core's pipeline-parallel recipes run micro_batch_size=1: with pp > 1
+    and neither key written, m = global_batch / dp micro-batches of one sample, reported."""
+    summary = run(_unbatched(schedule, pp, dp, batch)).summary
+    assert summary["micro_batches"] == batch // dp
+    choice = summary["auto_choices"]["training.micro_batch"]
+    assert choice["value"] == 1
+    assert f"{batch // dp} per replica" in choice["reason"]
+
+
+def test_the_smallest_micro_batch_the_schedule_takes() -> None:
+    """Where the schedule refuses one sample's count, the next divisor that it takes."""
+    from clustersim.strategies import auto
+
+    size, choice = auto.micro_batch(24, 4, lambda m: m in (6, 3)) or (None, None)
+    assert (size, choice.value if choice else None) == (4, 4)
+    assert auto.micro_batch(24, 4, lambda m: False) is None
+    assert auto.micro_batch(24, 4, lambda m: True)[0] == 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("written", ["pipeline", "training"])
+def test_written_micro_batches_are_kept(written: str) -> None:
+    document = _unbatched("1f1b", 2, 1, 16)
+    if written == "pipeline":
+        document["pipeline"]["micro_batches"] = 4
+    else:
+        document["training"]["micro_batch"] = 4
+    summary = run(document).summary
+    assert summary["micro_batches"] == 4
+    assert "training.micro_batch" not in summary.get("auto_choices", {})
+
+
+def test_without_a_pipeline_the_accumulation_steps_stay_eight() -> None:
+    """pp = 1: micro-batches are gradient-accumulation steps; the default 8 is kept."""
+    document = doc(tp=2, dp=1, gpus=2, batch=16)
+    del document["training"]["micro_batch"]
+    summary = run(document).summary
+    assert summary["micro_batches"] == 8
+    assert "training.micro_batch" not in summary.get("auto_choices", {})
+
+
 # --------------------------------------------------------------------------- reporting
 
 

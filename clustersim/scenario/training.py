@@ -116,7 +116,9 @@ class TrainingSpec(_Spec):
     """Optimizer; its step costs memory traffic (bytes per parameter: sgd 12, momentum 20, adam 28)."""
     micro_batch: Count | None = None
     """Samples per micro-batch (pipeline/tensor parallel: sets micro-batches per iteration to
-    global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``."""
+    global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``, and where
+    that is not written either, for a pipeline-parallel transformer, ``auto``'s one sample
+    (:func:`clustersim.strategies.auto.micro_batch`)."""
     offload: OffloadSpec | None = None
     """Offload of optimizer states and/or activations to CPU memory (hybrid strategy)."""
     recompute: Recompute = "auto"

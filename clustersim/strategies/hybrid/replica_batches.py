@@ -208,8 +208,9 @@ class ReplicaBatches:
         """``32 micro-batches of 2 samples shared by speed (...)`` for describe(); the even
         text otherwise."""
         m, b = self.schedule.micro_batches, f"{self.micro_batch:.4g}"
+        samples = f"{b} sample" if b == "1" else f"{b} samples"
         if self.batch_shares is None:
-            return f"{m} micro-batches of {b} samples"
+            return f"{m} micro-batches of {samples}"
         how = self.batch_shares.balance
         shares = self.batch_shares.describe()
-        return f"{m * self.dp} micro-batches of {b} samples shared by {how} ({shares})"
+        return f"{m * self.dp} micro-batches of {samples} shared by {how} ({shares})"
