@@ -123,6 +123,23 @@ BLOOM = "BigScience, tr11-176B-ml README, training log, iteration 85376"
 VTRAIN = "Bang et al. 2024 (vTrain, MICRO 2024), data/ground_truth_multi.csv"
 NEMO = "NVIDIA NeMo 24.07 performance summary (NVIDIA/NeMo docs, commit 070a0bb)"
 FOUNDRY = "MosaicML LLM Foundry, scripts/train/benchmarking/README.md (061f2c7c)"
+VTRAIN_FILE = "VIA-Research/vTrain f8dda847, data/ground_truth_multi.csv"
+
+
+def _vtrain(cid: str, file: str, title: str, line: int, seconds_measured: float) -> Case:
+    """A held-out row of vTrain's measured table (line ``line`` of the CSV, header line 1)."""
+    return _training(
+        cid,
+        file,
+        title,
+        f"{VTRAIN} ({VTRAIN_FILE}, line {line})",
+        seconds_measured,
+        "s",
+        seconds(),
+        HELD_OUT,
+    )
+
+
 GPT3_175B_EQ3 = megatron_hardware_flops(1536, 2048, 96, 12288, 51200)
 """Equation 3's FLOPs of an iteration of Narayanan et al.'s 174.6B model at batch 1536."""
 
@@ -235,6 +252,64 @@ CASES: tuple[Case, ...] = (
         "tokens/s",
         tokens_per_gpu(128 * 8192, 64),
     ),
+    # held out: each model size's measured-fastest and median row of vTrain's table (rule fixed
+    # before any run; the calibration rows skipped)
+    _vtrain(
+        "vtrain-3b-64-tp1pp1mb8",
+        "vtrain_3b_64_tp1pp1mb8.yaml",
+        "3.6B GPT, dp 64, 64 A100s, micro-batch 8",
+        2,
+        3.5665,
+    ),
+    _vtrain(
+        "vtrain-3b-64-tp4pp1mb4",
+        "vtrain_3b_64_tp4pp1mb4.yaml",
+        "3.6B GPT, tp 4 x dp 16, 64 A100s, micro-batch 4",
+        12,
+        4.764,
+    ),
+    _vtrain(
+        "vtrain-18b-256-tp8pp1mb4",
+        "vtrain_18b_256_tp8pp1mb4.yaml",
+        "18.4B GPT, tp 8 x dp 32, 256 A100s, micro-batch 4",
+        30,
+        9.9276,
+    ),
+    _vtrain(
+        "vtrain-18b-256-tp4pp2mb8",
+        "vtrain_18b_256_tp4pp2mb8.yaml",
+        "18.4B GPT, tp 4 x pp 2 x dp 32, 256 A100s, micro-batch 8",
+        32,
+        10.8563,
+    ),
+    _vtrain(
+        "vtrain-39b-512-tp4pp4mb2",
+        "vtrain_39b_512_tp4pp4mb2.yaml",
+        "39.1B GPT, tp 4 x pp 4 x dp 32, 512 A100s, micro-batch 2",
+        44,
+        13.8755,
+    ),
+    _vtrain(
+        "vtrain-39b-512-tp4pp4mb3",
+        "vtrain_39b_512_tp4pp4mb3.yaml",
+        "39.1B GPT, tp 4 x pp 4 x dp 32, 512 A100s, micro-batch 3",
+        46,
+        16.1855,
+    ),
+    _vtrain(
+        "vtrain-175b-512-tp4pp32mb2",
+        "vtrain_175b_512_tp4pp32mb2.yaml",
+        "GPT-3 175B, tp 4 x pp 32 x dp 4, 512 A100s, micro-batch 2",
+        92,
+        53.9096,
+    ),
+    _vtrain(
+        "vtrain-175b-512-tp2pp32mb2",
+        "vtrain_175b_512_tp2pp32mb2.yaml",
+        "GPT-3 175B, tp 2 x pp 32 x dp 8, 512 A100s, micro-batch 2",
+        95,
+        57.4112,
+    ),
     _collective(
         "nccl-a100-1n",
         "DGX A100",
@@ -278,5 +353,13 @@ PUBLISHERS: dict[str, str] = {
     "nccl-a100-1n": "S. Bekman (Machine Learning Engineering)",
     "nccl-a100-4n": "NVIDIA",
     "nccl-h100-1n": "AWS",
+    "vtrain-3b-64-tp1pp1mb8": "KAIST",
+    "vtrain-3b-64-tp4pp1mb4": "KAIST",
+    "vtrain-18b-256-tp8pp1mb4": "KAIST",
+    "vtrain-18b-256-tp4pp2mb8": "KAIST",
+    "vtrain-39b-512-tp4pp4mb2": "KAIST",
+    "vtrain-39b-512-tp4pp4mb3": "KAIST",
+    "vtrain-175b-512-tp4pp32mb2": "KAIST",
+    "vtrain-175b-512-tp2pp32mb2": "KAIST",
 }
 """Who measured each case: the family's independent sources."""
