@@ -123,6 +123,11 @@ BLOOM = "BigScience, tr11-176B-ml README, training log, iteration 85376"
 VTRAIN = "Bang et al. 2024 (vTrain, MICRO 2024), data/ground_truth_multi.csv"
 NEMO = "NVIDIA NeMo 24.07 performance summary (NVIDIA/NeMo docs, commit 070a0bb)"
 FOUNDRY = "MosaicML LLM Foundry, scripts/train/benchmarking/README.md (061f2c7c)"
+TITAN = "PyTorch torchtitan, docs/performance.md (3faaa1a0d), 64 A100 80GB, FSDP2"
+DEEPSPEED_AZURE = (
+    "DeepSpeed on Azure, microsoft/DeepSpeed docs/_posts/2022-07-26-deepspeed-azure.md "
+    "(38327e07): 204.49 TFLOPs/GPU on 256 GPUs"
+)
 VTRAIN_FILE = "VIA-Research/vTrain f8dda847, data/ground_truth_multi.csv"
 
 
@@ -310,6 +315,48 @@ CASES: tuple[Case, ...] = (
         95,
         57.4112,
     ),
+    # held out: torchtitan's A100 table, every row whose checkpointing clustersim has (none,
+    # full); the DeepSpeed-on-Azure post's printed peak whose recipe clustersim can write
+    _training(
+        "titan-llama3-70b-64",
+        "titan_llama3_70b_64.yaml",
+        "Llama 3 70B, FSDP over 64 A100s, local batch 1, full recompute",
+        f"{TITAN}, Llama 3, row 70B / 1 / full",
+        331.0,
+        "tokens/s",
+        tokens_per_gpu(64 * 8192, 64),
+        HELD_OUT,
+    ),
+    _training(
+        "titan-llama2-70b-64",
+        "titan_llama2_70b_64.yaml",
+        "Llama 2 70B, FSDP over 64 A100s, local batch 2, full recompute",
+        f"{TITAN}, Llama 2, row 70B / 2 / full",
+        353.0,
+        "tokens/s",
+        tokens_per_gpu(128 * 4096, 64),
+        HELD_OUT,
+    ),
+    _training(
+        "titan-llama2-13b-64",
+        "titan_llama2_13b_64.yaml",
+        "Llama 2 13B, FSDP over 64 A100s, local batch 2, no recompute",
+        f"{TITAN}, Llama 2, row 13B / 2 / no",
+        2162.0,
+        "tokens/s",
+        tokens_per_gpu(128 * 4096, 64),
+        HELD_OUT,
+    ),
+    _training(
+        "ds-gpt175b-256",
+        "ds_gpt175b_256.yaml",
+        "175B GPT, ZeRO-3 over 256 A100s, micro-batch 32, sequence 512",
+        DEEPSPEED_AZURE,
+        204.49e12,
+        "FLOP/s",
+        flops_per_gpu(megatron_hardware_flops(8192, 512, 96, 12288, 50304), 256),
+        HELD_OUT,
+    ),
     _collective(
         "nccl-a100-1n",
         "DGX A100",
@@ -353,6 +400,10 @@ PUBLISHERS: dict[str, str] = {
     "nccl-a100-1n": "S. Bekman (Machine Learning Engineering)",
     "nccl-a100-4n": "NVIDIA",
     "nccl-h100-1n": "AWS",
+    "titan-llama3-70b-64": "PyTorch (Meta)",
+    "titan-llama2-70b-64": "PyTorch (Meta)",
+    "titan-llama2-13b-64": "PyTorch (Meta)",
+    "ds-gpt175b-256": "Microsoft (DeepSpeed)",
     "vtrain-3b-64-tp1pp1mb8": "KAIST",
     "vtrain-3b-64-tp4pp1mb4": "KAIST",
     "vtrain-18b-256-tp8pp1mb4": "KAIST",
