@@ -128,6 +128,10 @@ DEEPSPEED_AZURE = (
     "DeepSpeed on Azure, microsoft/DeepSpeed docs/_posts/2022-07-26-deepspeed-azure.md "
     "(38327e07): 204.49 TFLOPs/GPU on 256 GPUs"
 )
+NEMO_2606 = (
+    "NVIDIA NeMo 26.06 performance summary (NVIDIA-NeMo/Megatron-Bridge "
+    "docs/performance-summary.md, 8f341b04f), LLAMA3.1_405B, DGX-H100, 1024 GPUs"
+)
 VTRAIN_FILE = "VIA-Research/vTrain f8dda847, data/ground_truth_multi.csv"
 
 
@@ -357,6 +361,18 @@ CASES: tuple[Case, ...] = (
         flops_per_gpu(megatron_hardware_flops(8192, 512, 96, 12288, 50304), 256),
         HELD_OUT,
     ),
+    # held out: each DGX-H100 pre-training row of Megatron-Bridge's tables (25.09-26.06),
+    # newest version, dense at 256 GPUs or more (the MoE rows' models are not expressible)
+    _training(
+        "nemo2606-llama31-405b-1024",
+        "nemo2606_llama31_405b_1024_fp8.yaml",
+        "Llama 3.1 405B, tp 8 x pp 8 (8 chunks) x cp 2 x dp 8, 1024 H100s, FP8",
+        NEMO_2606,
+        326.0,
+        "tokens/s",
+        tokens_per_gpu(1536 * 8192, 1024),
+        HELD_OUT,
+    ),
     _collective(
         "nccl-a100-1n",
         "DGX A100",
@@ -400,6 +416,7 @@ PUBLISHERS: dict[str, str] = {
     "nccl-a100-1n": "S. Bekman (Machine Learning Engineering)",
     "nccl-a100-4n": "NVIDIA",
     "nccl-h100-1n": "AWS",
+    "nemo2606-llama31-405b-1024": "NVIDIA",
     "titan-llama3-70b-64": "PyTorch (Meta)",
     "titan-llama2-70b-64": "PyTorch (Meta)",
     "titan-llama2-13b-64": "PyTorch (Meta)",
