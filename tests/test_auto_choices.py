@@ -313,7 +313,7 @@ def test_micro_batches_left_out_are_one_sample(schedule: str, pp: int, dp: int, 
     assert summary["micro_batches"] == batch // dp
     choice = summary["auto_choices"]["training.micro_batch"]
     assert choice["value"] == 1
-    assert f"{batch // dp} per replica" in choice["reason"]
+    assert f"{batch // dp} micro-batches per replica" in choice["reason"]
 
 
 def test_the_smallest_micro_batch_the_schedule_takes() -> None:
@@ -338,10 +338,30 @@ def test_written_micro_batches_are_kept(written: str) -> None:
     assert "training.micro_batch" not in summary.get("auto_choices", {})
 
 
-def test_without_a_pipeline_the_accumulation_steps_stay_eight() -> None:
-    """pp = 1: micro-batches are gradient-accumulation steps; the default 8 is kept."""
-    document = doc(tp=2, dp=1, gpus=2, batch=16)
+@pytest.mark.parametrize(("tp", "dp", "batch"), [(2, 1, 16), (1, 2, 12), (2, 2, 4)])
+def test_without_a_pipeline_the_micro_batches_are_accumulation_steps_of_one(
+    tp: int, dp: int, batch: int
+) -> None:
+    """pp = 1: micro-batches of one sample too, global_batch / dp accumulation steps (the
+    former default, 8 steps, did not divide a replica's 2 samples)."""
+    document = doc(tp=tp, dp=dp, gpus=tp * dp, batch=batch)
     del document["training"]["micro_batch"]
+    summary = run(document).summary
+    assert summary["micro_batches"] == batch // dp
+    assert (
+        "gradient-accumulation steps" in summary["auto_choices"]["training.micro_batch"]["reason"]
+    )
+
+
+def test_a_list_of_layers_keeps_eight_micro_batches() -> None:
+    """auto chooses for transformers; a model given as layers keeps pipeline.micro_batches."""
+    document = _unbatched("1f1b", 2, 1, 16)
+    document["model"] = {
+        "layers": [
+            {"name": f"l{i}", "flops": "1TFLOP", "params": 1e6, "activations": "1MB"}
+            for i in range(4)
+        ]
+    }
     summary = run(document).summary
     assert summary["micro_batches"] == 8
     assert "training.micro_batch" not in summary.get("auto_choices", {})

@@ -21,18 +21,69 @@ from clustersim.compute.models import Operation
 from clustersim.validation import production
 from clustersim.validation.case import CALIBRATION, HELD_OUT, Case, Outcome, Tolerance
 
-FOLDER = Path(__file__).resolve().parent.parent / "scenarios" / "production"
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "scenarios" / "production"
 HARDWARE_NUMBERS = {"flops", "efficiency", "peaks", "compute", "memory", "memory_bandwidth"}
 """Keys that would set a GPU's speed by hand."""
 
 
-def test_the_family_has_12_cases_from_6_sources() -> None:
-    """The issue's floor: at least 12 measurements from at least 6 independent sources."""
+def _runs() -> dict[str, Any]:
+    """Case id -> the scenario document of each training case."""
+    return {
+        case.id: yaml.safe_load((ROOT / case.how).read_text(encoding="utf-8"))
+        for case in production.CASES
+        if case.how.startswith("scenarios/")
+    }
+
+
+def _gpus(doc: dict[str, Any]) -> int:
+    """GPUs of a run: its tp x pp x cp x dp, or every GPU of its nodes (8 per catalog node)."""
+    par = doc.get("parallelism")
+    if par and "dp" in par:
+        return int(par.get("tp", 1) * par.get("pp", 1) * par.get("cp", 1) * par["dp"])
+    cluster = doc["cluster"]
+    return int(cluster["racks"] * cluster["nodes_per_rack"] * 8)
+
+
+def _shares_nics(doc: dict[str, Any]) -> bool:
+    """Its nodes have fewer NICs than GPUs (the catalog's DGX nodes have one per GPU)."""
+    return int(doc["cluster"]["node"].get("nics", 8)) < 8
+
+
+def test_the_family_is_as_wide_as_the_issue_asks() -> None:
+    """Issue 41's floors: at least 30 measured cases, at least half of them held out, at least
+    6 runs on 2,048 GPUs or more and 3 on nodes whose GPUs share NICs; every case of a
+    publisher, within 20%."""
     cases = validation.FAMILIES[production.FAMILY]
-    assert len(cases) >= 12
+    assert len(cases) >= 30
     assert set(production.PUBLISHERS) == {case.id for case in cases}
-    assert len(set(production.PUBLISHERS.values())) >= 6
     assert all(case.tolerance.rel == 0.20 for case in cases)
+    assert all(case.split in (HELD_OUT, CALIBRATION) for case in cases)
+    assert 2 * sum(case.split == HELD_OUT for case in cases) >= len(cases)
+    runs = _runs()
+    assert sum(_gpus(doc) >= 2048 for doc in runs.values()) >= 6
+    assert sum(_shares_nics(doc) for doc in runs.values()) >= 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 41: 8 publishers so far (NVIDIA, BigScience, KAIST, MosaicML, S. Bekman, AWS, "
+    "Meta, Microsoft); BAAI's FlagPerf run is an MoE known gap kept out; two more are to find",
+)
+def test_the_family_has_ten_independent_sources() -> None:
+    assert len(set(production.PUBLISHERS.values())) >= 10
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 41: the expressible published MoE runs are 16-82% too fast (docs/accuracy.md, "
+    "Known gaps); they join the family when MoE pricing reproduces them",
+)
+def test_the_family_has_three_moe_runs() -> None:
+    runs = _runs()
+    assert (
+        sum("moe" in doc["model"] or "mixtral" in str(doc["model"]) for doc in runs.values()) >= 3
+    )
 
 
 def _node(doc: dict[str, Any]) -> dict[str, Any]:
@@ -60,8 +111,10 @@ def test_every_scenario_is_a_case() -> None:
     assert runs == files
 
 
-def _outcome(error: float, family: str = production.FAMILY, split: str | None = None) -> Outcome:
-    case = Case("x", family, "t", "s", 1.0, "s", Tolerance(rel=0.2), lambda: 1.0, "", split)
+def _outcome(
+    error: float, family: str = production.FAMILY, split: str | None = None, gap: str = ""
+) -> Outcome:
+    case = Case("x", family, "t", "s", 1.0, "s", Tolerance(rel=0.2), lambda: 1.0, "", split, gap)
     return Outcome(case, 1.0 + error, error, error <= 0.2)
 
 
@@ -96,6 +149,39 @@ def test_the_held_out_mean_gates_the_family_on_its_own(
     held = next(line for line in validation.family_lines(outcomes) if "held out" in line)
     assert held.startswith(f"production, held out: {len(held_out)} cases, mean |error| ")
     assert ("target <= 10%: pass" in held) is ok
+
+
+@pytest.mark.parametrize(
+    ("error", "gap", "verdict", "ok"),
+    [
+        (0.25, "", "FAIL", False),
+        (0.25, "fp8 priced too fast", "known gap", True),
+        (0.05, "fp8 priced too fast", "FIXED", False),
+        (0.05, "", "pass", True),
+    ],
+)
+def test_a_known_gap_is_a_strict_expected_failure(
+    error: float, gap: str, verdict: str, ok: bool
+) -> None:
+    """A case marked with the gap it shows passes reproduce only while it misses; once it is
+    within its tolerance reproduce fails until the mark goes. Its error counts in the means."""
+    outcomes = [_outcome(error, split=HELD_OUT, gap=gap)]
+    outcomes += [_outcome(0.01, split=HELD_OUT) for _ in range(4)]  # the mean stays within 10%
+    assert outcomes[0].verdict == verdict
+    assert validation.passed(outcomes) is ok
+    held = next(line for line in validation.family_lines(outcomes) if "held out" in line)
+    assert held.startswith("production, held out: 5 cases, mean |error| ")
+    assert f"largest {validation.format_error(error)}" in held
+    if verdict == "known gap":
+        assert "1 known gap misses" in validation.verdict(outcomes)
+
+
+def test_every_known_gap_says_why() -> None:
+    """A known gap names what the model misses, and only measured (held-out or calibration)
+    cases carry one."""
+    for case in validation.all_cases():
+        if case.known_gap:
+            assert case.split is not None and len(case.known_gap) > 40, case.id
 
 
 def test_families_without_a_target_only_report() -> None:

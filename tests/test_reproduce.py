@@ -19,9 +19,9 @@ FAMILY_SIZES = {
     "bubbles": 9,
     "memory": 40,
     "megatron": 11,
-    "moe": 1,
+    "moe": 6,
     "nccl": 16,
-    "production": 15,
+    "production": 41,
     "maxmin": 7,
 }
 """Cases per family of the shipped suite."""

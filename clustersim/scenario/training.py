@@ -117,7 +117,7 @@ class TrainingSpec(_Spec):
     micro_batch: Count | None = None
     """Samples per micro-batch (pipeline/tensor parallel: sets micro-batches per iteration to
     global_batch / (dp x micro_batch)); default: from ``pipeline.micro_batches``, and where
-    that is not written either, for a pipeline-parallel transformer, ``auto``'s one sample
+    that is not written either, for a transformer in the pipeline strategy, ``auto``'s one sample
     (:func:`clustersim.strategies.auto.micro_batch`)."""
     offload: OffloadSpec | None = None
     """Offload of optimizer states and/or activations to CPU memory (hybrid strategy)."""

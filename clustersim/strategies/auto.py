@@ -11,9 +11,8 @@ its own memory and cost model, deterministically:
   then full; in the pipeline strategy per pipeline stage) with which every GPU fits its memory;
   full where nothing fits, and the run is marked as not fitting, as a forced one is
   (:func:`least_recompute`, :func:`choose_recompute`);
-* ``training.micro_batch`` -- with pp > 1, where neither it nor ``pipeline.micro_batches``
-  is written: one sample, as NeMo's and Megatron-Core's pipeline-parallel recipes
-  (:func:`micro_batch`);
+* ``training.micro_batch`` -- where neither it nor ``pipeline.micro_batches`` is written: one
+  sample, as NeMo's and Megatron-Core's pre-training recipes (:func:`micro_batch`);
 * ``pipeline.chunks`` and ``pipeline.stages`` -- the pipeline strategy's
   (:mod:`clustersim.strategies.hybrid.auto`).
 
@@ -67,22 +66,25 @@ def sequence_parallel(
 def micro_batch(
     per_replica: int, stages: int, allowed: Callable[[int], bool]
 ) -> tuple[int, AutoChoice] | None:
-    """``training.micro_batch`` of a pipeline-parallel transformer run that writes neither it
-    nor ``pipeline.micro_batches``: the smallest micro-batch (samples) that splits a replica's
-    ``per_replica`` samples into a count of micro-batches the schedule takes (``allowed(m)``)
-    -- one sample wherever the schedule allows it, as NeMo's and Megatron-Core's
-    pipeline-parallel pre-training recipes run (``micro_batch_size=1``): the bubble shrinks
-    as the micro-batches per iteration grow (Narayanan et al. 2021, Section 3.3), and 1F1B
-    holds at most ``stages`` in flight whatever their count.  None when no divisor of
-    ``per_replica`` gives an allowed count."""
+    """``training.micro_batch`` of a transformer run by the pipeline strategy that writes
+    neither it nor ``pipeline.micro_batches``: the smallest micro-batch (samples) that splits
+    a replica's ``per_replica`` samples into a count of micro-batches the schedule of
+    ``stages`` stages takes (``allowed(m)``) -- one sample wherever the schedule allows it, as
+    NeMo's and Megatron-Core's pre-training recipes run (``micro_batch_size=1``): with
+    pipeline parallelism the bubble shrinks as the micro-batches grow (Narayanan et al. 2021,
+    Section 3.3) and 1F1B holds at most ``stages`` in flight whatever their count; without,
+    they are gradient-accumulation steps and the least activation memory.  None when no
+    divisor of ``per_replica`` gives an allowed count."""
     for size in range(1, per_replica + 1):
         count = per_replica // size
         if per_replica % size or not allowed(count):
             continue
+        what = "micro-batches" if stages > 1 else "gradient-accumulation steps"
         why = (
             f"pp {stages}: micro-batches of {size} sample{'s' if size > 1 else ''}, {count} "
-            "per replica, as NeMo's and Megatron-Core's pipeline-parallel recipes run them "
-            "(one sample; the bubble shrinks as their count grows)"
+            f"{what} per replica, as NeMo's and Megatron-Core's pre-training recipes run them "
+            "(micro_batch_size=1"
+            + ("; the bubble shrinks as their count grows)" if stages > 1 else ")")
         )
         if size > 1:
             why += "; the schedule takes no count of smaller ones"

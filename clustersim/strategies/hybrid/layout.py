@@ -266,14 +266,13 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         return int(m), "training.micro_batch"
 
     def _auto_micro_batch(self) -> int | None:
-        """``auto``'s micro-batch (:func:`.auto.micro_batch`) for a pipeline-parallel
-        transformer that writes neither ``training.micro_batch`` nor
-        ``pipeline.micro_batches``, recorded in ``auto_choices``; None elsewhere (then
-        ``pipeline.micro_batches``' default)."""
+        """``auto``'s micro-batch (:func:`.auto.micro_batch`) for a transformer that writes
+        neither ``training.micro_batch`` nor ``pipeline.micro_batches``, recorded in
+        ``auto_choices``; None elsewhere (then ``pipeline.micro_batches``' default)."""
         pipe = self.scenario.pipeline
         written = pipe is not None and "micro_batches" in pipe.model_fields_set
         global_batch = self.train.global_batch
-        if written or self.pp < 2 or self.model.transformer is None or global_batch % self.dp:
+        if written or self.model.transformer is None or global_batch % self.dp:
             return None
         kind = Schedule.registry.lookup(self.pipe.schedule, "pipeline.schedule")
         chunks = kind.default_chunks if self.pipe.chunks == auto.AUTO else self.pipe.chunks
