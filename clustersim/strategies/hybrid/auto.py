@@ -52,10 +52,12 @@ from ...units import format_time
 from ..auto import (
     AUTO,
     CHUNKS_KEY,
+    MICRO_BATCH_KEY,
     RECOMPUTE_KEY,
     STAGE_LAYERS_KEY,
     fits_or_not,
     least_recompute,
+    micro_batch,
     recompute_modes,
 )
 from ..training import work_duration
@@ -102,6 +104,33 @@ def _spread(values: Sequence[int]) -> str:
     """``8`` or ``8 to 9``."""
     least, most = min(values), max(values)
     return str(least) if least == most else f"{least} to {most}"
+
+
+# -- the micro-batch ----------------------------------------------------------------------
+
+
+def micro_batch_of(layout: Any) -> int | None:
+    """``auto``'s micro-batch (:func:`clustersim.strategies.auto.micro_batch`) for a
+    transformer whose scenario writes neither ``training.micro_batch`` nor
+    ``pipeline.micro_batches``, recorded in ``layout.auto_choices``; None elsewhere (then
+    ``pipeline.micro_batches``' default)."""
+    pipe = layout.scenario.pipeline
+    written = pipe is not None and "micro_batches" in pipe.model_fields_set
+    global_batch = layout.train.global_batch
+    if written or layout.model.transformer is None or global_batch % layout.dp:
+        return None
+    kind = Schedule.registry.lookup(layout.pipe.schedule, "pipeline.schedule")
+    chunks = kind.default_chunks if layout.pipe.chunks == AUTO else layout.pipe.chunks
+
+    def allowed(m: int) -> bool:
+        per_stage = not kind.micro_batch_per_stage or m >= layout.pp
+        return per_stage and not kind.problems(layout.pp, m, chunks)
+
+    chosen = micro_batch(global_batch // layout.dp, layout.pp, allowed)
+    if chosen is None:
+        return None
+    layout.auto_choices[MICRO_BATCH_KEY] = chosen[1]
+    return chosen[0]
 
 
 # -- recomputation as written ------------------------------------------------------------

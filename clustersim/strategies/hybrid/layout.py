@@ -20,7 +20,7 @@ from ..written_keys import unread_problems
 from . import experts as moe
 from . import recipes
 from .accounting import stage_link_sharing
-from .auto import choose, chunk_candidates, heaviest, record_split, stage_modes
+from .auto import choose, chunk_candidates, heaviest, micro_batch_of, record_split, stage_modes
 from .balance import StageBalance, balance_stages, units_of
 from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
@@ -247,7 +247,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         """m and the key that set it: ``training.micro_batch`` or ``pipeline.micro_batches``."""
         b = self.train.micro_batch
         if b is None:
-            b = self._auto_micro_batch()
+            b = micro_batch_of(self)
         if b is None:
             return self.pipe.micro_batches, "pipeline.micro_batches"
         rules.enforce(rules.micro_batch_problem(self.train.global_batch, self.dp, b))
@@ -264,28 +264,6 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
                     )
                 )
         return int(m), "training.micro_batch"
-
-    def _auto_micro_batch(self) -> int | None:
-        """``auto``'s micro-batch (:func:`.auto.micro_batch`) for a transformer that writes
-        neither ``training.micro_batch`` nor ``pipeline.micro_batches``, recorded in
-        ``auto_choices``; None elsewhere (then ``pipeline.micro_batches``' default)."""
-        pipe = self.scenario.pipeline
-        written = pipe is not None and "micro_batches" in pipe.model_fields_set
-        global_batch = self.train.global_batch
-        if written or self.model.transformer is None or global_batch % self.dp:
-            return None
-        kind = Schedule.registry.lookup(self.pipe.schedule, "pipeline.schedule")
-        chunks = kind.default_chunks if self.pipe.chunks == auto.AUTO else self.pipe.chunks
-
-        def allowed(m: int) -> bool:
-            per_stage = not kind.micro_batch_per_stage or m >= self.pp
-            return per_stage and not kind.problems(self.pp, m, chunks)
-
-        chosen = auto.micro_batch(global_batch // self.dp, self.pp, allowed)
-        if chosen is None:
-            return None
-        self.auto_choices[auto.MICRO_BATCH_KEY] = chosen[1]
-        return chosen[0]
 
     def _make_schedule(self) -> Schedule:
         """The schedule, after its rule of one micro-batch per stage if it has one; its chunks
