@@ -20,7 +20,7 @@ FAMILY_SIZES = {
     "memory": 40,
     "megatron": 11,
     "moe": 1,
-    "nccl": 16,
+    "nccl": 19,
     "production": 15,
     "maxmin": 7,
 }
