@@ -129,3 +129,50 @@ def test_work_counts_the_slices_played(model: str) -> None:
     auto = call_work(call, topo, model=model, channels="auto")
     assert len(slices(call, topo, "auto")) == 8
     assert auto.transfers == pytest.approx(8 * one.transfers)
+
+
+def _node_ends(topo, part: CollectiveCall) -> list[tuple[int | None, int | None]]:
+    """(NIC it enters through, NIC it leaves through) of ``part`` at each node."""
+    nodes: dict[str, list[str]] = {}
+    for name in part.devices:
+        nodes.setdefault(topo.device(name).node, []).append(name)
+    return [(topo.nic_of(names[0]), topo.nic_of(names[-1])) for names in nodes.values()]
+
+
+@pytest.mark.parametrize("nics", [1, 2, 4, 8])
+@pytest.mark.parametrize("nodes", [2, 3, 4])
+def test_channels_take_the_nodes_nics_in_turn(nics: int, nodes: int) -> None:
+    """NCCL starts its channels on a node's NICs in turn (search.cc: channel i tries NIC
+    i mod count) and, where a NIC sits beside two or more GPUs, enters and leaves the node
+    through two of them ("NET n -> GPU a -> .. -> GPU x -> NET n"; nccl#1933: the same NIC
+    in and out keeps a channel on its rail): with 1, 2, 4 or 8 NICs for 8 GPUs every NIC
+    is entered and left by as many channels as every other, at every node."""
+    topo = node_cluster(nodes=nodes, nics=nics, **A100)
+    call = CollectiveCall("allreduce", gpus(topo), 2.0**28, "ring")
+    channels = nccl_channels(call.devices, topo)
+    ins: dict[int | None, int] = {}
+    outs: dict[int | None, int] = {}
+    for c in range(channels):
+        ends = _node_ends(topo, channel_call(call, topo, c, channels))
+        assert len(set(ends)) == 1  # every node alike: channels stay on their rail
+        enter, leave = ends[0]
+        if 1 < nics < 8:
+            assert enter == leave
+        ins[enter] = ins.get(enter, 0) + 1
+        outs[leave] = outs.get(leave, 0) + 1
+    assert sorted(ins) == sorted(outs) == list(range(nics))
+    assert len(set(ins.values())) == len(set(outs.values())) == 1
+
+
+@pytest.mark.parametrize(("nics", "played"), [(1, 2), (2, 2), (4, 4), (8, 8)])
+def test_shared_nic_channels_merge_per_nic(nics: int, played: int) -> None:
+    """Where 2 or 4 GPUs share a NIC, a channel's copies are the channels on the same NIC
+    (same GPUs in and out): one slice per NIC is played, in the time of all channels played
+    apart (rel 1e-9)."""
+    topo = node_cluster(nodes=2, nics=nics, **A100)
+    call = CollectiveCall("allreduce", gpus(topo), 2.0**27, "ring", protocol="Simple")
+    channels = nccl_channels(call.devices, topo)
+    assert simulated_slices(call, topo, channels) == played
+    merged = _time(topo, call, "flow", channels, unmerged=False)
+    apart = _time(topo, call, "flow", channels, unmerged=True)
+    assert merged == pytest.approx(apart, rel=1e-9)

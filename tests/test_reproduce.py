@@ -20,7 +20,7 @@ FAMILY_SIZES = {
     "memory": 40,
     "megatron": 11,
     "moe": 6,
-    "nccl": 16,
+    "nccl": 19,
     "production": 41,
     "maxmin": 7,
 }

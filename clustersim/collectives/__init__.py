@@ -30,7 +30,14 @@ from .algorithm import (
 )
 from .auto import resolve, resolve_once
 from .call import CollectiveCall, HopCost, node_groups
-from .channels import AUTO, MAX_CHANNELS, nccl_channels, simulated_slices
+from .channels import (
+    AUTO,
+    MAX_CHANNELS,
+    channel_order,
+    nccl_channels,
+    node_nics,
+    simulated_slices,
+)
 from .communicator import communicator
 from .execution import execute
 from .models import Launch, network_model
@@ -180,9 +187,10 @@ def channel_call(
     call: CollectiveCall, topology: Topology, channel: int, channels: int
 ) -> CollectiveCall:
     """Slice ``channel`` of ``call`` split over ``channels``: S / channels bytes, and (with
-    several channels, on several nodes) each node's ranks rotated by ``channel``, so that
-    each channel's ring or tree enters and leaves a node through other GPUs -- and their
-    NICs -- as NCCL's channels do.  The root stays the same device."""
+    several channels, on several nodes) each node's ranks rotated so that the channel's
+    ring or tree enters and leaves the node through the GPUs and the NIC NCCL gives it
+    (:func:`~clustersim.collectives.channels.channel_order`).  The root stays the same
+    device."""
     if channels == 1:
         return call
     part = replace(call, size_bytes=call.size_bytes / channels)
@@ -191,8 +199,7 @@ def channel_call(
         return part
     order = []
     for ranks in groups:
-        k = channel % len(ranks)
-        order += ranks[k:] + ranks[:k]
+        order += channel_order(ranks, node_nics(call.devices, ranks, topology), channel)
     devices = tuple(call.devices[r] for r in order)
     root = order.index(call.root) if OPERATIONS[call.op].rooted else call.root
     return replace(part, devices=devices, root=root)

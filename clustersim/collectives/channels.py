@@ -26,11 +26,15 @@ or DGX H100 node and 16 across DGX A100 or DGX H100 nodes (8 NICs), as NCCL's lo
 kind (flat, custom) get 1.
 
 Slices played (:func:`simulated_slices`): clustersim plays a channel as a slice of
-``S / channels`` bytes with every node's ranks rotated by the channel number
-(:func:`clustersim.collectives.channel_call`), so channels ``c`` and ``c + g`` (``g`` ranks
-per node) cross the same links the same way.  When every rotation repeats equally often
-(``channels`` a multiple of the distinct rotations: ``g`` across nodes, 1 inside one or on a
-flat fabric) and each pair has one route (no ECMP choice), the ``k`` copies of each slice are played as one
+``S / channels`` bytes with every node's ranks rotated so that the channel enters and leaves
+the node through the GPUs and the NIC NCCL gives it (:func:`channel_order`,
+:func:`clustersim.collectives.channel_call`): channel ``c`` at GPU ``c`` of each node where
+every GPU has its NIC (or all share one), through the node's NICs in turn where 2 or more
+GPUs share a NIC.  Channels ``c`` and ``c + p`` (``p`` the distinct placements: ``g`` ranks
+per node, or the ``m`` NICs they share) cross the same links the same way.  When every
+placement repeats equally often (``channels`` a multiple of ``p`` across nodes, 1 inside
+one or on a flat fabric) and each pair has one route (no ECMP choice), the ``k`` copies of
+each slice are played as one
 slice of ``k`` times the bytes: max-min fair sharing gives ``k`` equal flows on the same
 links each ``1/k`` of what one flow gets, so alone -- and beside collectives played the same
 way -- the time is the same, with ``k`` times fewer events (tests/test_channels.py holds
@@ -181,6 +185,45 @@ def _inter(
     return speed, searched
 
 
+def channel_order(ranks: Sequence[int], nics: Sequence[Any], channel: int) -> list[int]:
+    """The order in which channel ``channel`` goes through one node's ``ranks`` (in rank
+    order; ``nics[i]`` the NIC beside ``ranks[i]``): a rotation of them, entering the node
+    at its first rank and leaving it at its last, through the NIC NCCL gives the channel.
+
+    NCCL starts its searched channels on the node's NICs in turn (``search.cc``,
+    ``ncclTopoSearchRecNet``: channel ``i`` tries NIC ``i mod count`` first), enters
+    through a GPU beside that NIC and, its rings, leaves through one beside the same NIC
+    ("NET n -> GPU a -> .. -> GPU x -> NET n"; NCCL's maintainer: "Using the same NIC as
+    input and output will ensure that we do not communicate across rails", nccl#1933); its
+    trees go up and down through the GPUs at the head of the same chain (``connect.cc``:
+    ``treeToParent``, ``treeToChild0``).  The copies of a channel (``ncclTopoDupChannels``,
+    the rings run twice) are the same GPUs and NIC.  So where some of the node's NICs sit
+    beside two or more of its ranks (PCIe switches shared by 2 or 4 GPUs and a NIC), channel
+    ``c`` takes the node's ``c mod m``-th NIC (``m`` NICs beside its ranks) and enters at
+    the second of the first two neighbouring ranks beside that NIC, leaving at the first:
+    every NIC carries ``1/m`` of the channels, both ways.  With one NIC for all the ranks,
+    or one rank beside each NIC, channel ``c`` enters at rank ``c mod g`` and leaves through
+    the rank before it (``g`` ranks): one NIC beside every rank, entry and exit spread over
+    the NICs alike."""
+    g = len(ranks)
+    distinct = list(dict.fromkeys(nics))
+    start = channel % g
+    if 1 < len(distinct) < g:
+        nic = distinct[channel % len(distinct)]
+        beside = [i for i in range(g) if nics[i] == nic]
+        pairs = [i for i in beside if nics[(i + 1) % g] == nic]
+        start = (pairs[0] + 1) % g if pairs else beside[0]
+    return [*ranks[start:], *ranks[:start]]
+
+
+def placements(nics: Sequence[Any]) -> int:
+    """How many channels pass before :func:`channel_order` repeats on a node whose ranks sit
+    beside ``nics``: the NICs beside them where some NIC has two or more, else the ranks."""
+    g = len(nics)
+    m = len(set(nics))
+    return m if 1 < m < g else g
+
+
 def nccl_channels(devices: tuple[str, ...], topology: Topology) -> int:
     """The channels NCCL runs a collective of ``devices`` in (1 where it cannot say)."""
     graph = nccl_graph(devices, topology)
@@ -203,12 +246,21 @@ def simulated_slices(call: Any, topology: Topology, channels: int, plays_sends: 
     groups = node_groups(call, topology)
     if groups is None:  # no nodes, no rotation: copies of one slice on a flat fabric's routes
         return 1 if topology.kind in FLAT_KINDS else channels
-    distinct = 1 if len(groups) < 2 else max(len(g) for g in groups)
+    distinct = 1
+    if len(groups) > 1:
+        for ranks in groups:
+            distinct = math.lcm(distinct, placements(node_nics(call.devices, ranks, topology)))
     if channels % distinct or len({len(g) for g in groups}) > 1:
         return channels
     if distinct < channels and plays_sends and not _unique_routes(call.devices, groups, topology):
         return channels
     return distinct
+
+
+def node_nics(devices: Sequence[str], ranks: Sequence[int], topology: Any) -> list[Any]:
+    """The NIC beside each of a node's ``ranks`` (:meth:`Topology.nic_of`; None without)."""
+    nic_of = getattr(topology, "nic_of", None)
+    return [None if nic_of is None else nic_of(devices[r]) for r in ranks]
 
 
 def _unique_routes(devices: tuple[str, ...], groups: list[list[int]], topology: Topology) -> bool:

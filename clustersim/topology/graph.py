@@ -405,6 +405,13 @@ class Topology:
         one priced for all groups alike."""
         return self._router.canonical(key)  # type: ignore[attr-defined]
 
+    def nic_of(self, name: str) -> int | None:
+        """Index, within its node, of the NIC device ``name`` reaches the network through (the
+        NIC on its PCIe switch: its rail); None where the cluster has no NICs (flat and
+        custom clusters)."""
+        nic = getattr(self._router, "nic_of", None)
+        return None if nic is None else nic(name)
+
     # -- summary ------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:

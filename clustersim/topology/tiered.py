@@ -90,6 +90,11 @@ class _TwoTierRouter:
             self._orbits = Orbits(self.places, self.pod_of)
         return self._orbits
 
+    def nic_of(self, name: str) -> int | None:
+        """Index of the NIC on the PCIe switch of device ``name`` (None: no such device)."""
+        place = self.places.get(name)
+        return None if place is None else place.nic
+
     def first_route(self, src: Device, dst: Device) -> Route:
         """The first of :meth:`routes` (spine 0, core 0), built alone."""
         return self.routes(src, dst, first=True)[0]
