@@ -253,3 +253,19 @@ def test_the_runs_model_presets_have_their_published_size(preset: str, published
     from clustersim.model.presets import build_preset
 
     assert build_preset(preset).params == pytest.approx(published, rel=2e-4)
+
+
+def test_the_accuracy_page_lists_every_measured_case_with_its_split() -> None:
+    """docs/accuracy.md has a row for every case of the production family and every measured
+    mixture-of-experts run, saying whether it is held out or calibration."""
+    from clustersim.validation import moe
+
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in (ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `")
+    }
+    for case in (*production.CASES, *(c for c in moe.CASES if c.split)):
+        row = rows.get(f"`{case.id}`")
+        assert row is not None, case.id
+        assert case.split.replace("-", " ") in row, case.id  # type: ignore[union-attr]
