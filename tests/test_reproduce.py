@@ -21,7 +21,7 @@ FAMILY_SIZES = {
     "megatron": 11,
     "moe": 6,
     "nccl": 19,
-    "production": 41,
+    "production": 68,
     "maxmin": 7,
 }
 """Cases per family of the shipped suite."""

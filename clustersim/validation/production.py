@@ -23,6 +23,7 @@ either fails).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ..api import simulate
@@ -36,6 +37,15 @@ MEAN_TARGET = 0.10
 """Largest mean absolute relative error of the family, and of its held-out cases alone."""
 SPLIT_MEAN_TARGETS = {HELD_OUT: MEAN_TARGET}
 """Split -> the largest mean absolute relative error of the family's cases of that split."""
+MEAN_GAPS: dict[str | None, str] = {
+    None: "the family's mean is over 10% with BAAI FlagPerf's held-out runs (issue 41)",
+    HELD_OUT: (
+        "the held-out mean is over 10%: small models on H100s and fp8 priced too fast, "
+        "BAAI FlagPerf's runs (docs/accuracy.md, Known gaps; issue 41)"
+    ),
+}
+"""Split (None: the whole family) -> why its mean is known to miss :data:`MEAN_TARGET`
+(``clustersim.validation.MEAN_GAPS``: reported, and a failure once it is met)."""
 
 
 def megatron_hardware_flops(
@@ -143,6 +153,17 @@ FP8_GAP = (
     "measured 1.3-1.45x (their bf16 rows are within 10%); docs/accuracy.md, Known gaps"
 )
 DGXC = "NVIDIA DGX Cloud benchmarks (NVIDIA/dgxc-benchmarking 35a9aec, v24.11.1)"
+FLAGPERF = "BAAI FlagPerf (FlagOpen/FlagPerf 1b5a0303)"
+IBM_FSDP = "IBM fms-fsdp, README.md (foundation-model-stack/fms-fsdp 4ffb9bd, 2024-03-21)"
+SMALL_H100_GAP = (
+    "a small model on H100s priced too fast (Llama 3 8B at tp 2): the per-layer work the kernel "
+    "list leaves out weighs more at small hidden sizes (docs/accuracy.md, Known gaps)"
+)
+FP8_SMALL_GAP = SMALL_H100_GAP + "; and fp8 priced 1.55x faster than bf16 where it measured 1.3x"
+ZERO3_GAP = (
+    "DeepSpeed ZeRO-3 at micro-batch 1 on one node priced too fast (0.30 s against 0.49 s): "
+    "its per-layer gathers and hooks are not priced"
+)
 VTRAIN_FILE = "VIA-Research/vTrain f8dda847, data/ground_truth_multi.csv"
 
 
@@ -158,6 +179,20 @@ def _vtrain(cid: str, file: str, title: str, line: int, seconds_measured: float)
         seconds(),
         HELD_OUT,
     )
+
+
+def _per_gpu(
+    cid: str, file: str, title: str, source: str, expected: float, gpus: int, known_gap: str = ""
+) -> Case:
+    """A held-out run whose source publishes tokens/s per GPU: the summary's tokens/s over its
+    ``gpus``."""
+    case = _training(cid, file, title, source, expected, "tokens/s", seconds(), HELD_OUT, known_gap)
+
+    def compute() -> Value:
+        summary = simulate(scenario("production", file)).summary
+        return summary["tokens_per_s"] / gpus
+
+    return dataclasses.replace(case, compute=compute)
 
 
 GPT3_175B_EQ3 = megatron_hardware_flops(1536, 2048, 96, 12288, 51200)
@@ -519,6 +554,230 @@ CASES: tuple[Case, ...] = (
         seconds(),
         HELD_OUT,
     ),
+    # held out: BAAI FlagPerf's NVIDIA tables, every dense pre-training row on a catalog node
+    # that clustersim can write; IBM fms-fsdp's table of 2024-03-21, every row it can write
+    _per_gpu(
+        "flagperf-chatglm3-6b-8",
+        "flagperf_chatglm3_6b_8.yaml",
+        "ChatGLM3-6B, DeepSpeed ZeRO-3 over 8 H100s, micro-batch 1, sequence 4096",
+        f"{FLAGPERF}, training/nvidia/chatglm3_6b-deepspeed/README.md",
+        8429.22,
+        8,
+        known_gap=ZERO3_GAP,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-13b-8-tp1zero2",
+        "flagperf_gpt3_13b_8_tp1zero2.yaml",
+        "GPT-3 13B, ZeRO-2 data parallel 8 on 8 A100s, micro-batch 2, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        1784,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-13b-8-tp2pp4",
+        "flagperf_gpt3_13b_8_tp2pp4.yaml",
+        "GPT-3 13B, tensor parallel 2 x pipeline 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        1643,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-13b-8-tp2zero1",
+        "flagperf_gpt3_13b_8_tp2zero1.yaml",
+        "GPT-3 13B, tensor parallel 2 x ZeRO-1 data parallel 4 on 8 A100s, micro-batch 2, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        1648,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-13b-8-tp2zero2",
+        "flagperf_gpt3_13b_8_tp2zero2.yaml",
+        "GPT-3 13B, tensor parallel 2 x ZeRO-2 data parallel 4 on 8 A100s, micro-batch 2, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        1518,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-6b7-8-tp1zero2",
+        "flagperf_gpt3_6b7_8_tp1zero2.yaml",
+        "GPT-3 6.7B, ZeRO-2 data parallel 8 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        4410,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-6b7-8-tp2pp4",
+        "flagperf_gpt3_6b7_8_tp2pp4.yaml",
+        "GPT-3 6.7B, tensor parallel 2 x pipeline 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        3791,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-6b7-8-tp2zero1",
+        "flagperf_gpt3_6b7_8_tp2zero1.yaml",
+        "GPT-3 6.7B, tensor parallel 2 x ZeRO-1 data parallel 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        4024,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-gpt3-6b7-8-tp2zero2",
+        "flagperf_gpt3_6b7_8_tp2zero2.yaml",
+        "GPT-3 6.7B, tensor parallel 2 x ZeRO-2 data parallel 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/gpt3_6.7B-paddle/README.md",
+        3811,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-13b-8-tp1zero2",
+        "flagperf_llama1_13b_8_tp1zero2.yaml",
+        "LLaMA-1 13B, ZeRO-2 data parallel 8 on 8 A100s, micro-batch 2, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        1707,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-13b-8-tp2pp4",
+        "flagperf_llama1_13b_8_tp2pp4.yaml",
+        "LLaMA-1 13B, tensor parallel 2 x pipeline 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        1597,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-13b-8-tp2zero1",
+        "flagperf_llama1_13b_8_tp2zero1.yaml",
+        "LLaMA-1 13B, tensor parallel 2 x ZeRO-1 data parallel 4 on 8 A100s, micro-batch 2, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        1605,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-13b-8-tp2zero2",
+        "flagperf_llama1_13b_8_tp2zero2.yaml",
+        "LLaMA-1 13B, tensor parallel 2 x ZeRO-2 data parallel 4 on 8 A100s, micro-batch 2, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        1489,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-7b-8-tp1zero2",
+        "flagperf_llama1_7b_8_tp1zero2.yaml",
+        "LLaMA-1 7B, ZeRO-2 data parallel 8 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        4267,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-7b-8-tp2pp4",
+        "flagperf_llama1_7b_8_tp2pp4.yaml",
+        "LLaMA-1 7B, tensor parallel 2 x pipeline 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        3722,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-7b-8-tp2zero1",
+        "flagperf_llama1_7b_8_tp2zero1.yaml",
+        "LLaMA-1 7B, tensor parallel 2 x ZeRO-1 data parallel 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        3888,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama1-7b-8-tp2zero2",
+        "flagperf_llama1_7b_8_tp2zero2.yaml",
+        "LLaMA-1 7B, tensor parallel 2 x ZeRO-2 data parallel 4 on 8 A100s, micro-batch 4, fp16",
+        f"{FLAGPERF}, training/nvidia/llama1_7B-paddle/README.md",
+        3650,
+        8,
+    ),
+    _per_gpu(
+        "flagperf-llama3-70b-64",
+        "flagperf_llama3_70b_64.yaml",
+        "Llama 3 70B, Megatron-Core, tp 8 x pp 4 x dp 2 on 64 H100s, bf16",
+        f"{FLAGPERF}, training/nvidia/llama3_70B-megatron/README.md",
+        851,
+        64,
+    ),
+    _per_gpu(
+        "flagperf-llama3-8b-16-bf16",
+        "flagperf_llama3_8b_16_bf16.yaml",
+        "Llama 3 8B, Megatron-Core, tp 2 x dp 8 on 16 H100s, bf16",
+        f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
+        7914,
+        16,
+        known_gap=SMALL_H100_GAP,
+    ),
+    _per_gpu(
+        "flagperf-llama3-8b-16-fp8",
+        "flagperf_llama3_8b_16_fp8.yaml",
+        "Llama 3 8B, Megatron-Core, tp 2 x dp 8 on 16 H100s, bf16 + fp8",
+        f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
+        10280,
+        16,
+        known_gap=FP8_SMALL_GAP,
+    ),
+    _per_gpu(
+        "flagperf-llama3-8b-440",
+        "flagperf_llama3_8b_440.yaml",
+        "Llama 3 8B, Megatron-Core, tp 2 x dp 220 on 440 H100s, bf16",
+        f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
+        7047,
+        440,
+        known_gap=SMALL_H100_GAP,
+    ),
+    _per_gpu(
+        "flagperf-llama3-8b-8-bf16",
+        "flagperf_llama3_8b_8_bf16.yaml",
+        "Llama 3 8B, Megatron-Core, tp 2 x dp 4 on 8 H100s, bf16",
+        f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
+        8103,
+        8,
+        known_gap=SMALL_H100_GAP,
+    ),
+    _per_gpu(
+        "flagperf-llama3-8b-8-fp8",
+        "flagperf_llama3_8b_8_fp8.yaml",
+        "Llama 3 8B, Megatron-Core, tp 2 x dp 4 on 8 H100s, bf16 + fp8",
+        f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
+        10486,
+        8,
+        known_gap=FP8_SMALL_GAP,
+    ),
+    _per_gpu(
+        "ibm-llama2-34b-128-a100",
+        "ibm_llama2_34b_128_a100.yaml",
+        "34B Llama 2 shape with FSDP over 128 A100s, batch 2 per GPU, full recompute",
+        IBM_FSDP,
+        700,
+        128,
+    ),
+    _per_gpu(
+        "ibm-llama2-34b-96-h100",
+        "ibm_llama2_34b_96_h100.yaml",
+        "34B Llama 2 shape with FSDP over 96 H100s, batch 2 per GPU, full recompute",
+        IBM_FSDP,
+        1550,
+        96,
+    ),
+    _per_gpu(
+        "ibm-llama2-70b-128-a100",
+        "ibm_llama2_70b_128_a100.yaml",
+        "Llama 2 70B with FSDP over 128 A100s, batch 2 per GPU, full recompute",
+        IBM_FSDP,
+        370,
+        128,
+    ),
+    _per_gpu(
+        "ibm-llama2-70b-96-h100",
+        "ibm_llama2_70b_96_h100.yaml",
+        "Llama 2 70B with FSDP over 96 H100s, batch 2 per GPU, full recompute",
+        IBM_FSDP,
+        800,
+        96,
+    ),
     _collective(
         "nccl-a100-1n",
         "DGX A100",
@@ -562,6 +821,33 @@ PUBLISHERS: dict[str, str] = {
     "nccl-a100-1n": "S. Bekman (Machine Learning Engineering)",
     "nccl-a100-4n": "NVIDIA",
     "nccl-h100-1n": "AWS",
+    "flagperf-chatglm3-6b-8": "BAAI",
+    "flagperf-gpt3-13b-8-tp1zero2": "BAAI",
+    "flagperf-gpt3-13b-8-tp2pp4": "BAAI",
+    "flagperf-gpt3-13b-8-tp2zero1": "BAAI",
+    "flagperf-gpt3-13b-8-tp2zero2": "BAAI",
+    "flagperf-gpt3-6b7-8-tp1zero2": "BAAI",
+    "flagperf-gpt3-6b7-8-tp2pp4": "BAAI",
+    "flagperf-gpt3-6b7-8-tp2zero1": "BAAI",
+    "flagperf-gpt3-6b7-8-tp2zero2": "BAAI",
+    "flagperf-llama1-13b-8-tp1zero2": "BAAI",
+    "flagperf-llama1-13b-8-tp2pp4": "BAAI",
+    "flagperf-llama1-13b-8-tp2zero1": "BAAI",
+    "flagperf-llama1-13b-8-tp2zero2": "BAAI",
+    "flagperf-llama1-7b-8-tp1zero2": "BAAI",
+    "flagperf-llama1-7b-8-tp2pp4": "BAAI",
+    "flagperf-llama1-7b-8-tp2zero1": "BAAI",
+    "flagperf-llama1-7b-8-tp2zero2": "BAAI",
+    "flagperf-llama3-70b-64": "BAAI",
+    "flagperf-llama3-8b-16-bf16": "BAAI",
+    "flagperf-llama3-8b-16-fp8": "BAAI",
+    "flagperf-llama3-8b-440": "BAAI",
+    "flagperf-llama3-8b-8-bf16": "BAAI",
+    "flagperf-llama3-8b-8-fp8": "BAAI",
+    "ibm-llama2-34b-128-a100": "IBM",
+    "ibm-llama2-34b-96-h100": "IBM",
+    "ibm-llama2-70b-128-a100": "IBM",
+    "ibm-llama2-70b-96-h100": "IBM",
     "llama3-405b-8192": "Meta",
     "llama3-405b-16384": "Meta",
     "nemotron4-15b-2304": "NVIDIA",
