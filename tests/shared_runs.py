@@ -45,6 +45,22 @@ UNCHECKED = frozenset(
         "megatron/table1_1t.yaml",
         "megatron/table1_529.6b.yaml",
         "production/mosaic_mpt70b_a100_64.yaml",
+        "production/nemo2606_llama31_405b_1024_fp8.yaml",
+        "production/ds_gpt175b_256.yaml",
+        "production/llama3_405b_8192.yaml",
+        "production/llama3_405b_16384.yaml",
+        "production/nemotron_15b_2304.yaml",
+        *(
+            f"production/dgxc_{run}_{precision}.yaml"
+            for run in (
+                "gpt3_175b_2048",
+                "llama31_405b_2304",
+                "llama31_70b_2048",
+                "nemotron4_15b_2048",
+                "nemotron4_340b_2048",
+            )
+            for precision in ("bf16", "fp8")
+        ),
         "scale/dense_131k.yaml",
         "scale/gpt3_175b_16k.yaml",
     }
@@ -53,7 +69,9 @@ UNCHECKED = frozenset(
 unchecked: checking adds about a third to runs of many seconds.  geo and ssp are checked by
 tests/test_parameter_server.py; Megatron's two largest Table 1 rows (a million operations
 each) and the FSDP run of 64 A100s by ``clustersim reproduce``'s runs of the same engine
-paths on their smaller siblings; the scale scenarios (16,384 and 131,072 GPUs) on the
+paths on their smaller siblings; the production family's runs of 1,024 GPUs and more and its
+ZeRO-3 run of 256 (checking costs up to 5x there: thousands of flows at every instant) by its
+runs of 64-512 GPUs of the same schedules, context and tensor parallelism and ZeRO-3; the scale scenarios (16,384 and 131,072 GPUs) on the
 smaller scenarios of the same shapes."""
 
 

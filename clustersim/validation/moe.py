@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..api import simulate
 from .case import HELD_OUT, Case, Tolerance, Value, scenario
-from .production import Metric, flops_per_gpu, tokens_per_gpu
+from .published import Metric, flops_per_gpu, tokens_per_gpu
 
 FAMILY = "moe"
 GPUS = 2048
