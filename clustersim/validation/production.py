@@ -17,9 +17,10 @@ out, and what clustersim gives for them, are listed in docs/accuracy.md ("Known 
 The cases are built by :mod:`.published` (the simulated iteration time turned into the source's
 own metric with the source's own FLOP count, :func:`megatron_hardware_flops`, or token count,
 so that expected and got are the same quantity); this module holds the calibration cases (the
-runs the model was shaped on), :mod:`.held_out` the runs that shaped nothing.  Every case is held within :data:`CASE_TOLERANCE`; the family's mean absolute
-error within :data:`MEAN_TARGET` (``clustersim reproduce`` prints both and exits 1 when
-either fails).
+runs the model was shaped on), :mod:`.held_out` the runs that shaped nothing.  Every case is
+held within :data:`~.published.CASE_TOLERANCE` (a known gap: still missing it); the family's
+mean absolute error, and its held-out cases' alone, within :data:`MEAN_TARGET`, unless marked
+in :data:`MEAN_GAPS` (``clustersim reproduce`` prints them and exits 1 when one fails).
 """
 
 from __future__ import annotations
@@ -27,10 +28,8 @@ from __future__ import annotations
 from . import held_out
 from .case import HELD_OUT, Case
 from .published import (
-    CASE_TOLERANCE,
     FAMILY,
     VTRAIN,
-    Metric,
     collective_case,
     flops_per_gpu,
     megatron_hardware_flops,
@@ -39,16 +38,7 @@ from .published import (
     training_case,
 )
 
-__all__ = [
-    "CASE_TOLERANCE",
-    "FAMILY",
-    "Metric",
-    "flops_per_gpu",
-    "megatron_hardware_flops",
-    "seconds",
-    "tokens_per_gpu",
-]
-
+__all__ = ["FAMILY"]  # the family's name, as every family module has it
 
 MEAN_TARGET = 0.10
 """Largest mean absolute relative error of the family, and of its held-out cases alone."""
