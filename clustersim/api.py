@@ -24,7 +24,7 @@ from typing import Any
 from .budget import MemoryEstimate, WorkEstimate, either, is_long, long_work_notice
 from .devices import stragglers_of
 from .engine import Simulation
-from .errors import SimulationError, join_path
+from .errors import ScenarioError, SimulationError, join_path
 from .metrics import (
     AutoChoice,
     DeviceTimes,
@@ -63,6 +63,7 @@ from .topology.failures import (
     ResolvedFailures,
     play_link_failures,
     played_device_failures,
+    played_link_failures,
     resolve_failures,
 )
 from .version import __version__
@@ -121,8 +122,6 @@ def prepare(
         try:
             topology = scenario_topology(scenario)
         except Exception as exc:
-            from .errors import ScenarioError
-
             if isinstance(exc, ScenarioError):
                 raise exc.with_source(scenario.source) from None
             raise
@@ -135,6 +134,10 @@ def prepare(
         # errors name the file
         failures = resolve_failures(scenario, topology, workers, strategy.loses_state)
         strategy.take_failures(played_device_failures(failures))
+        try:
+            strategy.take_link_failures(played_link_failures(failures))
+        except ScenarioError as exc:
+            raise exc.with_source(scenario.source) from None
     if scenario.training is not None and scenario.training.tokens is not None:
         job_length(scenario)  # tokens need a sequence length
     outlook.check(scenario, strategy, failures)

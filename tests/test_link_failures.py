@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from clustersim import parse_scenario, simulate
+from clustersim.api import prepare
 from clustersim.engine import Simulation
 from clustersim.errors import ScenarioError
 from clustersim.invariants import Checker
@@ -348,3 +349,47 @@ def test_bad_failure_times_are_refused() -> None:
         sim.fail_links([0], 1.0, 0.5)
     with pytest.raises(SimulationError, match="not a finite time >= now"):
         sim.fail_links([0], float("inf"))
+
+
+def _one_replica_doc(replicas: str, failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """GPT-3 1.3B, tp 8 x dp 4 on two racks of two DGX A100 nodes."""
+    return {
+        "name": "replicas-and-failures",
+        "cluster": {
+            "kind": "two_tier",
+            "racks": 2,
+            "nodes_per_rack": 2,
+            "node": {"preset": "dgx-a100"},
+        },
+        "model": {"preset": "gpt3-1.3b"},
+        "training": {"global_batch": 32, "iterations": 1, "precision": "bf16", "optimizer": "adam"},
+        "parallelism": {"tp": 8, "dp": 4, "simulate_replicas": replicas},
+        "failures": failures,
+    }
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"links": "rack1/tor->spine0", "at": "0.1s"},
+        {"links": "rack1/tor->spine*", "at": "1ms", "repair": "1ms"},
+        {"devices": "rack1/tor", "at": "10ms", "repair": "5ms"},
+    ],
+)
+def test_one_replica_for_all_refuses_links_that_go_down(failure: dict[str, Any]) -> None:
+    """Replica 0 does not cross the links the others do, and the collectives it plays for
+    all run analytically, without another route: with links, NICs or switches failing in the
+    run, simulate_replicas: one is refused, naming the key and the failure (issue 43: never a
+    wrong answer, nor a deadlock, in silence); every replica played runs."""
+    with pytest.raises(ScenarioError) as info:
+        prepare(parse_scenario(_one_replica_doc("one", [failure]), "f.yaml"))
+    text = str(info.value)
+    assert "f.yaml: parallelism.simulate_replicas" in text and "failures[0]" in text
+    assert simulate(parse_scenario(_one_replica_doc("all", [failure]))).summary["makespan_s"] > 0
+
+
+def test_one_replica_for_all_keeps_failures_the_simulation_does_not_play() -> None:
+    """A worker's GPU that fails stops the job (the goodput model's, not the run's): one
+    replica may still stand for all."""
+    failure = {"devices": "rack0/node0/gpu0", "at": "1h", "repair": "1h"}
+    assert prepare(parse_scenario(_one_replica_doc("one", [failure]))).strategy.simulated == 1

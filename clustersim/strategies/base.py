@@ -114,6 +114,12 @@ class Strategy(Registered):
         server's failover) and may refuse them (ScenarioError at the entry's path); by
         default they only take their links down."""
 
+    def take_link_failures(self, failures: Sequence[Any]) -> None:
+        """The scheduled failures whose links the simulation takes down (links, NICs,
+        switches: :func:`clustersim.topology.failures.played_link_failures`), given before
+        :meth:`start`; a strategy that cannot play them refuses (ScenarioError at the
+        entry's path).  By default the network plays them."""
+
     @classmethod
     def from_workload(
         cls, workload: dict[str, Any], scenario: Scenario, topology: Topology

@@ -337,13 +337,20 @@ def played_device_failures(failures: ResolvedFailures | None) -> list[Any]:
     return [f for f in failures.scheduled_devices if not stops_in_simulation(f)]
 
 
-def play_link_failures(sim: Any, failures: ResolvedFailures | None) -> None:
-    """Take down, in ``sim``, the links of every scheduled failure the simulation plays:
-    link failures and NIC or switch failures, unless they cut a worker off for good."""
+def played_link_failures(failures: ResolvedFailures | None) -> list[Any]:
+    """The scheduled failures whose links the simulation takes down: link failures and NIC
+    or switch failures, unless they cut a worker off for good."""
     if failures is None:
-        return
-    for failure in (*failures.scheduled_links, *failures.scheduled_devices):
-        if stops_in_simulation(failure) or not failure.links:
-            continue
+        return []
+    return [
+        failure
+        for failure in (*failures.scheduled_links, *failures.scheduled_devices)
+        if failure.links and not stops_in_simulation(failure)
+    ]
+
+
+def play_link_failures(sim: Any, failures: ResolvedFailures | None) -> None:
+    """Take down, in ``sim``, the links of every failure :func:`played_link_failures`."""
+    for failure in played_link_failures(failures):
         repair = failure.at_s + failure.repair_s
         sim.fail_links(failure.links, failure.at_s, None if math.isinf(repair) else repair)

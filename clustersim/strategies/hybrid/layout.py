@@ -215,6 +215,25 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
             )
         return 1
 
+    def take_link_failures(self, failures: Any) -> None:
+        """Refuse links that go down while one replica stands for all: replica 0 does not
+        cross every link the others do, and the collectives it plays for all of them run on
+        the analytical network, whose flows have no other route (they would stall for good).
+        Every replica is played (``simulate_replicas: all``) or none of the links fails."""
+        if not failures or self.simulated == self.dp:
+            return
+        first = failures[0]
+        raise ScenarioError(
+            Problem(
+                "parallelism.simulate_replicas",
+                f"one replica stands for all only when they are identical; {first.path} takes "
+                f"down {len(first.links)} link(s) during the run (from {first.at_s:g} s), "
+                "which the replicas do not all cross",
+                "all (every replica played, the flows rerouted), or no scheduled failure of "
+                "links, NICs or switches",
+            )
+        )
+
     def _check_zero(self, parallelism: ParallelismSpec) -> None:
         rules.enforce(rules.sharded_zero_problem(self.zero, parallelism.tp, parallelism.pp, True))
 
