@@ -393,3 +393,19 @@ def test_one_replica_for_all_keeps_failures_the_simulation_does_not_play() -> No
     replica may still stand for all."""
     failure = {"devices": "rack0/node0/gpu0", "at": "1h", "repair": "1h"}
     assert prepare(parse_scenario(_one_replica_doc("one", [failure]))).strategy.simulated == 1
+
+
+def test_a_job_of_one_replica_for_all_refuses_links_that_go_down() -> None:
+    """The same check in a jobs scenario, its key path under the job's."""
+    doc = _one_replica_doc("one", [{"links": "rack1/tor->spine0", "at": "1ms", "repair": "1ms"}])
+    job = {
+        "name": "gpt",
+        "devices": "*/*/gpu*",
+        "model": doc.pop("model"),
+        "training": doc.pop("training"),
+        "parallelism": doc.pop("parallelism"),
+    }
+    doc["jobs"] = [job]
+    with pytest.raises(ScenarioError) as info:
+        prepare(parse_scenario(doc, "jobs.yaml"))
+    assert "jobs[0].parallelism.simulate_replicas" in str(info.value)

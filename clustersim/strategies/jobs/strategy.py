@@ -84,6 +84,15 @@ class JobsStrategy(Strategy):
         self.enforce_work_limit()
         return self
 
+    def take_link_failures(self, failures: Any) -> None:
+        """Every job's strategy's check of the links going down (a job of one replica for
+        all refuses them), its errors' key paths under ``jobs[index]``."""
+        for job in self.jobs:
+            try:
+                job.strategy.take_link_failures(failures)
+            except ScenarioError as exc:
+                raise exc.prefixed(join_path("jobs", job.index)) from None
+
     def estimate_work(self) -> WorkEstimate | None:
         """The jobs' estimates, summed, twice: the shared run and each job's alone run."""
         total = WorkEstimate()
