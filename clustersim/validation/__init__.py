@@ -20,7 +20,16 @@ import fnmatch
 from collections.abc import Callable, Sequence
 
 from . import alpha_beta, bubbles, maxmin, megatron, memory, moe, nccl_tests, production, worked
-from .case import CALIBRATION, HELD_OUT, Case, Outcome, check, format_error, format_value
+from .case import (
+    CALIBRATION,
+    HELD_OUT,
+    Case,
+    Outcome,
+    check,
+    expected_verdict,
+    format_error,
+    format_value,
+)
 
 FAMILIES: dict[str, tuple[Case, ...]] = {
     module.FAMILY: module.CASES
@@ -55,9 +64,7 @@ def target_verdict(mean: float, target: float, gap: str) -> tuple[str, bool]:
     """The verdict of a mean against its target, and whether it is as expected: ``pass`` /
     ``FAIL``, or with a known gap ``known gap`` (still missing: as expected) / ``FIXED``
     (met: remove the mark)."""
-    if gap:
-        return ("known gap", True) if mean > target else ("FIXED, remove the mark", False)
-    return ("pass", True) if mean <= target else ("FAIL", False)
+    return expected_verdict(mean <= target, gap, "FIXED, remove the mark")
 
 
 COLUMNS = ("case", "source", "expected", "got", "error", "tolerance", "pass/fail")

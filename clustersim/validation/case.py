@@ -101,14 +101,21 @@ class Outcome:
     def verdict(self) -> str:
         """``pass``, ``FAIL``, ``known gap`` (a known gap still missing) or ``FIXED`` (a known
         gap now within its tolerance: remove the mark)."""
-        if self.case.known_gap:
-            return "FIXED" if self.passed else "known gap"
-        return "pass" if self.passed else "FAIL"
+        return expected_verdict(self.passed, self.case.known_gap)[0]
 
     @property
     def as_expected(self) -> bool:
         """Passed, or a known gap that still misses."""
-        return self.passed != bool(self.case.known_gap)
+        return expected_verdict(self.passed, self.case.known_gap)[1]
+
+
+def expected_verdict(met: bool, gap: str, fixed: str = "FIXED") -> tuple[str, bool]:
+    """The verdict of a target ``met`` or not, and whether that is as expected: ``pass`` /
+    ``FAIL``; with a known ``gap``, ``known gap`` (still missed: as expected) / ``fixed`` (met:
+    the mark is to be removed)."""
+    if gap:
+        return (fixed, False) if met else ("known gap", True)
+    return ("pass", True) if met else ("FAIL", False)
 
 
 def _values(value: Value) -> tuple[float, ...]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..api import simulate
 from .case import HELD_OUT, Case, Tolerance, Value, scenario
-from .published import Metric, flops_per_gpu, tokens_per_gpu
+from .published import Metric, flops_per_gpu, measured_case, tokens_per_gpu
 
 FAMILY = "moe"
 GPUS = 2048
@@ -60,15 +60,10 @@ def _measured(
     gap: str = "",
 ) -> Case:  # fmt: skip
     """A held-out measured run of ``scenarios/moe/<file>``, in the source's ``unit``."""
-
-    def compute() -> Value:
-        return metric(simulate(scenario("moe", file)).summary["iteration_time_s"])
-
-    tolerance = Tolerance(rel=0.20)
-    where = f"scenarios/moe/{file}"
-    return Case(
-        cid, FAMILY, title, source, expected, unit, tolerance, compute, where, HELD_OUT, gap
-    )
+    return measured_case(
+        FAMILY, "moe", file, cid, title, source, expected, unit,
+        lambda summary: metric(summary["iteration_time_s"]), HELD_OUT, gap,
+    )  # fmt: skip
 
 
 CASES += (

@@ -8,8 +8,8 @@ seconds, FLOP/s, tokens/s, GB/s.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from ..api import simulate
 from . import nccl_tests
@@ -49,6 +49,33 @@ def tokens_per_gpu(tokens_per_iteration: float, gpus: int) -> Metric:
     return lambda t: tokens_per_iteration / (gpus * t)
 
 
+def measured_case(
+    family: str,
+    folder: str,
+    file: str,
+    cid: str,
+    title: str,
+    source: str,
+    expected: float,
+    unit: str,
+    read: Callable[[dict[str, Any]], float],
+    split: str,
+    known_gap: str = "",
+) -> Case:
+    """A measured run: ``scenarios/<folder>/<file>`` simulated, ``read`` from its summary in
+    the source's ``unit``, within :data:`CASE_TOLERANCE`; ``split``: calibration or held
+    out; ``known_gap``: why it misses its tolerance today (:attr:`Case.known_gap`)."""
+
+    def compute() -> Value:
+        return read(simulate(scenario(folder, file)).summary)
+
+    where = f"scenarios/{folder}/{file}"
+    tolerance = Tolerance(rel=CASE_TOLERANCE)
+    return Case(
+        cid, family, title, source, expected, unit, tolerance, compute, where, split, known_gap
+    )
+
+
 def training_case(
     cid: str,
     file: str,
@@ -60,25 +87,18 @@ def training_case(
     split: str = CALIBRATION,
     known_gap: str = "",
 ) -> Case:
-    """A measured training run: ``scenarios/production/<file>``'s iteration time in the
-    source's ``unit``; ``split``: calibration (the first 15 cases, on which the model was
-    shaped) or held out; ``known_gap``: why it misses its tolerance today (:attr:`Case.known_gap`)."""
-
-    def compute() -> Value:
-        summary = simulate(scenario("production", file)).summary
-        return metric(summary["iteration_time_s"])
-
-    tolerance = Tolerance(rel=CASE_TOLERANCE)
-    return Case(
-        cid,
+    """A measured training run of the production family: ``scenarios/production/<file>``'s
+    iteration time in the source's ``unit`` (:func:`measured_case`)."""
+    return measured_case(
         FAMILY,
+        "production",
+        file,
+        cid,
         title,
         source,
         expected,
         unit,
-        tolerance,
-        compute,
-        f"scenarios/production/{file}",
+        lambda summary: metric(summary["iteration_time_s"]),
         split,
         known_gap,
     )
@@ -126,12 +146,16 @@ def per_gpu_case(
 ) -> Case:
     """A held-out run whose source publishes tokens/s per GPU: the summary's tokens/s over its
     ``gpus``."""
-    case = training_case(
-        cid, file, title, source, expected, "tokens/s", seconds(), HELD_OUT, known_gap
+    return measured_case(
+        FAMILY,
+        "production",
+        file,
+        cid,
+        title,
+        source,
+        expected,
+        "tokens/s",
+        lambda summary: summary["tokens_per_s"] / gpus,
+        HELD_OUT,
+        known_gap,
     )
-
-    def compute() -> Value:
-        summary = simulate(scenario("production", file)).summary
-        return summary["tokens_per_s"] / gpus
-
-    return dataclasses.replace(case, compute=compute)
