@@ -214,6 +214,42 @@ def test_vectorised_weighted_fill_matches_the_textbook_loop(seed: int) -> None:
     assert got.tolist() == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_small_component_fill_is_the_array_fill_to_the_bit(seed: int) -> None:
+    """fill_weighted_lists (plain Python, for small components) gives exactly the floats of
+    fill_weighted_arrays, ties and caps included (capacities and weights drawn from a few
+    values so that links fill together), and both the textbook loop's rates; plain flows
+    (no weights) count weight 1."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from clustersim.network.weighted import fill_weighted_arrays, fill_weighted_lists
+
+    rng = random.Random(seed)
+    n_links = rng.randint(2, 30)
+    capacity = [float(rng.choice([1, 2, 3, 5, 8, 12.5])) for _ in range(n_links)]
+    flows = []
+    for _ in range(rng.randint(1, 25)):
+        links = sorted(rng.sample(range(n_links), rng.randint(1, min(6, n_links))))
+        plain = rng.random() < 0.3
+        weights = None if plain else tuple(float(rng.choice([0.5, 1, 2, 3, 16])) for _ in links)
+        cap = rng.choice([float("inf"), float("inf"), 0.3, 0.7, 1.0])
+        flows.append(SimpleNamespace(links=tuple(links), weights=weights, rate_cap=cap))
+    entries = [list(zip(f.links, f.weights or (1.0,) * len(f.links))) for f in flows]
+    arrays = fill_weighted_arrays(
+        np.array([link for fl in entries for link, _ in fl], dtype=np.intp),
+        np.array([w for fl in entries for _, w in fl]),
+        np.array([len(fl) for fl in entries], dtype=np.intp),
+        np.array([f.rate_cap for f in flows]),
+        capacity,
+    ).tolist()
+    lists = fill_weighted_lists(flows, capacity)
+    assert lists == arrays  # the same floats, not just close ones
+    want = _reference_weighted_rates(entries, [f.rate_cap for f in flows], capacity)
+    assert lists == pytest.approx(want, rel=1e-9)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_local_links_and_shared_links_are_what_unique_and_a_loop_give(seed: int) -> None:
     """The weighted recomputation's index helpers: distinct links in order with each

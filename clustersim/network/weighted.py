@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from heapq import heapify, heappop, heappush
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -97,8 +98,11 @@ def recompute_weighted(net: Network) -> None:
             alone = min(cap[link] / w for link, w in zip(flow.links, weights, strict=True))
             flow._new = min(alone, flow.rate_cap)
         elif weighted:
-            rates = fill_weighted_arrays(*_entries(state, comp_flows), net._cap)
-            for flow, rate in zip(comp_flows, rates.tolist()):
+            if sum(len(flow.links) for flow in comp_flows) <= _SMALL_ENTRIES:
+                rates = fill_weighted_lists(comp_flows, net._cap)
+            else:
+                rates = fill_weighted_arrays(*_entries(state, comp_flows), net._cap).tolist()
+            for flow, rate in zip(comp_flows, rates):
                 flow._new = rate
         else:
             comp_links = list(dict.fromkeys(link for f in comp_flows for link in f.links))
@@ -127,7 +131,8 @@ class WeightedState:
         self.mark = np.zeros(n_links, dtype=np.int64)
         """Link -> the search epoch that last reached it."""
         self.arrays: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
-        """id(weights) -> (weights, links array, weights array) of a weighted route."""
+        """id(weights) -> (weights, links array, weights array) of a weighted route; for a
+        plain flow id(links) -> (links, links array, ones)."""
 
 
 def _entries(
@@ -145,17 +150,16 @@ def _entries(
 
 def _flow_arrays(state: WeightedState, flow: Flow) -> tuple[np.ndarray, np.ndarray]:
     """``flow``'s links and weights (1 for an unweighted flow) as arrays, made once per
-    route of a weighted flow."""
-    if flow.weights is None:
-        links = np.array(flow.links, dtype=np.intp)
-        return links, np.ones(len(links))
-    key = id(flow.weights)
+    route (by its weights, or a plain flow's links)."""
+    plain = flow.weights is None
+    kept = flow.links if plain else flow.weights  # a route's own tuple: one per route
+    key = id(kept)
     found = state.arrays.get(key)
-    if found is None or found[0] is not flow.weights:
+    if found is None or found[0] is not kept:
         found = (
-            flow.weights,
+            kept,
             np.array(flow.links, dtype=np.intp),
-            np.array(flow.weights, dtype=np.float64),
+            np.ones(len(flow.links)) if plain else np.array(flow.weights, dtype=np.float64),
         )
         if len(state.arrays) >= _ARRAYS_KEPT:
             state.arrays.clear()
@@ -165,6 +169,78 @@ def _flow_arrays(state: WeightedState, flow: Flow) -> tuple[np.ndarray, np.ndarr
 
 _ARRAYS_KEPT = 4096
 """Weighted routes whose arrays a network keeps (cleared when full)."""
+
+_SMALL_ENTRIES = 256
+"""Components of at most this many (flow, link) entries are solved by
+:func:`fill_weighted_lists` (the same arithmetic in plain Python: numpy's fixed cost per
+call is larger there); larger ones by :func:`fill_weighted_arrays`."""
+
+
+def fill_weighted_lists(flows: Sequence[Flow], capacity: Sequence[float]) -> list[float]:
+    """:func:`fill_weighted_arrays` for a small component, step for step and operation for
+    operation (so the same rates to the last bit): ``flows``' links and weights (1 for a
+    plain flow) and rate caps, ``capacity`` by link index.  Rates in bytes/s per unit of
+    weight, in the order of ``flows``."""
+    rem: dict[int, float] = {}
+    wsum: dict[int, float] = {}
+    cnt: dict[int, int] = {}
+    on_link: dict[int, list[int]] = {}
+    entries = []
+    for f, flow in enumerate(flows):
+        weights = flow.weights or (1.0,) * len(flow.links)
+        entries.append(tuple(zip(flow.links, weights, strict=True)))
+        for link, w in entries[-1]:
+            if link in cnt:
+                wsum[link] += w
+                cnt[link] += 1
+                on_link[link].append(f)
+            else:
+                rem[link] = capacity[link]
+                wsum[link] = 0.0 + w
+                cnt[link] = 1
+                on_link[link] = [f]
+    level = {link: _level(rem[link], wsum[link], cnt[link]) for link in cnt}
+    lowest = [(value, link) for link, value in level.items()]  # ties: the lowest link index
+    heapify(lowest)  # entries of levels since changed are dropped when they come up
+    n = len(flows)
+    rates = [_INF] * n
+    frozen = [False] * n
+    caps = [flow.rate_cap for flow in flows]
+    cap_order = [f for f in sorted(range(n), key=caps.__getitem__) if caps[f] < _INF]
+    next_cap = 0
+    left = n
+    while left:
+        while next_cap < len(cap_order) and frozen[cap_order[next_cap]]:
+            next_cap += 1
+        while lowest and level[lowest[0][1]] != lowest[0][0]:
+            heappop(lowest)
+        share, link = lowest[0] if lowest else (_INF, -1)
+        if next_cap < len(cap_order) and caps[cap_order[next_cap]] <= share:
+            chosen = [cap_order[next_cap]]
+            share = caps[chosen[0]]
+        elif share == _INF:
+            break
+        else:
+            chosen = [f for f in on_link[link] if not frozen[f]]
+        for f in chosen:
+            frozen[f] = True
+            rates[f] = share
+        left -= len(chosen)
+        for f in chosen:
+            for k, w in entries[f]:
+                rem[k] -= w * share
+                wsum[k] -= w
+                cnt[k] -= 1
+                level[k] = value = _level(rem[k], wsum[k], cnt[k])
+                heappush(lowest, (value, k))
+    return rates
+
+
+def _level(rem: float, wsum: float, cnt: int) -> float:
+    """One link's fill level, as :func:`_levels` gives it."""
+    if cnt == 0 or not wsum > 0.0:
+        return _INF
+    return rem / wsum if rem > 0.0 else 0.0
 
 
 def fill_weighted_arrays(
