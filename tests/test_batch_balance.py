@@ -22,7 +22,6 @@ import yaml
 
 from clustersim.api import prepare, simulate
 from clustersim.cli import main
-from clustersim.errors import ScenarioError
 from clustersim.parallel.batch_shares import (
     RankClass,
     balanced_shares,
@@ -321,10 +320,27 @@ def test_hybrid_unbalanced_runs_at_the_slow_types_pace() -> None:
 
 
 @pytest.mark.parametrize("balance", ["even", "speed"])
-def test_one_replica_cannot_stand_for_mixed_replicas(balance: str) -> None:
-    with pytest.raises(ScenarioError) as info:
-        prepare(parse_scenario(hybrid_job(balance, simulate_replicas="one")))
-    assert info.value.problems[0].path == "parallelism.simulate_replicas"
+@pytest.mark.parametrize(("a100", "h100"), [(2, 1), (1, 3), (2, 2)])
+def test_one_replica_per_class_stands_for_a_mixed_cluster(
+    balance: str, a100: int, h100: int
+) -> None:
+    """``simulate_replicas: one`` on a mixed cluster plays one replica of each class (the
+    first A100 replica and the first H100 one; balanced by speed, each kind its own count)
+    and gives every replica's run: the same iteration times and bubbles, to the last digit,
+    when the data-parallel collectives are priced alike (the analytical network)."""
+    doc = hybrid_job(balance, a100, h100, simulate_replicas="one")
+    doc["network"] = {"model": "analytical"}
+    strategy = prepare(parse_scenario(doc)).strategy
+    assert strategy.played == [0, a100]
+    one = simulate(parse_scenario(doc)).summary
+    assert [(c["replica"], c["replicas"]) for c in one["replica_classes"]] == [
+        (0, a100),
+        (a100, h100),
+    ]
+    doc["parallelism"]["simulate_replicas"] = "all"
+    every = simulate(parse_scenario(doc)).summary
+    for key in ("iteration_times_s", "bubble_fraction", "idle_fraction", "non_compute_fraction"):
+        assert one[key] == pytest.approx(every[key], rel=1e-12, abs=1e-15), key
     same = prepare(parse_scenario(hybrid_job(balance, 2, 0, simulate_replicas="one")))
     assert same.strategy.simulated == 1
 
@@ -340,10 +356,10 @@ def test_hybrid_weights_count_micro_batches_by_largest_remainder() -> None:
     assert simulate(parse_scenario(doc)).summary["batch_shares"]["unit"] == "micro-batch"
 
 
-def test_plan_simulates_every_replica_of_a_mixed_cluster() -> None:
-    """``clustersim plan`` lets replica 0 stand for all only where the replicas are alike: on
-    a cluster of one kind, or on a mixed one placed by stage (every replica an A100 stage and
-    an H100 stage); placed evenly or by replica, each replica is one node of its own type."""
+def test_plan_lets_one_replica_of_each_class_stand_for_a_mixed_cluster() -> None:
+    """``clustersim plan`` sets ``simulate_replicas: one`` on a mixed cluster too: where the
+    replicas differ (placed evenly or by replica, each replica a node of its own type), one
+    replica of each class is played (:mod:`clustersim.strategies.hybrid.replica_classes`)."""
     options = plan.PlanOptions(tp=(4,), pp=(2,), micro_batch=(1,), zero=(1,))
     for a100, h100, mixed in [(1, 1, True), (2, 0, False)]:
         doc = hybrid_job("speed", a100, h100)
@@ -351,8 +367,7 @@ def test_plan_simulates_every_replica_of_a_mixed_cluster() -> None:
         found = plan.enumerate_candidates(doc, "s.yaml", options)
         assert bool(found.gpu_types) is mixed and found.candidates
         for candidate in found.candidates:
-            one = candidate.doc["parallelism"].get("simulate_replicas") == "one"
-            assert one is (not mixed or candidate.point.arrangement == "stages")
+            assert candidate.doc["parallelism"]["simulate_replicas"] == "one"
 
 
 # --------------------------------------------------------------------------- bad input

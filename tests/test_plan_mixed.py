@@ -74,10 +74,9 @@ def test_every_point_is_tried_in_each_arrangement_that_applies() -> None:
     # pp 1 (dp 2): even and by replica; pp 2 (dp 1): even and by stage
     assert got == {(1, "even"), (1, "replicas"), (2, "even"), (2, "stages")}, found.skipped
     for c in found.candidates:
-        # replicas of different types (dp 2 on one A100 and one H100 node) are all simulated;
-        # one replica (dp 1) stands for itself
-        want = "all" if c.point.dp > 1 else "one"
-        assert c.doc["parallelism"]["simulate_replicas"] == want
+        # replicas of different types (dp 2 on one A100 and one H100 node) are two classes,
+        # one replica played for each; one replica (dp 1) stands for itself
+        assert c.doc["parallelism"]["simulate_replicas"] == "one"
         order = c.doc["parallelism"].get("order")
         if c.point.arrangement == "replicas":
             assert order == mixed.REPLICA_ORDER and c.doc["data_parallel"]["balance"] == "speed"

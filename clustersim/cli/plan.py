@@ -238,8 +238,8 @@ def _print_plan_header(found: Any, options: Any) -> None:
 
         out(
             f"mixed cluster: {gpu_mix(found.gpu_types)} GPUs; every configuration tried with "
-            "the types placed evenly, by replica and by stage; every replica simulated where "
-            "the replicas differ"
+            "the types placed evenly, by replica and by stage; one replica of each class of "
+            "alike replicas simulated"
         )
     elif not options.all_replicas and not found.doc.get("stragglers"):
         out(

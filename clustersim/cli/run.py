@@ -230,7 +230,13 @@ def _print_usage(part: TrainingSummary, usage: UsageSummary | None) -> None:
     """One-replica mode's worker counts; the job's time to train, GPU-hours and cost."""
     total = getattr(part, "workers_total", None)
     if total:
-        out(f"workers   {part.workers_simulated:,} simulated of {total:,} (replicas identical)")
+        classes = getattr(part, "replica_classes", None)
+        how = "replicas identical"
+        if classes:
+            shown = ", ".join(f"replica {c.replica} for {c.replicas}" for c in classes[:3])
+            more = f", {len(classes) - 3} more" if len(classes) > 3 else ""
+            how = f"one replica of each of {len(classes)} classes: {shown}{more}"
+        out(f"workers   {part.workers_simulated:,} simulated of {total:,} ({how})")
     if usage is None or usage.time_to_train_s is None:
         return
     text = f"train     {_span(usage.time_to_train_s)} to train, {usage.gpu_hours:,.0f} GPU-hours"

@@ -51,6 +51,7 @@ from .training import (
     TrainingTimes,
     flop_rates,
     training_summary,
+    weighted_mean,
 )
 from .usage import UsageSummary, usage_summary
 
@@ -99,4 +100,5 @@ __all__ = [
     "link_table",
     "training_summary",
     "union_length",
+    "weighted_mean",
 ]

@@ -4,7 +4,7 @@ the bases of the training families' parts (:class:`TrainingSummary`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,6 +183,7 @@ def training_summary(
     global_batch: float,
     devices: Sequence[str],
     workers: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> TrainingTimes:
     """The summary keys every training strategy shares, from its ``IterationClock``.
 
@@ -198,6 +199,9 @@ def training_summary(
       default ``devices``) of idle time / run time (:data:`BUBBLE_FRACTION`);
     * ``non_compute_fraction`` -- mean over the same workers of 1 - compute time / run time.
 
+    ``weights`` (worker -> devices it stands for; default 1 each) weighs both means: a
+    played replica standing for a class of alike ones (``simulate_replicas: one``).
+
     ``clock`` is a :class:`clustersim.strategies.training.IterationClock`.
     """
     times = clock.iteration_times(iterations)
@@ -210,9 +214,9 @@ def training_summary(
         for name, row in breakdown.items()
     }
     training = set(devices if workers is None else workers)
-    rows = [row for name, row in breakdown.items() if name in training and run_s > 0]
-    idle = [row["idle_s"] / run_s for row in rows]
-    non_compute = [1.0 - row["compute_s"] / run_s for row in rows]
+    rows = {name: row for name, row in breakdown.items() if name in training and run_s > 0}
+    idle = {name: row["idle_s"] / run_s for name, row in rows.items()}
+    non_compute = {name: 1.0 - row["compute_s"] / run_s for name, row in rows.items()}
     return TrainingTimes(
         IterationTimes(
             iteration_time_s=mean,
@@ -221,14 +225,21 @@ def training_summary(
         ),
         DeviceShares(
             per_iteration=per_iteration,
-            bubble_fraction=_mean(idle),
-            non_compute_fraction=_mean(non_compute),
+            bubble_fraction=weighted_mean(idle, weights),
+            non_compute_fraction=weighted_mean(non_compute, weights),
         ),
     )
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def weighted_mean(values: Mapping[str, float], weights: Mapping[str, float] | None) -> float:
+    """The mean of ``values`` (name -> value), each weighted by ``weights[name]`` (all 1 when
+    None: the plain mean, summed in the values' order); 0 for no values."""
+    if not values:
+        return 0.0
+    if weights is None:
+        return sum(values.values()) / len(values)
+    total = sum(weights[name] for name in values)
+    return sum(value * weights[name] for name, value in values.items()) / total
 
 
 def flop_rates(

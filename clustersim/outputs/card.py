@@ -114,7 +114,9 @@ def header_card(
         items.append((f"auto: {key}", f"{choice.value_text()} ({choice.reason})"))
     simulated, total = data.get("workers_simulated"), data.get("workers_total")
     if isinstance(simulated, int) and isinstance(total, int) and simulated < total:
-        items.append(("simulated", f"{simulated} of {total} workers (one replica)"))
+        classes = data.get("replica_classes")
+        how = f"one replica of each of {len(classes)} classes" if classes else "one replica"
+        items.append(("simulated", f"{simulated} of {total} workers ({how})"))
     if (x := get("time_to_train_s")) is not None:
         items.append(("time to train", duration(x)))
     if (x := get("gpu_hours")) is not None:

@@ -4,7 +4,9 @@
   ``workers`` are the simulated replica's devices (``workers_simulated`` of
   ``workers_total``).  The other replicas' devices hold only the analytical
   gradient all-reduce, so they are left out of the chart (no phantom rows);
-  each simulated row stands for ``workers_total / workers_simulated`` devices.
+  each simulated row stands for ``workers_total / workers_simulated`` devices (where
+  one replica of each class of alike replicas is played, ``replica_classes``, a row
+  stands for its class's replicas).
 * Rows whose boxes are identical (same record kinds and phases, micro-batches and start and end
   times to :data:`TIME_DIGITS` decimals of a second) -- the tensor-parallel ranks
   of a stage, the data-parallel replicas of a symmetric run -- are drawn once,
@@ -54,13 +56,26 @@ def simulated_workers(summary: Summary | Mapping[str, object]) -> tuple[set[str]
     return set(), 1
 
 
+def _class_weights(summary: Summary | Mapping[str, object]) -> dict[str, int]:
+    """Each played worker -> the replicas its class holds, where one replica of each class
+    of alike replicas stands for the others (summary.json's ``replica_classes``: the
+    workers are listed replica by replica, in the classes' order); {} otherwise."""
+    get = summary.get if isinstance(summary, Mapping) else lambda k: getattr(summary, k, None)
+    classes, workers = get("replica_classes"), get("workers")
+    if not isinstance(classes, list) or not classes or not isinstance(workers, list):
+        return {}
+    sizes = [c["replicas"] if isinstance(c, Mapping) else c.replicas for c in classes]
+    per_replica = len(workers) // len(sizes)
+    return {str(w): sizes[i // per_replica] for i, w in enumerate(workers)}
+
+
 def shown_devices(summary: Summary | Mapping[str, object]) -> tuple[set[str], dict[str, int]]:
     """The devices a chart shows and what each stands for: the simulated workers in
     one-replica mode, else those a folded timeline holds (``folded.rows`` naming a timeline
     file); an empty set means every device with records."""
     workers, weight = simulated_workers(summary)
     if workers:
-        return workers, dict.fromkeys(workers, weight)
+        return workers, _class_weights(summary) or dict.fromkeys(workers, weight)
     folded = Summary.of(summary).folded
     rows = folded.rows if folded is not None else None
     timeline = rows is not None and any(f.startswith("timeline.") for f in rows.files or [])

@@ -379,9 +379,11 @@ class ParallelismSpec(_Spec):
     tp_depth: Count = 1
     """tp_mode 2.5d: Tesseract's depth d (tp = q^2 d)."""
     simulate_replicas: Literal["all", "one"] = "all"
-    """``one``: simulate data-parallel replica 0 only and run the data-parallel collectives
-    in the congestion-aware analytical model -- dp times fewer events, for identical replicas
-    (no stragglers); what ``clustersim plan`` uses."""
+    """``one``: simulate one data-parallel replica of each class of replicas that run alike
+    (replica 0 alone when all do; a slow node's or another GPU type's replicas are classes
+    of their own) and run the data-parallel collectives in the congestion-aware analytical
+    model -- up to dp times fewer events; refused for degraded links (``stragglers`` with
+    ``links``); what ``clustersim plan`` uses."""
 
     @model_validator(mode="after")
     def _order_is_permutation(self) -> ParallelismSpec:

@@ -26,6 +26,7 @@ from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
 from .offload import Offload
 from .replica_batches import ReplicaBatches
+from .replica_classes import raise_if_unclassable, replica_classes
 from .stages import StageOptions, StagePlan, peak_stored, plan_stages
 
 
@@ -142,7 +143,8 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         """(replica, stage, first layer, pass, passes) -> (seconds, bytes, exposed seconds) of
         a tensor-parallel hold."""
         self._share_micro_batches()
-        self.simulated = self._simulated_replicas(parallelism)
+        self.played = self._simulated_replicas(parallelism)
+        self.simulated = len(self.played)
         self.enforce_work_limit()  # before the operation lists, O(micro-batches) each
         self.ops = [self.schedule.operations(s) for s in range(self.pp)]
         self._replica_ops()
@@ -198,29 +200,24 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
                     )
                 )
 
-    def _simulated_replicas(self, parallelism: ParallelismSpec) -> int:
-        """How many replicas run as processes: all, or one (``simulate_replicas: one``)."""
-        if parallelism.simulate_replicas == "all":
-            return self.dp
-        differ = "stragglers make them differ" if self.scenario.stragglers else ""
-        differ = differ or self.replicas_differ()
-        if differ:
-            raise ScenarioError(
-                Problem(
-                    "parallelism.simulate_replicas",
-                    f"one replica stands for all only when they are identical; {differ}",
-                    "all (or identical replicas: no stragglers, the same kinds of device in "
-                    "the same places, the same micro-batch counts)",
-                )
-            )
-        return 1
+    def _simulated_replicas(self, parallelism: ParallelismSpec) -> list[int]:
+        """The replicas run as processes: all, or one of each class of replicas that run
+        alike (``simulate_replicas: one``, :mod:`.replica_classes`; each stands for its
+        class, :attr:`stands_for`)."""
+        self.stands_in = parallelism.simulate_replicas == "one" and self.dp > 1
+        self.replica_classes = [list(range(self.dp))] if self.stands_in else []
+        if not self.stands_in:
+            return list(range(self.dp))
+        self.replica_classes = replica_classes(self)
+        raise_if_unclassable(self, self.replica_classes)
+        return [members[0] for members in self.replica_classes]
 
     def take_link_failures(self, failures: Any) -> None:
         """Refuse links that go down while one replica stands for all: replica 0 does not
         cross every link the others do, and the collectives it plays for all of them run on
         the analytical network, whose flows have no other route (they would stall for good).
         Every replica is played (``simulate_replicas: all``) or none of the links fails."""
-        if not failures or self.simulated == self.dp:
+        if not failures or not self.stands_in:
             return
         first = failures[0]
         raise ScenarioError(
@@ -538,14 +535,14 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
     @property
     def workers(self) -> list[str]:
         """Every simulated worker, replica by replica, stage by stage, tensor rank by rank."""
-        replicas = self.groups[: self.simulated]
+        replicas = [self.groups[d] for d in self.played]
         return [device for replica in replicas for group in replica for device in group]
 
     @property
     def dp_network_model(self) -> str:
         """How the data-parallel collectives are priced: the scenario's network model, or
-        analytical when one replica stands for all."""
-        return "analytical" if self.simulated < self.dp else self.scenario.network.model
+        analytical when replicas stand for others (``simulate_replicas: one``)."""
+        return "analytical" if self.stands_in else self.scenario.network.model
 
     def describe(self) -> str:
         s = self.schedule

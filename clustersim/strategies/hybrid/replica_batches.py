@@ -26,8 +26,9 @@ What runs one collective or transfer per micro-batch across replicas cannot take
 different counts and is refused with a balance: ZeRO-2/3 (a reduce-scatter per
 micro-batch), expert parallelism (the all-to-alls span replicas), the flush-free schedules
 (an update per micro-batch) and offload (its schedule of copies is the replicas' one).
-One replica stands for all (``parallelism.simulate_replicas: one``) only when the replicas
-are identical: the same kinds of device in the same places and the same counts.
+With ``parallelism.simulate_replicas: one`` one replica of each class of alike replicas (the
+same kinds of device in the same places and the same counts) stands for its class
+(:mod:`.replica_classes`).
 Units: seconds, micro-batches.
 """
 
@@ -42,7 +43,6 @@ from ...metrics import BatchShares
 from ...parallel.batch_shares import (
     BALANCE_KEY,
     Ranks,
-    rank_classes,
     rank_label,
     share_out,
     speed_key,
@@ -188,21 +188,6 @@ class ReplicaBatches:
         for m in self.replica_micro_batches:
             counts[m] = counts.get(m, 0) + 1
         return counts
-
-    def replicas_differ(self: Any) -> str:
-        """Why the replicas are not identical (then one cannot stand for all): their
-        micro-batch counts or the kinds of device in their places; "" when they are."""
-        counts = self.replica_micro_batches
-        if len(set(counts)) > 1:
-            return f"they run {min(counts)} to {max(counts)} micro-batches (data_parallel.balance)"
-        classes = rank_classes([self._replica_devices(d) for d in range(self.dp)])
-        if len(classes) == 1:
-            return ""
-        d = classes[1][0]
-        return (
-            f"replica {d} runs on {rank_label(self._replica_devices(d))}, replica 0 on "
-            f"{rank_label(self._replica_devices(0))} (a mixed cluster)"
-        )
 
     def balance_text(self: Any) -> str:
         """``32 micro-batches of 2 samples shared by speed (...)`` for describe(); the even

@@ -12,15 +12,18 @@ from dataclasses import replace
 from ...collectives import CollectiveCall
 from ...engine import Simulation
 from ...errors import SimulationError
-from ...metrics import ModelInfo, flop_rates, training_summary
+from ...metrics import ModelInfo, flop_rates, training_summary, weighted_mean
+from ...parallel.batch_shares import rank_label
 from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
 from .dp_overlap import DataParallelOverlap
 from .experts import summary_block
 from .layout import HybridLayout
+from .replica_classes import stands_for
 from .summary import (
     HybridSummary,
     HybridTraffic,
     IterationBubble,
+    ReplicaClass,
     StageActivations,
     StageBalanceBlock,
     StageWeightVersions,
@@ -54,8 +57,9 @@ class HybridReport(DataParallelOverlap, HybridLayout):
                 f"pipeline finished {ended} of {iterations} iterations (schedule deadlock?)"
             )
         workers = self.workers
+        weights = stands_for(self) if len(self.replica_classes) > 1 else None
         measured = training_summary(
-            self.clock, sim.records, iterations, self.train.global_batch, workers
+            self.clock, sim.records, iterations, self.train.global_batch, workers, weights=weights
         )
         windows = iteration_windows(self.clock.iteration_ends(iterations))
         per_iteration = bubble_by_iteration(sim.records, workers, windows)
@@ -98,7 +102,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             ],
             theoretical_bubble_fraction=s.theoretical_bubble(),
             idle_fraction=measured.shares.bubble_fraction,
-            bubble_fraction=sum(per_device.values()) / len(per_device) if per_device else 0.0,
+            bubble_fraction=weighted_mean(per_device, weights),
             non_compute_fraction=measured.shares.non_compute_fraction,
             per_device_bubble=per_device,
             per_device_iteration={
@@ -108,8 +112,9 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             activation_memory=self._memory_summary(),
             communication=self._communication(),
             per_iteration=measured.shares.per_iteration,
-            workers_simulated=len(workers) if self.simulated < self.dp else None,
-            workers_total=gpus if self.simulated < self.dp else None,
+            workers_simulated=len(workers) if self.stands_in else None,
+            workers_total=gpus if self.stands_in else None,
+            replica_classes=self._replica_classes_summary(),
             moe=summary_block(self),
             weight_versions=None if s.flush else self._weight_versions(),
             cp=self.cp if self.cp > 1 else None,
@@ -122,6 +127,16 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             if len(set(self.stage_recompute)) > 1
             else None,
         )
+
+    def _replica_classes_summary(self) -> list[ReplicaClass] | None:
+        """The ``replica_classes`` block: where one replica of each class of alike replicas
+        stands for the others (:mod:`.replica_classes`) and there is more than one class."""
+        if len(self.replica_classes) < 2:
+            return None
+        return [
+            ReplicaClass(members[0], len(members), rank_label(self._replica_devices(members[0])))
+            for members in self.replica_classes
+        ]
 
     def _stage_balance(self) -> StageBalanceBlock | None:
         """The ``stage_balance`` block (None unless ``pipeline.stages: balanced``)."""
@@ -151,7 +166,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
         """Per device stage: peak stored activations (max over replicas) and replica 0's timeline."""
         out: dict[str, StageActivations] = {}
         for s in range(self.pp):
-            tracks = [self.memory[d, s] for d in range(self.simulated)]
+            tracks = [self.memory[d, s] for d in self.played]
             working = None
             if self.stage_recompute[s] != "none":
                 working = max(

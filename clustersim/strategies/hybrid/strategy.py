@@ -116,6 +116,7 @@ from .accounting import ActivationMemory
 from .compute_time import StageTimes, scenario_folder
 from .dp_overlap import REDUCE
 from .grad_buckets import as_gather
+from .replica_classes import class_problem, replica_classes
 from .report import HybridReport
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
 from .stages import StagePlan
@@ -140,8 +141,10 @@ class Pipeline(HybridReport):
         activation and a gradient across every stage boundary, a transfer and a record per
         tensor rank; an optimizer record per worker; and the data-parallel collectives."""
         s = self.schedule
-        counts = self.micro_batch_counts() if self.simulated == self.dp else {}
-        counts = counts or {s.micro_batches: self.simulated}
+        counts: dict[int, int] = {}
+        for d in self.played:
+            m = self.replica_micro_batches[d]
+            counts[m] = counts.get(m, 0) + 1
         parts = [self._replica_work(m) * replicas for m, replicas in counts.items()]
         replica = parts[0]
         for part in parts[1:]:
@@ -155,12 +158,13 @@ class Pipeline(HybridReport):
         return per_iteration * self.train.iterations
 
     def shorter(self) -> list[str]:
-        """One iteration, and replica 0 standing for identical replicas when every one is
-        simulated (``dp`` times fewer events)."""
+        """One iteration, and one replica standing for each class of alike replicas when
+        every one is simulated (:mod:`.replica_classes`: up to ``dp`` times fewer events)."""
         hints = super().shorter()
-        alike = not self.scenario.stragglers and not self.replicas_differ()
-        if self.dp > 1 and self.simulated == self.dp and alike:
-            hints.append("--set parallelism.simulate_replicas=one")
+        if self.dp > 1 and not self.stands_in:
+            classes = replica_classes(self)
+            if len(classes) < self.dp and class_problem(self, classes) is None:
+                hints.append("--set parallelism.simulate_replicas=one")
         return hints
 
     def _replica_work(self, m: int) -> WorkEstimate:
@@ -267,7 +271,7 @@ class Pipeline(HybridReport):
         ]
         self._plan_overlap()
         self._start_overlap()
-        for d in range(self.simulated):
+        for d in self.played:
             for s in range(self.pp):
                 sim.process(self._stage(sim, d, s))
 

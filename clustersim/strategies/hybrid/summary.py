@@ -32,6 +32,18 @@ class IterationBubble(SummaryPart):
 
 
 @dataclass(frozen=True)
+class ReplicaClass(SummaryPart):
+    """A class of data-parallel replicas that run alike (one-replica mode)."""
+
+    replica: int
+    """The replica played for the class (its first)."""
+    replicas: int
+    """How many replicas the class holds (the played one among them)."""
+    devices: str
+    """Its devices' types, stage by stage (``H100-SXM``, ``A100-SXM+H100-SXM``)."""
+
+
+@dataclass(frozen=True)
 class StageActivations(SummaryPart):
     """One pipeline stage's stored activations: peaks, and replica 0's timeline."""
 
@@ -249,10 +261,13 @@ class HybridSummary(FlopTrainingSummary):
     communication: HybridTraffic
     per_iteration: dict[str, DeviceTimes]
     workers_simulated: int | None = field(default=None, metadata=OPTIONAL)
-    """One-replica mode: the workers simulated (replica 0's, ``len(workers)``)."""
+    """One-replica mode: the workers simulated (the played replicas', ``len(workers)``)."""
     workers_total: int | None = field(default=None, metadata=OPTIONAL)
-    """One-replica mode: the workers of the job, every replica's (dp x tp x pp; the
-    replicas are identical)."""
+    """One-replica mode: the workers of the job, every replica's (dp x tp x pp)."""
+    replica_classes: list[ReplicaClass] | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode with replicas that differ: one entry per class of alike replicas,
+    the replica played for it and how many it stands for
+    (:mod:`~clustersim.strategies.hybrid.replica_classes`)."""
     moe: MoESummary | None = field(default=None, metadata=OPTIONAL)
     """Mixture of experts: experts, expert parallelism, parameters, all-to-alls."""
     weight_versions: dict[str, StageWeightVersions] | None = field(default=None, metadata=OPTIONAL)

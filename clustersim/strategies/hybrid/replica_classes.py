@@ -1,0 +1,106 @@
+"""Which data-parallel replicas run alike: the classes ``simulate_replicas: one`` plays.
+
+``parallelism.simulate_replicas: one`` plays one replica of each *class* of replicas that
+run alike, instead of every replica: two replicas are alike when they run the same number
+of micro-batches and, place by place (stage, tensor rank, context rank), their devices
+compute alike (:func:`~clustersim.parallel.batch_shares.speed_key`: kind, type, peak,
+efficiency, memory bandwidth, compute model) and have the same straggler slowdown in
+every iteration (fixed or drawn: :meth:`~clustersim.devices.Stragglers.factor`).  A
+cluster of identical replicas is one class (replica 0 stands for all, as before); one slow
+node makes its replica a class of its own; a pod of H100 nodes among A100 pods makes the
+replicas on it another class.
+
+Why one replica of a class stands for the others: the replicas meet only in the
+data-parallel collectives, which start when the last simulated replica reaches them and
+run in the congestion-aware analytical model over every replica's devices and links
+(:mod:`clustersim.collectives.fluid`); until then a replica's operations depend only on its
+own devices, its own micro-batches and the collectives.  Alike replicas therefore reach
+each collective at the same instant, and the slowest class sets when it starts, as it
+does with every replica played.  What one replica per class leaves out is what it left
+out with one class: the pipeline and tensor-parallel flows of the replicas not played do
+not load the fabric (their links are mostly their own nodes' and racks').
+
+Link stragglers (degraded links) are not classed: the replicas whose flows cross the link
+would differ, and which those are depends on routing; ``simulate_replicas: one`` refuses
+them, naming the key.  Expert parallelism with more than one class is refused too (its
+all-to-alls span replicas, and the replicas not played would not join them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...devices import stragglers_of
+from ...errors import Problem, ScenarioError
+from ...parallel.batch_shares import rank_label, speed_key
+from ...scenario.stragglers import LinkStraggler
+
+__all__ = ["class_problem", "raise_if_unclassable", "replica_classes", "stands_for"]
+
+
+def replica_classes(strategy: Any) -> list[list[int]]:
+    """The replicas of ``strategy`` (a hybrid pipeline) that run alike, one list per class;
+    classes ordered by their first replica, replicas in order (the first class holds
+    replica 0)."""
+    scenario = strategy.scenario
+    stragglers = stragglers_of(scenario, strategy.topology) if scenario.stragglers else None
+    iterations = range(strategy.train.iterations)
+    reprs: dict[int, str] = {}
+    classes: dict[tuple[Any, ...], list[int]] = {}
+    for d in range(strategy.dp):
+        devices = strategy._replica_devices(d)
+        key: tuple[Any, ...] = (
+            strategy.replica_micro_batches[d],
+            tuple(speed_key(device, reprs) for device in devices),
+        )
+        if stragglers is not None:
+            key += (tuple(stragglers.factor(x, it) for x in devices for it in iterations),)
+        classes.setdefault(key, []).append(d)
+    return list(classes.values())
+
+
+def class_problem(strategy: Any, classes: Sequence[Sequence[int]]) -> Problem | None:
+    """Why one replica per class cannot stand for the others in ``strategy``'s run: link
+    stragglers, or expert parallelism across more than one class; None when it can."""
+    links = [
+        i for i, spec in enumerate(strategy.scenario.stragglers) if isinstance(spec, LinkStraggler)
+    ]
+    if links:
+        return Problem(
+            "parallelism.simulate_replicas",
+            f"stragglers[{links[0]}] degrades links, which some replicas' flows cross and "
+            "others' do not; one replica per class of alike replicas stands for the others "
+            "only when their devices alone tell them apart",
+            "all (every replica played), or stragglers of devices only",
+        )
+    experts = getattr(strategy, "experts", None)
+    if len(classes) > 1 and experts is not None and experts.ep > 1:
+        d = classes[1][0]
+        return Problem(
+            "parallelism.simulate_replicas",
+            f"replica {d} runs on {rank_label(strategy._replica_devices(d))}, replica 0 on "
+            f"{rank_label(strategy._replica_devices(0))}, and expert parallelism "
+            f"(ep {experts.ep}) spans replicas: the replicas not played would not join its "
+            "all-to-alls",
+            "all (every replica played), or replicas that are all alike",
+        )
+    return None
+
+
+def raise_if_unclassable(strategy: Any, classes: Sequence[Sequence[int]]) -> None:
+    """:func:`class_problem` as a ScenarioError."""
+    problem = class_problem(strategy, classes)
+    if problem is not None:
+        raise ScenarioError(problem)
+
+
+def stands_for(strategy: Any) -> dict[str, int]:
+    """Each played worker of ``strategy`` -> how many replicas' devices in its place it
+    stands for (its class's size; 1 when every replica is played)."""
+    out: dict[str, int] = {}
+    for members in strategy.replica_classes or [[d] for d in strategy.played]:
+        for group in strategy.groups[members[0]]:
+            for device in group:
+                out[device] = len(members)
+    return out
