@@ -27,6 +27,10 @@ RECORD_TRANSFERS_UP_TO = 20_000
 """Schedules with at most this many sends record each transfer in the timeline by
 default; larger ones record one ``collective`` row per rank."""
 
+STEP_OPS = tuple(f"step{k}" for k in range(1024))
+"""The ``op`` of a recorded send of step k, made once (formatting it per send cost 2% of a
+run of small collectives); later steps are formatted as they come."""
+
 
 class _Execution:
     """One run of a schedule on a simulation (see :func:`execute`).
@@ -188,6 +192,10 @@ class _Execution:
         sender = devices[s.src[i]]
         src, dst = (sender, devices[s.dst[i]]) if ends is None else ends
         step = s.step[i]
+        if 0 <= step < len(STEP_OPS):
+            op = STEP_OPS[step]
+        else:
+            op = f"step{step}" if step >= 0 else ""
         self.sim.book(
             sender,
             "transfer",
@@ -201,7 +209,7 @@ class _Execution:
             self.iteration,
             -1,
             -1,
-            f"step{step}" if step >= 0 else "",
+            op,
             "communication",
         )
 
