@@ -117,6 +117,8 @@ class Registry(Generic[T]):
         self.unique = unique
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
+        self._ordered: dict[str, T] | None = None
+        """The entries in :meth:`entries`' order, once worked out (None after a change)."""
         REGISTRIES[label] = self
 
     def add(self, name: str, entry: T, aliases: Iterable[str] = ()) -> None:
@@ -124,12 +126,14 @@ class Registry(Generic[T]):
         unless the registry is ``unique``)."""
         if self.unique and (name in self._entries or name in self._aliases):
             raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._ordered = None
         self._entries[name] = entry
         for alias in aliases:
             self._aliases[alias] = name
 
     def remove(self, name: str) -> None:
         """Forget the entry ``name`` and its aliases (for tests that register a throwaway)."""
+        self._ordered = None
         self._entries.pop(name, None)
         for alias in [a for a, target in self._aliases.items() if target == name]:
             del self._aliases[alias]
@@ -210,8 +214,16 @@ class Registry(Generic[T]):
         """A copy of the name -> entry mapping: sorted by name if ``sort``; else the built-in
         entries by their module's place in ``builtins``, each module's in the order it
         registered them, then the others in registration order.  So the order never depends
-        on which module happened to be imported first."""
+        on which module happened to be imported first.  The order is worked out once per
+        change of the entries (a collective's check looks its algorithms up at every call)."""
         self.load()
+        ordered = self._ordered
+        if ordered is None:
+            ordered = self._ordered = self._in_order()
+        return dict(ordered)
+
+    def _in_order(self) -> dict[str, T]:
+        """The entries in :meth:`entries`' order."""
         if self.sort:
             return dict(sorted(self._entries.items()))
         if not self.builtins:

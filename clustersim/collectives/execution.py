@@ -27,6 +27,10 @@ RECORD_TRANSFERS_UP_TO = 20_000
 """Schedules with at most this many sends record each transfer in the timeline by
 default; larger ones record one ``collective`` row per rank."""
 
+STEP_OPS = tuple(f"step{k}" for k in range(1024))
+"""The ``op`` of a recorded send of step k, made once (formatting it per send cost 2% of a
+run of small collectives); later steps are formatted as they come."""
+
 
 class _Execution:
     """One run of a schedule on a simulation (see :func:`execute`).
@@ -163,11 +167,11 @@ class _Execution:
     def arrived(self, flow: Any) -> None:
         """A send's last byte arrived: record it, reduce if that costs time, then complete."""
         i = flow.tag
-        s = self.s
         if self.record_transfers:
             self._record_transfer(i, flow.start_s)
-        nbytes = s.reduce_bytes[i]
-        if nbytes > 0.0 and self.reduce_cost:
+        if self.reduce_cost and self.s.reduce_bytes[i] > 0.0:
+            s = self.s
+            nbytes = s.reduce_bytes[i]
             dst = self.devices[s.dst[i]]
             event = self.sim.compute(
                 dst, bytes=nbytes, label=f"{self.label} reduce", iteration=self.iteration
@@ -180,11 +184,20 @@ class _Execution:
         """:meth:`arrived` when there is nothing to record or reduce."""
         self.complete(flow.tag)
 
-    def _record_transfer(self, i: int, start_s: float) -> None:
+    def _record_transfer(self, i: int, start_s: float, ends: tuple[str, str] | None = None) -> None:
+        """Book send ``i``'s ``transfer`` record, from ``start_s`` to now; ``ends``: the names
+        of where it starts and ends when they are not its ranks' devices."""
         s = self.s
-        src, dst = self._ends(i)
+        devices = self.devices
+        sender = devices[s.src[i]]
+        src, dst = (sender, devices[s.dst[i]]) if ends is None else ends
+        step = s.step[i]
+        if 0 <= step < len(STEP_OPS):
+            op = STEP_OPS[step]
+        else:
+            op = f"step{step}" if step >= 0 else ""
         self.sim.book(
-            self.devices[s.src[i]],
+            sender,
             "transfer",
             self.label,
             start_s,
@@ -196,13 +209,9 @@ class _Execution:
             self.iteration,
             -1,
             -1,
-            f"step{s.step[i]}" if s.step[i] >= 0 else "",
+            op,
             "communication",
         )
-
-    def _ends(self, i: int) -> tuple[str, str]:
-        """Names of where send ``i`` starts and ends (for its transfer record)."""
-        return self.devices[self.s.src[i]], self.devices[self.s.dst[i]]
 
     def complete(self, i: int) -> None:
         """Send ``i`` is done (reduction included): start the sends waiting only for it."""
@@ -275,17 +284,14 @@ class _RoutedExecution(_Execution):
                 first[rank] = now
         self.network.transfer(via.route, s.nbytes[i], self._arrived, i)
 
-    def _record_transfer(self, i: int, start_s: float) -> None:
-        via = self.vias.get(i)
-        if via is None or via.route.links:  # an empty route is a meeting point, not a transfer
-            _Execution._record_transfer(self, i, start_s)
-
-    def _ends(self, i: int) -> tuple[str, str]:
+    def _record_transfer(self, i: int, start_s: float, ends: tuple[str, str] | None = None) -> None:
         via = self.vias.get(i)
         if via is None:
-            return _Execution._ends(self, i)
+            _Execution._record_transfer(self, i, start_s, ends)
+            return
         links = via.route.links
-        return links[0].src, links[-1].dst
+        if links:  # an empty route is a meeting point, not a transfer
+            _Execution._record_transfer(self, i, start_s, (links[0].src, links[-1].dst))
 
 
 def execute(

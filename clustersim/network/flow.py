@@ -99,6 +99,8 @@ class Flow(Event):
         links: tuple[int, ...],
         size_bytes: float,
         now: float,
+        notify: Any = None,
+        tag: Any = None,
     ) -> None:
         # Inlined Event.__init__ (as simpy.Timeout does).
         self.env = env
@@ -118,10 +120,11 @@ class Flow(Event):
         self._mark = -1  # component-search epoch
         self._frz = -1  # solver epoch in which the flow was frozen
         self._new = 0.0  # rate computed by the solver
-        self.notify: Any = (
-            None  # called with the flow at completion instead of triggering the event
-        )
-        self.tag: Any = None  # the caller's own tag (e.g. a send id)
+        self.notify: Any = notify
+        """Called with the flow at completion instead of triggering the event (None: the
+        event is triggered)."""
+        self.tag: Any = tag
+        """The caller's own tag (e.g. a send id)."""
         self.rate_cap = _INF
         """Largest rate of a weighted flow, bytes/s (from its route's ``rate_cap``)."""
         self.weights: tuple[float, ...] | None = None

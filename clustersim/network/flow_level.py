@@ -183,23 +183,20 @@ class Network(FlowTimers, RateRecomputation):
         info = self._routes.get(id(route))
         if info is None or info[0] is not route:
             info = self._route_info(route)
-        links, size = info[1], size * info[4]  # wire bytes
+        _, links, latency, weights, wire = info
         env = self.env
         now = env._now  # Environment.now without the property call (hot path)
         fid = self._next_id
         self._next_id = fid + 1
-        flow = Flow(env, fid, route, links, size, now)
-        if info[3] is not None:
-            flow.weights = info[3]
+        flow = Flow(env, fid, route, links, size * wire, now, notify, tag)  # wire bytes
+        if weights is not None:
+            flow.weights = weights
             flow.rate_cap = getattr(route, "rate_cap", _INF)
-        if notify is not None:
-            flow.notify = notify
-            flow.tag = tag
         if not links:
             flow.arrival_s = now
             self._finish(flow, now)
-        elif info[2] > 0.0:
-            t = now + info[2]
+        elif latency > 0.0:
+            t = now + latency
             bucket = self._buckets.get(t)
             if bucket is None:
                 self._buckets[t] = [(fid, -1, flow)]

@@ -83,13 +83,18 @@ class NetworkMonitor:
     def _wrap(self, net: Network) -> None:
         transfer, arrive, on_wake = net.transfer, net._arrive, net._on_wake
         recompute, retime, set_bw = net._recompute, net._retime, net.set_bandwidth
+        apply_rates = net._apply_rates
         expected, pending = self.expected_bytes, self._pending
 
         def _transfer(route: Any, size_bytes: float, notify: Any = None, tag: Any = None) -> Any:
             flow = transfer(route, size_bytes, notify, tag)
             size = flow.size_bytes
-            for link, weight in flow.link_loads():
-                expected[link] += size * weight
+            if flow.weights is None:  # flow.link_loads(), every weight 1, without the list
+                for link in flow.links:
+                    expected[link] += size
+            else:
+                for link, weight in flow.link_loads():
+                    expected[link] += size * weight
             return flow
 
         def _arrive(flow: Any, now: float) -> None:
@@ -111,6 +116,12 @@ class NetworkMonitor:
             retime(flow, rate, now)
             pending.update(flow.links)
 
+        def _apply_rates(comp_flows: Any, now: float) -> int:
+            for flow in comp_flows:  # those it re-times (it inlines _retime)
+                if flow._new != flow.rate_Bps:
+                    pending.update(flow.links)
+            return apply_rates(comp_flows, now)
+
         def _set_bandwidth(link_index: int, bandwidth_Bps: float) -> None:
             set_bw(link_index, bandwidth_Bps)
             pending.add(link_index)
@@ -118,19 +129,23 @@ class NetworkMonitor:
 
         net.transfer, net._arrive, net._on_wake = _transfer, _arrive, _on_wake
         net._recompute, net._retime, net.set_bandwidth = _recompute, _retime, _set_bandwidth
+        net._apply_rates = _apply_rates  # type: ignore[method-assign]
         net.on_flow_leaving, net.on_flow_entered = self.flow_leaving, self.flow_entered  # type: ignore[attr-defined]
 
     def _before_wake(self, net: Network) -> None:
         """Check the flows due at this wake-up: departures have delivered their bytes."""
         now = net.env.now
         targets = {net._wake_at, now}
+        pending = self._pending.update
+        scale = max(1.0, now)
         for t in targets:
             for _fid, ver, flow in net._buckets.get(t, ()):
-                self._pending.update(flow.links)
+                pending(flow.links)
                 if ver < 0 or ver != flow._version:
                     continue
-                left = flow._remaining - flow.rate_Bps * (now - flow._last)
-                tol = RATE_REL_TOL * flow.size_bytes + flow.rate_Bps * TIME_TOL_S * max(1.0, now)
+                rate = flow.rate_Bps
+                left = flow._remaining - rate * (now - flow._last)
+                tol = RATE_REL_TOL * flow.size_bytes + rate * TIME_TOL_S * scale
                 if abs(left) > tol:
                     self.violate(
                         f"bytes: flow {flow.id} ({_flow_ends(flow)}) completed at t = {now:.12g} s "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from heapq import heappush
 
 from simpy.events import Event
 
@@ -117,12 +118,39 @@ class RateRecomputation:
         return dirty, self.env.now, self._epoch
 
     def _apply_rates(self, comp_flows: Sequence[Flow], now: float) -> int:
-        """Re-time the flows whose solved rate (``_new``) differs; return how many did."""
+        """Re-time the flows whose solved rate (``_new``) differs; return how many did.
+
+        :meth:`_retime` and :meth:`_push`, inlined: a component of thousands of flows that
+        share links (parameter servers) re-times most of them at every recomputation."""
         changed = 0
+        stale = 0
+        buckets = self._buckets
+        times = self._times
         for flow in comp_flows:
-            if flow._new != flow.rate_Bps:
-                changed += 1
-                self._retime(flow, flow._new, now)
+            rate = flow._new
+            old = flow.rate_Bps
+            if rate == old:
+                continue
+            changed += 1
+            if old > 0.0:
+                dt = now - flow._last
+                if dt > 0.0:
+                    rest = flow._remaining - old * dt
+                    flow._remaining = rest if rest > 0.0 else 0.0
+                stale += 1  # its previous entry
+            flow._last = now
+            flow.rate_Bps = rate
+            version = flow._version + 1
+            flow._version = version
+            if rate > 0.0:
+                t = now + flow._remaining / rate
+                bucket = buckets.get(t)
+                if bucket is None:
+                    buckets[t] = [(flow.id, version, flow)]
+                    heappush(times, t)
+                else:
+                    bucket.append((flow.id, version, flow))
+        self._stale += stale
         return changed
 
     def _end_recompute(self, rerated: int, changed: int) -> None:
@@ -137,7 +165,8 @@ class RateRecomputation:
 
     def _retime(self, flow: Flow, rate: float, now: float) -> None:
         """Give ``flow`` a new rate from ``now``: materialise the bytes moved
-        at the old rate, invalidate its entry, schedule the new completion."""
+        at the old rate, invalidate its entry, schedule the new completion (as
+        :meth:`_apply_rates` does for each flow of a component)."""
         old = flow.rate_Bps
         if old > 0.0:
             dt = now - flow._last

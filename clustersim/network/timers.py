@@ -17,7 +17,7 @@ from heapq import heapify, heappop, heappush
 from simpy.events import NORMAL, Event
 
 from ..errors import SimulationError
-from .flow import Callback, Flow, overflow_message
+from .flow import NO_FLOWS, Callback, Flow, overflow_message
 from .weighted import leave_weighted
 
 _INF = math.inf
@@ -161,7 +161,10 @@ class FlowTimers:
                             peak[link] = len(lf)
                     else:
                         since[link] = now
-                        link_flows[link] = {fid: flow}
+                        if lf is NO_FLOWS:
+                            link_flows[link] = {fid: flow}
+                        else:  # the link's own dict, emptied: no new dict per send
+                            lf[fid] = flow
                         if not peak[link]:
                             peak[link] = 1
                         c = cap[link]
@@ -223,7 +226,10 @@ class FlowTimers:
                     peak[link] = len(lf)
             else:
                 self._since[link] = now
-                link_flows[link] = {fid: flow}
+                if lf is NO_FLOWS:
+                    link_flows[link] = {fid: flow}
+                else:
+                    lf[fid] = flow
                 if not peak[link]:
                     peak[link] = 1
                 c = cap[link]
