@@ -390,17 +390,15 @@ def test_one_replica_stands_for_all_when_priced_analytically(
 
 
 def test_one_replica_per_class_of_stragglers() -> None:
-    """Device stragglers no longer refuse one replica: each class of alike replicas plays
-    one (tests/test_replica_classes.py holds it to every replica); degraded links do."""
+    """Stragglers no longer refuse one replica: each class of alike replicas plays one
+    (tests/test_replica_classes.py holds it to every replica)."""
     document = doc(tp=2, pp=2, dp=2, batch=8, simulate_replicas="one")
     plain = run(document).summary
     document["stragglers"] = [{"devices": "*/gpu0", "slowdown": 2}]
     slow = run(document).summary
     assert slow["iteration_time_s"] > plain["iteration_time_s"]
     document["stragglers"] = [{"links": "*", "bandwidth_factor": 0.5}]
-    with pytest.raises(ScenarioError) as info:
-        run(document)
-    assert info.value.problems[0].path == "parallelism.simulate_replicas"
+    assert run(document).summary["iteration_time_s"] > plain["iteration_time_s"]
 
 
 @pytest.mark.parametrize("zero", [None, 1, 3])

@@ -103,16 +103,37 @@ def test_alike_replicas_stay_one_class_and_the_summary_as_before() -> None:
     assert "replica_classes" not in simulate(parse_scenario(job(8, []))).summary
 
 
-def test_a_degraded_link_is_refused_naming_the_straggler() -> None:
-    """Which replicas' flows cross a degraded link depends on routing: refused, with the
-    straggler's index and the way out."""
-    doc = job(8, [{"links": "rack0/tor->*", "bandwidth_factor": 0.5}])
-    with pytest.raises(ScenarioError) as info:
-        prepare(parse_scenario(doc))
-    problem = info.value.problems[0]
-    assert problem.path == "parallelism.simulate_replicas"
-    assert "stragglers[0] degrades links" in problem.message
-    assert "all" in problem.allowed
+@pytest.mark.parametrize("factor", [0.5, 0.25])
+def test_a_tor_uplink_at_a_fraction_of_its_bandwidth(factor: float) -> None:
+    """A rack's uplinks degraded: the data-parallel collectives cross them for every
+    replica alike (they run over every replica's links), and no replica's own flows do
+    (tp and pp stay in their nodes): one class, and every replica's result."""
+    doc = job(16, [{"links": "rack1/tor->*", "bandwidth_factor": factor}])
+    one, every, strategy = one_and_every(doc)
+    assert strategy.played == [0]
+    assert_same(one, every)
+    plain = simulate(parse_scenario(job(16, []))).summary
+    assert one["iteration_time_s"] > plain["iteration_time_s"]
+
+
+def test_a_replica_whose_own_flows_cross_a_degraded_link_is_its_own_class() -> None:
+    """pp 2 with a stage on each of two racks (one GPU per node): every replica's pipeline
+    sends cross the racks' uplinks; degrading rack 0's uplink to spine 0 makes each replica
+    whose sends can take it (ECMP over the two spines) a class of its own, and the result is
+    every replica's."""
+    doc = job(4, [{"links": "rack0/tor->spine0", "bandwidth_factor": 0.5}])
+    doc["cluster"] = {
+        "kind": "two_tier",
+        "racks": 2,
+        "nodes_per_rack": 4,
+        "spines": 2,
+        "node": {"preset": "dgx-a100", "gpus": 2, "nics": 2},
+    }
+    doc["parallelism"].update(tp=2, pp=2, dp=4, order=["tp", "dp", "pp"])
+    one, every, strategy = one_and_every(doc)
+    assert strategy.simulated == 4  # every replica's sends may take rack 0's uplink
+    assert [c["replicas"] for c in one["replica_classes"]] == [1, 1, 1, 1]
+    assert_same(one, every)
 
 
 def test_expert_parallelism_across_classes_is_refused() -> None:

@@ -382,8 +382,7 @@ class ParallelismSpec(_Spec):
     """``one``: simulate one data-parallel replica of each class of replicas that run alike
     (replica 0 alone when all do; a slow node's or another GPU type's replicas are classes
     of their own) and run the data-parallel collectives in the congestion-aware analytical
-    model -- up to dp times fewer events; refused for degraded links (``stragglers`` with
-    ``links``); what ``clustersim plan`` uses."""
+    model -- up to dp times fewer events; what ``clustersim plan`` uses."""
 
     @model_validator(mode="after")
     def _order_is_permutation(self) -> ParallelismSpec:

@@ -5,10 +5,10 @@ run alike, instead of every replica: two replicas are alike when they run the sa
 of micro-batches and, place by place (stage, tensor rank, context rank), their devices
 compute alike (:func:`~clustersim.parallel.batch_shares.speed_key`: kind, type, peak,
 efficiency, memory bandwidth, compute model) and have the same straggler slowdown in
-every iteration (fixed or drawn: :meth:`~clustersim.devices.Stragglers.factor`).  A
-cluster of identical replicas is one class (replica 0 stands for all, as before); one slow
-node makes its replica a class of its own; a pod of H100 nodes among A100 pods makes the
-replicas on it another class.
+every iteration (fixed or drawn: :meth:`~clustersim.devices.Stragglers.factor`), and none
+of their own flows can cross a degraded link (below).  A cluster of identical replicas is
+one class (replica 0 stands for all, as before); one slow node makes its replica a class
+of its own; a pod of H100 nodes among A100 pods makes the replicas on it another class.
 
 Why one replica of a class stands for the others: the replicas meet only in the
 data-parallel collectives, which start when the last simulated replica reaches them and
@@ -20,10 +20,12 @@ does with every replica played.  What one replica per class leaves out is what i
 out with one class: the pipeline and tensor-parallel flows of the replicas not played do
 not load the fabric (their links are mostly their own nodes' and racks').
 
-Link stragglers (degraded links) are not classed: the replicas whose flows cross the link
-would differ, and which those are depends on routing; ``simulate_replicas: one`` refuses
-them, naming the key.  Expert parallelism with more than one class is refused too (its
-all-to-alls span replicas, and the replicas not played would not join them).
+A degraded link (a ``stragglers`` entry with ``links``) slows the data-parallel collectives
+that cross it for every replica alike (they run over every replica's links), and the own
+flows of the replicas whose pipeline sends or tensor- and context-parallel collectives can
+cross it (on any of their equal-cost routes): each such replica is a class of its own.
+Expert parallelism with more than one class is refused (its all-to-alls span replicas, and
+the replicas not played would not join them).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from typing import Any
 from ...devices import stragglers_of
 from ...errors import Problem, ScenarioError
 from ...parallel.batch_shares import rank_label, speed_key
-from ...scenario.stragglers import LinkStraggler
 
 __all__ = ["class_problem", "raise_if_unclassable", "replica_classes", "stands_for"]
 
@@ -56,24 +57,34 @@ def replica_classes(strategy: Any) -> list[list[int]]:
         )
         if stragglers is not None:
             key += (tuple(stragglers.factor(x, it) for x in devices for it in iterations),)
+            if stragglers.links and _crosses(strategy, d, {x.link_index for x in stragglers.links}):
+                key += (d,)  # its own flows meet a degraded link: a class of its own
         classes.setdefault(key, []).append(d)
     return list(classes.values())
 
 
+def _crosses(strategy: Any, d: int, links: set[int]) -> bool:
+    """Whether a flow of replica ``d``'s own can cross one of ``links`` (indices): on any
+    equal-cost route between two devices of one of its stages (tensor and context
+    parallelism) or between the same places of neighbouring stages (pipeline sends, the
+    last stage's to the first's included)."""
+    topology, groups = strategy.topology, strategy.groups[d]
+    pairs = [(a, b) for group in groups for a in group for b in group if a != b]
+    for s, group in enumerate(groups):
+        after = groups[(s + 1) % len(groups)]
+        pairs += [(a, b) for a, b in zip(group, after, strict=True) if a != b]
+        pairs += [(b, a) for a, b in zip(group, after, strict=True) if a != b]
+    return any(
+        link.index in links
+        for a, b in pairs
+        for route in topology.routes(a, b)
+        for link in route.links
+    )
+
+
 def class_problem(strategy: Any, classes: Sequence[Sequence[int]]) -> Problem | None:
-    """Why one replica per class cannot stand for the others in ``strategy``'s run: link
-    stragglers, or expert parallelism across more than one class; None when it can."""
-    links = [
-        i for i, spec in enumerate(strategy.scenario.stragglers) if isinstance(spec, LinkStraggler)
-    ]
-    if links:
-        return Problem(
-            "parallelism.simulate_replicas",
-            f"stragglers[{links[0]}] degrades links, which some replicas' flows cross and "
-            "others' do not; one replica per class of alike replicas stands for the others "
-            "only when their devices alone tell them apart",
-            "all (every replica played), or stragglers of devices only",
-        )
+    """Why one replica per class cannot stand for the others in ``strategy``'s run: expert
+    parallelism across more than one class; None when it can."""
     experts = getattr(strategy, "experts", None)
     if len(classes) > 1 and experts is not None and experts.ep > 1:
         d = classes[1][0]
