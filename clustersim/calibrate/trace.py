@@ -128,14 +128,18 @@ def _fail(file: str, message: str, allowed: str) -> ScenarioError:
 def load_document(path: Path) -> Any:
     """The JSON document of ``path`` (gzipped or not); ScenarioError if it is neither."""
     file = str(path)
+    allowed = "a PyTorch profiler trace (.json or .json.gz)"
     try:
+        if not path.is_file():
+            what = "is not a regular file" if path.exists() else "no such file"
+            raise _fail(file, what, allowed)
+        if path.stat().st_size > MAX_BYTES:
+            raise _fail(file, "is larger than 1 GiB", "a trace of one training step")
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             with gzip.open(path) as stream:
                 raw = stream.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise _fail(file, "no such file", "a PyTorch profiler trace (.json or .json.gz)") from None
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, ValueError) as exc:
         raise _fail(file, f"cannot be read ({exc})", "a readable .json or .json.gz") from None
     if len(raw) > MAX_BYTES:
         raise _fail(file, "is larger than 1 GiB", "a trace of one training step")
