@@ -883,8 +883,50 @@ FIXTURE_FILES: dict[str, str | bytes] = {
         "all_reduce", 1, 8, [(1024, 2.5e-5), (1048576, 6e-5), (67108864, 6e-4)], 1.75
     ),
     "nccl/one_size_all_reduce.log": format_log("all_reduce", 1, 8, [(1048576, 6e-5)], 1.75),
+    "profile/step.json": json.dumps(
+        {
+            "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+            "traceEvents": [
+                event
+                for i, size in enumerate((256, 512, 1024))
+                for event in (
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::mm",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 100 * i,
+                        "dur": 50,
+                        "args": {"Input Dims": [[size, size]] * 2, "Input type": ["float"] * 2},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 100 * i + 5,
+                        "dur": 4,
+                        "args": {"correlation": i + 1},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "gemm",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 100 * i + 10,
+                        "dur": 2 * size**3 / 2e7 + 5,
+                        "args": {"correlation": i + 1, "device": 0},
+                    },
+                )
+            ],
+        }
+    ),
 }
-"""Other fixture files (text or bytes); two nccl-tests logs (``calibrate nccl-tests``)."""
+"""Other fixture files (text or bytes); two nccl-tests logs (``calibrate nccl-tests``) and a
+profiler trace of three products (``calibrate profile``)."""
 
 RUN_DIR = "runs/done"
 """A finished run folder (``clustersim run ok/data_parallel.yaml -o runs/done``)."""
@@ -1212,6 +1254,7 @@ VALUES: dict[str, list[str]] = {
     "astra_system": ["astra/system.json", "astra/bad.json", "astra/ring.yml", "missing", "empty_dir", ""],
     "astra_workload": ["astra/nothing", "missing/x", ""],
     "nccl_log": ["nccl/box_all_reduce.log", "nccl/one_size_all_reduce.log", "file.txt", "missing", "empty_dir", FIFO, "devnull", ""],
+    "profile_trace": ["profile/step.json", "nccl/box_all_reduce.log", "astra/system.json", "file.txt", "missing", "empty_dir", FIFO, "devnull", ""],
     "node": ["dgx-a100", "dgx-h100", "dgx-a1000", "file.txt", "missing.yaml", ""],
     "hold_out": ["default", "none", "0.5", "0", "1", "-1", "1MB:1GB", "1GB:1MB", "1MB:x", "x", ""],
     "name": ["my-node", "x y", "", "a" * 300],
@@ -1251,6 +1294,7 @@ VALID: dict[str, list[str]] = {
     "astra_system": ["astra/system.json"],
     "astra_workload": ["astra/nothing"],
     "nccl_log": ["nccl/box_all_reduce.log"],
+    "profile_trace": ["profile/step.json"],
     "node": ["dgx-a100"],
     "hold_out": ["default", "none", "0.5"],
     "name": ["my-node"],
@@ -1309,6 +1353,7 @@ DOMAINS: dict[str, str] = {
     "workload": "astra_workload",
     "logs": "nccl_log",
     "check": "nccl_log",
+    "trace": "profile_trace",
     "base": "node",
     "hold_out": "hold_out",
     "name": "name",

@@ -61,6 +61,24 @@ def gpu_for(names: Sequence[str]) -> str | None:
     return _first(GPUS, names)
 
 
+MEMORY_GB = (16, 24, 32, 40, 48, 64, 80, 94, 96, 141, 180, 186, 192)
+"""GPU memory sizes as product names give them (GB), tried in turn by :func:`gpu_of_device`."""
+
+
+def gpu_of_device(name: str, memory_bytes: float = 0.0) -> str | None:
+    """The catalog GPU of a device CUDA calls ``name`` (a profiler trace's
+    ``deviceProperties``); where the name gives no memory (``NVIDIA A100-PG509-200``), the
+    one of the nearest size to ``memory_bytes`` (``totalGlobalMem``); None: none known."""
+    found = gpu_for([name])
+    if found is not None or memory_bytes <= 0:
+        return found
+    for gb in sorted(MEMORY_GB, key=lambda gb: abs(gb - memory_bytes / 1e9)):
+        found = gpu_for([f"{name} {gb}GB"])
+        if found is not None:
+            return found
+    return None
+
+
 def prepare(
     base: Preset, runs: Sequence[Run], nics: int | None = None
 ) -> tuple[Spec, dict[str, tuple[str, str]]]:

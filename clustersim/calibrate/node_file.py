@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -126,22 +126,50 @@ def node_file_text(
         return source, note or None
 
     references = {FIT_SOURCE: _fit_reference(calibration, logs)}
-    body = _emit(calibration.spec, annotate)
-    used = {ref for ref in base.references if any(f"source: {ref}" in line for line in body)}
-    references.update({ref: base.references[ref] for ref in sorted(used)})
+    title = f"{base.title}, calibrated on nccl-tests"
+    return catalog_text("node", name, title, calibration.spec, annotate, references, base, header)
+
+
+Annotate = Callable[[str], tuple[str | None, str | None]]
+"""Dotted key path (``spec.nic.bandwidth``) -> (source, note) of the value written there."""
+
+
+def catalog_text(
+    kind: str,
+    name: str,
+    title: str,
+    spec: Mapping[str, Any],
+    annotate: Annotate,
+    references: Mapping[str, str],
+    base: Preset,
+    header: Sequence[str],
+    interconnect: Mapping[str, Any] | None = None,
+) -> str:
+    """A hardware-catalog file of ``kind`` (``node`` or ``gpu``): a comment header
+    (``header`` lines), then ``spec`` (and ``interconnect``) with each number's source and
+    note from ``annotate``; the file's references are ``references`` and those of ``base``
+    its numbers cite.  The text is checked to read back as a catalog file of ``kind``."""
+    body = _emit(spec, annotate)
+    extra = _emit(interconnect, annotate, "interconnect") if interconnect else []
+    cited = dict(references)
+    used = {
+        ref for ref in base.references if any(f"source: {ref}" in line for line in body + extra)
+    }
+    cited.update({ref: base.references[ref] for ref in sorted(used)})
     lines = [f"# {line}" if line else "#" for line in header]
     lines += [
-        "kind: node",
+        f"kind: {kind}",
         f"name: {json.dumps(name)}",
-        f"title: {json.dumps(f'{base.title}, calibrated on nccl-tests')}",
+        f"title: {json.dumps(title)}",
         "references:",
-        *(f"  {ref}: {json.dumps(text)}" for ref, text in references.items()),
+        *(f"  {ref}: {json.dumps(text)}" for ref, text in cited.items()),
         "spec:",
         *body,
+        *(["interconnect:", *extra] if extra else []),
         "",
     ]
     text = "\n".join(lines)
-    parse_preset(yaml.safe_load(text), name, "node")
+    parse_preset(yaml.safe_load(text), name, kind)
     return text
 
 

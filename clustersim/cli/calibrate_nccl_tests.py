@@ -7,8 +7,15 @@ import argparse
 from pathlib import Path
 
 from ..errors import Problem, ScenarioError
-from .base import EXIT_OK, out
-from .calibrate import CalibrationSource
+from .base import out
+from .calibrate import (
+    CalibrationSource,
+    base_preset,
+    checked_outputs,
+    file_arguments,
+    plot_arguments,
+    write_outputs,
+)
 from .progress import QUIET_HELP, Progress, notice, wanted
 
 
@@ -34,23 +41,16 @@ class NcclTestsSource(CalibrationSource):
         from ..calibrate.logs import TOOLS
 
         parser.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output files")
-        parser.add_argument(
-            "-o", "--output", required=True, metavar="FILE", help="the node file to write (YAML)"
-        )
-        parser.add_argument(
-            "--base",
-            metavar="NODE",
-            help="catalog node (clustersim list nodes) or node file whose figures the fit "
+        file_arguments(
+            parser,
+            "node",
+            "NODE",
+            "catalog node (clustersim list nodes) or node file whose figures the fit "
             "starts from and which the logs cannot determine (default: the catalog node of the "
             "GPUs the logs name: dgx-a100 for A100, dgx-h100 for H100, ...)",
-        )
-        parser.add_argument(
-            "--hold-out",
-            default="default",
-            metavar="SPEC",
-            help="points left out of the fit to judge it: default (the largest size of each "
+            "points left out of the fit to judge it: default (the largest size of each "
             "log and every other size), none, a fraction from 0 to 1, or a size range MIN:MAX "
-            "such as 1GiB:16GiB (default: default)",
+            "such as 1GiB:16GiB",
         )
         parser.add_argument(
             "--check",
@@ -81,13 +81,7 @@ class NcclTestsSource(CalibrationSource):
             "network.model in the scenarios that run on the file (default: flow, a scenario's "
             "default; analytical fits in seconds)",
         )
-        parser.add_argument(
-            "--plot",
-            metavar="FILE.png",
-            help="the plot of measured and predicted bus bandwidth (default: the output file "
-            "with .png)",
-        )
-        parser.add_argument("--name", help="the node's name in the file (default: the file's)")
+        plot_arguments(parser, "measured and predicted bus bandwidth", "node")
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -95,13 +89,8 @@ class NcclTestsSource(CalibrationSource):
         from ..calibrate import calibrate, points, read_logs
         from ..calibrate.fit import sweeps_estimate
         from ..calibrate.report import plot_figure, summary_lines, table_lines
-        from ..outputs.atomic import save_figure, write_atomic
-        from ..outputs.paths import check_output_file
 
-        output = Path(args.output)
-        plot = Path(args.plot) if args.plot else output.with_suffix(".png")
-        check_output_file(output, "-o")
-        check_output_file(plot, "--plot")
+        output, plot = checked_outputs(args)
         if args.nics is not None and args.nics < 1:
             raise ScenarioError(Problem("--nics", f"must be 1 or more, got {args.nics}"))
         runs = read_logs(args.logs, args.op)
@@ -109,7 +98,7 @@ class NcclTestsSource(CalibrationSource):
         _refuse_unsimulated(runs)
         if checks:
             _refuse_unsimulated(checks)
-        base = _base(args.base or _inferred_base(runs))
+        base = base_preset(args.base or _inferred_base(runs), "node")
         spec, notes = bases.prepare(base, [*runs, *checks], args.nics)
         chosen = points(runs, args.hold_out, checks)
         if args.model == "flow" and any(run.nodes > 1 for run in [*runs, *checks]):
@@ -135,14 +124,10 @@ class NcclTestsSource(CalibrationSource):
         from ..calibrate.node_file import node_file_text
 
         text = node_file_text(calibration, base, name, notes, header)
-        for line in table_lines(calibration) + summary_lines(calibration):
-            out(line)
-        write_atomic(output, text)
         title = f"{name}: nccl-tests measured and clustersim predicted ({args.model} model)"
-        save_figure(plot_figure(calibration, title), plot)
-        out("")
-        out(f"wrote {output} (cluster.node: {{preset: ./{output.name}}}) and {plot}")
-        return EXIT_OK
+        lines = table_lines(calibration) + summary_lines(calibration)
+        figure = plot_figure(calibration, title)
+        return write_outputs(output, text, lines, figure, plot, "cluster.node")
 
 
 def _refuse_unsimulated(runs: list) -> None:
@@ -166,18 +151,6 @@ def _refuse_unsimulated(runs: list) -> None:
             run.file,
         )
     runs[:] = usable
-
-
-def _base(name: str):  # noqa: ANN202
-    """The base node preset, its problems at ``--base``."""
-    from ..hardware import find
-
-    try:
-        return find(name, "node", Path.cwd())
-    except ScenarioError as exc:
-        raise ScenarioError(
-            [Problem("--base", p.message, p.allowed) for p in exc.problems], exc.source
-        ) from None
 
 
 def _inferred_base(runs: list) -> str:

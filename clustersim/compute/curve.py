@@ -14,7 +14,8 @@ the smallest dimension as the size were worse (62% and 92%).
 
 :func:`read_kernels` reads a CSV of measured kernels (columns ``m,n,k,dtype`` and one of
 ``tflops`` (TFLOP/s) or ``seconds``; ``batch`` optional, default 1; ``#`` lines are comments)
-and :func:`fit_curve` fits ``(e_max, F_half)`` by least squares on the log of the efficiency.
+and :func:`fit_curve` fits ``(e_max, F_half)`` by least squares on the log of the efficiency
+(or ``F_half`` alone, ``e_max`` held).
 """
 
 from __future__ import annotations
@@ -163,16 +164,21 @@ def read_kernels(file: str | Path, peak_flops: float, path: str = "") -> list[Ke
     return out
 
 
-def fit_curve(samples: Sequence[KernelSample], peak_flops: float) -> EfficiencyCurve:
+def fit_curve(
+    samples: Sequence[KernelSample], peak_flops: float, e_max: float | None = None
+) -> EfficiencyCurve:
     """The curve closest to ``samples`` in the log of the efficiency (least squares):
-    for each ``F_half`` on a log grid, ``log e_max`` is the mean residual; the best pair wins.
-    Deterministic; ``F_half`` = 0 when every kernel is at the same efficiency."""
+    for each ``F_half`` on a log grid, ``log e_max`` is the mean residual (or ``e_max`` is
+    held at the value given); the best pair wins.  Deterministic; ``F_half`` = 0 when every
+    kernel is at the same efficiency."""
     flops = [s.flops for s in samples]
     logs = [math.log(s.flops / s.seconds / peak_flops) for s in samples]
 
     def error(half: float) -> tuple[float, float]:
         shape = [math.log(f / (f + half)) for f in flops]
         level = sum(lg - sh for lg, sh in zip(logs, shape, strict=True)) / len(logs)
+        if e_max is not None:
+            level = math.log(e_max)
         sq = sum((lg - sh - level) ** 2 for lg, sh in zip(logs, shape, strict=True))
         return sq, level
 

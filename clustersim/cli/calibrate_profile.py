@@ -1,0 +1,103 @@
+"""``clustersim calibrate profile TRACE.json -o my_gpu.yaml``: a GPU file fitted to the
+matrix-product kernel times of a PyTorch profiler trace (:mod:`clustersim.calibrate.trace`,
+:mod:`clustersim.calibrate.kernel_fit`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import Problem, ScenarioError
+from . import calibrate as shared
+
+if TYPE_CHECKING:
+    from ..calibrate.kernel_fit import KernelFit
+    from ..calibrate.trace import Profile
+
+
+class ProfileSource(shared.CalibrationSource):
+    name = "profile"
+    help = "a GPU file from a PyTorch profiler trace of a training step (Kineto JSON)"
+    description = (
+        "Read a PyTorch profiler trace of a training step on one GPU (the Chrome-trace JSON "
+        "torch.profiler exports, or .json.gz; recorded with record_shapes=True), take its "
+        "matrix products (aten::mm, addmm, bmm, baddbmm, linear, matmul, _scaled_mm) with "
+        "their shapes, precisions and GPU kernel times, fit the GPU's matrix-product curve "
+        "eff(F) = e_max F / (F + F_half) per precision at the --base GPU's peak, and write a "
+        "GPU file in the catalog's format: the base's numbers with the fitted curves, each "
+        "citing the trace and the shapes it was fitted to. Prints every shape's measured "
+        "kernel time against the calibrated one, the error on the shapes held out of the fit "
+        "and the trace's other GPU work (attention, element-wise, communication: counted, not "
+        "fitted), and writes a plot of measured and fitted efficiency over FLOPs. Exit 2 for "
+        "a file that is not a Kineto trace, a trace without GPU kernels or without shapes, "
+        "one of a single product shape, an unknown --base."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        shared.file_arguments(
+            parser,
+            "GPU",
+            "GPU",
+            "catalog GPU (clustersim list gpus) or GPU file whose peaks the curves are "
+            "fitted at and whose other numbers the file keeps (default: the catalog GPU the "
+            "trace's deviceProperties name)",
+            "shapes left out of the fit to judge it, per precision by FLOPs: default "
+            "(every other shape and the largest), none, a fraction from 0 to 1, or a FLOP "
+            "range MIN:MAX such as 1GFLOP:1TFLOP",
+        )
+        shared.plot_arguments(parser, "measured and fitted efficiency", "GPU")
+        parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ..calibrate.gpu_file import gpu_file_text
+        from ..calibrate.kernel_fit import fit_profile
+        from ..calibrate.kernel_report import plot_figure, summary_lines, table_lines
+        from ..calibrate.trace import read_profile
+
+        output, plot = shared.checked_outputs(args)
+        profile = read_profile(args.trace)
+        base = shared.base_preset(args.base or _inferred_base(profile), "gpu")
+        fit = fit_profile(profile, base, args.hold_out)
+        name = args.name or output.stem
+        text = gpu_file_text(fit, name, _header(fit, args, output))
+        title = f"{name}: measured and fitted matrix-product efficiency ({base.name} peaks)"
+        lines = table_lines(fit) + summary_lines(fit)
+        return shared.write_outputs(
+            output, text, lines, plot_figure(fit, title), plot, "cluster.node.gpu"
+        )
+
+
+def _inferred_base(profile: Profile) -> str:
+    from ..calibrate.base import gpu_of_device
+
+    device = profile.device
+    found = gpu_of_device(device, profile.memory_bytes) if device else None
+    if found is None:
+        said = f"names a GPU the catalog does not know ({device})" if device else "names no GPU"
+        raise ScenarioError(
+            Problem(
+                "--base",
+                f"the trace {said}",
+                "--base GPU (clustersim list gpus) or --base ./my_gpu.yaml",
+            ),
+            profile.file,
+        )
+    return found
+
+
+def _header(fit: KernelFit, args: argparse.Namespace, output: Path) -> list[str]:
+    from ..calibrate.node_file import error_summary
+    from ..version import __version__
+
+    return [
+        f"{output.name}: calibrated by `clustersim calibrate profile` (clustersim "
+        f"{__version__}) on the base GPU {fit.base.name},",
+        f"its matrix-product curves fitted to the kernel times of {fit.profile.file}.",
+        f"Calibration shapes: {error_summary(fit.errors(False))}.",
+        f"Held-out shapes ({args.hold_out}): {error_summary(fit.errors(True))}.",
+        "The curves time each kernel alone; efficiency, the share a whole step keeps, is the "
+        "base's.",
+        f"Use it: cluster.node.gpu: {{preset: ./{output.name}}}",
+        "",
+    ]
