@@ -61,6 +61,7 @@ print(json.dumps({
     "total_s": time.perf_counter() - started,
     "peak": status("VmHWM"),
     "iteration_s": summary["iteration_time_s"],
+    "classes": len(summary.get("replica_classes") or [None]),
     "folder": size,
 }))
 """
