@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import mb, measure, variant  # noqa: E402
 
 WHAT_IFS: dict[str, dict[str, Any]] = {
-    "one node 1.3x slower": {"stragglers": [{"devices": "pod3/rack2/node1/gpu*", "slowdown": 1.3}]},
+    "one node 1.3x slower": {"stragglers": [{"devices": "pod0/rack2/node1/gpu*", "slowdown": 1.3}]},
     "1% random stragglers": {
         "stragglers": [
             {"random": {"fraction": 0.01, "slowdown": {"dist": "lognormal", "sigma": 0.3}}}
