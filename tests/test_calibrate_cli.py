@@ -62,6 +62,17 @@ def test_end_to_end_writes_the_node_file_and_the_plot_the_same_twice(
     assert (out.read_bytes(), out.with_suffix(".png").read_bytes()) == first
 
 
+def test_an_output_in_a_folder_not_made_yet_is_written_there(one_node_log, tmp_path) -> None:
+    """``-o new/deeper/my_node.yaml``: the folders are made (the output check found them
+    makeable before any work), the node file and its plot written into them."""
+    out = tmp_path / "new" / "deeper" / "my_node.yaml"
+    plot = tmp_path / "plots" / "fit.png"
+    argv = ["calibrate", "nccl-tests", str(one_node_log), "-o", str(out), "--plot", str(plot)]
+    assert main([*argv, "-q"]) == 0
+    assert b"source: nccl-tests-fit" in out.read_bytes()
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
 def refused(capsys, *argv: str) -> str:
     assert main(["calibrate", "nccl-tests", *argv]) == 2
     captured = capsys.readouterr()

@@ -79,11 +79,14 @@ def write_outputs(
     output: Path, text: str, lines: list[str], figure: Figure, plot: Path, key: str
 ) -> int:
     """Print ``lines``, write ``text`` to ``output`` and ``figure`` to ``plot`` (each
-    atomically) and say how the file is used (at scenario key ``key``); the exit code."""
+    atomically, their folders made where missing) and say how the file is used (at
+    scenario key ``key``); the exit code."""
     from ..outputs.atomic import save_figure, write_atomic
 
     for line in lines:
         out(line)
+    for path in (output, plot):  # checked makeable before any work (checked_outputs)
+        path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(output, text)
     save_figure(figure, plot)
     out("")
