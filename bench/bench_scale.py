@@ -98,14 +98,17 @@ def measure(path: Path, write: bool = False, pythonpath: str | None = None) -> d
 
 def variant(name: str, folder: Path, **changes: Any) -> Path:
     """A copy of ``scenarios/scale/NAME`` in ``folder`` with keys changed (``a.b=value``
-    given as ``a__b``)."""
+    given as ``a__b``; a value of None drops the key)."""
     doc = yaml.safe_load((SCENARIOS / name).read_text())
     for key, value in changes.items():
         where = doc
         *parents, last = key.split("__")
         for parent in parents:
             where = where[parent]
-        where[last] = value
+        if value is None:
+            where.pop(last, None)
+        else:
+            where[last] = value
     path = folder / f"{len(list(folder.iterdir()))}_{name}"
     path.write_text(yaml.safe_dump(doc))
     return path

@@ -50,24 +50,7 @@ CUT = {"cluster__pods": 1, "parallelism__dp": 16, "training__global_batch": 256}
 
 def what_if(folder: Path, changes: dict[str, Any], **more: Any) -> Path:
     """The shipped 16k scenario with ``changes`` (and ``more``) applied."""
-    drop = [k for k, v in changes.items() if v is None]
-    path = variant(
-        "gpt3_175b_16k.yaml",
-        folder,
-        **{**more, **{k: v for k, v in changes.items() if v is not None}},
-    )
-    if drop:
-        import yaml
-
-        doc = yaml.safe_load(path.read_text())
-        for key in drop:
-            *parents, last = key.split("__")
-            where = doc
-            for parent in parents:
-                where = where[parent]
-            where.pop(last, None)
-        path.write_text(yaml.safe_dump(doc))
-    return path
+    return variant("gpt3_175b_16k.yaml", folder, **more, **changes)
 
 
 def cut_changes(changes: dict[str, Any]) -> dict[str, Any]:

@@ -202,11 +202,11 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
 
     def _simulated_replicas(self, parallelism: ParallelismSpec) -> list[int]:
         """The replicas run as processes: all, or one of each class of replicas that run
-        alike (``simulate_replicas: one``, :mod:`.replica_classes`; each stands for its
-        class, :attr:`stands_for`)."""
+        alike (``simulate_replicas: one``, :mod:`.replica_classes`: each stands for its
+        class; ``replica_classes`` is [] when every replica runs)."""
         self.stands_in = parallelism.simulate_replicas == "one" and self.dp > 1
-        self.replica_classes = [list(range(self.dp))] if self.stands_in else []
         if not self.stands_in:
+            self.replica_classes: list[list[int]] = []
             return list(range(self.dp))
         self.replica_classes = replica_classes(self)
         raise_if_unclassable(self, self.replica_classes)
