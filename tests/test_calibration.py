@@ -29,7 +29,7 @@ TOKENS_PER_ITERATION = 32 * 4096
 """Global batch 32 of sequences packed to 4096 tokens."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def errors() -> dict[str, float]:
     out = {}
     for name, (measured, gpus) in SFT.items():

@@ -100,9 +100,10 @@ def run(argv: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, st
     return code, captured.out, captured.err
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[choose.Choices, list[Any]]:
-    """The three small clusters, simulated once for the module."""
+    """The three small clusters, simulated once for the session (session scope: the slow tests,
+    run first, would otherwise interleave modules and build a module fixture again)."""
     return study(write(tmp_path_factory.mktemp("choose"), candidates()))
 
 

@@ -75,7 +75,7 @@ def run(doc: dict[str, Any]) -> dict[str, Any]:
     return clustersim.simulate(parse_scenario(copy.deepcopy(doc))).summary
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shipped() -> clustersim.Result:
     return clustersim.simulate(SHIPPED)
 

@@ -78,7 +78,7 @@ def _non_compute_from_breakdown(summary: dict[str, Any], devices: list[str]) -> 
     return sum(shares) / len(shares)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gpt3() -> dict[str, Any]:
     return clustersim.simulate(GPT3_175B).summary
 

@@ -39,13 +39,13 @@ DEVICES = 36
 COLLECTIVE = SCENARIOS / "collectives" / "ring_allreduce_r1.yaml"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def result():
     _doc, scenario = load_with_settings(str(LLM), [parse_set(s) for s in WIDER])
     return simulate(scenario)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def folders(result, tmp_path_factory) -> dict[str, Path]:
     """The same run written whole, folded by the lowered threshold, and in other modes."""
     root = tmp_path_factory.mktemp("folders")
