@@ -25,6 +25,7 @@ from .budget import MemoryEstimate, WorkEstimate, either, is_long, long_work_not
 from .devices import stragglers_of
 from .engine import Simulation
 from .errors import ScenarioError, SimulationError, join_path
+from .host import gc_paused
 from .metrics import (
     AutoChoice,
     DeviceTimes,
@@ -185,6 +186,7 @@ class Result:
         """The text of summary.json."""
         return canonical_json(self.summary)
 
+    @gc_paused()
     def write(
         self,
         out_dir: str | os.PathLike[str],
@@ -202,7 +204,8 @@ class Result:
         ``modes`` (:class:`clustersim.outputs.modes.OutputModes`): the trace's and the
         timeline's rows, the timeline's format, summary.json's per-device entries; by
         default a cluster of 4,096 devices or more is written folded (one replica's
-        records, the per-device entries' extremes plus ``devices.csv``)."""
+        records, the per-device entries' extremes plus ``devices.csv``).  The garbage
+        collector is paused while the files are made, as in :func:`simulate`."""
         return write_run_folder(
             out_dir,
             self.summary,
@@ -223,6 +226,7 @@ class Result:
         return nodes_of(self.topology)
 
 
+@gc_paused()
 def simulate(
     scenario: Scenario | str | os.PathLike[str],
     *,
@@ -255,6 +259,11 @@ def simulate(
     naming what waits on what.  ``check=True`` (or the environment variable
     ``CLUSTERSIM_CHECK=1``) also verifies the invariants of
     :mod:`clustersim.invariants` and raises SimulationError listing violations.
+
+    Python's cyclic garbage collector is paused from the start to the summary
+    (:func:`clustersim.host.gc_paused`): a run's records (tuples of a class, which the
+    collector never stops tracking) number in the millions, and each collection while the
+    summary is built scanned them all again (a fifth of the time of a large run).
     """
     from .invariants import Checker, Watch, checking_requested
 
