@@ -25,6 +25,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from matplotlib.figure import Figure
 
+from ..host import gc_paused
 from ..metrics import Summary
 from ..records import Record
 from .atomic import write_atomic
@@ -158,6 +159,7 @@ def report_html(
     )
 
 
+@gc_paused()
 def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> list[Path]:
     """Redraw ``gantt.png``/``gantt.svg``, write ``devices.csv`` (when the summary has
     per-device entries: :func:`.devices.devices_csv`) and ``report.html`` from a finished
@@ -168,7 +170,8 @@ def write_report(run_dir: str | os.PathLike[str], flag: str = "run folder") -> l
     the heatmap); a missing folder or file, or one that cannot be read, is a ScenarioError
     naming it, and so is a folder that cannot be written (at key path ``flag``), checked
     before drawing.  Each file is replaced on its own, atomically: the folder
-    keeps the run's other files.
+    keeps the run's other files.  The garbage collector is paused meanwhile (a run's
+    records, read back by the million, would be scanned by each collection).
     """
     out = Path(run_dir)
     run = read_run_folder(out)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..host import gc_paused
 from ..metrics import COMMUNICATION_KINDS
 from ..records import Record, sorted_records
 from .atomic import write_atomic
@@ -241,6 +242,7 @@ def _placed(
     return layout.metadata, layout.placed
 
 
+@gc_paused()
 def trace_events(
     records: Iterable[Record],
     nodes: Mapping[str, str | None] | None = None,
@@ -345,6 +347,7 @@ def trace_document(
     return document
 
 
+@gc_paused()
 def trace_json(
     records: Iterable[Record],
     nodes: Mapping[str, str | None] | None = None,
@@ -356,7 +359,9 @@ def trace_json(
     Each line is what ``json.dumps(event, separators=(",", ":"), ensure_ascii=False)``
     gives for the event of :func:`trace_events`; the ``X`` and ``C`` events are
     written without building their dicts (a large run has millions of them).  ``fold``:
-    the records are one replica's (see the module docstring).
+    the records are one replica's (see the module docstring).  Like :func:`trace_events`,
+    it runs with the garbage collector paused (:func:`clustersim.host.gc_paused`): the
+    collections its allocations would trigger scan every record of the run again.
     """
     layout = _layout(records, nodes, summary, fold)
     lines = [_compact(e) for e in layout.metadata]
