@@ -467,6 +467,40 @@ def test_symlink_and_mode_are_kept(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- signals, races
 
 
+class _Stop(BaseException):
+    """What the test's SIGTERM handler raises (as clustersim's raises Terminated)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stop(signum)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_a_signal_just_after_the_temporary_folder_is_made_still_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM in the instant after the temporary folder is made, before the writer holds
+    its name (found under load by test_sigterm_mid_write_keeps_old_outputs): the folder is
+    removed all the same, and the old folder stays whole."""
+    out = tmp_path / "out"
+    replace_folder(out, lambda f: [write_atomic(f / "plan.md", "old\n").name])
+    made = folder._new_sibling
+
+    def made_then_signalled(target: Path, kind: str) -> Path:
+        path = made(target, kind)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered at once unless it is held
+        return path
+
+    monkeypatch.setattr(folder, "_new_sibling", made_then_signalled)
+    before = signal.signal(signal.SIGTERM, _stop)
+    try:
+        with pytest.raises(_Stop):
+            replace_folder(out, lambda f: [write_atomic(f / "plan.md", "new\n").name])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert _files(out) == {"plan.md": b"old\n"} and _siblings(out) == []
+
+
 def _when_writing(proc: subprocess.Popen[str], out: Path, timeout_s: float = 60) -> None:
     """Wait until ``proc`` has made its temporary sibling of ``out`` (it is writing files)."""
     deadline = time.monotonic() + timeout_s

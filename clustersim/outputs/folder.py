@@ -35,9 +35,12 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import WriteError
@@ -67,20 +70,48 @@ def replace_folder(
     remove_leftovers(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = _new_sibling(target, "tmp")
     except OSError as exc:
         raise WriteError(dest, exc) from exc
+    temporary: Path | None = None
     try:
+        with _signals_deferred():  # made and named before a signal can end the write
+            temporary = _new_sibling(target, "tmp")
         names = list(fill(temporary))
         _copy_mode(target, temporary)
         _swap(temporary, target, flag, dest)
     except OSError as exc:
+        if temporary is None:
+            raise WriteError(dest, exc) from exc
         name = Path(exc.filename).name if isinstance(exc.filename, str) else ""
         written = Path(dest) / name if name and name != temporary.name else Path(dest)
         raise WriteError(written, exc) from exc
     finally:
-        _remove(temporary)  # after a swap it holds the old folder
+        if temporary is not None:
+            _remove(temporary)  # after a swap it holds the old folder
     return [Path(dest) / name for name in names]
+
+
+_DEFERRED = frozenset({signal.SIGINT, signal.SIGTERM})
+"""Signals held while the temporary folder is made (:func:`_signals_deferred`)."""
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block has ended, in the main thread (POSIX).
+
+    A signal that arrived just after the temporary folder was made, before the name was
+    held where the cleanup finds it, left the folder behind (seen under load: the test
+    that sends SIGTERM as soon as the folder appears).  Held, it is delivered as the
+    block ends, and the interruption runs the cleanup as any other does."""
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = block(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        block(signal.SIG_SETMASK, before)
 
 
 def sibling_prefix(target: Path) -> str:
