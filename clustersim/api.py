@@ -96,6 +96,7 @@ class Prepared:
         return self.strategy.estimate_memory(self.scenario.writes_outputs)
 
 
+@gc_paused()
 def prepare(
     scenario: Scenario | str | os.PathLike[str],
     topology: Topology | None = None,
@@ -113,6 +114,8 @@ def prepare(
     ``max_memory`` (bytes) overrides ``engine.max_memory``: a run whose estimated peak
     memory is over it is refused here too (:class:`clustersim.budget.MemoryLimitError`),
     counting the run folder built in memory when ``outputs`` (``clustersim run``).
+    The garbage collector is paused meanwhile, as in :func:`simulate` (the estimates
+    allocate routes and schedules by the hundred thousand).
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)  # its plugin keys checked as it is parsed
