@@ -85,6 +85,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After each test (its fixtures torn down): collect its garbage, then freeze what
+    survives, as after collection.  What a test leaves alive -- session fixtures, and the
+    module-level caches that keep a topology of 131,072 GPUs and its 1.4 M links -- was
+    otherwise scanned again by every full collection for the rest of the session (about a
+    fifth of the suite's time went to the collector).  The collection here scans only what
+    the test made; what it frees by reference counting is freed as before."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         shared_runs.end_session()
