@@ -18,8 +18,11 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .budget import MemoryEstimate, WorkEstimate, either, is_long, long_work_notice
 from .devices import stragglers_of
@@ -452,7 +455,8 @@ def _check_finite(value: Any, path: str = "") -> None:
     if not path:
         try:  # piece by piece: a whole summary at scale is a string of a hundred megabytes
             for piece in _pieces(value, 2):
-                json.dumps(piece, allow_nan=False, default=str)
+                if not _finite_rows(piece):
+                    json.dumps(piece, allow_nan=False, default=str)
         except ValueError:
             pass
         else:
@@ -478,6 +482,22 @@ def _pieces(value: Any, depth: int) -> Any:
     else:
         for item in value.values():
             yield from _pieces(item, depth - 1)
+
+
+def _finite_rows(piece: Any) -> bool:
+    """True when ``piece`` is a list or dict of flat dicts of numbers, all finite (the
+    per-device rows of a 131,072-GPU summary: 2 M numbers), checked in numpy at a tenth of
+    the encoder's cost; False for any other piece or a number not finite (the encoder
+    then decides, as for every piece before)."""
+    if isinstance(piece, dict):
+        piece = piece.values()
+    elif not isinstance(piece, list):
+        return False
+    try:
+        numbers = np.fromiter(chain.from_iterable(map(dict.values, piece)), float)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return bool(np.isfinite(numbers).all())
 
 
 def _find_nonfinite(value: Any, path: str = "") -> None:
