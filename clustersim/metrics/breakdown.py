@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..records import COMMUNICATION_KINDS, Record, RecordLog
+from ..records import Record, RecordLog
 from .link_table import LinkTable, build_link_table
 from .parts import OPTIONAL, SummaryPart
+from .spans import DeviceSpans, device_spans
 
 Interval = tuple[float, float]
 
@@ -111,76 +112,28 @@ DeviceIntervals = tuple[list[float], list[float], list[float], list[float]]
 """One device's compute starts and ends, then its communication starts and ends (s)."""
 
 
-def device_intervals(records: Sequence[Record]) -> dict[str, DeviceIntervals]:
-    """Per device that computed or communicated, its intervals in record order: what
-    :func:`device_busy` and the training families' per-iteration breakdowns add up.  Kept
-    once per run for a :class:`~clustersim.records.RecordLog` (``derived``)."""
-    if isinstance(records, RecordLog):
-        return records.derived("device_intervals", _device_intervals)
-    return _device_intervals(records)
-
-
-def _device_intervals(records: Sequence[Record]) -> dict[str, DeviceIntervals]:
-    compute: dict[str, tuple[list[float], list[float]]] = {}
-    comm: dict[str, tuple[list[float], list[float]]] = {}
-    for r in records:
-        if r.kind == "compute":
-            starts, ends = compute.setdefault(r.resource, ([], []))
-            starts.append(r.start_s)
-            ends.append(r.end_s)
-        elif r.kind in COMMUNICATION_KINDS:
-            starts, ends = comm.setdefault(r.src, ([], []))
-            starts.append(r.start_s)
-            ends.append(r.end_s)
-            if r.dst != r.src:
-                starts, ends = comm.setdefault(r.dst, ([], []))
-                starts.append(r.start_s)
-                ends.append(r.end_s)
-    out: dict[str, DeviceIntervals] = {}
-    for name in {**compute, **comm}:
-        c, m = compute.get(name), comm.get(name)
-        out[name] = (*(c or ([], [])), *(m or ([], [])))
-    return out
-
-
 def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, float]]:
     """Per device that computed or communicated: seconds of compute, of communication, and of
-    either (each a union of intervals, overlaps counted once)."""
-    return {
-        name: (_union(cs, ce), _union(ms, me), _union(cs + ms, ce + me))
-        for name, (cs, ce, ms, me) in device_intervals(records).items()
-    }
+    either (each a union of intervals, overlaps counted once; :mod:`.spans` takes them for
+    all devices at once)."""
+    return device_spans(records).busy()
 
 
 def busy_in_windows(
     intervals: DeviceIntervals, windows: Sequence[Interval]
 ) -> list[tuple[float, float]]:
     """Per window ``(lo, hi)``: the device's compute seconds and its busy seconds (compute or
-    communication) inside the window, each interval clipped to it, overlaps counted once."""
+    communication) inside the window, each interval clipped to it, overlaps counted once
+    (one device's :meth:`.spans.DeviceSpans.busy_in_windows`)."""
     cs, ce, ms, me = intervals
-    if len(cs) + len(ms) <= SMALL:
-        out = []
-        for lo, hi in windows:
-            c = [(max(a, lo), min(b, hi)) for a, b in zip(cs, ce) if b > lo and a < hi]
-            m = [(max(a, lo), min(b, hi)) for a, b in zip(ms, me) if b > lo and a < hi]
-            out.append((union_length(c), union_length(c + m)))
-        return out
-    starts = np.array(cs + ms, float)
-    ends = np.array(ce + me, float)
-    is_compute = np.arange(len(starts)) < len(cs)
-    out = []
-    for lo, hi in windows:
-        inside = (ends > lo) & (starts < hi)
-        clipped_starts = np.maximum(starts[inside], lo)
-        clipped_ends = np.minimum(ends[inside], hi)
-        computes = is_compute[inside]
-        out.append(
-            (
-                union_of(clipped_starts[computes], clipped_ends[computes]),
-                union_of(clipped_starts, clipped_ends),
-            )
-        )
-    return out
+    spans = DeviceSpans.of(
+        ["device"],
+        [0] * (len(cs) + len(ms)),
+        cs + ms,
+        ce + me,
+        [True] * len(cs) + [False] * len(ms),
+    )
+    return [(compute[0], busy[0]) for compute, busy in spans.busy_in_windows(windows)]
 
 
 SMALL = 64

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...collectives import CollectiveCall
-from ...metrics.breakdown import DeviceIntervals, busy_in_windows, device_intervals
+from ...metrics.spans import device_spans
 from ...records import Record
 
 Interval = tuple[float, float]
@@ -110,13 +110,16 @@ def bubble_by_iteration(
     communication (inter-stage transfers, the gradient all-reduce) is not bubble.  A
     transfer or collective counts on both of its ends.
     """
-    intervals = device_intervals(records)
-    nothing: DeviceIntervals = ([], [], [], [])
+    spans = device_spans(records)
+    ids = {name: i for i, name in enumerate(spans.names)}
+    busy = spans.busy_in_windows(windows)
     out: dict[str, list[dict[str, float]]] = {}
     for device in devices:
+        i = ids.get(device)
         rows = []
-        busy = busy_in_windows(intervals.get(device, nothing), windows)
-        for (lo, hi), (compute_s, busy_s) in zip(windows, busy, strict=True):
+        for (lo, hi), (computes, busies) in zip(windows, busy, strict=True):
+            compute_s = computes[i] if i is not None else 0.0
+            busy_s = busies[i] if i is not None else 0.0
             length = hi - lo
             idle_s = max(length - busy_s, 0.0)
             rows.append(

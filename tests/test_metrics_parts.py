@@ -1,0 +1,31 @@
+"""clustersim.metrics.parts: plain() of a dict of many rows (one per device)."""
+
+from __future__ import annotations
+
+from clustersim.metrics.breakdown import DeviceTimes
+from clustersim.metrics.parts import _MANY_ROWS, plain
+from clustersim.metrics.training import IterationTimes
+
+
+def test_many_rows_sharing_a_part_are_equal_dicts_of_their_own() -> None:
+    """Devices holding the same part get equal dicts, in order, none of them shared (one
+    changed in place changes no other); rows with lists inside are made one by one."""
+    busy, idle = DeviceTimes(1.0, 0.5, 0.25, 0.0), DeviceTimes(0.0, 0.0, 0.0, 2.0, type="h100")
+    rows = {f"gpu{i}": busy if i % 3 else idle for i in range(_MANY_ROWS + 5)}
+    rows["cpu0"] = 3.5
+    out = plain(rows)
+    assert list(out) == list(rows)
+    assert out == {key: plain([row])[0] for key, row in rows.items()}
+    dicts = [row for row in out.values() if isinstance(row, dict)]
+    assert len(dicts) == len(out) - 1 == len({id(row) for row in dicts})
+    out["gpu1"]["idle_s"] = 9.0
+    assert out["gpu2"]["idle_s"] == 0.0
+
+    times = IterationTimes(1.0, [1.0, 1.0], 8.0)
+    nested = plain({f"r{i}": times for i in range(_MANY_ROWS + 1)})
+    assert nested["r0"] == {
+        "iteration_time_s": 1.0,
+        "iteration_times_s": [1.0, 1.0],
+        "throughput_samples_per_s": 8.0,
+    }
+    assert nested["r0"]["iteration_times_s"] is not nested["r1"]["iteration_times_s"]
