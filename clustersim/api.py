@@ -340,22 +340,8 @@ def _result(
     memory: MemoryBlock | None = None,
     goodput_progress: Callable[[int, int], None] | None = None,
 ) -> Result:
-    """The run's :class:`Result`: its link table and its summary, built from the records.
-
-    The cyclic garbage collector is paused meanwhile (:func:`clustersim.host.gc_paused`):
-    the summary is millions of new dicts, lists and floats and no cycles, and each full
-    pass of the collector walked the run's records again (1.6 million on a 1T-parameter
-    run: half of this phase's time)."""
-    with gc_paused():
-        return _summarized(prepared, sim, memory, goodput_progress)
-
-
-def _summarized(
-    prepared: Prepared,
-    sim: Simulation,
-    memory: MemoryBlock | None,
-    goodput_progress: Callable[[int, int], None] | None,
-) -> Result:
+    """The run's :class:`Result`: its link table and its summary, built from the records
+    (with the garbage collector paused by :func:`simulate`, its only caller)."""
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
