@@ -130,6 +130,14 @@ class TopologyView:
         wrapped topology, which builds routes more cheaply)."""
         return self
 
+    @property
+    def same_bandwidths(self) -> Any:
+        """The topology or view whose routes are this view's but for their latencies: the
+        same links at the same bandwidths, in the same ECMP choices (itself: a view may
+        change anything; views that change only latencies say the one they share, so that
+        what depends on bandwidths alone is computed once for all of them)."""
+        return self
+
 
 class _Router(Protocol):
     def routes(self, src: Device, dst: Device) -> tuple[Route, ...]:
@@ -391,6 +399,11 @@ class Topology:
     @property
     def same_links(self) -> Topology:
         """Itself (see :attr:`TopologyView.same_links`)."""
+        return self
+
+    @property
+    def same_bandwidths(self) -> Topology:
+        """Itself (see :attr:`TopologyView.same_bandwidths`)."""
         return self
 
     def orbit_key(self, names: Sequence[str]) -> Hashable | None:
