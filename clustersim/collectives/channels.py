@@ -321,6 +321,11 @@ class SharedView(TopologyView):
             self._bandwidths = self if same else shared_view(inner, self.links.counts)
         return self._bandwidths
 
+    @property
+    def uniform_latency_s(self) -> float | None:  # type: ignore[override]
+        """The wrapped view's (latencies are kept)."""
+        return getattr(self._topology, "uniform_latency_s", None)
+
     def routes(self, src: str, dst: str) -> tuple[Route, ...]:
         """The wrapped topology's routes on the divided links (latencies kept)."""
         key = (src, dst)

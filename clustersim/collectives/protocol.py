@@ -204,6 +204,11 @@ class ProtocolView(RepricedView):
         this view's routes are its routes with other latencies."""
         return self._bus
 
+    @property
+    def uniform_latency_s(self) -> float | None:  # type: ignore[override]
+        """The send latency (seconds), every route's where given."""
+        return self._send_latency_s
+
     def _latency(self, route: Route) -> float:
         """Seconds a send on ``route`` waits: the view's send latency, else the route's own
         and the protocol's per-hop latency for its kind."""

@@ -69,7 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..memo import RepeatMemo
+from ..memo import RepeatMemo, kept
 from ..topology import Topology
 from .algorithm import Algorithm
 from .call import CollectiveCall, HopCost
@@ -276,18 +276,18 @@ def _hop_costs(
     call: CollectiveCall, topology: Topology, pairs: list[tuple[int, int]], group: object
 ) -> dict[tuple[int, int], HopCost]:
     """Alpha-beta cost of each (src rank, dst rank) hop when all ``pairs`` send at once:
-    alpha the latency of the hop's first route in ``topology`` (seconds), beta from
+    alpha the latency of the hop's first route in ``topology`` (seconds: its
+    :attr:`~clustersim.topology.TopologyView.uniform_latency_s` where it has one), beta from
     :func:`_hop_betas` on the topology that has its bandwidths
     (:attr:`~clustersim.topology.TopologyView.same_bandwidths`: a protocol's views differ
     in latencies alone, so the betas of a group are found once for all of them).
     ``group`` names ``call.devices`` in the caches (their orbit where they have one)."""
     shared = getattr(topology, "same_bandwidths", topology)
     key = (call.op, group, call.root, call.bidirectional, shared)
-    betas = _HOP_BETAS.get(key)
-    if betas is None:
-        if len(_HOP_BETAS) >= _HOP_CACHE_LIMIT:
-            _HOP_BETAS.clear()
-        betas = _HOP_BETAS[key] = _hop_betas(call, shared, pairs)
+    betas = kept(_HOP_BETAS, key, lambda: _hop_betas(call, shared, pairs), _HOP_CACHE_LIMIT)
+    latency = getattr(topology, "uniform_latency_s", None)
+    if latency is not None:  # every route's: no need to find them
+        return {pair: HopCost(latency, beta) for pair, beta in betas.items()}
     devices = call.devices
     return {
         pair: HopCost(topology.first_route(devices[pair[0]], devices[pair[1]]).latency_s, beta)

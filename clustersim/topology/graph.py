@@ -105,6 +105,10 @@ class TopologyView:
     """A view of a topology: what a subclass does not define is the wrapped topology's.
     Subclasses override :meth:`routes` (and what else they change); ``_cache`` is theirs."""
 
+    uniform_latency_s: float | None = None
+    """Seconds of every route of this view where they all have one latency (a protocol's
+    view with a send latency); None: each route's own (see :attr:`Route.latency_s`)."""
+
     def __init__(self, topology: Any) -> None:
         self._topology = topology
         self._cache: dict[Any, Any] = {}
