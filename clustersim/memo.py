@@ -9,10 +9,22 @@ values (all dropped when full, as the other caches of the package do).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+def kept(cache: dict[K, V], key: K, make: Callable[[], V], limit: int) -> V:
+    """``cache[key]``, made by ``make()`` and kept the first time it is asked for (the
+    cache emptied first when it holds ``limit`` values, as the package's caches are)."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= limit:
+            cache.clear()
+        found = cache[key] = make()
+    return found
 
 
 class RepeatMemo(Generic[V]):

@@ -39,11 +39,11 @@ the link's other users).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..topology import Link, Route, Topology, nic_node
+from ..topology import Link, Route, Topology, TopologyView, nic_node
 
 NVLINK_BUS_GBps: dict[int, tuple[float, float]] = {
     1: (18.0, 20.0),
@@ -166,14 +166,122 @@ def bus_links(topology: Topology) -> Sequence[Link]:
     the links themselves where no figures apply."""
     if not applies(topology) or getattr(topology, "bus_scaled", False):
         return topology.links
-    found = _scaled.get(id(topology))
+    return _per_topology(_scaled, topology, BusLinks)
+
+
+def _per_topology(cache: dict[int, tuple[Any, Any]], topology: Any, make: Any) -> Any:
+    """``make(topology)``, made once per topology and kept in ``cache`` (by identity, at
+    most :data:`_LINKS_CACHE_LIMIT` topologies)."""
+    found = cache.get(id(topology))
     if found is not None and found[0] is topology:
         return found[1]
-    links = BusLinks(topology)
-    if len(_scaled) >= _LINKS_CACHE_LIMIT:
-        _scaled.clear()
-    _scaled[id(topology)] = (topology, links)
-    return links
+    made = make(topology)
+    if len(cache) >= _LINKS_CACHE_LIMIT:
+        cache.clear()
+    cache[id(topology)] = (topology, made)
+    return made
+
+
+class RepricedView(TopologyView):
+    """A view of a topology whose routes are those of ``source`` (the topology or a view of
+    it taking the same links, in the same ECMP choices) repriced by :meth:`_repriced`, each
+    kept once made.  Prices change by link kind alone, so groups that sit alike in the
+    topology sit alike here (:meth:`orbit_key`)."""
+
+    def __init__(self, topology: Topology, source: Any) -> None:
+        super().__init__(topology)
+        self._source = source
+
+    def _repriced(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
+        """``routes`` (the source's) as this view prices them."""
+        raise NotImplementedError
+
+    def orbit_key(self, names: Sequence[str]) -> Hashable | None:
+        """The wrapped topology's (see the class docstring)."""
+        return self._topology.orbit_key(names)
+
+    def canonical(self, key: Hashable) -> list[str]:
+        """The wrapped topology's first group of the orbit ``key``."""
+        return self._topology.canonical(key)
+
+    @property
+    def same_links(self) -> Topology:
+        """The wrapped topology: this view's routes take its links, in its ECMP choices."""
+        return self._topology
+
+    def routes(self, src: str, dst: str) -> tuple[Route, ...]:
+        """The source's routes, repriced."""
+        key = (src, dst, None)
+        out = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = self._repriced(self._source.routes(src, dst))
+        return out
+
+    def first_route(self, src: str, dst: str) -> Route:
+        """The first of :meth:`routes`, built alone."""
+        key = (src, dst, _FIRST)
+        out = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = self._repriced((self._source.first_route(src, dst),))
+        return out[0]
+
+    def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
+        """The source's ECMP route, repriced."""
+        key = (src, dst, flow_key)
+        out = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = self._repriced((self._source.route(src, dst, flow_key),))
+        return out[0]
+
+
+_FIRST = object()
+"""The cache key of a view's first route (no ECMP flow key equals it)."""
+
+
+class BusView(RepricedView):
+    """A topology at NCCL's bandwidths (:func:`bus_links`), every route keeping its own
+    latency: what every protocol's view of the topology
+    (:class:`~clustersim.collectives.protocol.ProtocolView`) shares, so that a route is
+    scaled once for all the protocols, algorithm families and send latencies it is priced
+    with (they change its latency alone).  Where no figures apply, its routes are the
+    topology's own."""
+
+    def __init__(self, topology: Topology) -> None:
+        super().__init__(topology, topology)
+        self.links = bus_links(topology)
+        """The wrapped topology's links at NCCL's bandwidth (:func:`bus_links`)."""
+        self.bus_scaled = True
+        """Its links are at NCCL's bandwidth already (:func:`bus_links` keeps them)."""
+
+    @property
+    def same_bandwidths(self) -> BusView:
+        """Itself (see :attr:`~clustersim.topology.TopologyView.same_bandwidths`)."""
+        return self
+
+    def _repriced(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
+        """``routes`` (the wrapped topology's) at NCCL's bandwidth, latencies kept."""
+        if self.links is self._topology.links:
+            return routes
+        return tuple(bus_route(r.links, r.latency_s, self.links) for r in routes)
+
+
+_views: dict[int, tuple[Topology, BusView]] = {}
+
+
+def bus_view(topology: Topology) -> BusView:
+    """The :class:`BusView` of ``topology``, one per topology (its routes built once)."""
+    return _per_topology(_views, topology, BusView)  # type: ignore[no-any-return]
+
+
+def with_latency(route: Route, latency_s: float) -> Route:
+    """``route`` with latency ``latency_s`` (seconds), everything else kept (built directly
+    for the two kinds views make most, a :class:`Route` and a :class:`BusRoute`)."""
+    kind = type(route)
+    if kind is BusRoute:
+        return BusRoute(route.links, latency_s, route.bottleneck_Bps, route.wire)
+    if kind is Route:
+        return Route(route.links, latency_s, route.bottleneck_Bps)
+    return replace(route, latency_s=latency_s)
 
 
 def bus_route(

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..topology import Link, Route, Topology, TopologyView
-from .bus import applies, bus_links, link_kind
+from .bus import applies, bus_links, link_kind, with_latency
 from .call import CollectiveCall, node_groups
 
 ARCH_OF_GENERATION = {1: 60, 2: 70, 3: 80, 4: 90, 5: 100}
@@ -277,7 +277,8 @@ class _DividedLinks(Sequence[Link]):
 
     def __init__(self, links: Sequence[Link], counts: Mapping[int, float]) -> None:
         self._links = links
-        self._counts = counts
+        self.counts = counts
+        """Link index -> what its bandwidth is divided by (absent: 1)."""
         self._made: dict[int, Link] = {}
 
     def __len__(self) -> int:
@@ -286,7 +287,7 @@ class _DividedLinks(Sequence[Link]):
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        count = self._counts.get(index, 1)
+        count = self.counts.get(index, 1)
         if count <= 1:
             return self._links[index]
         found = self._made.get(index)
@@ -307,15 +308,39 @@ class SharedView(TopologyView):
     def __init__(self, topology: Any, counts: Mapping[int, float]) -> None:
         super().__init__(topology)
         self.links = _DividedLinks(topology.links, counts)
+        self._bandwidths: Any = None
+
+    @property
+    def same_bandwidths(self) -> Any:
+        """The :func:`shared_view` of the wrapped view's
+        :attr:`~clustersim.topology.TopologyView.same_bandwidths` with the same counts:
+        the divided links are the same, and the routes keep the wrapped latencies."""
+        if self._bandwidths is None:
+            inner = getattr(self._topology, "same_bandwidths", self._topology)
+            same = inner is self._topology
+            self._bandwidths = self if same else shared_view(inner, self.links.counts)
+        return self._bandwidths
+
+    @property
+    def uniform_latency_s(self) -> float | None:  # type: ignore[override]
+        """The wrapped view's (latencies are kept)."""
+        return getattr(self._topology, "uniform_latency_s", None)
 
     def routes(self, src: str, dst: str) -> tuple[Route, ...]:
         """The wrapped topology's routes on the divided links (latencies kept)."""
         key = (src, dst)
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = tuple(
-                self._divided(r) for r in self._topology.routes(src, dst)
-            )
+            inner = self._topology.routes(src, dst)
+            shared = self.same_bandwidths
+            if shared is self:
+                found = tuple(self._divided(r) for r in inner)
+            else:  # the shared view's routes, at the wrapped latencies
+                found = tuple(
+                    with_latency(r, own.latency_s)
+                    for r, own in zip(shared.routes(src, dst), inner, strict=True)
+                )
+            self._cache[key] = found
         return found
 
     def first_route(self, src: str, dst: str) -> Route:
@@ -323,7 +348,13 @@ class SharedView(TopologyView):
         key = (src, dst, None)
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = self._divided(self._topology.first_route(src, dst))
+            inner = self._topology.first_route(src, dst)
+            shared = self.same_bandwidths
+            if shared is self:
+                found = self._divided(inner)
+            else:  # the shared view's route, at the wrapped latency
+                found = with_latency(shared.first_route(src, dst), inner.latency_s)
+            self._cache[key] = found
         return found
 
     def _divided(self, route: Route) -> Route:
@@ -344,6 +375,24 @@ class SharedView(TopologyView):
             ):
                 return route
         return self.routes(src, dst)[0]
+
+
+_SHARED_CACHE_LIMIT = 256
+_shared: dict[tuple[int, int], tuple[Any, Mapping[int, float], SharedView]] = {}
+
+
+def shared_view(view: Any, counts: Mapping[int, float]) -> SharedView:
+    """The :class:`SharedView` of ``view`` with ``counts``, one per pair (so that what
+    algorithms cache per topology stays valid)."""
+    key = (id(view), id(counts))
+    found = _shared.get(key)
+    if found is not None and found[0] is view and found[1] is counts:
+        return found[2]
+    if len(_shared) >= _SHARED_CACHE_LIMIT:
+        _shared.clear()
+    made = SharedView(view, counts)
+    _shared[key] = (view, counts, made)
+    return made
 
 
 def slice_flows(algorithm: Any, slices: Sequence[Any], topology: Topology) -> dict[int, float]:

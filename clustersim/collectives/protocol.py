@@ -38,14 +38,14 @@ to NCCL's kernels at mid sizes and are left out.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import Problem, ScenarioError, hinted
-from ..topology import Link, Route, Topology, TopologyView
-from .bus import bus_links, bus_route
-from .channels import SharedView, nccl_graph
+from ..topology import Link, Route, Topology
+from .bus import BusView, RepricedView, bus_route, bus_view, with_latency
+from .channels import nccl_graph, shared_view
 from .tuner import TREE_KERNEL_SHARE, link_share
 
 US = 1e-6
@@ -169,7 +169,7 @@ def link_kind(route: Route) -> str:
     return "NET"
 
 
-class ProtocolView(TopologyView):
+class ProtocolView(RepricedView):
     """A topology as an NCCL protocol sees it: routes carry ``protocol``'s per-hop latency on
     top of their own, and links run at the bandwidth NCCL reaches on them
     (:mod:`clustersim.collectives.bus`: :attr:`links` and the routes' links are copies at
@@ -187,28 +187,27 @@ class ProtocolView(TopologyView):
         algorithm: str,
         send_latency_s: float | None = None,
     ) -> None:
-        super().__init__(topology)
+        bus = bus_view(topology)
+        super().__init__(topology, bus)
+        self._bus = bus
         self._protocol = protocol
         self._family = family(algorithm)
         self._send_latency_s = send_latency_s
-        self.links = bus_links(topology)
+        self.links = bus.links
         """The wrapped topology's links at NCCL's bandwidth (:func:`bus.bus_links`)."""
         self.bus_scaled = True
         """Its links are at NCCL's bandwidth already (:func:`bus.bus_links` keeps them)."""
 
-    def orbit_key(self, names: Sequence[str]) -> Hashable | None:
-        """The wrapped topology's: latencies and bandwidths change by link kind alone, so
-        groups that sit alike there sit alike here."""
-        return self._topology.orbit_key(names)
-
-    def canonical(self, key: Hashable) -> list[str]:
-        """The wrapped topology's first group of the orbit ``key``."""
-        return self._topology.canonical(key)
+    @property
+    def same_bandwidths(self) -> BusView:
+        """The topology at NCCL's bandwidths (:class:`~clustersim.collectives.bus.BusView`):
+        this view's routes are its routes with other latencies."""
+        return self._bus
 
     @property
-    def same_links(self) -> Topology:
-        """The wrapped topology: this view's routes take its links, in its ECMP choices."""
-        return self._topology
+    def uniform_latency_s(self) -> float | None:  # type: ignore[override]
+        """The send latency (seconds), every route's where given."""
+        return self._send_latency_s
 
     def _latency(self, route: Route) -> float:
         """Seconds a send on ``route`` waits: the view's send latency, else the route's own
@@ -217,10 +216,10 @@ class ProtocolView(TopologyView):
             return self._send_latency_s
         return route.latency_s + self._protocol.hop_latency_s[self._family, link_kind(route)]
 
-    def _slower(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
-        if self.links is self._topology.links:
-            return tuple(replace(r, latency_s=self._latency(r)) for r in routes)
-        return tuple(bus_route(r.links, self._latency(r), self.links) for r in routes)
+    def _repriced(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
+        """``routes`` (the :class:`~clustersim.collectives.bus.BusView`'s) at this view's
+        latency."""
+        return tuple(with_latency(r, self._latency(r)) for r in routes)
 
     def route_of(self, links: Sequence[Link], cap_Bps: float = math.inf) -> Route:
         """The route along ``links`` at NCCL's bandwidth, its data rate at most ``cap_Bps``
@@ -229,33 +228,7 @@ class ProtocolView(TopologyView):
         latency = sum(link.latency_s for link in links)
         return bus_route((real[link.index] for link in links), latency, self.links, cap_Bps)
 
-    def routes(self, src: str, dst: str) -> tuple[Route, ...]:
-        """The wrapped topology's routes, each with the protocol's hop latency added."""
-        key = (src, dst, None)
-        out = self._cache.get(key)
-        if out is None:
-            out = self._cache[key] = self._slower(self._topology.routes(src, dst))
-        return out
 
-    def first_route(self, src: str, dst: str) -> Route:
-        """The first of :meth:`routes`, built alone."""
-        key = (src, dst, _FIRST)
-        out = self._cache.get(key)
-        if out is None:
-            out = self._cache[key] = self._slower((self._topology.first_route(src, dst),))
-        return out[0]
-
-    def route(self, src: str, dst: str, flow_key: int | str = 0) -> Route:
-        """The wrapped topology's ECMP route, with the protocol's hop latency added."""
-        key = (src, dst, flow_key)
-        out = self._cache.get(key)
-        if out is None:
-            out = self._cache[key] = self._slower((self._topology.route(src, dst, flow_key),))
-        return out[0]
-
-
-_FIRST = object()
-"""The cache key of a view's first route (no ECMP flow key equals it)."""
 _VIEW_CACHE_LIMIT = 256
 _views: dict[tuple[Any, str, str, float | None], ProtocolView] = {}
 
@@ -273,23 +246,6 @@ def protocol_view(
             _views.clear()
         view = _views[key] = ProtocolView(topology, protocol, algorithm, send_latency_s)
     return view
-
-
-_shared: dict[tuple[int, int], tuple[Any, Mapping[int, float], SharedView]] = {}
-
-
-def shared_view(view: Any, counts: Mapping[int, float]) -> SharedView:
-    """The :class:`SharedView` of ``view`` with ``counts``, one per pair (so that what
-    algorithms cache per topology stays valid)."""
-    key = (id(view), id(counts))
-    found = _shared.get(key)
-    if found is not None and found[0] is view and found[1] is counts:
-        return found[2]
-    if len(_shared) >= _VIEW_CACHE_LIMIT:
-        _shared.clear()
-    made = SharedView(view, counts)
-    _shared[key] = (view, counts, made)
-    return made
 
 
 def priced_cost(

@@ -69,7 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..memo import RepeatMemo
+from ..memo import RepeatMemo, kept
 from ..topology import Topology
 from .algorithm import Algorithm
 from .call import CollectiveCall, HopCost
@@ -273,22 +273,40 @@ def _fan_time(times: list[float], c: int) -> float:
 
 
 def _hop_costs(
-    call: CollectiveCall, topology: Topology, pairs: list[tuple[int, int]]
+    call: CollectiveCall, topology: Topology, pairs: list[tuple[int, int]], group: object
 ) -> dict[tuple[int, int], HopCost]:
-    """Alpha-beta cost of each (src rank, dst rank) hop when all ``pairs`` send at once.
+    """Alpha-beta cost of each (src rank, dst rank) hop when all ``pairs`` send at once:
+    alpha the latency of the hop's first route in ``topology`` (seconds: its
+    :attr:`~clustersim.topology.TopologyView.uniform_latency_s` where it has one), beta from
+    :func:`_hop_betas` on the topology that has its bandwidths
+    (:attr:`~clustersim.topology.TopologyView.same_bandwidths`: a protocol's views differ
+    in latencies alone, so the betas of a group are found once for all of them).
+    ``group`` names ``call.devices`` in the caches (their orbit where they have one)."""
+    shared = getattr(topology, "same_bandwidths", topology)
+    key = (call.op, group, call.root, call.bidirectional, shared)
+    betas = kept(_HOP_BETAS, key, lambda: _hop_betas(call, shared, pairs), _HOP_CACHE_LIMIT)
+    latency = getattr(topology, "uniform_latency_s", None)
+    if latency is not None:  # every route's: no need to find them
+        return {pair: HopCost(latency, beta) for pair, beta in betas.items()}
+    devices = call.devices
+    return {
+        pair: HopCost(topology.first_route(devices[pair[0]], devices[pair[1]]).latency_s, beta)
+        for pair, beta in betas.items()
+    }
 
-    beta = max over the route's links of (hops crossing the link) / bandwidth,
-    i.e. the hop's max-min fair share when every hop sends equal bytes.
-    """
+
+def _hop_betas(
+    call: CollectiveCall, topology: Topology, pairs: list[tuple[int, int]]
+) -> dict[tuple[int, int], float]:
+    """Seconds per byte of each (src rank, dst rank) hop when all ``pairs`` send at once:
+    the max over the route's links of (hops crossing the link) / bandwidth, i.e. the hop's
+    max-min fair share when every hop sends equal bytes."""
     routes = {
         pair: topology.first_route(call.devices[pair[0]], call.devices[pair[1]]) for pair in pairs
     }
     load = Counter(link.index for pair in pairs for link in routes[pair].links)
     return {
-        pair: HopCost(
-            route.latency_s,
-            max((load[link.index] / link.bandwidth_Bps for link in route.links), default=0.0),
-        )
+        pair: max((load[link.index] / link.bandwidth_Bps for link in route.links), default=0.0)
         for pair, route in routes.items()
     }
 
@@ -297,6 +315,10 @@ _HOP_CACHE_LIMIT = 1024
 _HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = {}
 """Hop costs of a ring by (operation, group, root, bidirectional, topology): the same for
 every size, so a call priced again (DDP buckets, ``auto``) does not route again."""
+_HOP_BETAS: dict[tuple[object, ...], dict[tuple[int, int], float]] = {}
+"""Hop betas of a ring by (operation, group, root, bidirectional, the topology with its
+bandwidths): the same for every protocol and send latency, so that the sizes of a group,
+whose ring latencies differ (:meth:`Ring.send_latency_s`), do not route again."""
 
 
 _LINK_FLOWS: RepeatMemo[dict[int, float]] = RepeatMemo(_HOP_CACHE_LIMIT)
@@ -405,7 +427,7 @@ class Ring(Algorithm):
             priced = call
             if orbit is not None:
                 priced = replace(call, devices=tuple(topology.canonical(orbit)))
-            costs = _HOP_COSTS[key] = _hop_costs(priced, topology, pairs)
+            costs = _HOP_COSTS[key] = _hop_costs(priced, topology, pairs, group)
         return max(self._ring_cost(call, topology, order, plan, costs) for order, plan in rings)
 
     def _ring_cost(

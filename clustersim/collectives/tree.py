@@ -75,9 +75,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..memo import kept
 from ..topology import Topology
 from .algorithm import Algorithm
-from .call import CollectiveCall, HopCost, node_groups
+from .call import CollectiveCall, node_groups
 from .fluid import pair_flows
 from .ops import OPERATIONS
 from .schedule import Schedule
@@ -405,76 +406,94 @@ class _TreeAlgorithm(Algorithm):
         :meth:`cost` needs besides the pieces, the same for every size (cached per
         operation, group, root and topology)."""
         key = (self.name, call.op, call.devices, call.root, topology)
-        found = _SHAPES.get(key)
-        if found is None:
-            if len(_SHAPES) >= _SHAPE_CACHE_LIMIT:
-                _SHAPES.clear()
-            found = _SHAPES[key] = self._shape(call, topology)
-        return found
+        return kept(_SHAPES, key, lambda: self._shape(call, topology), _SHAPE_CACHE_LIMIT)
 
     def _shape(self, call: CollectiveCall, topology: Topology) -> tuple[float, ...]:
+        """:meth:`shape`: the latency of the trees' longest path on ``topology``, the rest
+        from :meth:`_bandwidth_shape` on the topology with its bandwidths
+        (:attr:`~clustersim.topology.TopologyView.same_bandwidths`: a protocol's views
+        differ in latencies alone, so the rest is found once for all of them)."""
+        shared = getattr(topology, "same_bandwidths", topology)
+        key = (self.name, call.op, call.devices, call.root, shared)
+        fill, steady, fan, depth = kept(
+            _BANDWIDTH_SHAPES, key, lambda: self._bandwidth_shape(call, shared), _SHAPE_CACHE_LIMIT
+        )
+        trees, _pieces, _size = self.pieces(call, topology)
+        ranks = self.ranks(call)
+        uniform = getattr(topology, "uniform_latency_s", None)
+        alpha: dict[tuple[int, int, int], float] = {}
+        for t, _phase, src, dst in self.streams(call, topology):
+            if uniform is not None:
+                alpha[t, src, dst] = uniform
+                continue
+            a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
+            alpha[t, src, dst] = topology.first_route(a, b).latency_s
+        latency = 0.0
+        for t, tree in enumerate(trees):
+            latency = max(latency, _critical_path(tree, t, call.op, alpha))
+        return latency, fill, steady, fan, depth
+
+    def _bandwidth_shape(self, call: CollectiveCall, topology: Topology) -> tuple[float, ...]:
+        """(F s/B, L s/B, fan, depth) of :meth:`shape`: what depends on the bandwidths of
+        ``topology``'s links alone."""
         trees, _pieces, _size = self.pieces(call, topology)
         ranks = self.ranks(call)
         streams = self.streams(call, topology)
         links = topology.links
         routes: dict[tuple[int, int], dict[int, float]] = {}
-        alpha: dict[tuple[int, int], float] = {}
         phase_load: dict[str, dict[int, float]] = {}
         load: dict[int, float] = {}
         for _t, phase, src, dst in streams:
             a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
             route = routes[src, dst] = {}
             pair_flows(topology, a, b, route, 1.0)
-            alpha[src, dst] = HopCost.between(topology, a, b).alpha_s
             mine = phase_load.setdefault(phase, {})
             for link, share in route.items():
                 mine[link] = mine.get(link, 0.0) + share
                 load[link] = load.get(link, 0.0) + share
         steady = max(k / links[link].bandwidth_Bps for link, k in load.items())
-        hop: dict[tuple[int, int, int], tuple[float, float]] = {}
+        per_byte: dict[tuple[int, int, int], float] = {}
         for t, phase, src, dst in streams:
             mine = phase_load[phase]
             share = max(mine[link] / links[link].bandwidth_Bps for link in routes[src, dst])
-            hop[t, src, dst] = (alpha[src, dst], share)
-        latency = fill = 0.0
+            per_byte[t, src, dst] = share
+        fill = 0.0
         for t, tree in enumerate(trees):
-            tree_latency, tree_fill = _critical_path(tree, t, call.op, hop)
-            latency = max(latency, tree_latency)
-            fill = max(fill, tree_fill)
+            fill = max(fill, _critical_path(tree, t, call.op, per_byte))
         fan = max(len(k) for tree in trees for k in tree.children)
         depth = max(tree.depth() for tree in trees)
-        return latency, fill, steady, float(fan), float(depth)
+        return fill, steady, float(fan), float(depth)
 
 
 _SHAPE_CACHE_LIMIT = 1024
 _SHAPES: dict[tuple[object, ...], tuple[float, ...]] = {}
+_BANDWIDTH_SHAPES: dict[tuple[object, ...], tuple[float, ...]] = {}
+""":meth:`_TreeAlgorithm._bandwidth_shape` by (algorithm, operation, group, root, the
+topology with its bandwidths)."""
 _TREES: dict[tuple[object, ...], list[Tree]] = {}
 
 
-def _critical_path(
-    tree: Tree, t: int, op: str, hop: dict[tuple[int, int, int], tuple[float, float]]
-) -> tuple[float, float]:
-    """(A, F) of tree ``t``: the latency of its longest root-leaf path in seconds, and
-    the seconds per byte of a piece along its slowest root-leaf path, each hop at its
-    share of the links it crosses with the streams of its own tree and phase; both
-    counted up and down for an all-reduce, once (with the feed from or to position 0)
-    for a broadcast or reduce.  ``hop[t, src, dst]`` = (alpha s, seconds per byte)."""
+def _critical_path(tree: Tree, t: int, op: str, hop: dict[tuple[int, int, int], float]) -> float:
+    """The largest sum of ``hop`` along a root-leaf path of tree ``t``: with
+    ``hop[t, src, dst]`` the latency of each hop (seconds), the latency of its longest
+    path; with each hop's seconds per byte at its share of the links it crosses with the
+    streams of its own tree and phase, the seconds per byte of a piece along its slowest
+    path.  Counted up and down for an all-reduce, once (with the feed from or to
+    position 0) for a broadcast or reduce."""
     n = len(tree.parent)
-    lat = [0.0] * n
-    per_byte = [0.0] * n
+    total = [0.0] * n
     up = op in ("allreduce", "barrier", "reduce")
     down = op in ("allreduce", "barrier", "broadcast")
     for q in tree.top_down():
         for child in tree.children[q]:
-            lat[child], per_byte[child] = lat[q], per_byte[q]
+            total[child] = total[q]
             for used, key in ((up, (t, child, q)), (down, (t, q, child))):
                 if used and key in hop:
-                    lat[child] += hop[key][0]
-                    per_byte[child] += hop[key][1]
+                    total[child] += hop[key]
     feed = (t, 0, tree.root) if op == "broadcast" else (t, tree.root, 0)
     fed = tree.root != 0 and op in ("broadcast", "reduce")
-    a, b = hop.get(feed, (0.0, 0.0)) if fed else (0.0, 0.0)
-    return max(lat) + a, max(per_byte) + b
+    extra = hop.get(feed, 0.0) if fed else 0.0
+    return max(total) + extra
 
 
 class BinaryTree(_TreeAlgorithm):

@@ -105,6 +105,10 @@ class TopologyView:
     """A view of a topology: what a subclass does not define is the wrapped topology's.
     Subclasses override :meth:`routes` (and what else they change); ``_cache`` is theirs."""
 
+    uniform_latency_s: float | None = None
+    """Seconds of every route of this view where they all have one latency (a protocol's
+    view with a send latency); None: each route's own (see :attr:`Route.latency_s`)."""
+
     def __init__(self, topology: Any) -> None:
         self._topology = topology
         self._cache: dict[Any, Any] = {}
@@ -128,6 +132,14 @@ class TopologyView:
         """The topology whose routes run over the same links, in the same ECMP choices, as
         this view's (itself: a view may reroute; views that only reprice links say their
         wrapped topology, which builds routes more cheaply)."""
+        return self
+
+    @property
+    def same_bandwidths(self) -> Any:
+        """The topology or view whose routes are this view's but for their latencies: the
+        same links at the same bandwidths, in the same ECMP choices (itself: a view may
+        change anything; views that change only latencies say the one they share, so that
+        what depends on bandwidths alone is computed once for all of them)."""
         return self
 
 
@@ -391,6 +403,11 @@ class Topology:
     @property
     def same_links(self) -> Topology:
         """Itself (see :attr:`TopologyView.same_links`)."""
+        return self
+
+    @property
+    def same_bandwidths(self) -> Topology:
+        """Itself (see :attr:`TopologyView.same_bandwidths`)."""
         return self
 
     def orbit_key(self, names: Sequence[str]) -> Hashable | None:
