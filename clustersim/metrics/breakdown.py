@@ -77,7 +77,10 @@ def union_of(starts: np.ndarray, ends: np.ndarray) -> float:
     breaks = np.flatnonzero(starts[1:] > reach[:-1])
     first = np.concatenate(([0], breaks + 1))
     last = np.concatenate((breaks, [len(starts) - 1]))
-    return sum((reach[last] - starts[first]).tolist(), 0.0)
+    total = 0.0
+    for length in (reach[last] - starts[first]).tolist():  # not sum(): Python 3.12's
+        total += length  # compensates float sums, another last bit than the sweep's
+    return total
 
 
 def device_breakdown(
