@@ -15,6 +15,7 @@ from clustersim.metrics import (
     device_breakdown,
     union_length,
 )
+from clustersim.metrics.spans import DeviceSpans
 from clustersim.outputs.timeline import timeline_csv
 from clustersim.records import Record
 
@@ -90,11 +91,12 @@ def test_busy_in_windows_is_the_clipped_sweep(computes, comms, cuts, copies) -> 
     computes, comms = computes * copies, comms * copies  # copies: over SMALL intervals
     bounds = sorted({0.0, *cuts, 14.0})
     windows = list(zip(bounds, bounds[1:]))
-    intervals = (
-        [a for a, _ in computes],
-        [b for _, b in computes],
-        [a for a, _ in comms],
-        [b for _, b in comms],
+    one_device = DeviceSpans.of(
+        ["device"],
+        [0] * (len(computes) + len(comms)),
+        [a for a, _ in computes + comms],
+        [b for _, b in computes + comms],
+        [True] * len(computes) + [False] * len(comms),
     )
 
     def clipped(spans, lo, hi):
@@ -107,7 +109,8 @@ def test_busy_in_windows_is_the_clipped_sweep(computes, comms, cuts, copies) -> 
         )
         for lo, hi in windows
     ]
-    assert breakdown.busy_in_windows(intervals, windows) == expected
+    found = [(compute[0], busy[0]) for compute, busy in one_device.busy_in_windows(windows)]
+    assert found == expected
 
 
 def test_breakdown_counts_transfers_on_both_ends() -> None:

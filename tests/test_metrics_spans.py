@@ -11,19 +11,7 @@ from hypothesis import strategies as st
 from clustersim.metrics import spans
 from clustersim.records import Record
 
-
-def _sweep(intervals: list[tuple[float, float]]) -> float:
-    """The sequential sweep over the intervals in sorted order, one period at a time."""
-    total, start, end = 0.0, None, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            if end is not None:
-                total += end - start
-            start, end = a, b
-        elif b > end:
-            end = b
-    return total if end is None else total + (end - start)
-
+from .test_metrics import _union_by_sweep as _sweep
 
 _INTERVAL = st.tuples(
     st.integers(0, 7),

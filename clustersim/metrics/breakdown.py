@@ -25,7 +25,7 @@ import numpy as np
 from ..records import Record, RecordLog
 from .link_table import LinkTable, build_link_table
 from .parts import OPTIONAL, SummaryPart
-from .spans import DeviceSpans, device_spans
+from .spans import device_spans
 
 Interval = tuple[float, float]
 
@@ -111,32 +111,11 @@ def device_breakdown(
     return out
 
 
-DeviceIntervals = tuple[list[float], list[float], list[float], list[float]]
-"""One device's compute starts and ends, then its communication starts and ends (s)."""
-
-
 def device_busy(records: Sequence[Record]) -> dict[str, tuple[float, float, float]]:
     """Per device that computed or communicated: seconds of compute, of communication, and of
     either (each a union of intervals, overlaps counted once; :mod:`.spans` takes them for
     all devices at once)."""
     return device_spans(records).busy()
-
-
-def busy_in_windows(
-    intervals: DeviceIntervals, windows: Sequence[Interval]
-) -> list[tuple[float, float]]:
-    """Per window ``(lo, hi)``: the device's compute seconds and its busy seconds (compute or
-    communication) inside the window, each interval clipped to it, overlaps counted once
-    (one device's :meth:`.spans.DeviceSpans.busy_in_windows`)."""
-    cs, ce, ms, me = intervals
-    spans = DeviceSpans.of(
-        ["device"],
-        [0] * (len(cs) + len(ms)),
-        cs + ms,
-        ce + me,
-        [True] * len(cs) + [False] * len(ms),
-    )
-    return [(compute[0], busy[0]) for compute, busy in spans.busy_in_windows(windows)]
 
 
 SMALL = 64
