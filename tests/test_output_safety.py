@@ -475,23 +475,23 @@ def _stop(signum: int, frame: object) -> None:
     raise _Stop(signum)
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
 def test_a_signal_just_after_the_temporary_folder_is_made_still_removes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGTERM in the instant after the temporary folder is made, before the writer holds
-    its name (found under load by test_sigterm_mid_write_keeps_old_outputs): the folder is
-    removed all the same, and the old folder stays whole."""
+    """SIGTERM handled in the instant after the temporary folder is made (found under load
+    by test_sigterm_mid_write_keeps_old_outputs, and again under xdist, whose other threads
+    receive a signal the main thread holds, so that its handler runs at once): the folder
+    is removed all the same, and the old folder stays whole."""
     out = tmp_path / "out"
     replace_folder(out, lambda f: [write_atomic(f / "plan.md", "old\n").name])
-    made = folder._new_sibling
+    made = folder._made
 
-    def made_then_signalled(target: Path, kind: str) -> Path:
-        path = made(target, kind)
-        os.kill(os.getpid(), signal.SIGTERM)  # delivered at once unless it is held
-        return path
+    def made_then_signalled(path: Path) -> bool:
+        done = made(path)
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before this returns
+        return done
 
-    monkeypatch.setattr(folder, "_new_sibling", made_then_signalled)
+    monkeypatch.setattr(folder, "_made", made_then_signalled)
     before = signal.signal(signal.SIGTERM, _stop)
     try:
         with pytest.raises(_Stop):
@@ -499,6 +499,22 @@ def test_a_signal_just_after_the_temporary_folder_is_made_still_removes_it(
     finally:
         signal.signal(signal.SIGTERM, before)
     assert _files(out) == {"plan.md": b"old\n"} and _siblings(out) == []
+
+
+def test_a_taken_temporary_name_is_drawn_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temporary name that exists already (a leftover with this process's id) is left
+    alone while a fresh one is drawn, and the write completes."""
+    out = tmp_path / "out"
+    names = iter(["aaaa0001", "aaaa0001", "bbbb0002"])
+    monkeypatch.setattr(folder.secrets, "token_hex", lambda n: next(names))
+    taken = folder._sibling_name(out, "tmp")
+    taken.mkdir(parents=True)
+    (taken / "keep").write_text("x")
+    written = replace_folder(out, lambda f: [write_atomic(f / "plan.md", "new\n").name])
+    assert written == [out / "plan.md"] and _files(out) == {"plan.md": b"new\n"}
+    assert (taken / "keep").read_text() == "x"
 
 
 def _when_writing(proc: subprocess.Popen[str], out: Path, timeout_s: float = 60) -> None:

@@ -35,12 +35,9 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import stat
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import WriteError
@@ -74,8 +71,12 @@ def replace_folder(
         raise WriteError(dest, exc) from exc
     temporary: Path | None = None
     try:
-        with _signals_deferred():  # made and named before a signal can end the write
-            temporary = _new_sibling(target, "tmp")
+        # Named before it is made, so that the cleanup below finds it whenever an
+        # interruption comes (a signal is handled between any two steps of this thread,
+        # whichever thread of the process received it).
+        temporary = _sibling_name(target, "tmp")
+        while not _made(temporary):
+            temporary = _sibling_name(target, "tmp")
         names = list(fill(temporary))
         _copy_mode(target, temporary)
         _swap(temporary, target, flag, dest)
@@ -89,29 +90,6 @@ def replace_folder(
         if temporary is not None:
             _remove(temporary)  # after a swap it holds the old folder
     return [Path(dest) / name for name in names]
-
-
-_DEFERRED = frozenset({signal.SIGINT, signal.SIGTERM})
-"""Signals held while the temporary folder is made (:func:`_signals_deferred`)."""
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block has ended, in the main thread (POSIX).
-
-    A signal that arrived just after the temporary folder was made, before the name was
-    held where the cleanup finds it, left the folder behind (seen under load: the test
-    that sends SIGTERM as soon as the folder appears).  Held, it is delivered as the
-    block ends, and the interruption runs the cleanup as any other does."""
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = block(signal.SIG_BLOCK, _DEFERRED)
-    try:
-        yield
-    finally:
-        block(signal.SIG_SETMASK, before)
 
 
 def sibling_prefix(target: Path) -> str:
@@ -171,15 +149,14 @@ def _sibling_name(target: Path, kind: str) -> Path:
     return target.parent / f"{sibling_prefix(target)}{kind}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _new_sibling(target: Path, kind: str) -> Path:
-    """A new, empty folder beside ``target`` (:func:`_sibling_name`)."""
-    while True:
-        path = _sibling_name(target, kind)
-        try:
-            os.mkdir(path)
-            return path
-        except FileExistsError:
-            continue
+def _made(path: Path) -> bool:
+    """Make the empty folder ``path``: False if the name is taken (another, fresh name is
+    then drawn; one with this process's id can only be a leftover of a dead one)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return False
+    return True
 
 
 def _copy_mode(target: Path, temporary: Path) -> None:
