@@ -106,7 +106,14 @@ def shipped_scenarios(pattern: str = "**/*.yaml") -> list[Path]:
     """The scenario files of scenarios/ matching ``pattern``, sorted: candidates files of
     ``clustersim choose`` (scenarios/choose/, top-level ``clusters:``) are not scenarios and
     are left out (``clustersim validate`` checks them as candidates files)."""
-    return sorted(p for p in SCENARIOS.glob(pattern) if not is_candidates_file(p))
+    return sorted(p for p in SCENARIOS.glob(pattern) if not _is_candidates_file(p))
+
+
+@functools.cache
+def _is_candidates_file(path: Path) -> bool:
+    """:func:`is_candidates_file`, read once per file and process (test modules ask at
+    collection, in each worker)."""
+    return is_candidates_file(path)
 
 
 TEXTBOOK: dict[str, Any] = {"protocol": "none", "channels": 1}

@@ -12,6 +12,7 @@ before the work (code 2 too); an output that cannot be written after the work
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
@@ -58,7 +59,7 @@ __all__ = [
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``clustersim`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
         return args._command().run(args)
     except WriteError as exc:
@@ -82,3 +83,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"clustersim: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_FAILED
+
+
+_PARSERS: dict[tuple[tuple[str, type], ...], argparse.ArgumentParser] = {}
+"""The parser :func:`main` uses, built once per set of registered commands (a program that
+calls ``main`` many times, a test suite or a notebook, builds it once; parsing changes
+nothing in it)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    """:func:`build_parser`, kept while the registered commands stay the same."""
+    key = tuple(Command.registry.entries().items())
+    parser = _PARSERS.get(key)
+    if parser is None:
+        _PARSERS.clear()
+        parser = _PARSERS[key] = build_parser()
+    return parser

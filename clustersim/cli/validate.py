@@ -41,15 +41,18 @@ class ValidateCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..api import prepare
-        from ..scenario import is_candidates_file
+        from ..scenario import is_candidates_document, parse_scenario
+        from ..scenario.overrides import read_document
 
         bad = 0
         for path in args.files:
             try:
-                if is_candidates_file(path):
+                doc = read_document(path)  # read and parsed once: candidates or scenario
+                if is_candidates_document(doc):
                     _validate_candidates(path)
                     continue
-                prepared = prepare(path, max_events=args.max_events, max_memory=args.max_memory)
+                scenario = parse_scenario(doc, str(path))
+                prepared = prepare(scenario, max_events=args.max_events, max_memory=args.max_memory)
             except ClustersimError as exc:
                 bad += 1
                 print(str(exc), file=sys.stderr)
