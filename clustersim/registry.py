@@ -51,6 +51,16 @@ REGISTRY_HOMES: dict[str, str] = {
 """Each built-in registry's label and the package that creates it when imported."""
 
 
+_CHANGES = [0]
+"""How many times any registry's entries changed (added, replaced, removed, reloaded)."""
+
+
+def changes() -> int:
+    """A number that changes whenever any registry's entries do (what is built from the
+    registries, such as the command line's parser, is kept while it stays the same)."""
+    return _CHANGES[0]
+
+
 def registry_of(label: str) -> Registry[Any]:
     """The registry labelled ``label``, its home package imported (a scenario key naming a
     plugin is checked against it)."""
@@ -127,6 +137,7 @@ class Registry(Generic[T]):
         if self.unique and (name in self._entries or name in self._aliases):
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._ordered = None
+        _CHANGES[0] += 1
         self._entries[name] = entry
         for alias in aliases:
             self._aliases[alias] = name
@@ -134,6 +145,7 @@ class Registry(Generic[T]):
     def remove(self, name: str) -> None:
         """Forget the entry ``name`` and its aliases (for tests that register a throwaway)."""
         self._ordered = None
+        _CHANGES[0] += 1
         self._entries.pop(name, None)
         for alias in [a for a, target in self._aliases.items() if target == name]:
             del self._aliases[alias]
@@ -173,6 +185,7 @@ class Registry(Generic[T]):
     def reload(self) -> None:
         """Find the entries again on the next lookup (for tests that change entry points)."""
         self._loaded = False
+        _CHANGES[0] += 1
 
     def canonical(self, name: str) -> str:
         """``name`` with an alias resolved (unknown names come back unchanged)."""

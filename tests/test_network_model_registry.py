@@ -61,3 +61,27 @@ def test_a_model_registered_from_outside_is_accepted_and_runs(
     flow = simulate(_write(tmp_path, "flow")).summary
     assert toy["makespan_s"] == flow["makespan_s"] > 0
     assert "toy-flow" in NetworkModel.registry.names()
+
+
+def test_main_takes_a_model_registered_after_it_first_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``main`` keeps its parser between calls, but not past a registry change: a model
+    registered after a first call is a choice of ``run --network`` at the next, and is
+    refused again once removed."""
+    path = _write(tmp_path, "flow")
+    out = str(tmp_path / "out")
+    assert main(["run", path, "-o", out, "--network", "flow"]) == 0
+
+    class Late(FlowLevel):
+        name = "late-flow"
+        description = "registered after main's first call (a test's plugin)"
+
+    try:
+        assert main(["run", path, "-o", out, "--network", "late-flow"]) == 0
+    finally:
+        NetworkModel.registry.remove("late-flow")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", path, "-o", out, "--network", "late-flow"])
+    assert exit_.value.code == 2 and "invalid choice: 'late-flow'" in capsys.readouterr().err

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import ClustersimError, SimulationError, WriteError
+from ..registry import changes
 from .base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command, build_parser
 
 # Importing a command's module registers the command.
@@ -85,17 +86,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-_PARSERS: dict[tuple[tuple[str, type], ...], argparse.ArgumentParser] = {}
-"""The parser :func:`main` uses, built once per set of registered commands (a program that
-calls ``main`` many times, a test suite or a notebook, builds it once; parsing changes
-nothing in it)."""
+_PARSER: list[tuple[int, argparse.ArgumentParser]] = []
+"""The parser :func:`main` uses and :func:`clustersim.registry.changes` when it was built:
+kept while no registry changes (a program that calls ``main`` many times, a test suite or
+a notebook, builds it once; parsing changes nothing in it)."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    """:func:`build_parser`, kept while the registered commands stay the same."""
-    key = tuple(Command.registry.entries().items())
-    parser = _PARSERS.get(key)
-    if parser is None:
-        _PARSERS.clear()
-        parser = _PARSERS[key] = build_parser()
+    """:func:`build_parser`, built again only when a registry's entries have changed (the
+    parser lists commands, network models and calibration sources)."""
+    if _PARSER and _PARSER[0][0] == changes():
+        return _PARSER[0][1]
+    parser = build_parser()  # loads the registries it reads first
+    _PARSER[:] = [(changes(), parser)]
     return parser
