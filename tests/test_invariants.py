@@ -85,6 +85,23 @@ def test_over_assigned_rates_break_link_capacity(monkeypatch: pytest.MonkeyPatch
         simulate(_contended(), check=True)
 
 
+def test_over_assigned_weighted_rates_break_link_capacity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check holds flows that load their links unevenly (a collective's phase as one
+    weighted flow, at ``network.model: analytical``) to the same capacities: a weighted
+    solver that gives 1.5x its rates is caught at a link (the shipped run passes)."""
+    from clustersim.network import weighted
+
+    path = SCENARIOS / "production" / "flagperf_llama3_8b_16_bf16.yaml"
+    fill = weighted.fill_weighted_lists
+    monkeypatch.setattr(
+        weighted, "fill_weighted_lists", lambda *args: [1.5 * r for r in fill(*args)]
+    )
+    with pytest.raises(SimulationError, match=r"link capacity: .* > its bandwidth"):
+        simulate(path, check=True)
+
+
 def test_environment_variable_turns_checking_on_and_off(monkeypatch: pytest.MonkeyPatch) -> None:
     _inflate_rates(monkeypatch, 2.0)
     monkeypatch.setenv(invariants.CHECK_ENV, "1")

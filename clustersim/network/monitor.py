@@ -133,15 +133,22 @@ class NetworkMonitor:
         net.on_flow_leaving, net.on_flow_entered = self.flow_leaving, self.flow_entered  # type: ignore[attr-defined]
 
     def _before_wake(self, net: Network) -> None:
-        """Check the flows due at this wake-up: departures have delivered their bytes."""
+        """Check the flows due at this wake-up: departures have delivered their bytes.
+
+        The links of arrivals are checked after the wake-up (a flow alone on idle links is
+        rated there, with no recomputation); a departure only takes load off its links, and
+        the flows it leaves are re-rated through ``_apply_rates`` or ``_retime``, which
+        mark their links."""
         now = net.env.now
         targets = {net._wake_at, now}
         pending = self._pending.update
         scale = max(1.0, now)
         for t in targets:
             for _fid, ver, flow in net._buckets.get(t, ()):
-                pending(flow.links)
-                if ver < 0 or ver != flow._version:
+                if ver < 0:
+                    pending(flow.links)
+                    continue
+                if ver != flow._version:
                     continue
                 rate = flow.rate_Bps
                 left = flow._remaining - rate * (now - flow._last)
@@ -163,18 +170,27 @@ class NetworkMonitor:
         if not self._pending:
             return
         link_flows, cap, links = net._link_flows, net._cap, net._links
+        totals: dict[int, float] = {}
+        weighted: dict[int, Any] = {}  # flows that load their links unevenly, by id
         for link in self._pending:
             flows = link_flows[link]
             if not flows:
                 continue
             total = 0.0
             for flow in flows.values():
-                weights = flow.weights
-                if weights is None:
+                if flow.weights is None:
                     total += flow.rate_Bps
                 else:
-                    total += flow.rate_Bps * weights[flow.links.index(link)]
+                    weighted[flow.id] = flow
+            totals[link] = total
+        for flow in weighted.values():  # each once: its links with their weights, in step
+            rate = flow.rate_Bps
+            for link, weight in zip(flow.links, flow.weights, strict=True):
+                if link in totals:
+                    totals[link] += rate * weight
+        for link, total in totals.items():
             if total > cap[link] * (1.0 + RATE_REL_TOL):
+                flows = link_flows[link]
                 self.violate(
                     f"link capacity: {links[link].name} carried {format_bandwidth(total)} "
                     f"({total!r} B/s, {len(flows)} flows) > its bandwidth "
