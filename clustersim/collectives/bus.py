@@ -166,10 +166,10 @@ def bus_links(topology: Topology) -> Sequence[Link]:
     the links themselves where no figures apply."""
     if not applies(topology) or getattr(topology, "bus_scaled", False):
         return topology.links
-    return _per_topology(_scaled, topology, BusLinks)
+    return per_topology(_scaled, topology, BusLinks)
 
 
-def _per_topology(cache: dict[int, tuple[Any, Any]], topology: Any, make: Any) -> Any:
+def per_topology(cache: dict[int, tuple[Any, Any]], topology: Any, make: Any) -> Any:
     """``make(topology)``, made once per topology and kept in ``cache`` (by identity, at
     most :data:`_LINKS_CACHE_LIMIT` topologies)."""
     found = cache.get(id(topology))
@@ -270,7 +270,7 @@ _views: dict[int, tuple[Topology, BusView]] = {}
 
 def bus_view(topology: Topology) -> BusView:
     """The :class:`BusView` of ``topology``, one per topology (its routes built once)."""
-    return _per_topology(_views, topology, BusView)  # type: ignore[no-any-return]
+    return per_topology(_views, topology, BusView)  # type: ignore[no-any-return]
 
 
 def with_latency(route: Route, latency_s: float) -> Route:

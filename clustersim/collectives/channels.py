@@ -49,8 +49,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..memo import kept
 from ..topology import Link, Route, Topology, TopologyView
-from .bus import applies, bus_links, link_kind, with_latency
+from .bus import applies, bus_links, link_kind, per_topology, with_latency
 from .call import CollectiveCall, node_groups
 
 ARCH_OF_GENERATION = {1: 60, 2: 70, 3: 80, 4: 90, 5: 100}
@@ -240,9 +241,25 @@ def simulated_slices(call: Any, topology: Topology, channels: int, plays_sends: 
     docstring): the distinct rotations when each repeats equally often and routes are
     unique, else ``channels``.  A network model that does not play sends (the analytical
     one) routes every channel's copy of a pair alike, so its copies merge whatever the
-    routes (``plays_sends`` False)."""
+    routes (``plays_sends`` False).  Worked out once per group of devices, topology and
+    channels (a data-parallel group's buckets ask again and again: its nodes and NICs
+    were looked up for every call, twice counting the work estimate)."""
     if channels <= 1 or call.n < 2:
         return 1
+    known = per_topology(_SLICES, topology, lambda _topology: {})
+    key = (tuple(call.devices), channels, plays_sends)
+    return kept(known, key, lambda: _slices(call, topology, channels, plays_sends), _SLICES_LIMIT)
+
+
+_SLICES: dict[int, tuple[Any, Any]] = {}
+"""Per topology (by identity), :func:`simulated_slices` by devices, channels and model."""
+
+_SLICES_LIMIT = 4096
+"""Most groups remembered per topology (all forgotten when full)."""
+
+
+def _slices(call: Any, topology: Topology, channels: int, plays_sends: bool) -> int:
+    """:func:`simulated_slices`, worked out."""
     groups = node_groups(call, topology)
     if groups is None:  # no nodes, no rotation: copies of one slice on a flat fabric's routes
         return 1 if topology.kind in FLAT_KINDS else channels
