@@ -177,4 +177,6 @@ def test_summary_sections_of_the_wrong_shape_are_format_errors() -> None:
         Summary.from_dict({**base, "busiest_links": {"x": 1}}, lenient=True)
     with pytest.raises(SummaryFormatError, match=r"'devices.gpu0': expected a mapping, got int"):
         Summary.from_dict({**base, "devices": {"gpu0": 5}}, lenient=True)
+    with pytest.raises(SummaryFormatError, match=r"'busiest_links\[0\]': expected a mapping, got"):
+        Summary.from_dict({**base, "busiest_links": ["link"]}, lenient=True)
     assert Summary.from_dict({**base, "devices": None}, lenient=True).devices == {}

@@ -87,25 +87,24 @@ class SummaryPart:
         older summaries that outputs still draw).  Keys the part does not name are
         ignored.
         """
-        hints = _hints(cls)
         values: dict[str, Any] = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            kind = hints[f.name]
-            if f.metadata.get("splice"):
-                part = _part_type(kind)
-                if f.metadata.get("optional") and not any(g.name in data for g in fields(part)):
+        for name, read, part, optional, has_default, factory in _plan(cls):
+            if part is not None:  # spliced: its fields are this mapping's
+                if optional and not any(g.name in data for g in fields(part)):
                     continue  # an optional part that is not there: its default, None
-                values[f.name] = part.from_dict(data, lenient)
-            elif f.name in data:
-                value = typed_value(kind, data[f.name], lenient, f.name)
-                if value is not None or f.default_factory is MISSING:
-                    values[f.name] = value  # null for a dict or list: the empty default
-            elif f.default is not MISSING or f.default_factory is not MISSING:
+                values[name] = part.from_dict(data, lenient)
+            elif name in data:
+                value = data[name]
+                if value is not None and read is not None:
+                    value = read(value, lenient, name)
+                if value is not None or not factory:
+                    values[name] = value  # null for a dict or list: the empty default
+            elif has_default:
                 continue
             elif lenient:
-                values[f.name] = None
+                values[name] = None
             else:
-                raise SummaryFormatError(f"summary has no key {f.name!r} ({cls.__name__})")
+                raise SummaryFormatError(f"summary has no key {name!r} ({cls.__name__})")
         return cls(**values)
 
 
@@ -192,32 +191,103 @@ def typed_value(kind: Any, value: Any, lenient: bool, key: str = "") -> Any:
     A value of the wrong shape (not a mapping where a part or a dict belongs, not a list
     where a list does) is a :class:`SummaryFormatError` naming ``key``.
     """
-    if value is None:
-        return None
+    read = _reader(kind)
+    return value if value is None or read is None else read(value, lenient, key)
+
+
+Reader = typing.Callable[[Any, bool, Any], Any]
+"""Reads a value (not None) as one type: ``read(value, lenient, key)``; ``key`` is the
+summary key for messages, a string or a ``(parent key, step)`` pair made into text only
+when a message needs it (a summary of 131,072 devices has as many rows)."""
+
+
+@cache
+def _plan(cls: type) -> tuple[tuple[str, Reader | None, type | None, bool, bool, bool], ...]:
+    """How :meth:`SummaryPart.from_dict` reads each field of ``cls``, worked out once per
+    class: its name, its reader (None: the value as it is), its part class when spliced,
+    whether optional, whether it has a default, whether that default is a factory's."""
+    hints = _hints(cls)
+    plan = []
+    for f in fields(cls):  # type: ignore[arg-type]
+        kind = hints[f.name]
+        splice = f.metadata.get("splice")
+        plan.append(
+            (
+                f.name,
+                None if splice else _reader(kind),
+                _part_type(kind) if splice else None,
+                bool(f.metadata.get("optional")),
+                f.default is not MISSING or f.default_factory is not MISSING,
+                f.default_factory is not MISSING,
+            )
+        )
+    return tuple(plan)
+
+
+@cache
+def _reader(kind: Any) -> Reader | None:
+    """The reader of values of type ``kind`` (see :data:`Reader`), None where a value is
+    kept as it is; made once per type."""
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return typed_value(inner[0], value, lenient, key) if len(inner) == 1 else value
+        return _reader(inner[0]) if len(inner) == 1 else None
     if isinstance(kind, type) and issubclass(kind, SummaryPart):
-        return kind.from_dict(_shaped(value, typing.Mapping, key), lenient)
+        part = kind
+        return lambda value, lenient, key: part.from_dict(
+            _shaped(value, typing.Mapping, key), lenient
+        )
     if origin is dict and len(args) == 2:
-        items = _shaped(value, typing.Mapping, key).items()
-        return {k: typed_value(args[1], v, lenient, f"{key}.{k}") for k, v in items}
+        return _dict_reader(_reader(args[1]))
     if origin is list and args:
+        return _list_reader(_reader(args[0]))
+    return None
+
+
+def _dict_reader(read: Reader | None) -> Reader:
+    """A dict's reader, its values read by ``read`` (None: kept as they are)."""
+
+    def read_dict(value: Any, lenient: bool, key: Any) -> dict[Any, Any]:
+        items = _shaped(value, typing.Mapping, key).items()
+        if read is None:
+            return dict(items)
+        return {k: None if v is None else read(v, lenient, (key, f".{k}")) for k, v in items}
+
+    return read_dict
+
+
+def _list_reader(read: Reader | None) -> Reader:
+    """A list's reader, its items read by ``read`` (None: kept as they are)."""
+
+    def read_list(value: Any, lenient: bool, key: Any) -> list[Any]:
+        items = _shaped(value, list, key)
+        if read is None:
+            return list(items)
         return [
-            typed_value(args[0], v, lenient, f"{key}[{i}]")
-            for i, v in enumerate(_shaped(value, list, key))
+            None if v is None else read(v, lenient, (key, f"[{i}]")) for i, v in enumerate(items)
         ]
-    return value
+
+    return read_list
 
 
-def _shaped(value: Any, shape: type, key: str) -> Any:
+def _shaped(value: Any, shape: type, key: Any) -> Any:
     """``value`` if it is a ``shape`` (a mapping or a list); else a SummaryFormatError."""
     if isinstance(value, shape):
         return value
     want = "a list" if shape is list else "a mapping"
-    raise SummaryFormatError(f"summary key {key!r}: expected {want}, got {type(value).__name__}")
+    raise SummaryFormatError(
+        f"summary key {_key_text(key)!r}: expected {want}, got {type(value).__name__}"
+    )
+
+
+def _key_text(key: Any) -> str:
+    """A :data:`Reader`'s key as text: ``devices.gpu0``, ``busiest_links[0]``."""
+    steps = []
+    while isinstance(key, tuple):
+        key, step = key
+        steps.append(step)
+    return str(key) + "".join(reversed(steps))
 
 
 def canonical_value(value: Any) -> Any:
