@@ -1,10 +1,17 @@
-"""clustersim.metrics.parts: plain() of a dict of many rows (one per device)."""
+"""clustersim.metrics.parts: plain() of a dict of many rows (one per device), and the
+top-level numbers read without the rest."""
 
 from __future__ import annotations
 
+import pytest
+
+from clustersim.metrics import Summary
 from clustersim.metrics.breakdown import DeviceTimes
-from clustersim.metrics.parts import _MANY_ROWS, plain
+from clustersim.metrics.parts import _MANY_ROWS, NESTED, plain
 from clustersim.metrics.training import IterationTimes
+
+from . import shared_runs
+from .conftest import SCENARIOS
 
 
 def test_many_rows_sharing_a_part_are_equal_dicts_of_their_own() -> None:
@@ -29,3 +36,32 @@ def test_many_rows_sharing_a_part_are_equal_dicts_of_their_own() -> None:
         "throughput_samples_per_s": 8.0,
     }
     assert nested["r0"]["iteration_times_s"] is not nested["r1"]["iteration_times_s"]
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "pipeline/1f1b_m8.yaml",
+        "parameter_server/async.yaml",
+        "collectives/ring_allreduce_r1.yaml",
+        "jobs/shared_uplinks.yaml",
+        "failures/resnet50_30d_goodput.yaml",
+    ],
+)
+def test_top_level_numbers_are_those_of_the_whole_dict(scenario: str) -> None:
+    """Summary.numbers() reads the top-level keys without making the nested ones; it must
+    give what filtering summary.json's whole mapping gives: the same keys, order and
+    values (a training, parameter-server, collective, multi-job and goodput summary)."""
+    summary = shared_runs.summary(SCENARIOS / scenario, shared_runs.checked(SCENARIOS / scenario))
+    typed = Summary.of(summary)
+    numbers = typed.numbers()
+    want = {
+        k: v
+        for k, v in typed.as_dict().items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    assert list(numbers.items()) == list(want.items()) and len(want) >= 3
+    assert list(typed.top_level()) == list(typed.as_dict())
+    assert [k for k, v in typed.top_level().items() if v is NESTED] == [
+        k for k, v in typed.as_dict().items() if isinstance(v, (dict, list))
+    ]

@@ -68,6 +68,26 @@ class SummaryPart:
                 out[name] = value if type(value) in _SCALARS else plain(value)
         return out
 
+    def top_level(self) -> dict[str, Any]:
+        """:meth:`as_dict`'s keys in the same order, with their values where scalars (numbers,
+        strings, booleans, None) and :data:`NESTED` where a part, dict or list (not made:
+        a summary's top-level numbers without its table of 131,072 devices)."""
+        out: dict[str, Any] = {}
+        values = self.__dict__
+        for name, splice, optional in _layout(type(self)):
+            value = values[name]
+            if splice:
+                if value is not None:
+                    out.update(value.top_level())
+            elif value is None:
+                if not optional:
+                    out[name] = None
+            elif isinstance(value, (SummaryPart, dict, list, tuple)):
+                out[name] = NESTED
+            else:
+                out[name] = value
+        return out
+
     def __getattr__(self, name: str) -> Any:
         """Fields of spliced parts read through this one (``summary.tflops_per_gpu``)."""
         if name.startswith("__"):
@@ -107,6 +127,9 @@ class SummaryPart:
                 raise SummaryFormatError(f"summary has no key {name!r} ({cls.__name__})")
         return cls(**values)
 
+
+NESTED = object()
+"""The value :meth:`SummaryPart.top_level` gives a key holding a part, a dict or a list."""
 
 _SCALARS = frozenset({float, int, str, bool})
 """Types :func:`plain` returns as they are, tested first (most summary values)."""
@@ -273,8 +296,8 @@ def _list_reader(read: Reader | None) -> Reader:
 
 def _shaped(value: Any, shape: type, key: Any) -> Any:
     """``value`` if it is a ``shape`` (a mapping or a list); else a SummaryFormatError."""
-    if isinstance(value, shape):
-        return value
+    if type(value) is (list if shape is list else dict) or isinstance(value, shape):
+        return value  # the first test spares a dict the slow check against typing.Mapping
     want = "a list" if shape is list else "a mapping"
     raise SummaryFormatError(
         f"summary key {_key_text(key)!r}: expected {want}, got {type(value).__name__}"

@@ -222,7 +222,7 @@ class Summary(SummaryPart):
         """The top-level numeric keys (booleans left out), in summary order."""
         return {
             key: value
-            for key, value in self.as_dict().items()
+            for key, value in self.top_level().items()
             if isinstance(value, (int, float)) and not isinstance(value, bool)
         }
 
