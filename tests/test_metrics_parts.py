@@ -65,3 +65,23 @@ def test_top_level_numbers_are_those_of_the_whole_dict(scenario: str) -> None:
     assert [k for k, v in typed.top_level().items() if v is NESTED] == [
         k for k, v in typed.as_dict().items() if isinstance(v, (dict, list))
     ]
+
+
+def test_top_level_numbers_of_a_part_that_makes_its_own_keys() -> None:
+    """A strategy part with no class of its own (a plugin's workload) keeps its keys as
+    given: its numbers are top-level numbers too, its nested values marked."""
+    data = {
+        "scenario": "s",
+        "seed": 0,
+        "workload": "a-plugin-workload",
+        "makespan_s": 2.0,
+        "my_rate_per_s": 7.5,
+        "my_table": {"a": 1},
+        "my_flag": True,
+    }
+    typed = Summary.of(data)
+    numbers = typed.numbers()
+    assert numbers["my_rate_per_s"] == 7.5 and numbers["makespan_s"] == 2.0
+    assert "my_flag" not in numbers and "my_table" not in numbers
+    assert typed.top_level()["my_table"] is NESTED
+    assert list(typed.top_level()) == list(typed.as_dict())

@@ -54,38 +54,35 @@ class SummaryPart:
     def as_dict(self) -> dict[str, Any]:
         """The fields as summary keys, in declaration order; nested parts as dicts,
         spliced parts in place, optional fields only when set."""
-        out: dict[str, Any] = {}
-        values = self.__dict__
-        for name, splice, optional in _layout(type(self)):
-            value = values[name]
-            if splice:
-                if value is not None:
-                    out.update(value.as_dict())
-            elif value is None:
-                if not optional:
-                    out[name] = None
-            else:
-                out[name] = value if type(value) in _SCALARS else plain(value)
-        return out
+        return self._keys(plain, _as_dict)
 
     def top_level(self) -> dict[str, Any]:
         """:meth:`as_dict`'s keys in the same order, with their values where scalars (numbers,
         strings, booleans, None) and :data:`NESTED` where a part, dict or list (not made:
         a summary's top-level numbers without its table of 131,072 devices)."""
+        if type(self).as_dict is not SummaryPart.as_dict:  # a part that makes its own keys
+            return {key: _marked(value) for key, value in self.as_dict().items()}
+        return self._keys(_marked, _top_level)
+
+    def _keys(
+        self,
+        convert: typing.Callable[[Any], Any],
+        spliced: typing.Callable[[SummaryPart], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """The fields as summary keys (see :meth:`as_dict`): a value that is not a plain
+        scalar as ``convert`` gives it, a spliced part's keys as ``spliced`` gives them."""
         out: dict[str, Any] = {}
         values = self.__dict__
         for name, splice, optional in _layout(type(self)):
             value = values[name]
             if splice:
                 if value is not None:
-                    out.update(value.top_level())
+                    out.update(spliced(value))
             elif value is None:
                 if not optional:
                     out[name] = None
-            elif isinstance(value, (SummaryPart, dict, list, tuple)):
-                out[name] = NESTED
             else:
-                out[name] = value
+                out[name] = value if type(value) in _SCALARS else convert(value)
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -130,6 +127,20 @@ class SummaryPart:
 
 NESTED = object()
 """The value :meth:`SummaryPart.top_level` gives a key holding a part, a dict or a list."""
+
+
+def _marked(value: Any) -> Any:
+    """``value``, or :data:`NESTED` for a part, a dict, a list or a tuple."""
+    return NESTED if isinstance(value, (SummaryPart, dict, list, tuple)) else value
+
+
+def _as_dict(part: SummaryPart) -> dict[str, Any]:
+    return part.as_dict()
+
+
+def _top_level(part: SummaryPart) -> dict[str, Any]:
+    return part.top_level()
+
 
 _SCALARS = frozenset({float, int, str, bool})
 """Types :func:`plain` returns as they are, tested first (most summary values)."""
