@@ -1,7 +1,5 @@
-"""``python -m clustersim`` runs the command line (:func:`clustersim.console.main`)."""
+"""``python -m clustersim`` runs the command line (:func:`clustersim.console.run`)."""
 
-import sys
+from .console import run
 
-from .console import main
-
-sys.exit(main())
+run()

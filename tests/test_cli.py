@@ -181,6 +181,51 @@ def test_bad_input_via_subprocess_has_no_traceback(tmp_path) -> None:
     assert "cluster" in proc.stderr
 
 
+_EXIT_NOW = """
+import atexit, sys, threading, time
+from clustersim.console import exit_now
+atexit.register(lambda: print("handler ran", flush=True))
+if sys.argv[1] == "thread":
+    def late():
+        time.sleep(0.3)
+        print("thread done", flush=True)
+    threading.Thread(target=late).start()
+print("x" * 200_000, end="")
+print("to stderr", file=sys.stderr, end="")
+exit_now(3)
+"""
+
+
+@pytest.mark.parametrize("thread", ["none", "thread"])
+def test_the_console_exit_keeps_output_handlers_threads_and_the_code(thread: str) -> None:
+    """clustersim.console.exit_now, how the console script ends (without freeing the run's
+    objects one by one): buffered output is flushed, exit handlers run, a live thread is
+    waited for, and the exit code is the command's."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _EXIT_NOW, thread], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 3
+    assert proc.stdout.startswith("x" * 200_000) and proc.stdout.endswith("handler ran\n")
+    assert ("thread done" in proc.stdout) == (thread == "thread")
+    assert proc.stderr == "to stderr"
+
+
+def test_the_console_exit_ignores_a_stream_it_cannot_flush() -> None:
+    """Output still buffered for a stream that is gone (its reader closed the pipe, as
+    ``| head`` does; here its descriptor is closed): the exit code is the command's, and
+    nothing is printed about it."""
+    script = (
+        "import os, sys\n"
+        "from clustersim.console import exit_now\n"
+        "sys.stdout = os.fdopen(os.dup(1), 'w', buffering=65536)\n"
+        "print('x' * 100, end='')\n"
+        "os.close(sys.stdout.fileno())\n"
+        "exit_now(4)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr) == (4, "")
+
+
 def test_missing_file_exits_2(capsys) -> None:
     """A scenario that does not exist is bad input."""
     assert main(["run", "/nonexistent/s.yaml"]) == 2
