@@ -45,6 +45,7 @@ def leave_links(net: Network, flow: Flow, now: float) -> None:
     flow._version += 1
     sent = flow.size_bytes - flow._remaining  # a moved flow: the debit of its entry, plus this
     link_flows, dirty = net._link_flows, net._dirty
+    net._swaps_only = False
     for link, weight in flow.link_loads():
         lf = link_flows[link]
         del lf[flow.id]

@@ -365,6 +365,7 @@ class LinkFailures:
         net._n_active += 1
         if flow.weights is not None:
             net._weighted += 1
+        net._swaps_only = False
         net._dirty[flow.links[0]] = None
         if not net._recompute_pending:
             net._schedule_recompute()

@@ -114,6 +114,12 @@ class Network(FlowTimers, RateRecomputation):
         self._wake_at = _INF
         self._wake_event: Event | None = None
         self._dirty: dict[int, None] = {}
+        self._left: dict[tuple[int, ...], list[float]] = {}
+        """This instant's departures from links that keep other flows: route -> their rates."""
+        self._joined: list[Flow] = []
+        """This instant's arrivals onto links that carry other flows."""
+        self._swaps_only = True
+        """Whether nothing else changed this instant (a bandwidth, a cancel, a new route)."""
         self._recompute_pending = False
         self._epoch = 0
         self._next_id = 0
@@ -222,6 +228,7 @@ class Network(FlowTimers, RateRecomputation):
             return
         self._cap[link_index] = bw
         if self._link_flows[link_index]:
+            self._swaps_only = False
             self._dirty[link_index] = None
             if not self._recompute_pending:
                 self._schedule_recompute()

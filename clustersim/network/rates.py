@@ -47,6 +47,8 @@ class RateRecomputation:
         if self._weighted:
             recompute_weighted(self)
             return
+        if self._swaps_only and self._joined and self._swapped():
+            return
         dirty, now, epoch = self._take_dirty()
         lmark = self._lmark
         link_flows = self._link_flows
@@ -114,8 +116,50 @@ class RateRecomputation:
         """Start a recomputation: the dirty links (cleared), the time, a new search epoch."""
         dirty = self._dirty
         self._dirty = {}
+        self._left = {}
+        self._joined = []
+        self._swaps_only = True
         self._epoch += 1
         return dirty, self.env.now, self._epoch
+
+    def _swapped(self) -> bool:
+        """The recomputation of an instant whose only changes are flows that left shared
+        links and flows that arrived on exactly the same routes (a stream's next piece, a
+        ring's next step), as many of each route: then every rate stays as it was, and
+        each arrival takes the rate of a flow of its route that left.  True if so (the
+        arrivals are rated and timed); False, with nothing changed, for the full
+        recomputation.
+
+        Exact, to the bit: max-min rates depend only on the routes present (with their
+        counts) and the capacities, which are the same; progressive filling freezes the
+        flows of one route together, at one rate, and its result does not depend on the
+        order in which it meets flows or links (ties go by link index, and the equal
+        shares it subtracts from a link commute).  It holds while every rate is that of the
+        routes present, which each recomputation leaves true; a flow rated on its own this
+        instant and joined since is the exception, checked."""
+        left = self._left
+        joined = self._joined
+        for flow in joined:
+            rates = left.get(flow.links)
+            if not rates:
+                return False
+            flow._new = rates.pop()
+        if any(left.values()):
+            return False
+        # A flow that arrived this instant onto idle links was rated on its own, at once,
+        # trusting this recomputation to re-rate it if a later arrival joined it: then
+        # the rates before the instant are not all still standing.
+        now = self.env.now
+        ids = {flow.id for flow in joined}
+        link_flows = self._link_flows
+        for flow in joined:
+            for link in flow.links:
+                for other in link_flows[link].values():
+                    if other.arrival_s == now and other.id not in ids:
+                        return False
+        self._take_dirty()
+        self._end_recompute(len(joined), self._apply_rates(joined, now))
+        return True
 
     def _apply_rates(self, comp_flows: Sequence[Flow], now: float) -> int:
         """Re-time the flows whose solved rate (``_new``) differs; return how many did.

@@ -85,6 +85,7 @@ class FlowTimers:
         peak = self._peak
         cap = self._cap
         dirty = self._dirty
+        left = self._left
         schedule = env.schedule
         completed = 0
         n_active = self._n_active
@@ -104,6 +105,7 @@ class FlowTimers:
                     freed = False
                     if flow.weights is not None:
                         freed = leave_weighted(self, flow, now)
+                        self._swaps_only = False
                     else:
                         for link in flow.links:
                             lf = link_flows[link]
@@ -114,6 +116,12 @@ class FlowTimers:
                                 freed = True
                             else:
                                 busy[link] += now - since[link]
+                        if freed:  # its rate, for a flow of its route arriving now
+                            rates = left.get(flow.links)
+                            if rates is None:
+                                left[flow.links] = [flow.rate_Bps]
+                            else:
+                                rates.append(flow.rate_Bps)
                     n_active -= 1
                     flow._version = ver + 1  # no entry of this flow is valid any more
                     flow._remaining = 0.0
@@ -185,6 +193,9 @@ class FlowTimers:
                 else:
                     if flow.weights is not None:
                         self._weighted += 1
+                        self._swaps_only = False
+                    else:
+                        self._joined.append(flow)
                     dirty[flow.links[0]] = None
                     if not self._recompute_pending:
                         self._schedule_recompute()
@@ -246,6 +257,9 @@ class FlowTimers:
             return
         if flow.weights is not None:
             self._weighted += 1
+            self._swaps_only = False
+        else:
+            self._joined.append(flow)
         self._dirty[flow.links[0]] = None  # one link: the component search reaches the rest
         if not self._recompute_pending:
             self._schedule_recompute()
