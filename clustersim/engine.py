@@ -26,6 +26,7 @@ import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import URGENT, Timeout
 
+from .barrier import Barrier
 from .budget import DEFAULT_MAX_EVENTS, HARD_STOP_FACTOR, counted_work, hard_stop_message
 from .devices import ComputeStream, Stragglers, compute_overflow, stragglers_of, work_seconds
 from .errors import SimulationError
@@ -34,6 +35,7 @@ from .network import Network
 from .network.cancel import cancel_flow
 from .network.failures import LinkFailures, apply_degradations
 from .network.flow import raise_if_overflowed, size_problem_message
+from .network.split import SplitSend
 from .records import Record, RecordLog
 from .topology import Device, Topology, build_topology
 
@@ -47,61 +49,6 @@ one comparison per batch, nothing per event."""
 
 
 ProcessGenerator = Generator[simpy.Event, Any, Any]
-
-
-class Barrier:
-    """A cyclic barrier: the ``parties``-th call of :meth:`wait` releases all waiters."""
-
-    def __init__(self, env: simpy.Environment, name: str, parties: int) -> None:
-        if parties < 1:
-            raise SimulationError(f"barrier '{name}' needs at least 1 party, got {parties}")
-        self.env = env
-        self.name = name
-        self.parties = parties
-        self.generation = 0
-        """How many times the barrier has released its waiters."""
-        self._arrived = 0
-        self._release = env.event()
-
-    def wait(self) -> simpy.Event:
-        """An event that succeeds when all ``parties`` have arrived in this generation."""
-        release = self._release
-        self._arrived += 1
-        if self._arrived == self.parties:
-            self._arrived = 0
-            self.generation += 1
-            self._release = self.env.event()
-            release.succeed(self.generation)
-        return release
-
-    @property
-    def waiting(self) -> int:
-        """Parties arrived in the current generation and still waiting."""
-        return self._arrived
-
-
-class SplitSend:
-    """A send split evenly over equal-cost routes; notifies once, when the last part arrives."""
-
-    __slots__ = ("left", "notify", "flows")
-
-    def __init__(
-        self,
-        sim: Simulation,
-        routes: Any,
-        size_bytes: float,
-        notify: Callable[[Any], None],
-        tag: Any,
-    ) -> None:
-        self.left = len(routes)
-        self.notify = notify
-        share = size_bytes / len(routes)
-        self.flows = [sim.network.transfer(r, share, self._part_done, tag) for r in routes]
-
-    def _part_done(self, flow: Any) -> None:
-        self.left -= 1
-        if self.left == 0:
-            self.notify(flow)
 
 
 class Simulation:
@@ -294,6 +241,36 @@ class Simulation:
         same device (FIFO).  ``seconds`` with ``flops``: the seconds are the duration (a
         compute model priced the work) and the FLOPs are recorded.
         """
+        end = self.book_compute(
+            device,
+            flops=flops,
+            seconds=seconds,
+            bytes=bytes,
+            label=label,
+            iteration=iteration,
+            microbatch=microbatch,
+            stage=stage,
+            op=op,
+            phase=phase,
+        )
+        return Timeout(self.env, end - self.env._now)
+
+    def book_compute(
+        self,
+        device: str,
+        *,
+        flops: float | None = None,
+        seconds: float | None = None,
+        bytes: float | None = None,
+        label: str = "compute",
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+        op: str = "",
+        phase: str = "",
+    ) -> float:
+        """:meth:`compute` without its event: queue the work on the device's stream, book its
+        record and return the time (s) it ends.  :meth:`compute_ends` waits for several."""
         stream = self._streams.get(device) or self._stream(device)
         if seconds is not None and bytes is None:
             duration = seconds
@@ -330,7 +307,18 @@ class Simulation:
                 ),
             )
         )
-        return Timeout(env, end - now)
+        return end
+
+    def compute_ends(self, ends: Sequence[float]) -> simpy.Event:
+        """The event ``all_of`` of one :meth:`compute` event per time in ``ends`` (booked now by
+        :meth:`book_compute`) would be, for two SimPy events instead of one per device: a
+        timeout at the latest end, whose processing triggers the returned event, as the last
+        of the timeouts triggers the condition (the same place among simultaneous events)."""
+        env = self.env
+        last = Timeout(env, max(ends) - env._now)
+        done = env.event()
+        last.callbacks.append(lambda _event: done.succeed())
+        return done
 
     def cancel_compute(self, index: int) -> float:
         """Stop the compute booked as ``records[index]`` (by :meth:`compute`) now: its record
@@ -468,7 +456,7 @@ class Simulation:
         if len(routes) == 1:
             return self.network.transfer(routes[0], size_bytes, notify, tag)
         if self.topology.spine_routing == "split":
-            return SplitSend(self, routes, size_bytes, notify, tag)
+            return SplitSend(self.network, routes, size_bytes, notify, tag)
         self._flow_seq += 1
         route = self.topology.route(src, dst, self._flow_seq)
         return self.network.transfer(route, size_bytes, notify, tag)

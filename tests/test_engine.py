@@ -174,6 +174,51 @@ def test_barrier_releases_all_parties_at_the_last_arrival() -> None:
     assert [t for rnd, t in left if rnd == 1] == pytest.approx([0.008] * 4)
 
 
+def _group_order(durations: list[float], ends_event: bool) -> tuple[list, list]:
+    """Who resumes when, and the records: a group of devices computing ``durations`` (gpu0
+    busy 1 ms before), waited for through :meth:`Simulation.compute_ends` or through the
+    ``all_of`` of one compute event per device, beside two processes whose timeouts end at
+    the group's end, one started before the group and one after."""
+    sim = switch_sim()
+    log: list[tuple[str, float]] = []
+    group = [f"gpu{i}" for i in range(len(durations))]
+    last = max(d + (1e-3 if i == 0 else 0.0) for i, d in enumerate(durations))
+
+    def waiter(name: str):
+        yield sim.timeout(last)
+        log.append((name, sim.now))
+
+    def worker():
+        sim.process(waiter("before"))
+        if ends_event:
+            ends = [sim.book_compute(d, seconds=s, label="g") for d, s in zip(group, durations)]
+            event = sim.compute_ends(ends)
+        else:
+            event = sim.all_of(
+                sim.compute(d, seconds=s, label="g") for d, s in zip(group, durations)
+            )
+        sim.process(waiter("after"))
+        yield event
+        log.append(("group", sim.now))
+
+    sim.compute("gpu0", seconds=1e-3, label="first")
+    sim.process(worker())
+    sim.run()
+    return log, list(sim.records)
+
+
+@pytest.mark.parametrize("durations", [[2e-3, 3e-3], [3e-3, 2e-3, 4e-3, 1e-3], [1e-3] * 4])
+def test_compute_ends_resumes_where_all_of_the_compute_events_would(durations) -> None:
+    """A group's compute waited for by one event (two SimPy events in all, not one per
+    device) resumes its process at the same place among simultaneous events as the
+    ``all_of`` of each device's event: after the timeouts that end with it (both the one
+    made before the group and the one made after), with the same records."""
+    log, records = _group_order(durations, ends_event=True)
+    assert (log, records) == _group_order(durations, ends_event=False)
+    assert [name for name, _ in log] == ["before", "after", "group"]
+    assert max(r.end_s for r in records) == pytest.approx(log[-1][1], rel=1e-15)
+
+
 def test_barrier_party_count_must_agree() -> None:
     """Asking for the same barrier with another party count is a clear error."""
     sim = switch_sim()

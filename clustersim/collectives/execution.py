@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from ..engine import SplitSend
+from ..network.split import SplitSend
 from .schedule import Schedule, Via
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class _Execution:
                 route = self._streaming(key, route)
         if route is False:  # several equal-cost routes (the view's), split evenly over them
             routes = self.topology.routes(self.devices[src], self.devices[dst])
-            SplitSend(self.sim, routes, s.nbytes[i], self._arrived, i)
+            SplitSend(self.sim.network, routes, s.nbytes[i], self._arrived, i)
         else:
             self.network.transfer(route, s.nbytes[i], self._arrived, i)
 

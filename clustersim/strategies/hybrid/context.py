@@ -154,7 +154,7 @@ class ContextParallel:
         flops = layers * ring.steps * ring.block_flops * mb * flop_passes
         placement = self.placement
         kind = "bwd" if backward else "fwd"
-        events = []
+        events, ends = [], []
         for t in range(self.tp):
             ring_devices = placement.cp_group(d, s, t)
             for c, device in enumerate(ring_devices):
@@ -171,8 +171,8 @@ class ContextParallel:
                     stage=s,
                 )
                 events.append(done)
-                events.append(
-                    sim.compute(
+                ends.append(
+                    sim.book_compute(
                         device,
                         flops=flops,
                         seconds=seconds,
@@ -184,6 +184,7 @@ class ContextParallel:
                         phase="backward" if backward else "forward",
                     )
                 )
+        events.append(sim.timeout(max(ends) - sim.now, "the ring's blocks"))  # every block's end
         yield sim.all_of(events)
         return flops
 

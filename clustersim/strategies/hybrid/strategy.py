@@ -324,7 +324,7 @@ class Pipeline(HybridReport):
             yield self._on_group(
                 sim,
                 group,
-                lambda device, it=it: sim.compute(
+                lambda device, it=it: sim.book_compute(
                     device,
                     bytes=step_bytes,
                     label="optimizer",
@@ -340,11 +340,12 @@ class Pipeline(HybridReport):
                 yield from self._wait_dp(sim, d, s, it, self._dp_sync(sim, "param" + key, s, it, d))
 
     @staticmethod
-    def _on_group(sim: Simulation, group: Sequence[str], work: Any) -> simpy.Event:
-        """``work(device)`` on every device of ``group``; one event when all are done."""
+    def _on_group(sim: Simulation, group: Sequence[str], book: Any) -> simpy.Event:
+        """``book(device)`` (a :meth:`~Simulation.book_compute`: the end, s) on every device
+        of ``group``; one event when all are done."""
         if len(group) == 1:
-            return work(group[0])
-        return sim.all_of([work(device) for device in group])
+            return sim.timeout(book(group[0]) - sim.now, "a compute")
+        return sim.compute_ends([book(device) for device in group])
 
     def _run_op(
         self, sim: Simulation, d: int, s: int, it: int, op: Op, index: int = -1
@@ -395,7 +396,7 @@ class Pipeline(HybridReport):
             yield self._on_group(
                 sim,
                 group,
-                lambda device, work=work: sim.compute(
+                lambda device, work=work: sim.book_compute(
                     device,
                     flops=work,
                     seconds=_scaled(work, per_flop(devices[device], k, forward, mb)),

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...engine import Barrier, Simulation
+from ...barrier import Barrier
+from ...engine import Simulation
 from ...errors import SimulationError
 from ...records import Record
 from ...topology import Topology
