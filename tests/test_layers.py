@@ -235,7 +235,7 @@ LAYERS = (
     ("scenario", "workload_trace", "importers"),
     ("topology",),
     ("network",),
-    ("engine", "devices", "records"),
+    ("engine", "devices", "records", "barrier"),
     ("model", "collectives", "parallel", "invariants", "metrics", "goodput"),
     ("strategies",),
     ("resilience",),
