@@ -538,3 +538,26 @@ def test_a_cluster_without_a_valid_configuration_gets_a_row_and_none_at_all_is_e
     code, out, err = run(["choose", path, "--tp", "8", "-q"], capsys)
     assert code == 2 and "no cluster has a valid configuration" in err
     assert "simulating" not in out
+
+
+@pytest.mark.parametrize(
+    ("text", "candidates"),
+    [
+        ("clusters: {a: {}}\nworkload: w.yaml\n", True),
+        ('"\\x63lusters": {a: {}}\nworkload: w.yaml\n', True),  # the key spelled by an escape
+        ("'clusters': {a: {}}\nworkload: w.yaml\n", True),
+        ("{clusters: {a: {}}, workload: w.yaml}\n", True),
+        ("name: x\nworkload: {program: []}\n", False),
+        ("name: x  # run it with clustersim\nworkload: w.yaml\n", False),
+        ("name: x\n# the clusters of a comment\nworkload: w.yaml\n", False),
+        ("name: '\\x'\nworkload: w.yaml\n", False),  # a backslash alone: parsed, not a candidates
+    ],
+)
+def test_a_candidates_file_is_told_by_its_key_however_spelled(tmp_path, text, candidates) -> None:
+    """``is_candidates_file`` skips the YAML parse only where no key ``clusters`` can be
+    written (neither its letters nor an escape in the text): the same answer as the parse."""
+    from clustersim.scenario import is_candidates_file
+
+    path = tmp_path / "f.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert is_candidates_file(path) is candidates

@@ -10,6 +10,7 @@ than :data:`MAX_YAML_DEPTH`.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from clustersim.errors import Problem, ScenarioError, join_path
 
-from .document import Scenario, is_candidates_document, parse_scenario
+from .document import CANDIDATES_KEY, Scenario, is_candidates_document, parse_scenario
+
+_CANDIDATES_WORD = re.compile(rf"\b{CANDIDATES_KEY}\b")
+"""The top-level key of a candidates file as a word ("clustersim" in a comment is not it)."""
 
 MAX_YAML_NODES = 1_000_000
 """Largest document accepted, counted with every alias expanded (guards against alias bombs)."""
@@ -338,6 +342,9 @@ def is_candidates_file(path: str | Path) -> bool:
     (:func:`~.document.is_candidates_document`); False for a file that cannot be read."""
     source = str(path)
     try:
-        return is_candidates_document(_load_yaml(_read_text(path, source), source))
+        text = _read_text(path, source)
+        if "\\" not in text and not _CANDIDATES_WORD.search(text):
+            return False  # no key "clusters" can be written without its word or an escape
+        return is_candidates_document(_load_yaml(text, source))
     except ScenarioError:
         return False
