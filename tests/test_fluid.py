@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from clustersim.collectives import CollectiveCall, analytical_time, run_collective
+from clustersim.collectives import CollectiveCall, analytical_time, run_collective, slices
 from clustersim.collectives.algorithm import check_call
 from clustersim.collectives.fluid import EXPOSED_LATENCY, schedule_flows
 from clustersim.engine import Simulation
@@ -228,3 +228,107 @@ def test_channels_split_a_collective_into_slices_that_run_at_once(
     latency = analytical_time(replace(call, size_bytes=0.0), topology)
     bandwidth = analytical_time(call, topology) - latency
     assert sim.now == pytest.approx(latency + bandwidth, rel=1e-9)
+
+
+def _spine_cluster(spines: int, ratio: float = 1.0) -> Topology:
+    """Four racks of two 4-GPU nodes (one NIC per GPU) under ``spines`` ECMP spines."""
+    cluster = two_tier_cluster(
+        racks=4, nodes_per_rack=2, gpus_per_node=4, nics=4, oversubscription=ratio
+    )
+    cluster["spines"] = spines
+    return topology_of(cluster)
+
+
+@pytest.mark.parametrize("spines", [2, 4])
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+def test_a_slice_standing_for_k_channels_spreads_over_their_routes(
+    spines: int, k: int, algorithm: str
+) -> None:
+    """A call standing for k channels (``connections``) puts on each link the mean of what
+    each channel's call alone puts there (its connection's ECMP route): the load the flow
+    model's k sends per pair make, one per connection; for the ring the closed form equals
+    the generic measurement on its schedule (1e-12)."""
+    topology = _spine_cluster(spines)
+    devices = tuple(f"rack{r}/node{n}/gpu0" for r in range(4) for n in range(2))
+    call = CollectiveCall("allreduce", devices, 1e6, algorithm=algorithm)
+    merged = replace(call, connections=tuple(range(k)))
+    algo = check_call(call, topology)
+    mean: dict[int, float] = {}
+    for c in range(k):
+        for link, flows in algo.link_flows(replace(call, connections=(c,)), topology).items():
+            mean[link] = mean.get(link, 0.0) + flows / k
+    assert algo.link_flows(merged, topology) == pytest.approx(mean, rel=1e-12)
+    assert sum(mean.values()) == pytest.approx(sum(algo.link_flows(call, topology).values()))
+    if algorithm == "ring":
+        measured = schedule_flows(algo.schedule(merged, topology), devices, topology, (*range(k),))
+        assert algo.link_flows(merged, topology) == pytest.approx(measured, rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ["analytical", "flow"])
+@pytest.mark.parametrize("channels", [1, 2, 4])
+@pytest.mark.parametrize("per_node", [1, 4])
+def test_the_slices_stand_for_every_channel_once(model: str, channels: int, per_node: int) -> None:
+    """The slices of a call over c channels stand for channels 0 .. c-1, each once: one
+    slice a channel where each is played (the flow model on ECMP routes), one slice for all
+    the copies of a rotation where they merge (the analytical model), whose flows then spread
+    over every copy's route."""
+    topology = _spine_cluster(4)
+    devices = tuple(
+        f"rack{r}/node{n}/gpu{g}" for r in range(4) for n in range(2) for g in range(per_node)
+    )
+    parts = slices(CollectiveCall("allreduce", devices, 8e6), topology, channels, model)
+    stood_for = sorted(c for part in parts for c in part.connections)
+    assert stood_for == list(range(channels))
+    if model == "flow" or len(parts) == channels:
+        assert [part.connections for part in parts] == [(c,) for c in range(channels)]
+
+
+@pytest.mark.parametrize("channels", [2, 4])
+@pytest.mark.parametrize("size", [0.0, 1e6, 256e6])
+def test_alone_a_spread_slice_still_takes_its_cost(channels: int, size: float) -> None:
+    """On 8 ECMP spines whose links are narrower than a NIC (2:1 uplinks), a ring of one GPU a
+    rack in c channels merges into one slice whose flows spread over c spines; its cost prices
+    each pair on one route, and alone it still takes that cost (1e-9): its units are the
+    cost's, only its share of contended links follows the spread."""
+    cluster = two_tier_cluster(
+        racks=8, nodes_per_rack=1, gpus_per_node=8, nics=8, oversubscription=2
+    )
+    cluster["spines"] = 8
+    topology = topology_of(cluster)
+    call = CollectiveCall("allreduce", tuple(f"rack{r}/node0/gpu0" for r in range(8)), size)
+    (part,) = slices(call, topology, channels, "analytical")
+    assert part.connections == tuple(range(channels))
+    sim = Simulation(topology)
+    run_collective(sim, call, model="analytical", channels=channels, record_transfers=False)
+    sim.run()
+    assert sim.now == pytest.approx(analytical_time(part, topology), rel=1e-9)
+
+
+@pytest.mark.parametrize("channels", [2, 4])
+def test_rings_of_spread_slices_share_narrow_spines_as_the_flow_model_does(channels: int) -> None:
+    """Eight rings at once (GPU g of every node, one node a rack) in c channels on 8 ECMP
+    spines at 2:1, each spine link half a NIC: the analytical model's merged slices spread
+    over their channels' spines and move their cost's units, and the last ring ends where the
+    flow model's does (1e-6; measured equal).  Units taken from the spread rate instead of the
+    cost's made it twice as slow."""
+    cluster = two_tier_cluster(
+        racks=8, nodes_per_rack=1, gpus_per_node=8, nics=8, oversubscription=2
+    )
+    cluster["spines"] = 8
+    topology = topology_of(cluster)
+    rings = [
+        (0.0, CollectiveCall("allreduce", tuple(f"rack{r}/node0/gpu{g}" for r in range(8)), 64e6))
+        for g in range(8)
+    ]
+
+    def last_end(model: str) -> float:
+        sim = Simulation(topology)
+        for i, (_start, call) in enumerate(rings):
+            run_collective(
+                sim, call, model=model, channels=channels, record_transfers=False, group=("r", i)
+            )
+        sim.run()
+        return sim.now
+
+    assert last_end("analytical") == pytest.approx(last_end("flow"), rel=1e-6)

@@ -139,13 +139,23 @@ def slices(
         return list(found)
     count = channel_count(call, topology, channels)
     played = simulated_slices(call, topology, count, network_model(model).plays_sends)
-    parts = [channel_call(call, topology, c, played) for c in range(played)]
+    parts = [
+        _standing_for(channel_call(call, topology, c, played), c, count, played)
+        for c in range(played)
+    ]
     found = resolve_once(parts, topology)
     if key is not None:
         if len(_SLICES) >= _SLICES_KEPT:
             _SLICES.clear()
         _SLICES[key] = found
     return list(found)
+
+
+def _standing_for(part: CollectiveCall, c: int, channels: int, played: int) -> CollectiveCall:
+    """Slice ``c`` of ``played`` with the connections of the ``channels`` it stands for:
+    ``c``, ``c + played``, ... (its copies' channels, merged into it)."""
+    connections = tuple(range(c, channels, played))
+    return part if part.connections == connections else replace(part, connections=connections)
 
 
 def _slices_key(call: CollectiveCall, *more: Any) -> Hashable | None:

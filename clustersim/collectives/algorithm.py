@@ -145,7 +145,8 @@ class Algorithm(Registered):
 
         if call.n < 2:
             return {}
-        return schedule_flows(self.schedule(call, topology), call.devices, topology)
+        schedule = self.schedule(call, topology)
+        return schedule_flows(schedule, call.devices, topology, call.connections)
 
     def fluid_phases(self, call: CollectiveCall, topology: Topology) -> list[FluidPhase]:
         """``call`` as phases of the congestion-aware analytical model
@@ -156,8 +157,15 @@ class Algorithm(Registered):
 
         total = self.cost(call, topology)
         fixed = min(self.cost(replace(call, size_bytes=0.0), topology), total)
-        flows = self.link_flows(call, topology) if total > fixed else {}
-        return [FluidPhase(fixed, total - fixed, flows)]
+        if total <= fixed:
+            return [FluidPhase(fixed, 0.0, {})]
+        flows = self.link_flows(call, topology)
+        alone = 0.0
+        if len(call.connections) > 1:  # the cost's rate: each pair on one route
+            one = self.link_flows(replace(call, connections=call.connections[:1]), topology)
+            plain = getattr(topology, "same_links", topology)  # the links the flow runs on
+            alone = FluidPhase(0.0, 0.0, one).rate_alone_Bps(plain.links)
+        return [FluidPhase(fixed, total - fixed, flows, alone)]
 
     def reduce_time(self, call: CollectiveCall, topology: Topology, nbytes: float) -> float:
         """Seconds to sum ``nbytes`` on the slowest device of the group (0 when reductions are free)."""

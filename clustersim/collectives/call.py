@@ -39,6 +39,11 @@ class CollectiveCall:
     """NCCL protocol (``LL``, ``LL128``, ``Simple``, or ``auto``: the fastest by the cost
     model) priced on top of the links (:mod:`clustersim.collectives.protocol`); None (or
     ``none``, kept as None): sends cost only what the links give."""
+    connections: tuple[int, ...] = (0,)
+    """The channels (NCCL connections) whose sends this call stands for: with ECMP each
+    connection of a pair hashes onto its own route, so the congestion-aware analytical
+    model spreads a pair's flows evenly over these connections' routes, as the flow-level
+    model plays them (:func:`clustersim.collectives.slices` sets them per slice)."""
 
     def __post_init__(self) -> None:
         if self.protocol == "none":

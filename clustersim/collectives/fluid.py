@@ -29,10 +29,18 @@ algorithm's cost.  Beside other traffic, each of its sends on a link counts as
 one flow in the max-min share of that link, as in the flow-level model, and
 the part of its latency spread by the cap leaves bandwidth to the others.
 
+A call that stands for several channels (their copies merged into one slice,
+:attr:`~clustersim.collectives.CollectiveCall.connections`) spreads each pair's
+flows evenly over the routes its connections hash onto, as the flow-level model
+plays one send per channel on its connection's route: the same load on average,
+spread over the spine links as the channels spread it.  Its units stay those of
+its cost, which prices each pair on one route (``FluidPhase.alone_Bps``), so
+alone it still takes exactly that cost (the cap binds) and only its share of
+contended links follows the spread.
+
 What it leaves out: the step-by-step structure inside a phase (a phase's sends
 are spread evenly over its duration) and the per-step dependencies that let a
-slow hop delay only its neighbours.  Channels after the first hash onto the
-first one's ECMP routes.
+slow hop delay only its neighbours.
 """
 
 from __future__ import annotations
@@ -86,6 +94,10 @@ class FluidPhase:
     """Seconds of the phase's bandwidth term alone on the network."""
     flows: dict[int, float]
     """Link index -> sends of the phase crossing it at once (the link's weight)."""
+    alone_Bps: float = 0.0
+    """The rate alone its ``bandwidth_s`` was priced at (B/s) where it differs from that of
+    ``flows``: a call standing for several channels spreads its flows over their routes,
+    while its cost prices each pair on one route; 0: :meth:`rate_alone_Bps` of ``flows``."""
 
     def rate_alone_Bps(self, links: Sequence[Link]) -> float:
         """Rate of the phase's weighted flow alone on ``links`` (the topology's, by index, at
@@ -107,26 +119,35 @@ class FluidRoute:
         self.rate_cap = rate_cap
 
 
-def pair_flows(topology: Topology, src: str, dst: str, out: dict[int, float], count: float) -> None:
+def pair_flows(
+    topology: Topology,
+    src: str,
+    dst: str,
+    out: dict[int, float],
+    count: float,
+    connections: Sequence[int] = (0,),
+) -> None:
     """Add ``count`` flows from ``src`` to ``dst`` to ``out`` (link index -> flows) on the
-    routes the flow-level model gives the pair's sends: its ECMP route (connection 0, see
-    :func:`clustersim.collectives.execution.execute`), or all its equal-cost routes evenly
-    with ``spine_routing: split``."""
+    routes the flow-level model gives the pair's sends: the ECMP route of each of
+    ``connections`` (see :func:`clustersim.collectives.execution.execute`), evenly, or all
+    its equal-cost routes evenly with ``spine_routing: split``."""
     plain = getattr(topology, "same_links", topology)  # links only: skip a view's repricing
     if topology.spine_routing == "split":
         routes = plain.routes(src, dst)
-    else:  # the pair's ECMP route (the only one where it has one)
-        routes = (plain.route(src, dst, "connection0"),)
+    else:  # each connection's ECMP route (the pair's only one where it has one)
+        routes = tuple(plain.route(src, dst, f"connection{c}") for c in connections)
     share = count / len(routes)
     for route in routes:
         for link in route.links:
             out[link.index] = out.get(link.index, 0.0) + share
 
 
-def hop_flows(topology: Topology, hops: Sequence[tuple[str, str]]) -> dict[int, float]:
+def hop_flows(
+    topology: Topology, hops: Sequence[tuple[str, str]], connections: Sequence[int] = (0,)
+) -> dict[int, float]:
     """Link index -> hops crossing it, one flow per (src, dst) hop on the routes
-    :func:`pair_flows` gives it; with ECMP each hop's one route, counted in C (a ring of
-    1,024 ranks crosses 7,000 links)."""
+    :func:`pair_flows` gives it; with ECMP each connection's route of the hop, counted in C
+    (a ring of 1,024 ranks crosses 7,000 links), 1 / len(connections) a route."""
     out: dict[int, float] = {}
     if topology.spine_routing == "split":
         for src, dst in hops:
@@ -134,13 +155,19 @@ def hop_flows(topology: Topology, hops: Sequence[tuple[str, str]]) -> dict[int, 
         return out
     plain = getattr(topology, "same_links", topology)
     counts: Counter[int] = Counter()
+    keys = [f"connection{c}" for c in connections]
     for src, dst in hops:
-        counts.update([link.index for link in plain.route(src, dst, "connection0").links])
-    return {link: float(k) for link, k in counts.items()}
+        for key in keys:
+            counts.update([link.index for link in plain.route(src, dst, key).links])
+    share = 1.0 / len(keys)
+    return {link: k * share for link, k in counts.items()}
 
 
 def schedule_flows(
-    schedule: Schedule, devices: Sequence[str], topology: Topology
+    schedule: Schedule,
+    devices: Sequence[str],
+    topology: Topology,
+    connections: Sequence[int] = (0,),
 ) -> dict[int, float]:
     """Concurrent flows per link of a schedule: link index -> flows crossing it at once.
 
@@ -171,7 +198,7 @@ def schedule_flows(
                 for index in own:
                     links[index] = links.get(index, 0.0) + 1.0
             else:
-                pair_flows(topology, devices[src], devices[dst], links, 1.0)
+                pair_flows(topology, devices[src], devices[dst], links, 1.0, connections)
         for link, share in links.items():
             acc = per_step.setdefault((step, link), [0.0, 0.0])
             acc[0] += nbytes * share
@@ -248,7 +275,7 @@ def _play(
                 yield sim.timeout(wait, f"a phase of collective '{label}'")
             continue
         route_links, weights, alone_Bps = _weighted_links(phase.flows, links)
-        units = phase.bandwidth_s * alone_Bps
+        units = phase.bandwidth_s * (phase.alone_Bps or alone_Bps)
         if not units < math.inf:
             raise SimulationError(
                 f"collective '{label}' ({call.op} of {call.size_bytes:g} B) overflowed: a "

@@ -395,7 +395,7 @@ class Ring(Algorithm):
         n = call.n
         if n < 2:
             return {}
-        key = (call.op, call.devices, call.root, call.bidirectional, topology)
+        key = (call.op, call.devices, call.root, call.bidirectional, call.connections, topology)
         flows = _LINK_FLOWS.get(key)
         if flows is None:
             hops = [
@@ -403,7 +403,7 @@ class Ring(Algorithm):
                 for order, share in _orders(call)
                 for h in _plan(call, n, order.index(call.root), share).hops
             ]
-            flows = hop_flows(topology, hops)
+            flows = hop_flows(topology, hops, call.connections)
             _LINK_FLOWS.offer(key, flows)
         return flows
 

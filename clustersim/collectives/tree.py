@@ -387,7 +387,8 @@ class _TreeAlgorithm(Algorithm):
         ranks = self.ranks(call)
         flows: dict[int, float] = {}
         for _t, _phase, src, dst in self.streams(call, topology):
-            pair_flows(topology, call.devices[ranks[src]], call.devices[ranks[dst]], flows, 1.0)
+            a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
+            pair_flows(topology, a, b, flows, 1.0, call.connections)
         return flows
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
