@@ -8,9 +8,10 @@ nodes among the A100 pods (node groups).  Each runs in a fresh process: the seco
 (clustersim/strategies/hybrid/replica_classes.py), and its time as a ratio to the shipped
 run's in this same run.
 
-``--cuts`` adds the comparison against every replica at flow level on a 1,024-GPU cut of the
-same fabric (one pod of 16 racks, dp 16): how far one replica per class is from the
-per-send reference, for each what-if (minutes).  Nothing is asserted.
+``--cuts`` adds the comparison against every replica at flow level on a 1,024-GPU and a
+2,048-GPU cut of the same fabric (one pod of 16 racks, dp 16; two pods, dp 32, across the
+4:1 pod uplinks): how far one replica per class is from the per-send reference, for each
+what-if (minutes).  Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -44,8 +45,13 @@ WHAT_IFS: dict[str, dict[str, Any]] = {
 }
 """The what-ifs, as changes to the shipped scenario (``a__b``: key ``a.b``; None drops it)."""
 
-CUT = {"cluster__pods": 1, "parallelism__dp": 16, "training__global_batch": 256}
-"""The 1,024-GPU cut: one pod of 16 racks, 16 replicas of tp 8 x pp 8."""
+CUTS: dict[str, dict[str, Any]] = {
+    "1,024": {"cluster__pods": 1, "parallelism__dp": 16, "training__global_batch": 256},
+    "2,048": {"cluster__pods": 2, "parallelism__dp": 32, "training__global_batch": 512},
+}
+"""The cuts: one pod of 16 racks (16 replicas of tp 8 x pp 8), and two pods (32)."""
+NODES_PER_POD = 128
+"""DGX nodes in one pod of the shipped fabric (16 racks of 8)."""
 
 
 def what_if(folder: Path, changes: dict[str, Any], **more: Any) -> Path:
@@ -53,13 +59,13 @@ def what_if(folder: Path, changes: dict[str, Any], **more: Any) -> Path:
     return variant("gpt3_175b_16k.yaml", folder, **more, **changes)
 
 
-def cut_changes(changes: dict[str, Any]) -> dict[str, Any]:
-    """A what-if moved onto the cut: the H100 pod becomes 16 of its 128 nodes."""
+def cut_changes(changes: dict[str, Any], pods: int) -> dict[str, Any]:
+    """A what-if moved onto a cut of ``pods`` pods: the H100 pod becomes 16 of its nodes."""
     if "cluster__node_groups" in changes:
         return {
             "cluster__node": None,
             "cluster__node_groups": [
-                {"preset": "dgx-a100", "count": 112},
+                {"preset": "dgx-a100", "count": pods * NODES_PER_POD - 16},
                 {"preset": "dgx-h100", "count": 16},
             ],
         }
@@ -87,25 +93,25 @@ def main() -> None:
             )
         if not args.cuts:
             return
-        print("the 1,024-GPU cut: one replica per class against every replica at flow level")
-        for name, changes in {"as shipped": {}, **WHAT_IFS}.items():
-            moved = cut_changes(changes)
-            one = measure(what_if(folder, moved, **CUT))
-            every = measure(
-                what_if(
-                    folder,
-                    moved,
-                    **CUT,
-                    parallelism__simulate_replicas="all",
-                    network={"model": "flow"},
-                )
-            )
-            gap = one["iteration_s"] / every["iteration_s"] - 1
-            print(
-                f"  {name:<24} iteration {one['iteration_s']:.4f} s against {every['iteration_s']:.4f} s"
-                f" ({gap:+.3%}); simulate {one['simulate_s']:.1f} s against "
-                f"{every['simulate_s']:.1f} s"
-            )
+        for gpus, cut in CUTS.items():
+            print(f"the {gpus}-GPU cut: one replica per class against every replica at flow level")
+            for name, changes in {"as shipped": {}, **WHAT_IFS}.items():
+                compare_on_cut(folder, name, cut_changes(changes, cut["cluster__pods"]), cut)
+
+
+def compare_on_cut(folder: Path, name: str, changes: dict[str, Any], cut: dict[str, Any]) -> None:
+    """Print one what-if on a cut: one replica per class against every replica per send."""
+    one = measure(what_if(folder, changes, **cut))
+    every = measure(
+        what_if(
+            folder, changes, **cut, parallelism__simulate_replicas="all", network={"model": "flow"}
+        )
+    )
+    gap = one["iteration_s"] / every["iteration_s"] - 1
+    print(
+        f"  {name:<24} iteration {one['iteration_s']:.4f} s against {every['iteration_s']:.4f} s"
+        f" ({gap:+.3%}); simulate {one['simulate_s']:.1f} s against {every['simulate_s']:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -160,12 +160,18 @@ class Algorithm(Registered):
         if total <= fixed:
             return [FluidPhase(fixed, 0.0, {})]
         flows = self.link_flows(call, topology)
-        alone = 0.0
-        if len(call.connections) > 1:  # the cost's rate: each pair on one route
-            one = self.link_flows(replace(call, connections=call.connections[:1]), topology)
-            plain = getattr(topology, "same_links", topology)  # the links the flow runs on
-            alone = FluidPhase(0.0, 0.0, one).rate_alone_Bps(plain.links)
+        alone = self.cost_rate_Bps(call, topology) if len(call.connections) > 1 else 0.0
         return [FluidPhase(fixed, total - fixed, flows, alone)]
+
+    def cost_rate_Bps(self, call: CollectiveCall, topology: Topology) -> float:
+        """The rate alone (B/s, on the real links) of ``call``'s flows with each pair on one
+        route, as :meth:`cost` prices it: that of a call standing for its first connection
+        only (:attr:`CollectiveCall.connections`)."""
+        from .fluid import FluidPhase
+
+        one = self.link_flows(replace(call, connections=call.connections[:1]), topology)
+        plain = getattr(topology, "same_links", topology)  # the links the flow runs on
+        return FluidPhase(0.0, 0.0, one).rate_alone_Bps(plain.links)
 
     def reduce_time(self, call: CollectiveCall, topology: Topology, nbytes: float) -> float:
         """Seconds to sum ``nbytes`` on the slowest device of the group (0 when reductions are free)."""

@@ -321,6 +321,20 @@ bandwidths): the same for every protocol and send latency, so that the sizes of 
 whose ring latencies differ (:meth:`Ring.send_latency_s`), do not route again."""
 
 
+def _hops(call: CollectiveCall) -> list[tuple[str, str]]:
+    """The (src, dst) device pairs of the ring's hops in use (both rings if two)."""
+    n = call.n
+    return [
+        (call.devices[order[h]], call.devices[order[(h + 1) % n]])
+        for order, share in _orders(call)
+        for h in _plan(call, n, order.index(call.root), share).hops
+    ]
+
+
+_COST_RATES: dict[tuple[object, ...], float] = {}
+"""A ring's :meth:`Ring.cost_rate_Bps` by (operation, group, root, bidirectional, first
+connection, topology)."""
+
 _LINK_FLOWS: RepeatMemo[dict[int, float]] = RepeatMemo(_HOP_CACHE_LIMIT)
 """A ring's link flows by (operation, group, root, bidirectional, topology): the hops in
 use and their routes are the same for every size, so the buckets of a data-parallel
@@ -398,14 +412,23 @@ class Ring(Algorithm):
         key = (call.op, call.devices, call.root, call.bidirectional, call.connections, topology)
         flows = _LINK_FLOWS.get(key)
         if flows is None:
-            hops = [
-                (call.devices[order[h]], call.devices[order[(h + 1) % n]])
-                for order, share in _orders(call)
-                for h in _plan(call, n, order.index(call.root), share).hops
-            ]
-            flows = hop_flows(topology, hops, call.connections)
+            flows = hop_flows(topology, _hops(call), call.connections)
             _LINK_FLOWS.offer(key, flows)
         return flows
+
+    def cost_rate_Bps(self, call: CollectiveCall, topology: Topology) -> float:
+        """:meth:`Algorithm.cost_rate_Bps`, kept per group as a number (:data:`_COST_RATES`):
+        the one-route flows it is found from are not kept beside the spread ones."""
+        key = (call.op, call.devices, call.root, call.bidirectional, call.connections[0], topology)
+
+        def rate() -> float:
+            from .fluid import FluidPhase, hop_flows
+
+            one = hop_flows(topology, _hops(call), call.connections[:1])
+            plain = getattr(topology, "same_links", topology)
+            return FluidPhase(0.0, 0.0, one).rate_alone_Bps(plain.links)
+
+        return kept(_COST_RATES, key, rate, _HOP_CACHE_LIMIT)
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""
