@@ -241,17 +241,8 @@ class Simulation:
         same device (FIFO).  ``seconds`` with ``flops``: the seconds are the duration (a
         compute model priced the work) and the FLOPs are recorded.
         """
-        end = self.book_compute(
-            device,
-            flops=flops,
-            seconds=seconds,
-            bytes=bytes,
-            label=label,
-            iteration=iteration,
-            microbatch=microbatch,
-            stage=stage,
-            op=op,
-            phase=phase,
+        end = self._booked(
+            device, flops, seconds, bytes, label, iteration, microbatch, stage, op, phase
         )
         return Timeout(self.env, end - self.env._now)
 
@@ -271,6 +262,24 @@ class Simulation:
     ) -> float:
         """:meth:`compute` without its event: queue the work on the device's stream, book its
         record and return the time (s) it ends.  :meth:`compute_ends` waits for several."""
+        return self._booked(
+            device, flops, seconds, bytes, label, iteration, microbatch, stage, op, phase
+        )
+
+    def _booked(
+        self,
+        device: str,
+        flops: float | None,
+        seconds: float | None,
+        bytes: float | None,
+        label: str,
+        iteration: int,
+        microbatch: int,
+        stage: int,
+        op: str,
+        phase: str,
+    ) -> float:
+        """:meth:`book_compute`, its arguments by position (the hottest call of a run)."""
         stream = self._streams.get(device) or self._stream(device)
         if seconds is not None and bytes is None:
             duration = seconds
