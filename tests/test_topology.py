@@ -681,3 +681,47 @@ def test_select_links_by_glob() -> None:
     ]
     with pytest.raises(ScenarioError, match="no link matches"):
         topo.select_links("nowhere->*", path="stragglers[1].links")
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        {
+            "kind": "two_tier",
+            "racks": 3,
+            "nodes_per_rack": 2,
+            "spines": 4,
+            "node": {"preset": "dgx-a100", "nics": 4},
+        },
+        {
+            "kind": "three_tier",
+            "pods": 2,
+            "racks_per_pod": 2,
+            "nodes_per_rack": 2,
+            "spines": 2,
+            "cores": 3,
+            "node": {"preset": "dgx-h100"},
+        },
+        {
+            "kind": "rail_optimized",
+            "groups": 2,
+            "nodes_per_group": 2,
+            "spines": 2,
+            "node": {"preset": "dgx-h100"},
+        },
+    ],
+    ids=["two_tier", "three_tier", "rails"],
+)
+def test_route_links_are_the_links_of_route_and_remember_nothing(cluster: dict) -> None:
+    """``Topology.route_links`` gives the links of ``route`` for every pair and connection
+    (same rack, across racks, across pods, rails), and leaves the route cache as it was."""
+    doc = {"name": "t", "cluster": cluster, "workload": {"program": []}}
+    topology = build_topology(parse_scenario(doc).cluster)
+    gpus = [d.name for d in topology.select("*gpu*")]
+    pairs = [(a, b) for a in gpus[::3] for b in gpus[1::2] if a != b]
+    keys = ("connection0", "connection1", "connection5")
+    links = {key: [topology.route_links(a, b, key) for a, b in pairs] for key in keys}
+    assert not topology._ecmp, "route_links remembered a route"
+    for key in keys:
+        assert links[key] == [topology.route(a, b, key).links for a, b in pairs]
+        assert links[key] == [topology.route_links(a, b, key) for a, b in pairs]  # from the cache

@@ -143,22 +143,40 @@ def pair_flows(
 
 
 def hop_flows(
-    topology: Topology, hops: Sequence[tuple[str, str]], connections: Sequence[int] = (0,)
+    topology: Topology,
+    hops: Sequence[tuple[str, str]],
+    connections: Sequence[int] = (0,),
+    first: dict[int, float] | None = None,
 ) -> dict[int, float]:
     """Link index -> hops crossing it, one flow per (src, dst) hop on the routes
     :func:`pair_flows` gives it; with ECMP each connection's route of the hop, counted in C
-    (a ring of 1,024 ranks crosses 7,000 links), 1 / len(connections) a route."""
+    (a ring of 1,024 ranks crosses 7,000 links), 1 / len(connections) a route.  ``first``,
+    if given, gets the flows of the first connection alone (one flow a hop)."""
     out: dict[int, float] = {}
     if topology.spine_routing == "split":
         for src, dst in hops:
             pair_flows(topology, src, dst, out, 1.0)
+        if first is not None:
+            first.update(out)
         return out
     plain = getattr(topology, "same_links", topology)
     counts: Counter[int] = Counter()
+    alone: Counter[int] = Counter()
     keys = [f"connection{c}" for c in connections]
+    route_links = getattr(plain, "route_links", None)
     for src, dst in hops:
         for key in keys:
-            counts.update([link.index for link in plain.route(src, dst, key).links])
+            links = (
+                plain.route(src, dst, key).links
+                if route_links is None or key is keys[0]
+                else route_links(src, dst, key)
+            )
+            indices = [link.index for link in links]
+            counts.update(indices)
+            if key is keys[0] and first is not None:
+                alone.update(indices)
+    if first is not None:
+        first.update((link, float(k)) for link, k in alone.items())
     share = 1.0 / len(keys)
     return {link: k * share for link, k in counts.items()}
 

@@ -331,6 +331,19 @@ def _hops(call: CollectiveCall) -> list[tuple[str, str]]:
     ]
 
 
+def _rate_key(call: CollectiveCall, topology: Topology) -> tuple[object, ...]:
+    """What :data:`_COST_RATES` keeps a ring's one-route rate by."""
+    return (call.op, call.devices, call.root, call.bidirectional, call.connections[0], topology)
+
+
+def _rate_alone(flows: dict[int, float], topology: Topology) -> float:
+    """The rate alone (B/s) of ``flows`` on the links flows run on (a view's real links)."""
+    from .fluid import FluidPhase
+
+    plain = getattr(topology, "same_links", topology)
+    return FluidPhase(0.0, 0.0, flows).rate_alone_Bps(plain.links)
+
+
 _COST_RATES: dict[tuple[object, ...], float] = {}
 """A ring's :meth:`Ring.cost_rate_Bps` by (operation, group, root, bidirectional, first
 connection, topology)."""
@@ -412,23 +425,25 @@ class Ring(Algorithm):
         key = (call.op, call.devices, call.root, call.bidirectional, call.connections, topology)
         flows = _LINK_FLOWS.get(key)
         if flows is None:
-            flows = hop_flows(topology, _hops(call), call.connections)
+            first: dict[int, float] | None = {} if len(call.connections) > 1 else None
+            flows = hop_flows(topology, _hops(call), call.connections, first)
             _LINK_FLOWS.offer(key, flows)
+            if first:  # the one-route rate beside it, from the same routes
+                rates = _COST_RATES if len(_COST_RATES) < _HOP_CACHE_LIMIT else {}
+                rates[_rate_key(call, topology)] = _rate_alone(first, topology)
         return flows
 
     def cost_rate_Bps(self, call: CollectiveCall, topology: Topology) -> float:
         """:meth:`Algorithm.cost_rate_Bps`, kept per group as a number (:data:`_COST_RATES`):
         the one-route flows it is found from are not kept beside the spread ones."""
-        key = (call.op, call.devices, call.root, call.bidirectional, call.connections[0], topology)
+        from .fluid import hop_flows
 
-        def rate() -> float:
-            from .fluid import FluidPhase, hop_flows
-
-            one = hop_flows(topology, _hops(call), call.connections[:1])
-            plain = getattr(topology, "same_links", topology)
-            return FluidPhase(0.0, 0.0, one).rate_alone_Bps(plain.links)
-
-        return kept(_COST_RATES, key, rate, _HOP_CACHE_LIMIT)
+        return kept(
+            _COST_RATES,
+            _rate_key(call, topology),
+            lambda: _rate_alone(hop_flows(topology, _hops(call), call.connections[:1]), topology),
+            _HOP_CACHE_LIMIT,
+        )
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
         """Seconds by the alpha-beta formulas of the module docstring (slowest ring if two)."""

@@ -400,6 +400,18 @@ class Topology:
             return found[0]
         return found[_ecmp_index(src, dst, flow_key, len(found))]
 
+    def route_links(self, src: str, dst: str, flow_key: int | str = 0) -> tuple[Link, ...]:
+        """The links of :meth:`route`, the route not remembered when it was not already (a
+        pricing pass over every channel's route of a large ring need not keep them all)."""
+        found = self._ecmp.get((src, dst, flow_key))
+        if found is not None:
+            return found.links
+        links = getattr(self._router, "ecmp_links", None)
+        if links is None or src == dst or (src, dst) in self._cache:
+            return self.route(src, dst, flow_key).links
+        choose = lambda n: _ecmp_index(src, dst, flow_key, n)  # noqa: E731
+        return links(self.device(src), self.device(dst), choose)  # type: ignore[no-any-return]
+
     @property
     def same_links(self) -> Topology:
         """Itself (see :attr:`TopologyView.same_links`)."""

@@ -103,6 +103,27 @@ class _TwoTierRouter:
         """``routes(src, dst)[pick(len(routes))]``, built alone."""
         return self.routes(src, dst, pick=pick)[0]
 
+    def ecmp_links(self, src: Device, dst: Device, pick: Callable[[int], int]) -> tuple[Link, ...]:
+        """The links of :meth:`ecmp_route`, no route made where the pair crosses the spines
+        (what pricing every channel's route of a ring over many racks asks)."""
+        a = self.places[src.name]
+        b = self.places[dst.name]
+        if self.rails or a.rack == b.rack or (a.nvdomain and a.nvdomain == b.nvdomain):
+            return self.routes(src, dst, pick=pick)[0].links
+        ups = self.tor_up[a.rack]
+        downs = self.tor_down[b.rack]
+        pods = self.pod_of
+        if pods is None or pods[a.rack] == pods[b.rack]:
+            k = pick(len(ups))
+            return (*a.up, ups[k], downs[k], *b.down)
+        to_core = self.pod_up[pods[a.rack]]
+        cores = len(to_core[0])
+        if any(len(c) != cores for c in to_core):  # pairs not a k-major grid: as routed
+            return self.routes(src, dst, pick=pick)[0].links
+        k, m = divmod(pick(len(ups) * cores), cores)  # the order routes() lists them in
+        from_core = self.pod_down[pods[b.rack]]
+        return (*a.up, ups[k], to_core[k][m], from_core[k][m], downs[k], *b.down)
+
     def routes(
         self,
         src: Device,
