@@ -714,7 +714,8 @@ def test_select_links_by_glob() -> None:
 )
 def test_route_links_are_the_links_of_route_and_remember_nothing(cluster: dict) -> None:
     """``Topology.route_links`` gives the links of ``route`` for every pair and connection
-    (same rack, across racks, across pods, rails), and leaves the route cache as it was."""
+    (same rack, across racks, across pods, rails), and leaves the route cache as it was;
+    ``ecmp_spread`` splits each route into the links all keys take and its own."""
     doc = {"name": "t", "cluster": cluster, "workload": {"program": []}}
     topology = build_topology(parse_scenario(doc).cluster)
     gpus = [d.name for d in topology.select("*gpu*")]
@@ -725,3 +726,13 @@ def test_route_links_are_the_links_of_route_and_remember_nothing(cluster: dict) 
     for key in keys:
         assert links[key] == [topology.route(a, b, key).links for a, b in pairs]
         assert links[key] == [topology.route_links(a, b, key) for a, b in pairs]  # from the cache
+    spread = 0
+    for a, b in pairs:  # the links all keys' routes take, then each key's own: its route
+        found = topology.ecmp_spread(a, b, keys)
+        if found is not None:
+            spread += 1
+            common, middles = found
+            for key, middle in zip(keys, middles, strict=True):
+                route = topology.route(a, b, key).links
+                assert sorted(common + middle, key=id) == sorted(route, key=id)
+    assert spread > 0 or cluster["kind"] == "rail_optimized"

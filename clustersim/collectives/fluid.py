@@ -162,22 +162,28 @@ def hop_flows(
     plain = getattr(topology, "same_links", topology)
     counts: Counter[int] = Counter()
     alone: Counter[int] = Counter()
-    keys = [f"connection{c}" for c in connections]
+    key, *others = [f"connection{c}" for c in connections]
     route_links = getattr(plain, "route_links", None)
-    for src, dst in hops:
-        for key in keys:
+    spread = getattr(plain, "ecmp_spread", None) if others else None
+    for src, dst in hops:  # the first connection's routes are kept: flows take them too
+        alone.update([link.index for link in plain.route(src, dst, key).links])
+        found = None if spread is None else spread(src, dst, others)
+        if found is not None:  # the links all the others take, then each one's own
+            common, middles = found
+            counts.update([link.index for link in common] * len(others))
+            counts.update([link.index for middle in middles for link in middle])
+            continue
+        for other in others:
             links = (
-                plain.route(src, dst, key).links
-                if route_links is None or key is keys[0]
-                else route_links(src, dst, key)
+                plain.route(src, dst, other).links
+                if route_links is None
+                else route_links(src, dst, other)
             )
-            indices = [link.index for link in links]
-            counts.update(indices)
-            if key is keys[0] and first is not None:
-                alone.update(indices)
+            counts.update([link.index for link in links])
     if first is not None:
         first.update((link, float(k)) for link, k in alone.items())
-    share = 1.0 / len(keys)
+    counts.update(alone)
+    share = 1.0 / (1 + len(others))
     return {link: k * share for link, k in counts.items()}
 
 

@@ -406,11 +406,26 @@ class Topology:
         found = self._ecmp.get((src, dst, flow_key))
         if found is not None:
             return found.links
-        links = getattr(self._router, "ecmp_links", None)
-        if links is None or src == dst or (src, dst) in self._cache:
+        ecmp_links = getattr(self._router, "ecmp_links", None)
+        if ecmp_links is None or src == dst or (src, dst) in self._cache:
             return self.route(src, dst, flow_key).links
-        choose = lambda n: _ecmp_index(src, dst, flow_key, n)  # noqa: E731
-        return links(self.device(src), self.device(dst), choose)  # type: ignore[no-any-return]
+        pick = lambda n: _ecmp_index(src, dst, flow_key, n)  # noqa: E731
+        links = ecmp_links(src, dst, pick)
+        if links is None:  # routed as ever, the route not kept
+            links = self._router.ecmp_route(self.device(src), self.device(dst), pick).links
+        return links  # type: ignore[no-any-return]
+
+    def ecmp_spread(
+        self, src: str, dst: str, flow_keys: Sequence[int | str]
+    ) -> tuple[tuple[Link, ...], list[tuple[Link, ...]]] | None:
+        """The routes of :meth:`route` for each of ``flow_keys`` as the links all of them
+        take and, per key, the rest -- from routers that can say without making the routes
+        (tiered fabrics, pairs across the spines); None otherwise."""
+        spread = getattr(self._router, "ecmp_spread", None)
+        if spread is None or src == dst:
+            return None
+        picks = [lambda n, key=key: _ecmp_index(src, dst, key, n) for key in flow_keys]
+        return spread(src, dst, picks)  # type: ignore[no-any-return]
 
     @property
     def same_links(self) -> Topology:
