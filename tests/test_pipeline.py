@@ -563,3 +563,22 @@ def test_the_readme_quotes_what_make_demo_prints() -> None:
     lines = headline(simulate(load_scenario(DEMO)).typed_summary)
     assert [line.split()[0] for line in lines] == ["iteration", "bubble", "memory"]
     assert all(f"\n{line}\n" in readme for line in lines)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["1f1b_m8", "gpipe_m8", "interleaved_m8", "zb_h1", "zb_v", "pipedream", "pipedream_2bw"],
+)
+def test_a_run_keeps_no_arrival_it_has_used(name: str) -> None:
+    """Every activation's and gradient's arrival event is asked for twice (the op that waits
+    for it, the send that triggers it) and the second takes it out: after a run none is left
+    (one asked a third time, or never twice, would be)."""
+    from clustersim.api import prepare
+    from clustersim.engine import Simulation
+
+    prepared = prepare(Path(__file__).parent.parent / "scenarios" / "pipeline" / f"{name}.yaml")
+    sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
+    prepared.strategy.start(sim)
+    sim.run()
+    assert prepared.strategy._arrivals == {}
+    assert sim.records and max(r.end_s for r in sim.records) > 0

@@ -276,8 +276,10 @@ class Pipeline(HybridReport):
                 sim.process(self._stage(sim, d, s))
 
     def _arrival(self, key: tuple[int, int, str, int, int]) -> simpy.Event:
-        """The event of an activation or gradient reaching its virtual stage (created on demand)."""
-        event = self._arrivals.get(key)
+        """The event of an activation or gradient reaching its virtual stage: made by the
+        first of its two askers (the op that waits for it, the send that triggers it) and
+        handed to the second, which takes it out (a run keeps none it has used)."""
+        event = self._arrivals.pop(key, None)
         if event is None:
             event = self._arrivals[key] = self._sim.event()
         return event
