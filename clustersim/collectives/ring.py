@@ -429,8 +429,8 @@ class Ring(Algorithm):
             flows = hop_flows(topology, _hops(call), call.connections, first)
             _LINK_FLOWS.offer(key, flows)
             if first:  # the one-route rate beside it, from the same routes
-                rates = _COST_RATES if len(_COST_RATES) < _HOP_CACHE_LIMIT else {}
-                rates[_rate_key(call, topology)] = _rate_alone(first, topology)
+                rate = _rate_alone(first, topology)
+                kept(_COST_RATES, _rate_key(call, topology), lambda: rate, _HOP_CACHE_LIMIT)
         return flows
 
     def cost_rate_Bps(self, call: CollectiveCall, topology: Topology) -> float:

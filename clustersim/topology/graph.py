@@ -406,14 +406,15 @@ class Topology:
         found = self._ecmp.get((src, dst, flow_key))
         if found is not None:
             return found.links
-        ecmp_links = getattr(self._router, "ecmp_links", None)
-        if ecmp_links is None or src == dst or (src, dst) in self._cache:
+        spread = getattr(self._router, "ecmp_spread", None)
+        if spread is None or src == dst or (src, dst) in self._cache:
             return self.route(src, dst, flow_key).links
         pick = lambda n: _ecmp_index(src, dst, flow_key, n)  # noqa: E731
-        links = ecmp_links(src, dst, pick)
-        if links is None:  # routed as ever, the route not kept
-            links = self._router.ecmp_route(self.device(src), self.device(dst), pick).links
-        return links  # type: ignore[no-any-return]
+        found = spread(src, dst, (pick,))
+        if found is None:  # routed as ever, the route not kept
+            return self._router.ecmp_route(self.device(src), self.device(dst), pick).links  # type: ignore[no-any-return]
+        up, down, (between,) = found
+        return (*up, *between, *down)
 
     def ecmp_spread(
         self, src: str, dst: str, flow_keys: Sequence[int | str]
@@ -425,7 +426,11 @@ class Topology:
         if spread is None or src == dst:
             return None
         picks = [lambda n, key=key: _ecmp_index(src, dst, key, n) for key in flow_keys]
-        return spread(src, dst, picks)  # type: ignore[no-any-return]
+        found = spread(src, dst, picks)
+        if found is None:
+            return None
+        up, down, between = found
+        return (*up, *down), between
 
     @property
     def same_links(self) -> Topology:

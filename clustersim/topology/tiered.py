@@ -105,11 +105,12 @@ class _TwoTierRouter:
 
     def ecmp_spread(
         self, src: str, dst: str, picks: Sequence[Callable[[int], int]]
-    ) -> tuple[tuple[Link, ...], list[tuple[Link, ...]]] | None:
+    ) -> tuple[tuple[Link, ...], tuple[Link, ...], list[tuple[Link, ...]]] | None:
         """The routes :meth:`ecmp_route` would pick with each of ``picks`` between the devices
-        named ``src`` and ``dst`` where the pair crosses the spines, as the links every one
-        of them takes and, per pick, the rest (its spine, and cores across pods); None
-        elsewhere (route them).  No route is made."""
+        named ``src`` and ``dst`` where the pair crosses the spines, as (the links up to the
+        top-of-rack switch, those down from the other one, per pick the links between: its
+        spine, and cores across pods): a route is up + between + down.  None elsewhere (route
+        them).  No route is made."""
         a = self.places[src]
         b = self.places[dst]
         if self.rails or a.rack == b.rack or (a.nvdomain and a.nvdomain == b.nvdomain):
@@ -117,42 +118,19 @@ class _TwoTierRouter:
         ups = self.tor_up[a.rack]
         downs = self.tor_down[b.rack]
         pods = self.pod_of
-        common = (*a.up, *b.down)
         if pods is None or pods[a.rack] == pods[b.rack]:
             spines = len(ups)
-            return common, [(ups[k], downs[k]) for k in (pick(spines) for pick in picks)]
+            return a.up, b.down, [(ups[k], downs[k]) for k in (pick(spines) for pick in picks)]
         to_core = self.pod_up[pods[a.rack]]
         cores = len(to_core[0])
         if any(len(c) != cores for c in to_core):  # pairs not a k-major grid: route them
             return None
         from_core = self.pod_down[pods[b.rack]]
-        middles = []
+        between = []
         for pick in picks:
             k, m = divmod(pick(len(ups) * cores), cores)  # the order routes() lists them in
-            middles.append((ups[k], to_core[k][m], from_core[k][m], downs[k]))
-        return common, middles
-
-    def ecmp_links(self, src: str, dst: str, pick: Callable[[int], int]) -> tuple[Link, ...] | None:
-        """The links of :meth:`ecmp_route` between the devices named ``src`` and ``dst``
-        where the pair crosses the spines, no route made (what pricing every channel's route
-        of a ring over many racks asks); None elsewhere (route it)."""
-        a = self.places[src]
-        b = self.places[dst]
-        if self.rails or a.rack == b.rack or (a.nvdomain and a.nvdomain == b.nvdomain):
-            return None
-        ups = self.tor_up[a.rack]
-        downs = self.tor_down[b.rack]
-        pods = self.pod_of
-        if pods is None or pods[a.rack] == pods[b.rack]:
-            k = pick(len(ups))
-            return (*a.up, ups[k], downs[k], *b.down)
-        to_core = self.pod_up[pods[a.rack]]
-        cores = len(to_core[0])
-        if any(len(c) != cores for c in to_core):  # pairs not a k-major grid: route it
-            return None
-        k, m = divmod(pick(len(ups) * cores), cores)  # the order routes() lists them in
-        from_core = self.pod_down[pods[b.rack]]
-        return (*a.up, ups[k], to_core[k][m], from_core[k][m], downs[k], *b.down)
+            between.append((ups[k], to_core[k][m], from_core[k][m], downs[k]))
+        return a.up, b.down, between
 
     def routes(
         self,
