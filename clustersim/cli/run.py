@@ -237,12 +237,27 @@ def _print_usage(part: TrainingSummary, usage: UsageSummary | None) -> None:
             more = f", {len(classes) - 3} more" if len(classes) > 3 else ""
             how = f"one replica of each of {len(classes)} classes: {shown}{more}"
         out(f"workers   {part.workers_simulated:,} simulated of {total:,} ({how})")
+        if getattr(part, "replicas_exact", None) is not None:
+            out(f"replicas  {_exactness(part)}")
     if usage is None or usage.time_to_train_s is None:
         return
     text = f"train     {_span(usage.time_to_train_s)} to train, {usage.gpu_hours:,.0f} GPU-hours"
     if usage.cost is not None:
         text += f", cost {usage.cost:,.0f}"
     out(text)
+
+
+def _exactness(part: TrainingSummary) -> str:
+    """Whether one replica per class is exactly every replica (``replicas_exact``)."""
+    if part.replicas_exact:
+        return (
+            "exactly every replica with the same collectives: no link can carry own flows "
+            "of two replicas"
+        )
+    return (
+        f"approximate: own flows of two replicas can share {part.replicas_shared_link}, "
+        "and those of the replicas not played do not load it (simulate_replicas: all plays them)"
+    )
 
 
 def _print_servers(part: ParameterServerSummary) -> None:

@@ -18,7 +18,10 @@ own devices, its own micro-batches and the collectives.  Alike replicas therefor
 each collective at the same instant, and the slowest class sets when it starts, as it
 does with every replica played.  What one replica per class leaves out is what it left
 out with one class: the pipeline and tensor-parallel flows of the replicas not played do
-not load the fabric (their links are mostly their own nodes' and racks').
+not load the fabric (their links are mostly their own nodes' and racks').  Where no link can
+carry own flows of two replicas (:func:`shared_own_link` finds none), that leaves out
+nothing, and one replica per class is exactly every replica with the same collectives; the
+summary says which (``replicas_exact``).
 
 A degraded link (a ``stragglers`` entry with ``links``) slows the data-parallel collectives
 that cross it for every replica alike (they run over every replica's links), and the own
@@ -31,13 +34,22 @@ the replicas not played would not join them).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...devices import stragglers_of
 from ...errors import Problem, ScenarioError
 from ...parallel.batch_shares import rank_label, speed_key
 
-__all__ = ["class_problem", "raise_if_unclassable", "replica_classes", "stands_for"]
+__all__ = [
+    "SharedOwnLink",
+    "class_problem",
+    "own_pairs",
+    "raise_if_unclassable",
+    "replica_classes",
+    "shared_own_link",
+    "stands_for",
+]
 
 
 def replica_classes(strategy: Any) -> list[list[int]]:
@@ -63,23 +75,82 @@ def replica_classes(strategy: Any) -> list[list[int]]:
     return list(classes.values())
 
 
-def _crosses(strategy: Any, d: int, links: set[int]) -> bool:
-    """Whether a flow of replica ``d``'s own can cross one of ``links`` (indices): on any
-    equal-cost route between two devices of one of its stages (tensor and context
-    parallelism) or between the same places of neighbouring stages (pipeline sends, the
-    last stage's to the first's included)."""
-    topology, groups = strategy.topology, strategy.groups[d]
+def own_pairs(strategy: Any, d: int) -> list[tuple[str, str]]:
+    """The (source, destination) devices of replica ``d``'s own flows: every ordered pair of
+    two devices of one of its stages (tensor and context parallelism) and of the same
+    places of neighbouring stages, both ways (pipeline sends, the last stage's to the
+    first's included)."""
+    groups = strategy.groups[d]
     pairs = [(a, b) for group in groups for a in group for b in group if a != b]
     for s, group in enumerate(groups):
         after = groups[(s + 1) % len(groups)]
         pairs += [(a, b) for a, b in zip(group, after, strict=True) if a != b]
         pairs += [(b, a) for a, b in zip(group, after, strict=True) if a != b]
+    return pairs
+
+
+def _crosses(strategy: Any, d: int, links: set[int]) -> bool:
+    """Whether a flow of replica ``d``'s own (:func:`own_pairs`) can cross one of ``links``
+    (indices) on any of its equal-cost routes."""
+    topology = strategy.topology
     return any(
         link.index in links
-        for a, b in pairs
+        for a, b in own_pairs(strategy, d)
         for route in topology.routes(a, b)
         for link in route.links
     )
+
+
+@dataclass(frozen=True)
+class SharedOwnLink:
+    """A link that own flows of two replicas can both cross (:func:`shared_own_link`)."""
+
+    link: str
+    """The link's name (``rack0/tor->spine1``)."""
+    first: int
+    """The lower of the two replicas."""
+    second: int
+    """The other replica."""
+
+    def text(self) -> str:
+        """The link and the replicas, as a run line and the summary say it."""
+        return f"{self.link} (replicas {self.first} and {self.second})"
+
+
+def shared_own_link(strategy: Any) -> SharedOwnLink | None:
+    """The first link (in replica order) that own flows (:func:`own_pairs`) of two
+    data-parallel replicas can both cross on one of their equal-cost routes; None when the
+    replicas' own flows are on links of their own.
+
+    Then, and with replicas of one class alike, one replica per class is exactly every
+    replica with the same collectives: what the replicas not played leave out -- their own
+    pipeline and tensor-parallel flows -- loads only links no played flow crosses, beside
+    the data-parallel collectives that load every replica's links alike.
+
+    Pairs inside one node are routed inside it (a node's links join its own GPUs, CPUs,
+    switches and NICs: tests/test_replica_classes.py holds it for every node of the
+    catalog), so they are followed only on nodes that hold devices of two replicas, and the
+    pairs across nodes everywhere: at 16,384 GPUs a few hundred milliseconds."""
+    topology = strategy.topology
+    node_of = {name: device.node for name, device in topology.devices.items()}
+    holders: dict[str, set[int]] = {}
+    replicas = range(strategy.dp)
+    for d in replicas:
+        for group in strategy.groups[d]:
+            for device in group:
+                holders.setdefault(node_of.get(device) or device, set()).add(d)
+    owner: dict[int, int] = {}
+    for d in replicas:
+        for a, b in own_pairs(strategy, d):
+            node = node_of.get(a)
+            if node is not None and node == node_of.get(b) and len(holders[node]) == 1:
+                continue  # inside a node no other replica uses
+            for route in topology.routes(a, b):
+                for link in route.links:
+                    first = owner.setdefault(link.index, d)
+                    if first != d:
+                        return SharedOwnLink(link.name, first, d)
+    return None
 
 
 def class_problem(strategy: Any, classes: Sequence[Sequence[int]]) -> Problem | None:

@@ -268,6 +268,16 @@ class HybridSummary(FlopTrainingSummary):
     """One-replica mode with replicas that differ: one entry per class of alike replicas,
     the replica played for it and how many it stands for
     (:mod:`~clustersim.strategies.hybrid.replica_classes`)."""
+    replicas_exact: bool | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode: whether one replica per class is exactly every replica with the
+    same data-parallel collectives -- true when no link can carry own flows (pipeline
+    sends, tensor- and context-parallel collectives) of two replicas
+    (:func:`~clustersim.strategies.hybrid.replica_classes.shared_own_link`); false when one
+    can, ``replicas_shared_link`` naming it: there the own flows of the replicas not played
+    do not load it."""
+    replicas_shared_link: str | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode, ``replicas_exact`` false: the first link that own flows of two
+    replicas can both cross, and the two (``rack0/tor->spine1 (replicas 0 and 4)``)."""
     moe: MoESummary | None = field(default=None, metadata=OPTIONAL)
     """Mixture of experts: experts, expert parallelism, parameters, all-to-alls."""
     weight_versions: dict[str, StageWeightVersions] | None = field(default=None, metadata=OPTIONAL)
