@@ -1,17 +1,19 @@
 """``replicas_exact``: when one replica per class is exactly every replica (issue 43).
 
 One replica per class (``simulate_replicas: one``) leaves out the own flows of the replicas
-not played -- their pipeline sends and tensor-parallel collectives.  Where no link can
-carry own flows of two replicas, those flows load only links no played flow crosses, and
-one replica per class is exactly every replica with the same (analytical) data-parallel
-collectives; where a link can, it is an approximation.  The summary says which
-(``replicas_exact``, ``replicas_shared_link``) and ``clustersim run`` prints it.
+not played -- their pipeline sends and tensor-parallel collectives.  It is exactly every
+replica with the same (analytical) data-parallel collectives when no link can carry own
+flows of two replicas, every replica's own flows are laid out as its played replica's, and
+the data-parallel collectives are rings; otherwise an approximation.  The summary says
+which (``replicas_exact``, ``replicas_inexact_reason``) and ``clustersim run`` prints it.
 
-Held here: the fast search (it skips pairs inside nodes that hold one replica) finds what
-following every own flow's every route finds, over layouts that are exact and layouts that
-are not (replicas interleaved over racks, GPUs of two replicas behind one NIC); exact
-layouts give every replica's summary to 1e-12 and an inexact one does not; every node of
-the catalog routes its own pairs inside itself (what the skip relies on).
+Held here: the fast search (it skips pairs inside a node, or inside a rack's switch, whose
+nodes hold one replica) finds what following every own flow's every route finds, over
+layouts that are exact and layouts that are not (replicas interleaved over racks, GPUs of
+two replicas behind one NIC or PCIe switch); exact layouts give every replica's summary to
+1e-12, and inexact ones (a shared uplink, a replica straddling racks) do not; a tree may
+not stand in; every node of the catalog, in two- and three-tier racks, routes the pairs the
+search skips on links no other pair takes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from clustersim.cli import main
 from clustersim.scenario import parse_scenario as parse
 from clustersim.strategies.hybrid.replica_classes import (
     SharedOwnLink,
+    inexact_reason,
     own_pairs,
     shared_own_link,
 )
@@ -130,12 +133,68 @@ def test_the_search_finds_what_following_every_route_finds(name: str) -> None:
         assert found.first < found.second
 
 
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_the_reason_names_the_shared_link(name: str) -> None:
+    reason = inexact_reason(prepare(parse_scenario(layout(name))).strategy)
+    shared = LAYOUTS[name][2]
+    if shared is None:
+        assert reason is None
+    else:
+        assert reason is not None and reason.startswith("own flows of two replicas can share ")
+        assert shared in reason
+
+
 @pytest.mark.parametrize("name", [n for n, (_, _, shared) in LAYOUTS.items() if shared is None])
 def test_exact_layouts_give_every_replicas_summary(name: str) -> None:
     one, every, _ = one_and_every(layout(name))
-    assert one["replicas_exact"] is True and "replicas_shared_link" not in one
+    assert one["replicas_exact"] is True and "replicas_inexact_reason" not in one
     assert_same(one, every)
     assert "replicas_exact" not in every  # every replica played: nothing to say
+
+
+def straddling() -> dict[str, Any]:
+    """Three nodes a rack, pp 2 of a node each: replica 1 has a stage on each rack."""
+    doc = job(3, [])
+    doc["cluster"] = {
+        "kind": "two_tier",
+        "racks": 2,
+        "nodes_per_rack": 3,
+        "node": {"preset": "dgx-a100"},
+        "rack_uplink": {"oversubscription": 4},
+    }
+    doc["parallelism"].update(tp=8, pp=2, dp=3)
+    doc["training"]["global_batch"] = 96
+    return doc
+
+
+def test_a_replica_laid_out_otherwise_than_its_played_one_is_named() -> None:
+    """Replica 1 straddles the racks (its pipeline sends go over the spine) while replica 0,
+    which stands for it, stays in rack 0: no link is shared, yet one replica is not every
+    replica, and the reason says so."""
+    one, every, strategy = one_and_every(straddling())
+    assert shared_own_link(strategy) is None
+    assert one["replicas_exact"] is False
+    assert one["replicas_inexact_reason"] == "replica 1's own flows are not laid out as replica 0's"
+    assert one["iteration_time_s"] < every["iteration_time_s"] * (1 - 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("zero", "algorithm", "exact"),
+    [(1, "auto", True), (0, "ring", True), (0, "auto", False), (0, "double_tree", False)],
+)
+def test_data_parallel_collectives_must_be_rings(zero: int, algorithm: str, exact: bool) -> None:
+    """The distributed optimizer's reduce-scatters and gathers run as rings under auto; an
+    all-reduce under auto may run as a double tree, whose ranks load their links unevenly."""
+    doc = layout("two replicas a node")
+    doc["zero"] = {"stage": zero}
+    doc["data_parallel"] = {"allreduce": {"algorithm": algorithm}}
+    reason = inexact_reason(prepare(parse_scenario(doc)).strategy)
+    if exact:
+        assert reason is None
+    else:
+        assert reason is not None and f"all-reduce ({algorithm})" in reason.replace(
+            "allreduce", "all-reduce"
+        )
 
 
 def test_an_inexact_layout_names_its_link_and_differs_from_every_replica() -> None:
@@ -146,49 +205,57 @@ def test_an_inexact_layout_names_its_link_and_differs_from_every_replica() -> No
     doc["training"]["global_batch"] = 64  # 16 micro-batches a replica: sends meet
     one, every, _ = one_and_every(doc)
     assert one["replicas_exact"] is False
-    assert one["replicas_shared_link"].startswith("rack0/tor->spine")
-    assert one["replicas_shared_link"].endswith("(replicas 0 and 1)")
+    reason = one["replicas_inexact_reason"]
+    assert reason.startswith("own flows of two replicas can share rack0/tor->spine")
+    assert reason.endswith("(replicas 0 and 1)")
     assert one["iteration_time_s"] < every["iteration_time_s"] * (1 - 1e-6)
 
 
-@pytest.mark.parametrize("preset", sorted(p.stem for p in NODES.glob("*.yaml")))
-def test_every_catalog_node_routes_its_own_pairs_on_links_no_other_pair_takes(
-    preset: str,
-) -> None:
-    """What the search's skip relies on: no route between two devices outside a node uses a
-    link of a route between two of its devices (two racks of two nodes, or of one NVLink
-    domain where the node has one)."""
+def racked(kind: str, preset: str) -> tuple[dict[str, Any], int]:
+    """Two racks of nodes of ``preset`` (two, or one NVLink domain's where it has one), and
+    the nodes a rack."""
     found = re.search(r"nvlink_domain: \{value: (\d+)", (NODES / f"{preset}.yaml").read_text())
-    domain = int(found.group(1)) if found else 2
-    cluster = {"kind": "two_tier", "racks": 2, "nodes_per_rack": domain, "node": {"preset": preset}}
-    doc = {"name": "nodes", "cluster": cluster, "workload": {"program": []}}
+    nodes = int(found.group(1)) if found else 2
+    cluster: dict[str, Any] = {"kind": kind, "nodes_per_rack": nodes, "node": {"preset": preset}}
+    cluster.update({"racks": 2} if kind == "two_tier" else {"pods": 1, "racks_per_pod": 2})
+    return {"name": "nodes", "cluster": cluster, "workload": {"program": []}}, nodes
+
+
+@pytest.mark.parametrize("kind", ["two_tier", "three_tier"])
+@pytest.mark.parametrize("preset", sorted(p.stem for p in NODES.glob("*.yaml")))
+def test_pairs_in_a_node_or_a_rack_take_links_no_pair_outside_their_nodes_takes(
+    preset: str, kind: str
+) -> None:
+    """What the search's skips rely on: a route between two devices of one node, or of two
+    nodes of one rack, uses no link that a pair with no end in those nodes uses."""
+    doc, n = racked(kind, preset)
     topology = build_topology(parse(doc).cluster)
-    node_of = {name: device.node for name, device in topology.devices.items()}
-    assert None not in node_of.values()
-    inside: dict[str, set[int]] = {}
-    between: dict[int, set[tuple[str, str]]] = {}  # link -> the nodes of pairs across nodes
-    for a in node_of:
-        for b in node_of:
+    devices = topology.devices
+    assert None not in {d.node for d in devices.values()}
+    users: dict[int, set[frozenset[str]]] = {}  # link -> the nodes of each pair using it
+    skipped: dict[frozenset[str], set[int]] = {}  # the links of the pairs the search skips
+    for a, da in devices.items():
+        for b, db in devices.items():
             if a == b:
                 continue
-            links = {link.index for route in topology.routes(a, b) for link in route.links}
-            if node_of[a] == node_of[b]:
-                inside.setdefault(node_of[a], set()).update(links)
-            else:
-                for link in links:
-                    between.setdefault(link, set()).add((node_of[a], node_of[b]))
-    assert len(inside) == 2 * domain
-    for node, links in inside.items():
-        for link in links:  # a pair across nodes uses it only with an end in this node
-            for ends in between.get(link, ()):
-                assert node in ends, (preset, node, topology.links[link].name, ends)
+            nodes = frozenset({da.node, db.node})
+            for route in topology.routes(a, b):
+                for link in route.links:
+                    users.setdefault(link.index, set()).add(nodes)
+                    if da.rack == db.rack:
+                        skipped.setdefault(nodes, set()).add(link.index)
+    assert len(skipped) == 2 * n + n * (n - 1)  # every node, every two nodes of a rack
+    for nodes, links in skipped.items():
+        for link in links:
+            for others in users[link]:
+                assert others & nodes, (preset, kind, topology.links[link].name, nodes, others)
 
 
 @pytest.mark.parametrize(
     ("name", "says"),
     [
-        ("two replicas a node", "exactly every replica with the same collectives"),
-        ("stages on two racks, replicas interleaved", "approximate: own flows of two replicas"),
+        ("two replicas a node", "replicas  exactly every replica with the same collectives"),
+        ("stages on two racks, replicas interleaved", "approximate: own flows of two replicas can"),
     ],
 )
 def test_the_run_line_says_whether_one_replica_is_exact(

@@ -250,13 +250,9 @@ def _print_usage(part: TrainingSummary, usage: UsageSummary | None) -> None:
 def _exactness(part: TrainingSummary) -> str:
     """Whether one replica per class is exactly every replica (``replicas_exact``)."""
     if part.replicas_exact:
-        return (
-            "exactly every replica with the same collectives: no link can carry own flows "
-            "of two replicas"
-        )
+        return "exactly every replica with the same collectives"
     return (
-        f"approximate: own flows of two replicas can share {part.replicas_shared_link}, "
-        "and those of the replicas not played do not load it (simulate_replicas: all plays them)"
+        f"approximate: {part.replicas_inexact_reason} (simulate_replicas: all plays every replica)"
     )
 
 

@@ -19,9 +19,11 @@ each collective at the same instant, and the slowest class sets when it starts, 
 does with every replica played.  What one replica per class leaves out is what it left
 out with one class: the pipeline and tensor-parallel flows of the replicas not played do
 not load the fabric (their links are mostly their own nodes' and racks').  Where no link can
-carry own flows of two replicas (:func:`shared_own_link` finds none), that leaves out
-nothing, and one replica per class is exactly every replica with the same collectives; the
-summary says which (``replicas_exact``).
+carry own flows of two replicas (:func:`shared_own_link` finds none), every replica's own
+flows are laid out as its played replica's (:func:`unlike_twin`) and the data-parallel
+collectives are rings, that leaves out nothing, and one replica per class is exactly every
+replica with the same collectives (:func:`inexact_reason`); the summary says which
+(``replicas_exact``).
 
 A degraded link (a ``stragglers`` entry with ``links``) slows the data-parallel collectives
 that cross it for every replica alike (they run over every replica's links), and the own
@@ -40,15 +42,18 @@ from typing import Any
 from ...devices import stragglers_of
 from ...errors import Problem, ScenarioError
 from ...parallel.batch_shares import rank_label, speed_key
+from ...scenario.node_groups import is_mixed
 
 __all__ = [
     "SharedOwnLink",
     "class_problem",
+    "inexact_reason",
     "own_pairs",
     "raise_if_unclassable",
     "replica_classes",
     "shared_own_link",
     "stands_for",
+    "unlike_twin",
 ]
 
 
@@ -117,6 +122,11 @@ class SharedOwnLink:
         return f"{self.link} (replicas {self.first} and {self.second})"
 
 
+ONE_SWITCH_RACKS = frozenset({"two_tier", "three_tier"})
+"""Cluster kinds whose two nodes of a rack reach each other through the rack's switch, on
+links of their own: their NICs' ports (a rail-optimized cluster's rails do not)."""
+
+
 def shared_own_link(strategy: Any) -> SharedOwnLink | None:
     """The first link (in replica order) that own flows (:func:`own_pairs`) of two
     data-parallel replicas can both cross on one of their equal-cost routes; None when the
@@ -127,30 +137,173 @@ def shared_own_link(strategy: Any) -> SharedOwnLink | None:
     pipeline and tensor-parallel flows -- loads only links no played flow crosses, beside
     the data-parallel collectives that load every replica's links alike.
 
-    Pairs inside one node are routed inside it (a node's links join its own GPUs, CPUs,
-    switches and NICs: tests/test_replica_classes.py holds it for every node of the
-    catalog), so they are followed only on nodes that hold devices of two replicas, and the
-    pairs across nodes everywhere: at 16,384 GPUs a few hundred milliseconds."""
+    A pair inside one node, or between two nodes of one rack of a two- or three-tier
+    cluster, is routed on links no pair outside those nodes takes (tests/test_replicas_exact.py
+    holds it for every node of the catalog), so it is followed only where one of its nodes
+    holds devices of two replicas; pairs across racks are followed everywhere."""
     topology = strategy.topology
-    node_of = {name: device.node for name, device in topology.devices.items()}
+    devices = topology.devices
     holders: dict[str, set[int]] = {}
     replicas = range(strategy.dp)
     for d in replicas:
         for group in strategy.groups[d]:
             for device in group:
-                holders.setdefault(node_of.get(device) or device, set()).add(d)
+                holders.setdefault(devices[device].node or device, set()).add(d)
+    one_switch_racks = topology.kind in ONE_SWITCH_RACKS
     owner: dict[int, int] = {}
     for d in replicas:
+        places = [devices[x] for x in _places(strategy, d)]
+        nodes = {x.node for x in places}
+        if None not in nodes and all(len(holders[n]) == 1 for n in nodes):  # type: ignore[index]
+            if len(nodes) == 1 or (one_switch_racks and len({x.rack for x in places}) == 1):
+                continue  # every pair skipped below
         for a, b in own_pairs(strategy, d):
-            node = node_of.get(a)
-            if node is not None and node == node_of.get(b) and len(holders[node]) == 1:
-                continue  # inside a node no other replica uses
+            da, db = devices[a], devices[b]
+            if (
+                da.node is not None
+                and db.node is not None
+                and len(holders[da.node]) == 1
+                and len(holders[db.node]) == 1
+                and (da.node == db.node or (one_switch_racks and da.rack == db.rack))
+            ):
+                continue  # inside a node, or a rack's switch, between nodes of its own
             for route in topology.routes(a, b):
                 for link in route.links:
                     first = owner.setdefault(link.index, d)
                     if first != d:
                         return SharedOwnLink(link.name, first, d)
     return None
+
+
+RING_LIKE_OPS = frozenset({"reducescatter", "allgather"})
+"""Operations ``auto`` runs as rings only (:data:`clustersim.collectives.auto.CANDIDATES`)."""
+
+
+def inexact_reason(strategy: Any) -> str | None:
+    """Why one replica per class (``simulate_replicas: one``) is not exactly every replica
+    with the same collectives; None when it is.
+
+    It is when (1) no link can carry own flows of two replicas (:func:`shared_own_link`),
+    (2) every replica's own flows are laid out as its class's played replica's
+    (:func:`unlike_twin`), and (3) the data-parallel collectives load every replica's links
+    alike: rings (``ring``, or ``auto`` for the reduce-scatters and all-gathers of the
+    distributed optimizer, which it runs as rings), without expert parallelism.  Then the
+    flows the replicas not played leave out meet no played flow, and the played replica's
+    flows meet what each of its twins' would: the same links, the same collectives' load."""
+    shared = shared_own_link(strategy)
+    if shared is not None:
+        return f"own flows of two replicas can share {shared.text()}"
+    twin = unlike_twin(strategy, strategy.replica_classes or [list(range(strategy.dp))])
+    if twin is not None:
+        return f"replica {twin[1]}'s own flows are not laid out as replica {twin[0]}'s"
+    algorithm = strategy.sync.algorithm
+    experts = getattr(strategy, "experts", None)
+    if experts is not None and experts.ep > 1:
+        return f"expert parallelism (ep {experts.ep}) loads the replicas' links unevenly"
+    if algorithm != "ring" and not (algorithm == "auto" and strategy.dp_op in RING_LIKE_OPS):
+        return (
+            f"the data-parallel {strategy.dp_op} ({algorithm}) may load the replicas' links "
+            "unevenly (a tree's ranks differ); rings do not"
+        )
+    return None
+
+
+def unlike_twin(strategy: Any, classes: Sequence[Sequence[int]]) -> tuple[int, int] | None:
+    """The first (played, other) replicas of one class whose own flows are not laid out
+    alike; None when every replica's are laid out as its class's played replica's.
+
+    Alike: pair by pair (:func:`own_pairs`, the same places in both), routes of the same
+    count and hops (bandwidth and latency, hop by hop), sharing links in the same pattern
+    (links numbered in order of first use); inside a node, its links named within the node
+    (nodes of one kind, or in a mixed cluster the same links inside them).  Replicas whose
+    devices a relabelling of the cluster's pods, racks and nodes maps one onto the other
+    (:meth:`~clustersim.topology.Topology.orbit_key`) are alike without comparing.  A
+    replica whose stages straddle two racks while the one standing for it stays in one is
+    not alike."""
+    topology = strategy.topology
+    inside = _links_inside_nodes(topology) if is_mixed(strategy.scenario.cluster) else None
+    memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for members in classes:
+        key = topology.orbit_key(_places(strategy, members[0]))
+        reference: list[tuple[Any, ...]] | None = None
+        for d in members[1:]:
+            if key is not None and topology.orbit_key(_places(strategy, d)) == key:
+                continue  # a relabelling of the cluster maps one onto the other
+            if reference is None:
+                reference = _laid_out(strategy, members[0], inside, memo)
+            if _laid_out(strategy, d, inside, memo) != reference:
+                return members[0], d
+    return None
+
+
+def _places(strategy: Any, d: int) -> list[str]:
+    """Replica ``d``'s devices, stage by stage, place by place."""
+    return [device for group in strategy.groups[d] for device in group]
+
+
+def _laid_out(
+    strategy: Any,
+    d: int,
+    inside: dict[str, tuple[Any, ...]] | None,
+    memo: dict[tuple[Any, ...], tuple[Any, ...]],
+) -> list[tuple[Any, ...]]:
+    """Replica ``d``'s own flows named by what they cross rather than where (see
+    :func:`unlike_twin`): per pair, its routes as hops (link number, bandwidth, latency).
+    A link inside a node is named (node, its ends within the node), so that a pair inside a
+    node is routed once per kind of node and place (``memo``)."""
+    topology = strategy.topology
+    devices = topology.devices
+    number: dict[Any, int] = {}
+    out: list[tuple[Any, ...]] = []
+    for a, b in own_pairs(strategy, d):
+        node = devices[a].node
+        if node is not None and node == devices[b].node:
+            cut = len(node) + 1
+            key = (None if inside is None else inside.get(node), a[cut:], b[cut:])
+            local = memo.get(key)
+            if local is None:
+                local = memo[key] = tuple(
+                    tuple(
+                        (link.src[cut:], link.dst[cut:], link.bandwidth_Bps, link.latency_s)
+                        for link in route.links
+                    )
+                    for route in topology.routes(a, b)
+                )
+            routes = [[((node, src, dst), bw, lat) for src, dst, bw, lat in r] for r in local]
+        else:
+            routes = [
+                [(_link_name(link), link.bandwidth_Bps, link.latency_s) for link in route.links]
+                for route in topology.routes(a, b)
+            ]
+        out.append(
+            tuple(
+                tuple((number.setdefault(name, len(number)), bw, lat) for name, bw, lat in route)
+                for route in routes
+            )
+        )
+    return out
+
+
+def _links_inside_nodes(topology: Any) -> dict[str, tuple[Any, ...]]:
+    """Per node, its links between two of its own devices, switches and NICs, named within
+    the node: a mixed cluster's nodes of two kinds can hold one GPU type."""
+    nodes = {device.node for device in topology.devices.values() if device.node}
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for link in topology.links:
+        name = _link_name(link)
+        if isinstance(name, tuple) and name[0] in nodes:
+            out.setdefault(name[0], []).append((*name[1:], link.bandwidth_Bps, link.latency_s))
+    return {node: tuple(sorted(links)) for node, links in out.items()}
+
+
+def _link_name(link: Any) -> Any:
+    """A link as :func:`_laid_out` names it: (node, ends within it) when both its ends are
+    in one node (a device, switch or NIC named ``NODE/...``), else its index."""
+    node = link.src.rsplit("/", 1)[0]
+    if "/" in link.src and link.dst.rsplit("/", 1)[0] == node:
+        cut = len(node) + 1
+        return node, link.src[cut:], link.dst[cut:]
+    return link.index
 
 
 def class_problem(strategy: Any, classes: Sequence[Sequence[int]]) -> Problem | None:

@@ -18,7 +18,7 @@ from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
 from .dp_overlap import DataParallelOverlap
 from .experts import summary_block
 from .layout import HybridLayout
-from .replica_classes import shared_own_link, stands_for
+from .replica_classes import inexact_reason, stands_for
 from .summary import (
     HybridSummary,
     HybridTraffic,
@@ -70,7 +70,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
         }
         s = self.schedule
         gpus = len(self.placement.workers)
-        shared = self._replicas_exact()
+        exact = self._replicas_exact()
         return HybridSummary(
             times=measured.times,
             flops=flop_rates(*self.flops_per_iteration(), measured.iteration_time_s, gpus),
@@ -116,8 +116,8 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             workers_simulated=len(workers) if self.stands_in else None,
             workers_total=gpus if self.stands_in else None,
             replica_classes=self._replica_classes_summary(),
-            replicas_exact=None if shared is None else shared[0],
-            replicas_shared_link=None if shared is None else shared[1],
+            replicas_exact=None if exact is None else exact[0],
+            replicas_inexact_reason=None if exact is None else exact[1],
             moe=summary_block(self),
             weight_versions=None if s.flush else self._weight_versions(),
             cp=self.cp if self.cp > 1 else None,
@@ -132,12 +132,12 @@ class HybridReport(DataParallelOverlap, HybridLayout):
         )
 
     def _replicas_exact(self) -> tuple[bool, str | None] | None:
-        """One-replica mode: whether one replica per class is exactly every replica, and the
-        link two replicas' own flows can share when it is not (:func:`shared_own_link`)."""
+        """One-replica mode: whether one replica per class is exactly every replica, and why
+        not when it is not (:func:`inexact_reason`)."""
         if not self.stands_in:
             return None
-        shared = shared_own_link(self)
-        return (True, None) if shared is None else (False, shared.text())
+        reason = inexact_reason(self)
+        return (reason is None, reason)
 
     def _replica_classes_summary(self) -> list[ReplicaClass] | None:
         """The ``replica_classes`` block: where one replica of each class of alike replicas

@@ -270,14 +270,13 @@ class HybridSummary(FlopTrainingSummary):
     (:mod:`~clustersim.strategies.hybrid.replica_classes`)."""
     replicas_exact: bool | None = field(default=None, metadata=OPTIONAL)
     """One-replica mode: whether one replica per class is exactly every replica with the
-    same data-parallel collectives -- true when no link can carry own flows (pipeline
-    sends, tensor- and context-parallel collectives) of two replicas
-    (:func:`~clustersim.strategies.hybrid.replica_classes.shared_own_link`); false when one
-    can, ``replicas_shared_link`` naming it: there the own flows of the replicas not played
-    do not load it."""
-    replicas_shared_link: str | None = field(default=None, metadata=OPTIONAL)
-    """One-replica mode, ``replicas_exact`` false: the first link that own flows of two
-    replicas can both cross, and the two (``rack0/tor->spine1 (replicas 0 and 4)``)."""
+    same data-parallel collectives (:func:`~clustersim.strategies.hybrid.replica_classes.
+    inexact_reason`: no link can carry own flows of two replicas, each replica's own flows
+    laid out as its played replica's, data-parallel rings); false names why in
+    ``replicas_inexact_reason``."""
+    replicas_inexact_reason: str | None = field(default=None, metadata=OPTIONAL)
+    """One-replica mode, ``replicas_exact`` false: why (``own flows of two replicas can
+    share rack0/tor->spine1 (replicas 0 and 4)``)."""
     moe: MoESummary | None = field(default=None, metadata=OPTIONAL)
     """Mixture of experts: experts, expert parallelism, parameters, all-to-alls."""
     weight_versions: dict[str, StageWeightVersions] | None = field(default=None, metadata=OPTIONAL)
