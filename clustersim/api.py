@@ -349,7 +349,11 @@ def _result(
     release_link_state(sim.network)  # the link table and the summary are built beside less
     links = build_link_table(*columns, topology.links, makespan)
     part = prepared.strategy.summarize(sim)
-    devices = device_breakdown(records, makespan, list(topology.devices))
+    devices = _stood_in(
+        device_breakdown(records, makespan, list(topology.devices)),
+        prepared.strategy.stand_ins(),
+        topology,
+    )
     strategy_part = part if isinstance(part, StrategySummary) else UntypedSummary(dict(part))
     summary = Summary(
         RunHeader(scenario.name, scenario.seed, prepared.strategy.name, __version__, makespan),
@@ -375,6 +379,22 @@ def _result(
     result = Result(scenario, topology, records, links, summary)
     result.__dict__["summary"] = plain  # the cached property, built once (2 M values at scale)
     return result
+
+
+def _stood_in(
+    devices: dict[str, dict[str, float]], stand_ins: dict[str, str], topology: Topology
+) -> dict[str, dict[str, float]]:
+    """``devices`` with each device not played given the times of the device standing for it
+    (:meth:`~clustersim.strategies.base.Strategy.stand_ins`; the data-parallel collectives
+    it joined are in them too), in the topology's order."""
+    if not stand_ins:
+        return devices
+    out = {}
+    for name in topology.devices:
+        row = devices.get(stand_ins.get(name, name))
+        if row is not None:
+            out[name] = row
+    return out
 
 
 def _device_times(

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clustersim import parse_scenario
+from clustersim import parse_scenario, simulate
 from clustersim.api import prepare
 from clustersim.cli import main
 from clustersim.scenario import parse_scenario as parse
@@ -150,6 +150,11 @@ def test_exact_layouts_give_every_replicas_summary(name: str) -> None:
     assert one["replicas_exact"] is True and "replicas_inexact_reason" not in one
     assert_same(one, every)
     assert "replicas_exact" not in every  # every replica played: nothing to say
+    # every device's times too: a device not played has those of the one standing for it
+    assert list(one["devices"]) == list(every["devices"])
+    for device, row in every["devices"].items():
+        for key, value in row.items():
+            assert one["devices"][device][key] == pytest.approx(value, rel=1e-12, abs=1e-15)
 
 
 def straddling() -> dict[str, Any]:
@@ -276,3 +281,16 @@ def test_the_shipped_16k_scenario_is_exact() -> None:
     root = Path(__file__).resolve().parent.parent
     strategy = prepare(root / "scenarios" / "scale" / "gpt3_175b_16k.yaml").strategy
     assert shared_own_link(strategy) is None
+
+
+def test_a_device_not_played_has_the_times_of_the_one_standing_for_it() -> None:
+    """Before, the devices of the replicas not played showed only the data-parallel
+    collectives they joined (no compute): a 16,384-GPU summary listed 16,320 idle GPUs."""
+    doc = straddling()
+    doc["parallelism"]["simulate_replicas"] = "one"
+    strategy = prepare(parse_scenario(doc)).strategy
+    stand_ins = strategy.stand_ins()
+    assert len(stand_ins) == 2 * 2 * 8  # replicas 1 and 2, two stages of eight GPUs
+    devices = simulate(parse_scenario(doc)).summary["devices"]
+    for twin, played in stand_ins.items():
+        assert devices[twin] == devices[played] and devices[twin]["compute_s"] > 0

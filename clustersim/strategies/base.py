@@ -227,6 +227,13 @@ class Strategy(Registered):
         :mod:`clustersim.metrics.families`), or a dict of keys for a strategy without one."""
         return {}
 
+    def stand_ins(self) -> dict[str, str]:
+        """Devices not played -> the played device that stands for each (its place in the
+        replica of its class that was played: ``simulate_replicas: one``); the run's
+        per-device times give each the figures of the device standing for it.  Empty when
+        every device is played."""
+        return {}
+
     def describe(self) -> str:
         """One line saying what this workload is, for ``clustersim validate``."""
         return self.name

@@ -131,6 +131,17 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             else None,
         )
 
+    def stand_ins(self) -> dict[str, str]:
+        """One-replica mode: each device of a replica not played -> the device in its place
+        in the played replica of its class (:meth:`Strategy.stand_ins`)."""
+        out: dict[str, str] = {}
+        for members in self.replica_classes:
+            played = self.groups[members[0]]
+            for d in members[1:]:
+                for group, standing in zip(self.groups[d], played, strict=True):
+                    out.update(zip(group, standing, strict=True))
+        return out
+
     def _replicas_exact(self) -> tuple[bool, str | None] | None:
         """One-replica mode: whether one replica per class is exactly every replica, and why
         not when it is not (:func:`inexact_reason`)."""
