@@ -104,7 +104,7 @@ def variant(name: str, folder: Path, **changes: Any) -> Path:
         where = doc
         *parents, last = key.split("__")
         for parent in parents:
-            where = where[parent]
+            where = where.setdefault(parent, {})
         if value is None:
             where.pop(last, None)
         else:
@@ -200,6 +200,16 @@ def gpt3(folder: Path, old: Path | None, full: bool) -> None:
     print("GPT-3 175B on 16,384 A100s (scenarios/scale/gpt3_175b_16k.yaml, hardware spelled out)")
     cases = [
         ("16,384 GPUs, one replica", variant("gpt3_175b_16k.yaml", folder, **spelled)),
+        (
+            "16,384 GPUs, every replica, analytical network (one per class played: exact here)",
+            variant(
+                "gpt3_175b_16k.yaml",
+                folder,
+                **spelled,
+                parallelism__simulate_replicas="all",
+                network__model="analytical",
+            ),
+        ),
         (
             "512-GPU cut, every replica",
             variant(

@@ -345,7 +345,7 @@ def _result(
     scenario, topology = prepared.scenario, prepared.topology
     records = sim.records
     makespan = max((r.end_s for r in records), default=0.0)
-    columns = link_columns(sim.network)
+    columns = _links_stood_in(link_columns(sim.network), prepared.strategy.link_stand_ins())
     release_link_state(sim.network)  # the link table and the summary are built beside less
     links = build_link_table(*columns, topology.links, makespan)
     part = prepared.strategy.summarize(sim)
@@ -379,6 +379,32 @@ def _result(
     result = Result(scenario, topology, records, links, summary)
     result.__dict__["summary"] = plain  # the cached property, built once (2 M values at scale)
     return result
+
+
+def _links_stood_in(
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], stand_ins: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The link columns (indices, bytes, busy seconds, peak flows: ``link_columns``) with each
+    link of ``stand_ins`` given the row of the link standing for it (none when that one
+    was not used), in order of index."""
+    if not stand_ins:
+        return columns
+    index, nbytes, busy, peak = columns
+    rows = dict(zip(index.tolist(), zip(nbytes.tolist(), busy.tolist(), peak.tolist())))
+    for link, standing in stand_ins.items():
+        row = rows.get(standing)
+        if row is None:
+            rows.pop(link, None)
+        else:
+            rows[link] = row
+    keys = sorted(rows)
+    n = len(keys)
+    return (
+        np.asarray(keys, dtype=np.int64),
+        np.fromiter((rows[k][0] for k in keys), float, n),
+        np.fromiter((rows[k][1] for k in keys), float, n),
+        np.fromiter((rows[k][2] for k in keys), np.int64, n),
+    )
 
 
 def _stood_in(

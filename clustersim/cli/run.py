@@ -228,6 +228,12 @@ def _print_summary(result: Any, wall_s: float) -> None:
 
 def _print_usage(part: TrainingSummary, usage: UsageSummary | None) -> None:
     """One-replica mode's worker counts; the job's time to train, GPU-hours and cost."""
+    played = getattr(part, "played_replicas", None)
+    if played:
+        out(
+            f"replicas  every replica's result, {played:,} played of {part.simulated_replicas:,}"
+            " (one per class of alike replicas: exactly every replica here)"
+        )
     total = getattr(part, "workers_total", None)
     if total:
         classes = getattr(part, "replica_classes", None)

@@ -234,6 +234,12 @@ class Strategy(Registered):
         every device is played."""
         return {}
 
+    def link_stand_ins(self) -> dict[int, int]:
+        """Links -> the link whose load each had in a run that plays one replica per class
+        for every replica (their places on the played replica); the link table gives each the
+        other's bytes, busy time and peak.  Empty unless such a run."""
+        return {}
+
     def describe(self) -> str:
         """One line saying what this workload is, for ``clustersim validate``."""
         return self.name

@@ -26,7 +26,7 @@ from .context import ContextParallel
 from .grad_buckets import GradBucket, plan_buckets
 from .offload import Offload
 from .replica_batches import ReplicaBatches
-from .replica_classes import raise_if_unclassable, replica_classes
+from .replica_classes import fold_classes, raise_if_unclassable, replica_classes
 from .stages import StageOptions, StagePlan, peak_stored, plan_stages
 
 
@@ -202,13 +202,16 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
 
     def _simulated_replicas(self, parallelism: ParallelismSpec) -> list[int]:
         """The replicas run as processes: all, or one of each class of replicas that run
-        alike (``simulate_replicas: one``, :mod:`.replica_classes`: each stands for its
-        class; ``replica_classes`` is [] when every replica runs)."""
+        alike (``simulate_replicas: one``, or ``all`` where that is every replica's run:
+        ``folded``; :mod:`.replica_classes`); ``replica_classes`` is [] when all run."""
         self.stands_in = parallelism.simulate_replicas == "one" and self.dp > 1
-        if not self.stands_in:
+        folded = None if self.stands_in else fold_classes(self)
+        self.folded = folded is not None
+        if not self.stands_in and folded is None:
             self.replica_classes: list[list[int]] = []
             return list(range(self.dp))
-        self.replica_classes = replica_classes(self)
+        self.replica_classes = folded or replica_classes(self)
+        self.stands_in = True
         raise_if_unclassable(self, self.replica_classes)
         return [members[0] for members in self.replica_classes]
 

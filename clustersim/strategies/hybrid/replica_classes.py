@@ -46,8 +46,11 @@ from ...scenario.node_groups import is_mixed
 
 __all__ = [
     "SharedOwnLink",
+    "FOLD_ALL_AT",
     "class_problem",
+    "fold_classes",
     "inexact_reason",
+    "link_stand_ins",
     "own_pairs",
     "raise_if_unclassable",
     "replica_classes",
@@ -179,7 +182,7 @@ RING_LIKE_OPS = frozenset({"reducescatter", "allgather"})
 """Operations ``auto`` runs as rings only (:data:`clustersim.collectives.auto.CANDIDATES`)."""
 
 
-def inexact_reason(strategy: Any) -> str | None:
+def inexact_reason(strategy: Any, classes: Sequence[Sequence[int]] | None = None) -> str | None:
     """Why one replica per class (``simulate_replicas: one``) is not exactly every replica
     with the same collectives; None when it is.
 
@@ -189,11 +192,14 @@ def inexact_reason(strategy: Any) -> str | None:
     alike: rings (``ring``, or ``auto`` for the reduce-scatters and all-gathers of the
     distributed optimizer, which it runs as rings), without expert parallelism.  Then the
     flows the replicas not played leave out meet no played flow, and the played replica's
-    flows meet what each of its twins' would: the same links, the same collectives' load."""
+    flows meet what each of its twins' would: the same links, the same collectives' load.
+    ``classes``: the classes of alike replicas (default: the strategy's)."""
     shared = shared_own_link(strategy)
     if shared is not None:
         return f"own flows of two replicas can share {shared.text()}"
-    twin = unlike_twin(strategy, strategy.replica_classes or [list(range(strategy.dp))])
+    if classes is None:
+        classes = strategy.replica_classes or [list(range(strategy.dp))]
+    twin = unlike_twin(strategy, classes)
     if twin is not None:
         return f"replica {twin[1]}'s own flows are not laid out as replica {twin[0]}'s"
     algorithm = strategy.sync.algorithm
@@ -206,6 +212,51 @@ def inexact_reason(strategy: Any) -> str | None:
             "unevenly (a tree's ranks differ); rings do not"
         )
     return None
+
+
+FOLD_ALL_AT = 4096
+"""GPUs from which ``simulate_replicas: all`` with the analytical network plays one replica
+per class where that is exactly every replica (:func:`fold_classes`): the size from which a
+run folder is written folded by default (:data:`clustersim.outputs.modes.FOLD_AT`), so its
+timeline holds one replica's records either way."""
+
+
+def fold_classes(strategy: Any) -> list[list[int]] | None:
+    """``simulate_replicas: all``: the classes of alike replicas when one of each can be
+    played for every replica with the very same result -- the analytical network (the
+    collectives priced alike either way), :data:`FOLD_ALL_AT` GPUs or more, no scheduled
+    failures, and :func:`inexact_reason` finding nothing; else None (every replica played)."""
+    scenario = strategy.scenario
+    if (
+        strategy.parallelism.simulate_replicas != "all"
+        or strategy.dp < 2
+        or scenario.network.model != "analytical"
+        or len(strategy.placement.workers) < FOLD_ALL_AT
+        or getattr(scenario, "failures", None)
+    ):
+        return None
+    classes = replica_classes(strategy)
+    if class_problem(strategy, classes) is not None or inexact_reason(strategy, classes):
+        return None
+    return classes
+
+
+def link_stand_ins(strategy: Any, classes: Sequence[Sequence[int]]) -> dict[int, int]:
+    """Each link that own flows of a replica not played can cross -> the link in its place
+    on the played replica of its class (their routes zipped pair by pair: laid out alike,
+    :func:`unlike_twin`)."""
+    topology = strategy.topology
+    out: dict[int, int] = {}
+    for members in classes:
+        played = own_pairs(strategy, members[0])
+        for d in members[1:]:
+            for (a, b), (pa, pb) in zip(own_pairs(strategy, d), played, strict=True):
+                for route, standing in zip(
+                    topology.routes(a, b), topology.routes(pa, pb), strict=True
+                ):
+                    for link, stand in zip(route.links, standing.links, strict=True):
+                        out[link.index] = stand.index
+    return out
 
 
 def unlike_twin(strategy: Any, classes: Sequence[Sequence[int]]) -> tuple[int, int] | None:

@@ -18,7 +18,7 @@ from .accounting import ActivationMemory, bubble_by_iteration, iteration_windows
 from .dp_overlap import DataParallelOverlap
 from .experts import summary_block
 from .layout import HybridLayout
-from .replica_classes import inexact_reason, stands_for
+from .replica_classes import inexact_reason, link_stand_ins, stands_for
 from .summary import (
     HybridSummary,
     HybridTraffic,
@@ -68,9 +68,17 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             device: sum(row["idle_s"] for row in rows) / run_s if run_s > 0 else 0.0
             for device, rows in per_iteration.items()
         }
+        shares = measured.shares.per_iteration
+        if self.folded:  # every replica's result: each device not played as its stand-in
+            stand = self.stand_ins()
+            workers = [x for d in range(self.dp) for group in self.groups[d] for x in group]
+            per_device = {x: per_device[stand.get(x, x)] for x in workers}
+            per_iteration = {x: per_iteration[stand.get(x, x)] for x in workers}
+            shares = {x: shares[stand.get(x, x)] for x in workers if stand.get(x, x) in shares}
         s = self.schedule
         gpus = len(self.placement.workers)
-        exact = self._replicas_exact()
+        exact = None if self.folded else self._replicas_exact()
+        partial = self.stands_in and not self.folded
         return HybridSummary(
             times=measured.times,
             flops=flop_rates(*self.flops_per_iteration(), measured.iteration_time_s, gpus),
@@ -89,7 +97,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             order=list(self.placement.order),
             sequence_parallel=self.parallelism.sequence_parallel,
             zero_stage=self.zero,
-            simulated_replicas=self.simulated,
+            simulated_replicas=self.dp if self.folded else self.simulated,
             micro_batch_size=self.micro_batch,
             stage_devices=[list(r) for r in self.grid],
             tensor_groups=[[list(g) for g in r] for r in self.groups],
@@ -103,7 +111,7 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             ],
             theoretical_bubble_fraction=s.theoretical_bubble(),
             idle_fraction=measured.shares.bubble_fraction,
-            bubble_fraction=weighted_mean(per_device, weights),
+            bubble_fraction=weighted_mean(per_device, None if self.folded else weights),
             non_compute_fraction=measured.shares.non_compute_fraction,
             per_device_bubble=per_device,
             per_device_iteration={
@@ -112,10 +120,11 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             },
             activation_memory=self._memory_summary(),
             communication=self._communication(),
-            per_iteration=measured.shares.per_iteration,
-            workers_simulated=len(workers) if self.stands_in else None,
-            workers_total=gpus if self.stands_in else None,
-            replica_classes=self._replica_classes_summary(),
+            per_iteration=shares,
+            workers_simulated=len(workers) if partial else None,
+            workers_total=gpus if partial else None,
+            replica_classes=self._replica_classes_summary() if partial else None,
+            played_replicas=self.simulated if self.folded else None,
             replicas_exact=None if exact is None else exact[0],
             replicas_inexact_reason=None if exact is None else exact[1],
             moe=summary_block(self),
@@ -130,6 +139,11 @@ class HybridReport(DataParallelOverlap, HybridLayout):
             if len(set(self.stage_recompute)) > 1
             else None,
         )
+
+    def link_stand_ins(self) -> dict[int, int]:
+        """Folded ``simulate_replicas: all``: each link own flows of a replica not played can
+        cross -> its place on the played replica (:meth:`Strategy.link_stand_ins`)."""
+        return link_stand_ins(self, self.replica_classes) if self.folded else {}
 
     def stand_ins(self) -> dict[str, str]:
         """One-replica mode: each device of a replica not played -> the device in its place

@@ -268,6 +268,11 @@ class HybridSummary(FlopTrainingSummary):
     """One-replica mode with replicas that differ: one entry per class of alike replicas,
     the replica played for it and how many it stands for
     (:mod:`~clustersim.strategies.hybrid.replica_classes`)."""
+    played_replicas: int | None = field(default=None, metadata=OPTIONAL)
+    """``simulate_replicas: all`` played as one replica per class of alike replicas, where that
+    is exactly every replica (the analytical network, 4,096 GPUs or more: see
+    :func:`~clustersim.strategies.hybrid.replica_classes.fold_classes`): how many were
+    played; the summary is every replica's (``simulated_replicas`` is dp)."""
     replicas_exact: bool | None = field(default=None, metadata=OPTIONAL)
     """One-replica mode: whether one replica per class is exactly every replica with the
     same data-parallel collectives (:func:`~clustersim.strategies.hybrid.replica_classes.
