@@ -163,3 +163,4 @@ def test_every_replica_of_the_16k_scenario_is_played_as_one(tmp_path: Path) -> N
     doc["network"] = {"model": "analytical"}
     strategy = prepare(parse_scenario(doc, str(path))).strategy
     assert strategy.folded and strategy.played == [0] and strategy.dp == 256
+    assert ", 1 of 256 replicas played for all," in strategy.describe()  # validate's line

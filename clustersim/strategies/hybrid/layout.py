@@ -568,6 +568,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         ]
         zero += f", overlapped {' + '.join(overlaps)}" if overlaps else ""
         zero += f", ep {self.experts.ep}" if self.experts is not None else ""
+        zero += f", {self.simulated} of {self.dp} replicas played for all" if self.folded else ""
         offload = self.offload
         if offload is not None:
             kinds = [k for k in ("optimizer", "activations") if getattr(offload, k) == "cpu"]
