@@ -91,6 +91,12 @@ def random_stragglers() -> dict[str, Any]:
     return job(16, [{"random": spec}])
 
 
+def three_interleaved(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["training"]["iterations"] = 3
+    doc["pipeline"] = {"schedule": "interleaved", "chunks": 2}
+    return doc
+
+
 EXACT = {
     **{
         name: (lambda name=name: layout(name))
@@ -99,6 +105,7 @@ EXACT = {
     },
     "a slow node (two classes)": lambda: slow_node(8),
     "random stragglers (several classes)": random_stragglers,
+    "a slow node, three iterations, interleaved": lambda: three_interleaved(slow_node(8)),
 }
 
 
