@@ -146,8 +146,9 @@ class HybridReport(DataParallelOverlap, HybridLayout):
         return link_stand_ins(self, self.replica_classes) if self.folded else {}
 
     def stand_ins(self) -> dict[str, str]:
-        """One-replica mode: each device of a replica not played -> the device in its place
-        in the played replica of its class (:meth:`Strategy.stand_ins`)."""
+        """Where one replica per class is played (one-replica mode, or ``all`` folded): each
+        device of a replica not played -> the device in its place in the played replica of
+        its class (:meth:`Strategy.stand_ins`)."""
         out: dict[str, str] = {}
         for members in self.replica_classes:
             played = self.groups[members[0]]
