@@ -116,6 +116,31 @@ def test_ring_link_flows_match_the_schedule_measurement(
     assert algo.link_flows(call, topology) == pytest.approx(measured, rel=1e-12)
 
 
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("connections", [(0,), (0, 1, 2, 3)])
+def test_a_groups_operations_on_the_same_hops_route_once(
+    bidirectional: bool, connections: tuple[int, ...]
+) -> None:
+    """A data-parallel group's reduce-scatter, all-gather and all-reduce take the same hops:
+    the ring routes them once and hands every call the same flows (what the schedule
+    measures for each); a barrier both ways takes other hops and routes its own."""
+    topology = topology_of(two_tier_cluster(racks=2, nodes_per_rack=2, gpus_per_node=4))
+    devices = gpus(topology)[1:] + gpus(topology)[:1]  # a group no other test asked for
+    flows = {}
+    for op in ("reducescatter", "allgather", "allreduce", "barrier"):
+        call = CollectiveCall(
+            op, devices, 1e6, bidirectional=bidirectional, connections=connections
+        )
+        algo = check_call(call, topology)
+        flows[op] = algo.link_flows(call, topology)
+        if op != "barrier":  # a barrier's schedule moves no bytes for the measurement
+            schedule = algo.schedule(call, topology)
+            measured = schedule_flows(schedule, devices, topology, connections)
+            assert flows[op] == pytest.approx(measured, rel=1e-12), op
+    assert flows["allgather"] is flows["reducescatter"] is flows["allreduce"]
+    assert (flows["barrier"] is flows["allreduce"]) is not bidirectional
+
+
 @pytest.mark.parametrize("k", [2, 3, 8])
 @pytest.mark.parametrize("size", [1e5, 1e7, 1e8])
 def test_k_rings_at_once_share_their_links(k: int, size: float) -> None:

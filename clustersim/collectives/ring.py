@@ -69,7 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..memo import RepeatMemo, kept
+from ..memo import kept
 from ..topology import Topology
 from .algorithm import Algorithm
 from .call import CollectiveCall, HopCost
@@ -331,9 +331,12 @@ def _hops(call: CollectiveCall) -> list[tuple[str, str]]:
     ]
 
 
-def _rate_key(call: CollectiveCall, topology: Topology) -> tuple[object, ...]:
-    """What :data:`_COST_RATES` keeps a ring's one-route rate by."""
-    return (call.op, call.devices, call.root, call.bidirectional, call.connections[0], topology)
+def _rate_key(
+    call: CollectiveCall, topology: Topology, hops: Sequence[tuple[str, str]] | None = None
+) -> tuple[object, ...]:
+    """What :data:`_COST_RATES` keeps a ring's one-route rate by: its hops (``hops``, if
+    already made) and first connection."""
+    return (tuple(_hops(call) if hops is None else hops), call.connections[0], topology)
 
 
 def _rate_alone(flows: dict[int, float], topology: Topology) -> float:
@@ -345,15 +348,15 @@ def _rate_alone(flows: dict[int, float], topology: Topology) -> float:
 
 
 _COST_RATES: dict[tuple[object, ...], float] = {}
-"""A ring's :meth:`Ring.cost_rate_Bps` by (operation, group, root, bidirectional, first
-connection, topology)."""
+"""A ring's :meth:`Ring.cost_rate_Bps` by (its hops, first connection, topology)."""
 
-_LINK_FLOWS: RepeatMemo[dict[int, float]] = RepeatMemo(_HOP_CACHE_LIMIT)
-"""A ring's link flows by (operation, group, root, bidirectional, topology): the hops in
-use and their routes are the same for every size, so the buckets of a data-parallel
-group, played again and again, route once (a ring of 1,024 GPUs crosses 7,000 links);
-kept from a group's second call (a one-iteration run at scale asks for most once).
-Callers read the dict and do not change it."""
+_LINK_FLOWS: dict[tuple[object, ...], dict[int, float]] = {}
+"""A ring's link flows by (its hops, connections, topology).  The hops in use and their routes are the same for every size and
+for every operation that takes the same hops -- a data-parallel group's reduce-scatter and
+then its all-gather, its buckets again and again -- so a group routes once (a ring of 1,024
+GPUs over four channels crosses some 10,000 links; dense_131k's 128 groups are asked for
+288 times).  Callers read the dict and do not change it (the same dict for every call of
+the group lets the fluid model and the network reuse what they made of it)."""
 
 
 def _orbit_key(topology: Topology, devices: tuple[str, ...]) -> object | None:
@@ -416,21 +419,22 @@ class Ring(Algorithm):
 
     def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
         """Link index -> hops in use crossing it (both rings counted), from the hops' routes
-        (:func:`.fluid.hop_flows`); kept per group (:data:`_LINK_FLOWS`), not to be changed."""
+        (:func:`.fluid.hop_flows`); kept per hops (:data:`_LINK_FLOWS`), not to be changed."""
         from .fluid import hop_flows
 
-        n = call.n
-        if n < 2:
+        if call.n < 2:
             return {}
-        key = (call.op, call.devices, call.root, call.bidirectional, call.connections, topology)
-        flows = _LINK_FLOWS.get(key)
-        if flows is None:
-            first: dict[int, float] | None = {} if len(call.connections) > 1 else None
-            flows = hop_flows(topology, _hops(call), call.connections, first)
-            _LINK_FLOWS.offer(key, flows)
-            if first:  # the one-route rate beside it, from the same routes
-                rate = _rate_alone(first, topology)
-                kept(_COST_RATES, _rate_key(call, topology), lambda: rate, _HOP_CACHE_LIMIT)
+        hops = _hops(call)
+        key = (tuple(hops), call.connections, topology)
+        found = _LINK_FLOWS.get(key)
+        if found is not None:
+            return found
+        first: dict[int, float] | None = {} if len(call.connections) > 1 else None
+        flows = hop_flows(topology, hops, call.connections, first)
+        kept(_LINK_FLOWS, key, lambda: flows, _HOP_CACHE_LIMIT)
+        if first:  # the one-route rate beside it, from the same routes
+            rate = _rate_alone(first, topology)
+            kept(_COST_RATES, _rate_key(call, topology, hops), lambda: rate, _HOP_CACHE_LIMIT)
         return flows
 
     def cost_rate_Bps(self, call: CollectiveCall, topology: Topology) -> float:
