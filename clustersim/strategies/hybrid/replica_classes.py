@@ -155,7 +155,7 @@ def shared_own_link(strategy: Any) -> SharedOwnLink | None:
     one_switch_racks = topology.kind in ONE_SWITCH_RACKS
     owner: dict[int, int] = {}
     for d in replicas:
-        places = [devices[x] for x in _places(strategy, d)]
+        places = strategy._replica_devices(d)
         nodes = {x.node for x in places}
         if None not in nodes and all(len(holders[n]) == 1 for n in nodes):  # type: ignore[index]
             if len(nodes) == 1 or (one_switch_racks and len({x.rack for x in places}) == 1):
@@ -275,10 +275,10 @@ def unlike_twin(strategy: Any, classes: Sequence[Sequence[int]]) -> tuple[int, i
     inside = _links_inside_nodes(topology) if is_mixed(strategy.scenario.cluster) else None
     memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for members in classes:
-        key = topology.orbit_key(_places(strategy, members[0]))
+        key = topology.orbit_key(_names(strategy, members[0]))
         reference: list[tuple[Any, ...]] | None = None
         for d in members[1:]:
-            if key is not None and topology.orbit_key(_places(strategy, d)) == key:
+            if key is not None and topology.orbit_key(_names(strategy, d)) == key:
                 continue  # a relabelling of the cluster maps one onto the other
             if reference is None:
                 reference = _laid_out(strategy, members[0], inside, memo)
@@ -287,9 +287,9 @@ def unlike_twin(strategy: Any, classes: Sequence[Sequence[int]]) -> tuple[int, i
     return None
 
 
-def _places(strategy: Any, d: int) -> list[str]:
-    """Replica ``d``'s devices, stage by stage, place by place."""
-    return [device for group in strategy.groups[d] for device in group]
+def _names(strategy: Any, d: int) -> list[str]:
+    """The names of replica ``d``'s devices, stage by stage (``_replica_devices``)."""
+    return [device.name for device in strategy._replica_devices(d)]
 
 
 def _laid_out(
