@@ -146,9 +146,9 @@ def candidate_prices(
         if call.protocol == "auto":
             protocols = algo.nccl_protocols or tuple(PROTOCOLS)
         plain = replace(call, algorithm=name, protocol=None)
-        if algo.unsupported(plain, topology) is not None:
-            continue
         if call.algorithm == "auto" and not algo.nccl_candidate(plain, topology):
+            continue  # asked first: it can say no without the work unsupported() does
+        if algo.unsupported(plain, topology) is not None:
             continue
         counts = _counts(algo, call, siblings, topology)
         for protocol in protocols:

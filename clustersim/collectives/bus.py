@@ -39,11 +39,11 @@ the link's other users).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..topology import Link, Route, Topology, TopologyView, nic_node
+from ..topology import Link, Route, Topology, TopologyView, nic_node, with_bandwidth
 
 NVLINK_BUS_GBps: dict[int, tuple[float, float]] = {
     1: (18.0, 20.0),
@@ -157,7 +157,7 @@ class BusLinks(Sequence[Link]):
             topology = self._topology
             link = topology.links[index]
             share = link_share(link, topology)
-            found = self._made[index] = replace(link, bandwidth_Bps=link.bandwidth_Bps * share)
+            found = self._made[index] = with_bandwidth(link, link.bandwidth_Bps * share)
         return found
 
 
@@ -321,6 +321,17 @@ def figures_GBps(topology: Topology) -> dict[str, float]:
             continue
         out[kind] = round(bus[link.index].bandwidth_Bps / 1e9, 6)
     return {kind: out[kind] for kind in KINDS if kind in out}
+
+
+def route_latency(topology: Any) -> Callable[[str, str], float]:
+    """``latency(src, dst)``: seconds of ``topology.first_route(src, dst)`` (a view's), asked
+    of the view that has its latencies (:attr:`~clustersim.topology.TopologyView.same_latencies`)
+    and without building the route where that view can say (a protocol's)."""
+    timing = getattr(topology, "same_latencies", topology)
+    own = getattr(timing, "route_latency_s", None)
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    return lambda src, dst: timing.first_route(src, dst).latency_s  # type: ignore[no-any-return]
 
 
 def route_of(topology: Any, links: Sequence[Link], cap_Bps: float = float("inf")) -> Route:

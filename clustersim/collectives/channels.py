@@ -46,11 +46,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..memo import kept
-from ..topology import Link, Route, Topology, TopologyView
+from ..topology import Link, Route, Topology, TopologyView, with_bandwidth
 from .bus import applies, bus_links, link_kind, per_topology, with_latency
 from .call import CollectiveCall, node_groups
 
@@ -310,7 +310,7 @@ class _DividedLinks(Sequence[Link]):
         found = self._made.get(index)
         if found is None:
             link = self._links[index]
-            found = self._made[index] = replace(link, bandwidth_Bps=link.bandwidth_Bps / count)
+            found = self._made[index] = with_bandwidth(link, link.bandwidth_Bps / count)
         return found
 
 
@@ -342,6 +342,16 @@ class SharedView(TopologyView):
     def uniform_latency_s(self) -> float | None:  # type: ignore[override]
         """The wrapped view's (latencies are kept)."""
         return getattr(self._topology, "uniform_latency_s", None)
+
+    @property
+    def same_links(self) -> Any:
+        """The wrapped view's: this view divides bandwidths, it does not reroute."""
+        return getattr(self._topology, "same_links", self._topology)
+
+    @property
+    def same_latencies(self) -> Any:
+        """The wrapped view's: this view keeps its latencies."""
+        return getattr(self._topology, "same_latencies", self._topology)
 
     def routes(self, src: str, dst: str) -> tuple[Route, ...]:
         """The wrapped topology's routes on the divided links (latencies kept)."""

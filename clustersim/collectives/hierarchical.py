@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..topology import Link, Route, Topology, TopologyView
+from ..topology import Link, Route, Topology, TopologyView, with_bandwidth
 from .algorithm import Algorithm, registered_algorithms
 from .call import CollectiveCall, node_groups
 from .fluid import FluidPhase
@@ -91,7 +91,7 @@ class SharedLinks(TopologyView):
         share = self._shares.get(link.index, 1)
         if share == split:
             return link
-        return replace(link, bandwidth_Bps=link.bandwidth_Bps * split / share)
+        return with_bandwidth(link, link.bandwidth_Bps * split / share)
 
 
 def _pairs(sub: CollectiveCall) -> list[tuple[str, str]]:

@@ -456,10 +456,11 @@ class InNetwork(Algorithm):
     def nccl_candidate(self, call: CollectiveCall, topology: Topology) -> bool:
         """NCCL reduces in a switch only where the switch can: an NVSwitch with NVLink SHARP
         (NVLS; ``cluster.node.nvlink.sharp``), the top of the call's aggregation tree."""
-        if call.n < 2:
+        reductions = getattr(topology, "reductions", None)
+        if call.n < 2 or not reductions:  # no switch can: no tree to build
             return False
         found = aggregation_tree(call.devices, topology)
-        return not isinstance(found, str) and found.top in getattr(topology, "reductions", {})
+        return not isinstance(found, str) and found.top in reductions
 
     def tree(self, call: CollectiveCall, topology: Topology) -> AggregationTree:
         """The call's aggregation tree (ValueError if it has none: see :meth:`unsupported`)."""

@@ -216,6 +216,17 @@ class ProtocolView(RepricedView):
             return self._send_latency_s
         return route.latency_s + self._protocol.hop_latency_s[self._family, link_kind(route)]
 
+    def route_latency_s(self, src: str, dst: str) -> float:
+        """Seconds of :meth:`first_route` from ``src`` to ``dst``, found without scaling the
+        route to NCCL's bandwidths (its latency does not depend on them)."""
+        if self._send_latency_s is not None:
+            return self._send_latency_s
+        key = (src, dst, _LATENCY)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._latency(self._topology.first_route(src, dst))
+        return found  # type: ignore[no-any-return]
+
     def _repriced(self, routes: tuple[Route, ...]) -> tuple[Route, ...]:
         """``routes`` (the :class:`~clustersim.collectives.bus.BusView`'s) at this view's
         latency."""
@@ -228,6 +239,9 @@ class ProtocolView(RepricedView):
         latency = sum(link.latency_s for link in links)
         return bus_route((real[link.index] for link in links), latency, self.links, cap_Bps)
 
+
+_LATENCY = object()
+"""The cache key part of a route's latency alone (:meth:`ProtocolView.route_latency_s`)."""
 
 _VIEW_CACHE_LIMIT = 256
 _views: dict[tuple[Any, str, str, float | None], ProtocolView] = {}

@@ -72,6 +72,7 @@ from functools import lru_cache
 from ..memo import kept
 from ..topology import Topology
 from .algorithm import Algorithm
+from .bus import route_latency
 from .call import CollectiveCall, HopCost
 from .ops import OPERATIONS
 from .ring_latency import ring_shape, ring_steps_latency_s
@@ -289,8 +290,9 @@ def _hop_costs(
     if latency is not None:  # every route's: no need to find them
         return {pair: HopCost(latency, beta) for pair, beta in betas.items()}
     devices = call.devices
+    latency_s = route_latency(topology)
     return {
-        pair: HopCost(topology.first_route(devices[pair[0]], devices[pair[1]]).latency_s, beta)
+        pair: HopCost(latency_s(devices[pair[0]], devices[pair[1]]), beta)
         for pair, beta in betas.items()
     }
 

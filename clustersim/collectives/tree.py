@@ -78,6 +78,7 @@ from dataclasses import dataclass
 from ..memo import kept
 from ..topology import Topology
 from .algorithm import Algorithm
+from .bus import route_latency
 from .call import CollectiveCall, node_groups
 from .fluid import pair_flows
 from .ops import OPERATIONS
@@ -422,13 +423,13 @@ class _TreeAlgorithm(Algorithm):
         trees, _pieces, _size = self.pieces(call, topology)
         ranks = self.ranks(call)
         uniform = getattr(topology, "uniform_latency_s", None)
+        latency_s = route_latency(topology)
         alpha: dict[tuple[int, int, int], float] = {}
         for t, _phase, src, dst in self.streams(call, topology):
             if uniform is not None:
                 alpha[t, src, dst] = uniform
                 continue
-            a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
-            alpha[t, src, dst] = topology.first_route(a, b).latency_s
+            alpha[t, src, dst] = latency_s(call.devices[ranks[src]], call.devices[ranks[dst]])
         latency = 0.0
         for t, tree in enumerate(trees):
             latency = max(latency, _critical_path(tree, t, call.op, alpha))

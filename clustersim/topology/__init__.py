@@ -10,7 +10,7 @@
   service cabled to a built topology.
 """
 
-from .builder import FABRICS, FabricBuilder, build_topology
+from .builder import FABRICS, FabricBuilder, build_topology, with_bandwidth
 from .graph import EMPTY_ROUTE, MAX_ROUTES, Device, Link, Route, Topology, TopologyView
 from .storage import STORAGE, attach_storage
 from .tiered import nic_node, pod_uplink_Bps, rack_uplink_Bps
@@ -31,4 +31,5 @@ __all__ = [
     "build_topology",
     "pod_uplink_Bps",
     "rack_uplink_Bps",
+    "with_bandwidth",
 ]

@@ -9,6 +9,7 @@ module that registers its builder and is listed in :data:`BUILTIN_FABRICS`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Literal
 
 from clustersim.errors import Problem, ScenarioError
@@ -47,6 +48,22 @@ _set_dst = Link.dst.__set__  # type: ignore[attr-defined]
 _set_bandwidth = Link.bandwidth_Bps.__set__  # type: ignore[attr-defined]
 _set_latency = Link.latency_s.__set__  # type: ignore[attr-defined]
 _get_stored_name = Link.name.__get__  # type: ignore[attr-defined]
+
+
+def with_bandwidth(link: Link, bandwidth_Bps: float) -> Link:
+    """A copy of ``link`` at ``bandwidth_Bps`` (bytes/s), everything else kept: what
+    :func:`dataclasses.replace` gives, made through the slots (about five times faster;
+    views of a topology copy hundreds of thousands of links to reprice them)."""
+    if type(link) not in (Link, WiredLink):
+        return replace(link, bandwidth_Bps=bandwidth_Bps)
+    made = _new_object(type(link))
+    _set_index(made, link.index)
+    _set_name(made, _get_stored_name(link))  # a wired link's name stays made from its ends
+    _set_src(made, link.src)
+    _set_dst(made, link.dst)
+    _set_bandwidth(made, bandwidth_Bps)
+    _set_latency(made, link.latency_s)
+    return made
 
 
 class WiredLink(Link):

@@ -135,6 +135,13 @@ class TopologyView:
         return self
 
     @property
+    def same_latencies(self) -> Any:
+        """The topology or view whose routes have this view's latencies (itself: a view may
+        change anything; views that change only bandwidths say the one they wrap, whose
+        routes are cheaper to find and shared by every view over it)."""
+        return self
+
+    @property
     def same_bandwidths(self) -> Any:
         """The topology or view whose routes are this view's but for their latencies: the
         same links at the same bandwidths, in the same ECMP choices (itself: a view may
