@@ -244,8 +244,12 @@ def simulate(
     max_memory: float | None = None,
     outputs: bool = False,
     announce: Callable[[str], None] | None = None,
+    topology: Topology | None = None,
 ) -> Result:
     """Run ``scenario`` (a Scenario or a path to its YAML) and return its Result.
+
+    ``topology``: the scenario's cluster already built (:func:`scenario_topology`; callers
+    running many variants of one cluster, like ``clustersim plan``, build it once).
 
     Its work is estimated first and refused over the limit, ``max_events`` or else the
     scenario's ``engine.max_events`` (:class:`clustersim.budget.WorkLimitError`, before
@@ -273,7 +277,9 @@ def simulate(
     """
     from .invariants import Checker, Watch, checking_requested
 
-    prepared = prepare(scenario, max_events=max_events, max_memory=max_memory, outputs=outputs)
+    prepared = prepare(
+        scenario, topology, max_events=max_events, max_memory=max_memory, outputs=outputs
+    )
     if announce is not None and is_long(prepared.work):
         announce(long_notice(prepared))
     memory = memory_block(prepared)

@@ -29,7 +29,7 @@ class PlanCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-        from ..studies.plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES
+        from ..studies.plan import DEFAULT_MICRO_BATCHES, DEFAULT_ZERO_STAGES, VERIFY_NETWORKS
 
         micro_batches = ",".join(map(str, DEFAULT_MICRO_BATCHES))
         zero = ",".join(map(str, DEFAULT_ZERO_STAGES))
@@ -74,8 +74,19 @@ class PlanCommand(Command):
             "--verify",
             type=int,
             metavar="K",
-            help="simulate the best K (at least 1) again with the flow-level model, every "
-            "replica, and show both iteration times and both rankings side by side",
+            help="simulate the best K (at least 1) again, every replica, with the network "
+            "model --verify-network says, and show both iteration times and both rankings "
+            "side by side",
+        )
+        run.add_argument(
+            "--verify-network",
+            choices=VERIFY_NETWORKS,
+            default="auto",
+            help="network model of --verify's runs: flow (the flow-level model, per send) or "
+            "analytical (congestion-aware; one replica of each class of identical ones "
+            "played for all from 4,096 GPUs); auto: flow below 4,096 GPUs, analytical from "
+            "there, where every replica at flow level is tens of millions of sends "
+            "(default: auto)",
         )
         out = parser.add_argument_group("output")
         out.add_argument(
@@ -126,7 +137,8 @@ class PlanCommand(Command):
         verdict = plan.verdict(ranked, options, plan.recompute_of(found.doc))
         out(verdict)
         gains = self._mixed_gains(args, found, source, options, ranked)
-        verified = self._verify(args, ranked, options) if args.verify else []
+        devices = found.space.devices
+        verified = self._verify(args, ranked, options, devices) if args.verify else []
         if args.output is not None:
             title = f"plan: {found.doc['name']} on {found.space.devices} GPUs"
             network = f"network {options.network}: {plan.network_note(options.network)}"
@@ -164,17 +176,28 @@ class PlanCommand(Command):
         return lines
 
     @staticmethod
-    def _verify(args: argparse.Namespace, ranked: Any, options: Any) -> list[Any]:
-        """Re-simulate the best ``--verify`` configurations flow-level; print both times."""
+    def _verify(args: argparse.Namespace, ranked: Any, options: Any, devices: int) -> list[Any]:
+        """Re-simulate the best ``--verify`` configurations every replica (flow-level, or the
+        analytical network on ``devices`` GPUs from 4,096 under auto); print both times."""
         from ..studies import plan
 
         count = min(args.verify, sum(o.ok for o in ranked))
         if not count:
             return []
-        out(f"verifying the best {count} with the flow-level model, every replica")
+        network = plan.verify_network(args.verify_network, devices)
+        if network == "flow":
+            out(f"verifying the best {count} with the flow-level model, every replica")
+        else:
+            why = (
+                f" (auto at {devices:,} GPUs: flow level every replica would be tens of "
+                "millions of sends; --verify-network flow forces it)"
+                if args.verify_network == "auto"
+                else ""
+            )
+            out(f"verifying the best {count} every replica with the {network} network{why}")
         progress = Progress(wanted(args.quiet, args.progress), "planning", "configuration")
         try:
-            verified = plan.verify(ranked, count, args.jobs, progress, args.scheduler)
+            verified = plan.verify(ranked, count, args.jobs, progress, args.scheduler, network)
         finally:
             progress.close()
         for line in plan.verification_lines(verified, options.network):

@@ -29,6 +29,7 @@ from ...errors import ClustersimError, Problem, ScenarioError
 from ...parallel.rules import SHARDED_STAGE
 from ...strategies import registered_strategies
 from ...strategies.written_keys import without_unread
+from .cluster import keep_topology
 from .mixed import arranged, is_mixed
 from .options import (
     DEFAULT_SCHEDULE,
@@ -146,6 +147,8 @@ def enumerate_candidates(doc: dict[str, Any], source: str, options: PlanOptions)
         doc = resize_cluster(doc, options.devices, source)
     scenario = parse_scenario(doc, source)
     topology = build_cluster(scenario)
+    if scenario.checkpoint is None or scenario.checkpoint.storage is None:
+        keep_topology(scenario, topology)  # the candidates' runs in this process, or forked
     space = search_space(scenario, topology)
     points = enumerate_points(space, options)
     mixed = is_mixed(topology)

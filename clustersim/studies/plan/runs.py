@@ -1,20 +1,19 @@
-"""Simulating plan candidates, and verifying the best ones with the flow-level model."""
+"""Simulating plan candidates, and verifying the best ones every replica (the flow-level
+model, or the analytical network at scale)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import ClustersimError
 from ...metrics import FlopTrainingSummary
+from ...strategies.hybrid.replica_classes import FOLD_ALL_AT
 from ..runner import run_all
-
-if TYPE_CHECKING:
-    pass
-
 from .candidates import Candidate, error_message, shorten
+from .cluster import candidate_topology
 from .space import Point, dash, point_label
 
 # --------------------------------------------------------------------------- simulation
@@ -39,6 +38,11 @@ class Outcome:
     """Seconds to train the scenario's ``training.tokens`` (or ``duration``), if given."""
     cost: float | None = None
     """Its cost: GPU-hours x the GPU-hour price, if both are known."""
+    played_replicas: int | None = None
+    """Every replica run as one of each class of identical ones: how many were played (None:
+    not so run; :func:`~clustersim.strategies.hybrid.replica_classes.fold_classes`)."""
+    replicas: int | None = None
+    """With ``played_replicas``: the data-parallel replicas they stand for."""
     error: str = ""
     """Why the simulation failed ("" if it ran)."""
     rank: int | None = None
@@ -63,7 +67,8 @@ def simulate_candidate(doc: dict[str, Any], source: str = "") -> dict[str, Any]:
     from ...scenario import parse_scenario
 
     try:
-        summary = simulate(parse_scenario(doc, source=source)).typed_summary
+        scenario = parse_scenario(doc, source=source)
+        summary = simulate(scenario, topology=candidate_topology(scenario)).typed_summary
     except ClustersimError as exc:
         return {"error": error_message(exc)}
     except Exception as exc:  # noqa: BLE001  (reported in the candidate's row)
@@ -76,6 +81,9 @@ def simulate_candidate(doc: dict[str, Any], source: str = "") -> dict[str, Any]:
         "throughput_samples_per_s": part.times.throughput_samples_per_s,
         "tflops_per_gpu": part.flops.tflops_per_gpu,
     }
+    played = getattr(part, "played_replicas", None)
+    if played is not None:  # every replica, one of each class of identical ones played
+        values.update(played_replicas=played, replicas=getattr(part, "simulated_replicas", None))
     usage = summary.usage
     if usage is not None:
         values.update(time_to_train_s=usage.time_to_train_s, cost=usage.cost)
@@ -128,6 +136,8 @@ def _outcome(candidate: Candidate, values: dict[str, Any]) -> Outcome:
         "fits",
         "time_to_train_s",
         "cost",
+        "played_replicas",
+        "replicas",
     ):
         if values.get(key) is not None:
             setattr(outcome, key, values[key])
@@ -137,30 +147,56 @@ def _outcome(candidate: Candidate, values: dict[str, Any]) -> Outcome:
 # --------------------------------------------------------------------------- verification
 
 
-def flow_document(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` simulated in full by the flow-level model: ``network.model: flow`` and, for the
-    hybrid strategy, every data-parallel replica (``simulate_replicas: all``)."""
+VERIFY_NETWORKS = ("auto", "flow", "analytical")
+"""What ``--verify-network`` accepts: the network model of the verifying runs, or ``auto``."""
+
+VERIFY_ANALYTICAL_AT = FOLD_ALL_AT
+"""GPUs from which ``auto`` verifies with the analytical network instead of the flow-level
+model: every replica at flow level is tens of millions of sends there (GPT-3 175B on 16,384
+GPUs: 73 M sends, 96 minutes and 7.7 GB), while every replica with the analytical network
+plays one replica of each class of identical ones (4,096 GPUs and more) and takes seconds."""
+
+
+def verify_network(asked: str, devices: int) -> str:
+    """The network model verification runs with: ``asked``, or for ``auto`` the flow-level
+    model below :data:`VERIFY_ANALYTICAL_AT` GPUs and the analytical network from there."""
+    if asked != "auto":
+        return asked
+    return "flow" if devices < VERIFY_ANALYTICAL_AT else "analytical"
+
+
+def every_replica_document(doc: dict[str, Any], network: str = "flow") -> dict[str, Any]:
+    """``doc`` simulated in full by the network model ``network``: ``network.model`` set
+    and, for the hybrid strategy, every data-parallel replica (``simulate_replicas: all``)."""
     out = copy.deepcopy(doc)
-    out["network"] = {**(out.get("network") or {}), "model": "flow"}
+    out["network"] = {**(out.get("network") or {}), "model": network}
     if "parallelism" in out:
         out["parallelism"] = {**out["parallelism"], "simulate_replicas": "all"}
     return out
 
 
+def flow_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` simulated in full by the flow-level model (:func:`every_replica_document`)."""
+    return every_replica_document(doc, "flow")
+
+
 @dataclass
 class Verification:
-    """One of the top configurations simulated again by the flow-level model."""
+    """One of the top configurations simulated again, every replica, by ``network``."""
 
     fast: Outcome
     """The outcome the plan ranked (its network model)."""
     flow: Outcome
-    """The same configuration, flow-level, every replica."""
+    """The same configuration, every replica, by ``network`` (the flow-level model unless
+    verification ran with another)."""
     flow_rank: int | None = None
-    """Its rank among the verified configurations by flow-level throughput (None: failed)."""
+    """Its rank among the verified configurations by verified throughput (None: failed)."""
+    network: str = "flow"
+    """The network model of the verifying run."""
 
     @property
     def difference(self) -> float | None:
-        """Fast iteration time / flow-level iteration time - 1 (None if either failed)."""
+        """Fast iteration time / verified iteration time - 1 (None if either failed)."""
         fast, flow = self.fast.iteration_time_s, self.flow.iteration_time_s
         if not self.flow.ok or not fast or not flow:
             return None
@@ -173,16 +209,23 @@ def verify(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     scheduler: str | None = None,
+    network: str = "flow",
 ) -> list[Verification]:
-    """Simulate the first ``k`` configurations of ``ranked`` that ran with the flow-level
-    model (:func:`flow_document`) and rank them among themselves by throughput."""
+    """Simulate the first ``k`` configurations of ``ranked`` that ran, every replica, with
+    the network model ``network`` (:func:`every_replica_document`; default the flow-level
+    model) and rank them among themselves by throughput."""
     top = [o for o in ranked if o.ok][:k]
     candidates = [
-        Candidate(o.candidate.index, o.point, flow_document(o.candidate.doc), o.candidate.source)
+        Candidate(
+            o.candidate.index,
+            o.point,
+            every_replica_document(o.candidate.doc, network),
+            o.candidate.source,
+        )
         for o in top
     ]
     flows = run_candidates(candidates, workers, progress=progress, scheduler=scheduler)
-    out = [Verification(fast, flow) for fast, flow in zip(top, flows, strict=True)]
+    out = [Verification(fast, flow, network=network) for fast, flow in zip(top, flows, strict=True)]
     ok = sorted(
         (v for v in out if v.flow.ok),
         key=lambda v: (-(v.flow.throughput_samples_per_s or 0.0), v.fast.rank or 0),
@@ -198,13 +241,30 @@ def same_order(verifications: Sequence[Verification]) -> bool:
 
 
 VERIFY_COLUMNS = ("rank", "dp/tp/pp/mb/zero", "iteration", "flow iteration", "diff", "flow rank")
+"""The verification table's columns (flow-level verification; :func:`verify_columns`)."""
+
+
+def verify_columns(network: str) -> tuple[str, ...]:
+    """The verification table's columns when it ran with ``network``: :data:`VERIFY_COLUMNS`
+    for the flow-level model, else the verified ones named for every replica."""
+    if network == "flow":
+        return VERIFY_COLUMNS
+    return (*VERIFY_COLUMNS[:3], "all-replica iteration", "diff", "all-replica rank")
+
+
+def verified_by(network: str) -> str:
+    """What verified, in words: the flow-level model, or every replica with ``network``."""
+    return "the flow-level model" if network == "flow" else f"every replica ({network} network)"
 
 
 def verification_lines(verifications: Sequence[Verification], network: str) -> list[str]:
-    """The verified configurations side by side (plan's time, flow-level time, difference,
-    flow-level rank) as aligned text, and a line saying whether the order holds."""
+    """The verified configurations side by side (plan's time, verified time, difference,
+    verified rank) as aligned text, and a line saying whether the order holds; ``network``
+    is the plan's network model."""
     from ...units import format_time
 
+    checked = verifications[0].network if verifications else "flow"
+    by = verified_by(checked)
     rows = []
     for v in verifications:
         diff = v.difference
@@ -218,19 +278,26 @@ def verification_lines(verifications: Sequence[Verification], network: str) -> l
                 dash(v.flow_rank),
             ]
         )
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(VERIFY_COLUMNS)]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(VERIFY_COLUMNS, widths)).rstrip()]
+    columns = verify_columns(checked)
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for v in verifications:
         if not v.flow.ok:
-            lines.append(
-                f"flow-level run of {v.fast.point.label()} failed: {shorten(v.flow.error)}"
-            )
+            what = "flow-level run" if checked == "flow" else f"every-replica run ({checked})"
+            lines.append(f"{what} of {v.fast.point.label()} failed: {shorten(v.flow.error)}")
+    folded = [v.flow for v in verifications if v.flow.ok and v.flow.played_replicas]
+    if folded:
+        played = ", ".join(f"{o.played_replicas} of {o.replicas}" for o in folded)
+        lines.append(
+            f"every replica: {len(folded)} of these played one replica of each class of "
+            f"identical ones for all ({played} replicas; the rest proved identical to them)"
+        )
     if same_order(verifications):
-        lines.append(f"the flow-level model ranks these {len(verifications)} as {network} does")
+        lines.append(f"{by} ranks these {len(verifications)} as {network} does")
     else:
         order = ", ".join(str(v.fast.rank) for v in sorted(verifications, key=_flow_key))
-        lines.append(f"the flow-level model ranks them differently: {order} (plan ranks)")
+        lines.append(f"{by} ranks them differently: {order} (plan ranks)")
     return lines
 
 

@@ -243,12 +243,17 @@ CSV_COLUMNS = (
     "placement",
     "time_to_train_s",
     "cost",
+    "verify_network",
+    "verified_iteration_time_s",
+    "verified_rank",
 )
 
 
 def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -> str:
     """Every outcome as CSV, SI units (seconds, samples/s, bytes); empty cells where unknown.
-    ``flow_iteration_time_s`` and ``flow_rank`` are filled for the ``verified`` ones."""
+    ``verify_network``, ``verified_iteration_time_s`` and ``verified_rank`` are filled for
+    the ``verified`` ones, and ``flow_iteration_time_s`` and ``flow_rank`` too where the
+    flow-level model verified them."""
     by_index = {v.fast.candidate.index: v for v in verified}
     rows = []
     for o in ranked:
@@ -269,19 +274,28 @@ def csv_text(ranked: Sequence[Outcome], verified: Sequence[Verification] = ()) -
             o.capacity_bytes,
             None if o.fits is None else ("yes" if o.fits else "no"),
             o.error,
-            *_verified_cells(by_index.get(o.candidate.index)),
+            *_flow_cells(by_index.get(o.candidate.index)),
             p.arrangement or None,
             o.time_to_train_s,
             o.cost,
+            *_verified_cells(by_index.get(o.candidate.index)),
         )
         rows.append([tables.cell(v) for v in values])
     return tables.csv_text(CSV_COLUMNS, rows)
 
 
-def _verified_cells(v: Verification | None) -> tuple[float | None, int | None]:
-    if v is None:
+def _flow_cells(v: Verification | None) -> tuple[float | None, int | None]:
+    """``flow_iteration_time_s`` and ``flow_rank``: of a flow-level verification only."""
+    if v is None or v.network != "flow":
         return (None, None)
     return (v.flow.iteration_time_s if v.flow.ok else None, v.flow_rank)
+
+
+def _verified_cells(v: Verification | None) -> tuple[str | None, float | None, int | None]:
+    """``verify_network``, ``verified_iteration_time_s`` and ``verified_rank``."""
+    if v is None:
+        return (None, None, None)
+    return (v.network, v.flow.iteration_time_s if v.flow.ok else None, v.flow_rank)
 
 
 def markdown_text(ranked: Sequence[Outcome], title: str, notes: Sequence[str]) -> str:
@@ -304,7 +318,7 @@ def write_outputs(
     flag: str = "output folder",
 ) -> list[Path]:
     """Replace the folder ``out_dir`` by one holding plan.csv, plan.md, plan.png and
-    plan.svg: every outcome, and the flow-level times of the ``verified`` ones
+    plan.svg: every outcome, and the verified times of the ``verified`` ones
     (:func:`clustersim.outputs.folder.replace_folder`: as a unit, and only a folder of
     clustersim's outputs; ``flag`` names ``out_dir`` in errors)."""
 
