@@ -40,8 +40,6 @@ RUNS_ENV = "CLUSTERSIM_TEST_SHARED_RUNS"
 
 UNCHECKED = frozenset(
     {
-        "parameter_server/geo.yaml",
-        "parameter_server/ssp.yaml",
         "megatron/table1_1t.yaml",
         "megatron/table1_529.6b.yaml",
         "production/mosaic_mpt70b_a100_64.yaml",
@@ -66,10 +64,10 @@ UNCHECKED = frozenset(
     }
 )
 """Shipped scenarios (relative to scenarios/) whose shared run leaves the invariants
-unchecked: checking adds about a third to runs of many seconds.  geo and ssp are checked by
-tests/test_parameter_server.py; Megatron's two largest Table 1 rows (a million operations
-each) and the FSDP run of 64 A100s by ``clustersim reproduce``'s runs of the same engine
-paths on their smaller siblings; the production family's runs of 1,024 GPUs and more and its
+unchecked: checking adds about a third to runs of many seconds.  They are checked
+elsewhere: Megatron's two largest Table 1 rows (a million operations each) and the FSDP run
+of 64 A100s by ``clustersim reproduce``'s runs of the same engine paths on their smaller
+siblings; the production family's runs of 1,024 GPUs and more and its
 ZeRO-3 run of 256 (checking costs up to 5x there: thousands of flows at every instant) by its
 runs of 64-512 GPUs of the same schedules, context and tensor parallelism and ZeRO-3; the scale scenarios (16,384 and 131,072 GPUs) on the
 smaller scenarios of the same shapes."""
