@@ -298,12 +298,15 @@ def simulate(
         )
     sim = Simulation.from_scenario(prepared.scenario, prepared.topology)
     watch = Checker(sim) if check or checking_requested() else Watch(sim)
-    prepared.strategy.start(sim)
-    play_link_failures(sim, prepared.failures)
-    sim.run(progress=progress)
-    watch.raise_if_deadlocked(prepared.strategy)
-    if isinstance(watch, Checker):
-        watch.raise_if_violated(prepared.strategy)
+    try:
+        prepared.strategy.start(sim)
+        play_link_failures(sim, prepared.failures)
+        sim.run(progress=progress)
+        watch.raise_if_deadlocked(prepared.strategy)
+        if isinstance(watch, Checker):
+            watch.raise_if_violated(prepared.strategy)
+    finally:
+        watch.release()  # no cycle through the wrappers: the run is freed with its Result
     return _result(prepared, sim, memory, goodput_progress)
 
 

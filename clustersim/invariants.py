@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -81,19 +82,26 @@ class Watch:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.processes: dict[int, Process] = {}
-        start = sim.process
+        # Weakly: the wrapper is kept on ``sim``, and a strong ``sim.process`` in it would
+        # make every simulation a reference cycle, whose records (1.5 M of Megatron's 1T
+        # run) then outlive the run's Result until the collector finds the cycle.
+        start = weakref.WeakMethod(sim.process)
         processes = self.processes
 
         def _forget(event: simpy.Event) -> None:
             processes.pop(id(event), None)
 
         def process(generator: Any) -> Process:
-            proc = start(generator)
+            proc = start()(generator)  # type: ignore[misc]
             processes[id(proc)] = proc
             proc.callbacks.append(_forget)
             return proc
 
         sim.process = process  # type: ignore[method-assign]
+
+    def release(self) -> None:
+        """Take the wrapper off ``sim`` (its own ``process`` again), once the run is over."""
+        self.sim.__dict__.pop("process", None)
 
     def alive(self) -> list[Process]:
         """Processes started and not finished, in start order."""
@@ -233,6 +241,10 @@ def _unfinished_ops(strategy: Any) -> list[str]:
 # -- invariant checking -----------------------------------------------------
 
 
+def _checked(message: str) -> None:
+    """A released monitor's ``violate``: the run was checked already."""
+
+
 class Checker(Watch):
     """A :class:`Watch` that also checks the network as the run goes (see module doc)."""
 
@@ -240,6 +252,13 @@ class Checker(Watch):
         super().__init__(sim)
         self.violations: list[str] = []
         self.monitor = NetworkMonitor(sim.network, self._violate)
+
+    def release(self) -> None:
+        """Take the wrappers off ``sim`` and its network, once the run is checked (and the
+        monitor's hold on this checker: a cycle of the two would keep ``sim``)."""
+        super().release()
+        self.monitor.release()
+        self.monitor.violate = _checked
 
     def _violate(self, message: str) -> None:
         if len(self.violations) <= MAX_LISTED:

@@ -36,6 +36,20 @@ TIME_TOL_S = 1e-12
 :mod:`clustersim.invariants` also counts compute records overlapping by less as none)."""
 
 
+WRAPPED = (
+    "transfer",
+    "_arrive",
+    "_on_wake",
+    "_recompute",
+    "_retime",
+    "set_bandwidth",
+    "_apply_rates",
+    "on_flow_leaving",
+    "on_flow_entered",
+)
+"""What :class:`NetworkMonitor` puts on a network in place of its own methods (and hooks)."""
+
+
 class NetworkMonitor:
     """Checks one network's invariants as it runs; ``violate(message)`` gets each violation."""
 
@@ -131,6 +145,13 @@ class NetworkMonitor:
         net._recompute, net._retime, net.set_bandwidth = _recompute, _retime, _set_bandwidth
         net._apply_rates = _apply_rates  # type: ignore[method-assign]
         net.on_flow_leaving, net.on_flow_entered = self.flow_leaving, self.flow_entered  # type: ignore[attr-defined]
+
+    def release(self) -> None:
+        """Take the wrappers off the network (its own methods again): they and the network
+        refer to each other, a cycle that would keep a finished run's state (and, through
+        the checker, its records) until the collector found it."""
+        for name in WRAPPED:
+            self.network.__dict__.pop(name, None)
 
     def _before_wake(self, net: Network) -> None:
         """Check the flows due at this wake-up: departures have delivered their bytes.
