@@ -121,7 +121,11 @@ class PlanCommand(Command):
         network = [s.values[0] for s in settings if s.key == NETWORK_KEY]
         options = _plan_options(args, network[0] if network else plan.DEFAULT_NETWORK)
         source = described(args.scenario, [s.text() for s in settings])
-        found = plan.enumerate_candidates(doc, source, options)
+        checking = Progress(wanted(args.quiet, args.progress), "checking", "configuration")
+        try:
+            found = plan.enumerate_candidates(doc, source, options, checking)
+        finally:
+            checking.close()
         _print_plan_header(found, options)
         if not found.candidates:
             raise ClustersimError(
