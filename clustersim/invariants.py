@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import os
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -82,17 +81,14 @@ class Watch:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.processes: dict[int, Process] = {}
-        # Weakly: the wrapper is kept on ``sim``, and a strong ``sim.process`` in it would
-        # make every simulation a reference cycle, whose records (1.5 M of Megatron's 1T
-        # run) then outlive the run's Result until the collector finds the cycle.
-        start = weakref.WeakMethod(sim.process)
+        start = sim.process  # a cycle through sim until release() takes the wrapper off
         processes = self.processes
 
         def _forget(event: simpy.Event) -> None:
             processes.pop(id(event), None)
 
         def process(generator: Any) -> Process:
-            proc = start()(generator)  # type: ignore[misc]
+            proc = start(generator)
             processes[id(proc)] = proc
             proc.callbacks.append(_forget)
             return proc
@@ -100,7 +96,9 @@ class Watch:
         sim.process = process  # type: ignore[method-assign]
 
     def release(self) -> None:
-        """Take the wrapper off ``sim`` (its own ``process`` again), once the run is over."""
+        """Take the wrapper off ``sim`` (its own ``process`` again), once the run is over:
+        the wrapper and ``sim`` refer to each other, a cycle that would keep a finished
+        run's records (1.5 M of Megatron's 1T run) until the collector found it."""
         self.sim.__dict__.pop("process", None)
 
     def alive(self) -> list[Process]:
