@@ -157,6 +157,31 @@ def _command(argv: list[str]) -> str:
     return json.dumps([code, out.getvalue(), err.getvalue()])
 
 
+def shared_json(what: str, make: Callable[[], Any]) -> Any:
+    """``make()`` (anything JSON writes and reads back as it was: floats by their shortest
+    repr, exactly) made once per session for every caller named ``what`` -- a text that
+    names all the inputs of ``make``, such as the scenario document it simulates -- and
+    read from its file by every later caller, in this process or another worker."""
+    name = hashlib.sha256(what.encode()).hexdigest()
+    return json.loads(_shared_text(name, lambda: json.dumps(make())))
+
+
+def shared_busbw(busbw_GBps: Callable[[str, int, float], Any]) -> Callable[..., Any]:
+    """:func:`clustersim.validation.nccl_tests.busbw_GBps` (given, so that the module's name
+    can be patched with the result) made once per session: several published figures share
+    a point (two H100 16 GiB sources; AWS p4d's 1 GiB in two test files), and each worker
+    simulated it (up to 2.5 s a point)."""
+    from clustersim.validation.nccl_tests import dgx_scenario
+
+    def shared(kind: str, nodes: int, size_bytes: float) -> Any:
+        document = dgx_scenario(kind, nodes, size_bytes)
+        what = "nccl-tests busbw " + json.dumps(document, sort_keys=True)
+        value = shared_json(what, lambda: busbw_GBps(kind, nodes, size_bytes))
+        return tuple(value) if isinstance(value, list) else value
+
+    return shared
+
+
 def _summary_text(path: Path, check: bool, name: str) -> str:
     return _shared_text(name, lambda: _simulate(path, check))
 

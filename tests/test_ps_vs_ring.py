@@ -16,6 +16,9 @@ servers as workers and for ring all-reduce on the same workers.  Clusters are th
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
 import yaml
 
@@ -23,6 +26,7 @@ from clustersim.api import simulate
 from clustersim.scenario import parse_scenario
 
 from .conftest import SCENARIOS
+from .shared_runs import shared_json
 from .test_parameter_server import layer, ps_doc, run_strategy
 
 
@@ -104,10 +108,17 @@ STUDY = SCENARIOS / "ps_vs_ring"
 UPLINK = ("cluster", "rack_uplink", "oversubscription")
 
 
-def study_run(name: str, ratio: float):
+def study_run(name: str, ratio: float) -> SimpleNamespace:
+    """The summary and link table of the study's scenario ``name`` at uplinks ``ratio``:1,
+    simulated once per session (two tests read ps-servers-1x at 1:1; 2 s a run)."""
     doc = yaml.safe_load((STUDY / name).read_text())
     doc["cluster"]["rack_uplink"]["oversubscription"] = ratio
-    return simulate(parse_scenario(doc, str(STUDY / name)))
+
+    def run() -> dict:
+        result = simulate(parse_scenario(doc, str(STUDY / name)))
+        return {"summary": result.summary, "links": list(result.links)}
+
+    return SimpleNamespace(**shared_json(f"ps-vs-ring study {name} {json.dumps(doc)}", run))
 
 
 def test_study_worker_nics_move_one_model_each_way() -> None:

@@ -160,18 +160,18 @@ def hop_flows(
             first.update(out)
         return out
     plain = getattr(topology, "same_links", topology)
-    counts: Counter[int] = Counter()
-    alone: Counter[int] = Counter()
+    crossed: list[int] = []  # every link crossing of the other connections, in route order
+    firsts: list[int] = []  # and of the first connection
     key, *others = [f"connection{c}" for c in connections]
     route_links = getattr(plain, "route_links", None)
     spread = getattr(plain, "ecmp_spread", None) if others else None
     for src, dst in hops:  # the first connection's routes are kept: flows take them too
-        alone.update([link.index for link in plain.route(src, dst, key).links])
+        firsts += [link.index for link in plain.route(src, dst, key).links]
         found = None if spread is None else spread(src, dst, others)
         if found is not None:  # the links all the others take, then each one's own
             common, middles = found
-            counts.update([link.index for link in common] * len(others))
-            counts.update([link.index for middle in middles for link in middle])
+            crossed += [link.index for link in common] * len(others)
+            crossed += [link.index for middle in middles for link in middle]
             continue
         for other in others:
             links = (
@@ -179,7 +179,9 @@ def hop_flows(
                 if route_links is None
                 else route_links(src, dst, other)
             )
-            counts.update([link.index for link in links])
+            crossed += [link.index for link in links]
+    counts = Counter(crossed)  # counted once, in C: the same counts in the same key order
+    alone = Counter(firsts)
     if first is not None:
         first.update((link, float(k)) for link, k in alone.items())
     counts.update(alone)
