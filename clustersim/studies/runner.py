@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
@@ -31,6 +32,34 @@ def memory_workers(count: int, memory: Sequence[float] | None, limit: float | No
         total += largest[fit]
         fit += 1
     return max(1, fit)
+
+
+_INTERRUPTED = False
+"""In a pool worker: whether Ctrl-C reached it (see :func:`_worker_start`)."""
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    """A pool worker's SIGINT: remember it, then interrupt as Python's default handler does."""
+    global _INTERRUPTED
+    _INTERRUPTED = True
+    raise KeyboardInterrupt
+
+
+def _worker_start() -> None:
+    """Each pool worker's initializer: Ctrl-C at a terminal signals the whole process group,
+    workers included, and a worker interrupted in one run would otherwise go on to the runs
+    already queued to it (the pool hands each worker more than it runs), which cancelling
+    the futures does not reach: Ctrl-C then waited for whole runs."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_interrupt)
+
+
+def _unless_interrupted(fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` in a pool worker, or KeyboardInterrupt at once if Ctrl-C reached it:
+    a run queued before the interrupt is not started."""
+    if _INTERRUPTED:
+        raise KeyboardInterrupt
+    return fn(*args)
 
 
 def run_all(
@@ -73,9 +102,9 @@ def run_all(
             if progress:
                 progress(i + 1, total)
         return results
-    pool = ProcessPoolExecutor(max_workers=count)
+    pool = ProcessPoolExecutor(max_workers=count, initializer=_worker_start)
     try:
-        futures = {pool.submit(fn, *args): i for i, args in enumerate(calls)}
+        futures = {pool.submit(_unless_interrupted, fn, *args): i for i, args in enumerate(calls)}
         for done, future in enumerate(as_completed(futures), start=1):
             results[futures[future]] = future.result()
             if progress:
