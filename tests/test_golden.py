@@ -251,7 +251,13 @@ def test_cluster(clustersim_golden):
 """
 
 
-def test_pytest_fixture_checks_and_updates(pytester: pytest.Pytester) -> None:
+def test_pytest_fixture_checks_and_updates(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's pytest finds the ``clustersim_golden`` fixture by clustersim's entry point
+    (``make test`` names its plugins instead and turns that search off: the inner runs here
+    search as a user's do)."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     folder = pytester.path / "scenarios"
     folder.mkdir()
     shutil.copy(OVERLAP, folder / "overlap.yaml")
