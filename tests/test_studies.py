@@ -13,7 +13,8 @@ import pytest
 
 from clustersim.studies import run_all, worker_count
 
-ROOT = Path(__file__).resolve().parent.parent
+from .conftest import ROOT
+from .test_output_safety import HEAR_SIGINT
 
 
 def _power(base: int, exponent: int) -> int:
@@ -41,8 +42,9 @@ def test_a_failing_run_raises_in_the_caller() -> None:
         run_all(divmod, [(1, 1), (1, 0)], 2)
 
 
-_QUEUED_AFTER_CTRL_C = """
-import signal; signal.signal(signal.SIGINT, signal.default_int_handler)
+_QUEUED_AFTER_CTRL_C = (
+    HEAR_SIGINT
+    + """
 import sys, time
 from clustersim.studies import run_all
 
@@ -59,6 +61,7 @@ try:
 except KeyboardInterrupt:
     sys.exit(130)
 """
+)
 """Twelve runs of 5 s on two workers, each run writing its number when it starts."""
 
 
