@@ -9,12 +9,14 @@ layer norm, dropout), with the ``bytes`` it reads and writes in device memory; `
 * ``flat``: ``sum(flops) / (peak x efficiency)`` -- memory-bound kernels cost nothing, as
   every FLOP of the model runs at one rate (the simulator's model before shaped work).
 * ``roofline`` (default): each operation takes
-  ``max(W / (peak x efficiency x eff(W)), bytes / memory bandwidth)``, ``W = work x flops``,
-  with ``eff`` the :class:`~clustersim.compute.curve.EfficiencyCurve`; the scenario's ``efficiency``
-  multiplies the curve (the part of the end-to-end rate no kernel measurement sees:
-  framework, launches between kernels, kernels not listed).  The attention core
-  (:data:`ATTENTION_CORE`) takes its own peak and curve where the device has them
-  (:class:`AttentionRate`: fp8 training runs it in 16 bits).
+  ``max(W / (peak x efficiency x eff(W)), bytes / (memory bandwidth x memory_efficiency))``,
+  ``W = work x flops``, with ``eff`` the :class:`~clustersim.compute.curve.EfficiencyCurve`;
+  the scenario's ``efficiency`` multiplies the curve (the part of the end-to-end rate no
+  kernel measurement sees: framework, launches between kernels, kernels not listed), and
+  ``memory_efficiency`` (``compute.memory_efficiency``, default 1) is the share of the memory
+  bandwidth memory-bound kernels reach (``clustersim calibrate profile --scenario`` fits
+  it).  The attention core (:data:`ATTENTION_CORE`) takes its own peak and curve where the
+  device has them (:class:`AttentionRate`: fp8 training runs it in 16 bits).
 
 Units: FLOPs, bytes, FLOP/s, B/s, seconds.
 """
@@ -65,7 +67,9 @@ def _model_line(name: str, cls: type[ComputeModel]) -> str:
 class ComputeModel(Registered):
     """How long operations take on a device of peak ``peak_flops`` (FLOP/s), scenario
     ``efficiency``, memory bandwidth ``bandwidth_Bps`` (B/s) and efficiency ``curve``;
-    ``attention`` the attention core's own peak and curve, if it has them."""
+    ``attention`` the attention core's own peak and curve, if it has them;
+    ``memory_efficiency`` the share of ``bandwidth_Bps`` memory-bound kernels reach
+    (0 < m <= 1)."""
 
     registry: ClassVar[Registry[type[ComputeModel]]] = Registry(
         "compute-models", "compute model", describe=_model_line
@@ -82,12 +86,14 @@ class ComputeModel(Registered):
         bandwidth_Bps: float,
         curve: EfficiencyCurve = DEFAULT_CURVE,
         attention: AttentionRate | None = None,
+        memory_efficiency: float = 1.0,
     ) -> None:
         self.peak_flops = peak_flops
         self.efficiency = efficiency
         self.bandwidth_Bps = bandwidth_Bps
         self.curve = curve
         self.attention = attention
+        self.memory_efficiency = memory_efficiency
 
     def operation_seconds(self, op: Operation) -> float:
         """Seconds of one operation."""
@@ -110,12 +116,13 @@ class Flat(ComputeModel):
 
 
 class Roofline(ComputeModel):
-    """max(flops / (peak x efficiency x eff(flops)), bytes / bandwidth) per operation."""
+    """max(flops / (peak x efficiency x eff(flops)), bytes / (bandwidth x memory_efficiency))
+    per operation."""
 
     name = "roofline"
     description = (
-        "max(flops / (peak x efficiency x eff(F)), bytes / memory bandwidth) per kernel, "
-        "eff(F) = e_max F / (F + F_half)"
+        "max(flops / (peak x efficiency x eff(F)), bytes / (memory bandwidth x "
+        "memory_efficiency)) per kernel, eff(F) = e_max F / (F + F_half)"
     )
 
     def operation_seconds(self, op: Operation) -> float:
@@ -125,7 +132,7 @@ class Roofline(ComputeModel):
             if self.attention is not None and op.name in ATTENTION_CORE:
                 peak, curve = self.attention
             compute = work / (peak * self.efficiency * curve(work))
-        return max(compute, op.bytes / self.bandwidth_Bps)
+        return max(compute, op.bytes / (self.bandwidth_Bps * self.memory_efficiency))
 
 
 def compute_model(
@@ -136,7 +143,10 @@ def compute_model(
     curve: EfficiencyCurve = DEFAULT_CURVE,
     path: str = "",
     attention: AttentionRate | None = None,
+    memory_efficiency: float = 1.0,
 ) -> ComputeModel:
     """The registered model ``name`` for one device (a ScenarioError at ``path`` if unknown)."""
     cls = ComputeModel.registry.lookup(name, path)
-    return cls(peak_flops, efficiency, bandwidth_Bps, curve, attention)
+    return cls(
+        peak_flops, efficiency, bandwidth_Bps, curve, attention, memory_efficiency=memory_efficiency
+    )

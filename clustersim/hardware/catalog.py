@@ -37,7 +37,7 @@ import yaml
 
 from ..errors import Problem, ScenarioError, hinted, join_path
 from ..registry import Registry
-from .curves import curves_as_spec
+from .curves import check_memory_efficiency, curves_as_spec
 from .listing import gpu_summary, node_summary
 
 KINDS = ("gpu", "node")
@@ -132,6 +132,7 @@ def parse_preset(
     if missing:
         raise _problem(file, f"source {missing[0]!r} is not among its references")
     if doc["kind"] == "gpu":
+        check_memory_efficiency(plain_spec, file)
         plain_spec = curves_as_spec(plain_spec, file)
     return Preset(
         kind=doc["kind"],

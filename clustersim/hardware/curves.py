@@ -1,6 +1,8 @@
 """GPU peaks and efficiency curves by number format: the precisions a GPU may have a peak
 (and a curve) for, a catalog curve as the spec values DeviceSpec takes (``e_max`` from
-``mamf / peak``, FLOP/s over FLOP/s), and which curve a precision uses."""
+``mamf / peak``, FLOP/s over FLOP/s), which curve a precision uses, and the check of a GPU
+file's ``compute.memory_efficiency`` (the share of the memory bandwidth memory-bound
+kernels reach)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,23 @@ def curves_as_spec(spec: Mapping[str, Any], file: str) -> dict[str, Any]:
         for p, curve in curves.items()
     }
     return {**spec, "compute": {**compute, "curves": converted}}
+
+
+MEMORY_EFFICIENCY_ALLOWED = "a number > 0 and <= 1: the share of memory_bandwidth reached"
+"""What ``compute.memory_efficiency`` takes."""
+
+
+def check_memory_efficiency(spec: Mapping[str, Any], file: str) -> None:
+    """ScenarioError (at key ``preset``, naming ``file``) when a GPU file's
+    ``compute.memory_efficiency`` is given and is not a number in (0, 1]."""
+    compute = spec.get("compute")
+    if not isinstance(compute, Mapping) or "memory_efficiency" not in compute:
+        return
+    value = compute["memory_efficiency"]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0 < value <= 1:
+        message = f"{file}: compute.memory_efficiency is {value!r}"
+        raise ScenarioError(Problem("preset", message, MEMORY_EFFICIENCY_ALLOWED))
 
 
 def curve_for(curves: Mapping[str, Any], precision: str) -> Any:

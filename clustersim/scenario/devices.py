@@ -112,6 +112,10 @@ class ComputeSpec(_Spec):
     curves: dict[Precision, CurveSpec] = {}
     """Efficiency curves by precision (a preset's); a precision without one takes the bf16
     curve, else the fp16 one."""
+    memory_efficiency: Float = Field(1.0, gt=0, le=1)
+    """The share of ``memory_bandwidth`` memory-bound kernels (norms, softmax, activations,
+    the cross-entropy) reach under ``roofline`` (0 < m <= 1; default 1, the full bandwidth):
+    what ``clustersim calibrate profile --scenario`` fits to a profiler trace."""
     attention: AttentionRateSpec | None = None
     """The attention core's own peak and curve (None: the products'); a device priced at fp8
     by its ``peaks`` gets its 16-bit ones, as Transformer Engine's fp8 recipes keep the

@@ -80,14 +80,15 @@ class DeviceModels:
     def of(self, device: Device) -> ComputeModel:
         """The compute model of ``device`` (its spec's ``compute``; roofline when none), with
         the curve fitted to its ``kernels`` file, else its ``curve`` (a preset's, at the
-        training precision), else the built-in curve."""
+        training precision), else the built-in curve, and its ``memory_efficiency``."""
         spec = device.compute
         name = spec.model if spec is not None else "roofline"
         kernels = spec.kernels if spec is not None else None
         given = getattr(spec, "curve", None)
         attention = getattr(spec, "attention", None)
+        memory_efficiency = getattr(spec, "memory_efficiency", 1.0)
         rates = (device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps)
-        key = (name, kernels, given, attention, *rates)
+        key = (name, kernels, given, attention, memory_efficiency, *rates)
         found = self._models.get(key)
         if found is None:
             curve = DEFAULT_CURVE
@@ -95,7 +96,13 @@ class DeviceModels:
                 curve = self._curve(kernels, device.flops_per_s)
             elif given is not None:
                 curve = curve_at(given.e_max, given.kernel_time_s, device.flops_per_s)
-            found = compute_model(name, *rates, curve, attention=_attention_rate(attention))
+            found = compute_model(
+                name,
+                *rates,
+                curve,
+                attention=_attention_rate(attention),
+                memory_efficiency=memory_efficiency,
+            )
             self._models[key] = found
         return found
 
