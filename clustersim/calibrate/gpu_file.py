@@ -6,7 +6,10 @@ expands one level), each number ``{value, source, note}`` as in the catalog's fi
 fitted curves (``compute.curves.<precision>``: ``e_max`` and ``kernel_time``) cite
 ``profile-fit`` (the trace, listed in the file's ``references``) and their notes name the
 shapes and kernels they were fitted to; everything else keeps the base's value and source.
-A curve's ``e_max`` the trace cannot tell keeps the base's, its note saying why.
+A curve's ``e_max`` the trace cannot tell keeps the base's, its note saying why.  With the
+run the trace is a step of (:mod:`.memory_fit`), ``compute.memory_efficiency`` is fitted
+too, citing ``profile-fit`` with a note naming the trace, its kernels and the seconds
+measured and predicted.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .kernel_fit import CurveFit, KernelFit, Shape
+from .memory_fit import MemoryFit
 from .node_file import catalog_text
 
 FIT_SOURCE = "profile-fit"
@@ -33,11 +37,14 @@ def shapes_cited(file: str, shapes: Sequence[Shape]) -> str:
     return f"{file}: {len(shapes)} shapes, {kernels} products: {listed}"
 
 
-def gpu_spec(fit: KernelFit) -> dict[str, Any]:
+def gpu_spec(fit: KernelFit, memory: MemoryFit | None = None) -> dict[str, Any]:
     """The base GPU's spec with the fitted curves in it (values as a catalog file writes
-    them: ``e_max`` a share of the peak, ``kernel_time`` in us)."""
+    them: ``e_max`` a share of the peak, ``kernel_time`` in us), and the fitted
+    ``memory_efficiency`` when ``memory`` is given."""
     spec = copy.deepcopy(dict(fit.base.spec))
     compute = spec.setdefault("compute", {})
+    if memory is not None:
+        compute["memory_efficiency"] = memory.memory_efficiency
     curves = compute.setdefault("curves", {})
     for precision, result in fit.curves.items():
         if result.half_fitted:
@@ -62,9 +69,12 @@ def _curve_note(result: CurveFit, key: str, base: str, file: str) -> tuple[str, 
     return FIT_SOURCE, f"fitted: {was} in {base}; {now}to {shapes_cited(file, result.fitted)}"
 
 
-def gpu_file_text(fit: KernelFit, name: str, header: Sequence[str]) -> str:
-    """The GPU file of ``fit``: YAML text with a comment header (``header`` lines) above
-    it, checked to read back as a catalog GPU file."""
+def gpu_file_text(
+    fit: KernelFit, name: str, header: Sequence[str], memory: MemoryFit | None = None
+) -> str:
+    """The GPU file of ``fit`` (and of ``memory``, the fitted memory efficiency, if given):
+    YAML text with a comment header (``header`` lines) above it, checked to read back as a
+    catalog GPU file."""
     base = fit.base
     file = fit.profile.file
 
@@ -79,6 +89,8 @@ def gpu_file_text(fit: KernelFit, name: str, header: Sequence[str]) -> str:
                 source, note = _base_note(base, path)
                 kept = f"kept from {base.name}: {result.reason}"
                 return source or FIT_SOURCE, f"{note}; {kept}" if note else kept
+        if path == "spec.compute.memory_efficiency" and memory is not None:
+            return FIT_SOURCE, memory.note()
         if path == "spec.efficiency":
             source, note = _base_note(base, path)
             why = (
@@ -96,10 +108,16 @@ def gpu_file_text(fit: KernelFit, name: str, header: Sequence[str]) -> str:
             f"(median kernel time) at {base.name}'s peaks, fitted to the GPU kernel times of "
             f"the matrix products of {file} ({device}{products} products of {len(fit.shapes)} "
             "shapes)"
+            + (
+                f"; the memory efficiency: the measured time of its element-wise, norm and "
+                f"reduction kernels against {memory.step.scenario}'s memory-bound work"
+                if memory is not None
+                else ""
+            )
         )
     }
     title = f"{base.title}, calibrated on a profiler trace"
-    spec = gpu_spec(fit)
+    spec = gpu_spec(fit, memory)
     return catalog_text(
         "gpu", name, title, spec, annotate, references, base, header, base.interconnect
     )

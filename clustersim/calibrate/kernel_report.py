@@ -1,13 +1,15 @@
 """What a profile calibration prints and plots: every shape's measured kernel time against
 the calibrated curve's, the error per shape and on the held-out shapes, the curves fitted
-and kept, the rest of the trace's GPU work, and a plot of measured and predicted efficiency
-(a share of the peak) over FLOPs."""
+and kept, the rest of the trace's GPU work, the memory-bound work measured against the
+run's (:mod:`.memory_fit`), and a plot of measured and predicted efficiency (a share of the
+peak) over FLOPs."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .kernel_fit import KernelFit
+from .memory_fit import MemoryFit
 from .node_file import error_summary
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ def summary_lines(fit: KernelFit) -> list[str]:
         ]
     profile = fit.profile
     total = profile.product_s + sum(s for _, s in profile.other.values())
-    lines += ["", f"# GPU work of the trace (not fitted but the products; {total * 1e3:.4g} ms)"]
+    lines += ["", f"# GPU work of the trace ({total * 1e3:.4g} ms)"]
     rows = [("matrix products", len(profile.products), profile.product_s)]
     rows += [(kind, n, s) for kind, (n, s) in profile.other.items()]
     for kind, count, seconds in rows:
@@ -74,6 +76,48 @@ def summary_lines(fit: KernelFit) -> list[str]:
         lines.append(f"# {profile.unshaped} products without Input Dims left out")
     lines += [f"# note: {note}" for note in profile.notes + fit.notes]
     return lines
+
+
+def memory_lines(memory: MemoryFit | None) -> list[str]:
+    """The trace's memory-bound kernels against the run's memory-bound work, at the full
+    memory bandwidth and at the fitted efficiency; one line saying what it needs without
+    ``memory`` (no ``--scenario``)."""
+    if memory is None:
+        return [
+            "",
+            "memory efficiency: not fitted (needs --scenario RUN.yaml, the run the trace is a "
+            "step of); the base GPU's is kept",
+        ]
+    step = memory.step
+
+    def row(what: str, seconds: float) -> str:
+        return f"  {what:<52} {seconds * 1e3:>10.4g} ms {seconds / memory.measured_s - 1:>+7.1%}"
+
+    return [
+        "",
+        f"# memory-bound work: {memory.kernels} element-wise/norm/reduction kernels of "
+        f"{memory.trace} against {step.scenario} ({memory.steps} step(s) x "
+        f"{step.micro_batches} micro-batch(es), {len(step.operations)} memory-bound operations "
+        "each)",
+        f"  {'measured (trace)':<52} {memory.measured_s * 1e3:>10.4g} ms",
+        row(f"predicted at the full {step.bandwidth_Bps / 1e12:.4g} TB/s", memory.predicted_s),
+        *(
+            [
+                row(
+                    f"predicted at the base's memory efficiency {step.base_efficiency:.6g}",
+                    memory.predicted_s / step.base_efficiency,
+                )
+            ]
+            if step.base_efficiency != 1
+            else []
+        ),
+        row(
+            f"predicted at the fitted memory efficiency {memory.memory_efficiency:.6g}",
+            memory.fitted_s,
+        ),
+        f"  matrix-product FLOPs of the trace over the run's steps: {memory.product_ratio:.4f}",
+        *(f"# note: {note}" for note in memory.notes),
+    ]
 
 
 def _total_line(fit: KernelFit) -> str:

@@ -19,8 +19,12 @@ recorded with ``record_shapes=True`` on one GPU.  What is read:
   ``float`` fp32 -- or tf32 when any float product ran a TF32 tensor-core kernel (``tf32``,
   ``s1688`` in its name: the math mode is the process's, so all of them did).
 * **Other work**: attention kernels (``flash``, ``fmha``, ``attention`` in the name), NCCL
-  kernels, memory copies and sets, and every other kernel (element-wise, norms, reductions)
-  -- counted and timed, not fitted.
+  kernels, the optimizer's kernels (``multi_tensor_apply``, ``Adam``, ``_adam`` in the name),
+  memory copies and sets, and every other kernel (:data:`ELEMENTWISE`: element-wise, norms,
+  reductions) -- counted and timed; the last are the memory-bound work
+  :mod:`.memory_fit` fits the memory efficiency to.
+* **Steps**: the ``ProfilerStep#N`` annotations ``prof.step()`` leaves (0 when there are
+  none).
 * **The device**: ``deviceProperties`` (name, memory) of the GPU the kernels ran on; a trace
   of several GPUs keeps the one with the most kernels.
 
@@ -67,6 +71,14 @@ TF32_KERNEL = re.compile(r"tf32|s1688|s16816", re.IGNORECASE)
 """A kernel name of a TF32 tensor-core GEMM (cuBLAS, CUTLASS)."""
 ATTENTION_KERNEL = re.compile(r"flash|fmha|attention", re.IGNORECASE)
 """A kernel name of fused attention (FlashAttention, cuDNN/CUTLASS FMHA, SDPA)."""
+OPTIMIZER_KERNEL = re.compile(r"multi_tensor_apply|Adam|_adam")
+"""A kernel name of an optimizer step (PyTorch's fused and foreach optimizers, Apex's);
+case-sensitive, so that ``hadamard`` is not one."""
+STEP = re.compile(r"^ProfilerStep#\d+$")
+"""The name of the annotation ``torch.profiler``'s ``prof.step()`` puts around each step."""
+ELEMENTWISE = "other kernels (element-wise, norms, reductions, ...)"
+"""The kind of the kernels that are neither products, attention, NCCL, the optimizer's,
+nor copies: the memory-bound work of the layers."""
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
 """Categories of the CPU-side events that launch kernels."""
 MAX_BYTES = 1024**3
@@ -114,6 +126,8 @@ class Profile:
     kernels``) -> (count, seconds)."""
     notes: list[str] = field(default_factory=list)
     """What the reader chose that the user should know (tf32, a GPU kept of several)."""
+    steps: int = 0
+    """Training steps the trace marks (distinct ``ProfilerStep#N`` annotations; 0: none)."""
 
     @property
     def product_s(self) -> float:
@@ -198,6 +212,7 @@ def read_profile(path: str | Path) -> Profile:
         unshaped,
         _other(kernels, linked, complete),
         notes + precisions,
+        len({e["name"] for e in complete if STEP.match(str(e.get("name", "")))}),
     )
 
 
@@ -380,8 +395,10 @@ def _other(
             kind = "communication (NCCL)"
         elif ATTENTION_KERNEL.search(name):
             kind = "attention kernels"
+        elif OPTIMIZER_KERNEL.search(name):
+            kind = "optimizer kernels (multi_tensor_apply, Adam)"
         else:
-            kind = "other kernels (element-wise, norms, reductions, ...)"
+            kind = ELEMENTWISE
         kinds.setdefault(kind, []).append(kernel["dur"] * 1e-6)
     copies = [e["dur"] * 1e-6 for e in complete if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
     if copies:

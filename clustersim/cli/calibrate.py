@@ -132,7 +132,9 @@ class CalibrateCommand(Command):
         "`calibrate nccl-tests LOG... -o my_node.yaml` reads nccl-tests' output and fits the "
         "node's link bandwidths and latencies to the measured times on clustersim's own "
         "collective model; `calibrate profile TRACE.json -o my_gpu.yaml` reads a PyTorch "
-        "profiler trace and fits the GPU's matrix-product curve to its kernel times. Each "
+        "profiler trace and fits the GPU's matrix-product curve to its kernel times (with "
+        "--scenario RUN.yaml, the run it is a step of, also the memory efficiency of its "
+        "element-wise kernels). Each "
         "prints every point against its prediction and the error on points held out of the "
         "fit. Bad input exits with code 2."
     )

@@ -1,6 +1,8 @@
-"""``clustersim calibrate profile TRACE.json -o my_gpu.yaml``: a GPU file fitted to the
-matrix-product kernel times of a PyTorch profiler trace (:mod:`clustersim.calibrate.trace`,
-:mod:`clustersim.calibrate.kernel_fit`)."""
+"""``clustersim calibrate profile TRACE.json [--scenario RUN.yaml] -o my_gpu.yaml``: a GPU
+file fitted to the matrix-product kernel times of a PyTorch profiler trace
+(:mod:`clustersim.calibrate.trace`, :mod:`clustersim.calibrate.kernel_fit`) and, given the
+run the trace is a step of, to its memory-bound kernels' time
+(:mod:`clustersim.calibrate.memory_fit`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from . import calibrate as shared
 
 if TYPE_CHECKING:
     from ..calibrate.kernel_fit import KernelFit
+    from ..calibrate.memory_fit import MemoryFit
     from ..calibrate.trace import Profile
 
 
@@ -28,10 +31,17 @@ class ProfileSource(shared.CalibrationSource):
         "GPU file in the catalog's format: the base's numbers with the fitted curves, each "
         "citing the trace and the shapes it was fitted to. Prints every shape's measured "
         "kernel time against the calibrated one, the error on the shapes held out of the fit "
-        "and the trace's other GPU work (attention, element-wise, communication: counted, not "
-        "fitted), and writes a plot of measured and fitted efficiency over FLOPs. Exit 2 for "
+        "and the trace's other GPU work (attention, element-wise, communication, optimizer), "
+        "and writes a plot of measured and fitted efficiency over FLOPs. With --scenario "
+        "RUN.yaml, the run the trace is a step of, it also fits compute.memory_efficiency: "
+        "the run's memory-bound operations (norms, softmax, activations, cross-entropy) of "
+        "its micro-batches per GPU, times the steps the trace marks (ProfilerStep#N; else "
+        "one), priced at the full memory bandwidth, over the measured time of the trace's "
+        "element-wise, norm and reduction kernels (capped at 1). Exit 2 for "
         "a file that is not a Kineto trace, a trace without GPU kernels or without shapes, "
-        "one of a single product shape, an unknown --base."
+        "one of a single product shape, an unknown --base, a --scenario the trace cannot be "
+        "a step of (no transformer, pp above 1, other GPUs than --base, matrix-product FLOPs "
+        "more than 2 x off those steps')."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -46,23 +56,40 @@ class ProfileSource(shared.CalibrationSource):
             "(every other shape and the largest), none, a fraction from 0 to 1, or a FLOP "
             "range MIN:MAX such as 1GFLOP:1TFLOP",
         )
+        parser.add_argument(
+            "--scenario",
+            metavar="RUN.yaml",
+            help="the run the trace is a step of (a transformer trained by the pipeline "
+            "strategy with pp 1, on the --base GPU): fits compute.memory_efficiency to the "
+            "trace's element-wise, norm and reduction kernels (default: not fitted, the "
+            "base's kept)",
+        )
         shared.plot_arguments(parser, "measured and fitted efficiency", "GPU")
         parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
 
     def run(self, args: argparse.Namespace) -> int:
         from ..calibrate.gpu_file import gpu_file_text
         from ..calibrate.kernel_fit import fit_profile
-        from ..calibrate.kernel_report import plot_figure, summary_lines, table_lines
+        from ..calibrate.kernel_report import (
+            memory_lines,
+            plot_figure,
+            summary_lines,
+            table_lines,
+        )
+        from ..calibrate.memory_fit import fit_memory, scenario_step
         from ..calibrate.trace import read_profile
 
         output, plot = shared.checked_outputs(args)
         profile = read_profile(args.trace)
         base = shared.base_preset(args.base or _inferred_base(profile), "gpu")
         fit = fit_profile(profile, base, args.hold_out)
+        memory = None
+        if args.scenario is not None:
+            memory = fit_memory(profile, scenario_step(args.scenario, base))
         name = args.name or output.stem
-        text = gpu_file_text(fit, name, _header(fit, args, output))
+        text = gpu_file_text(fit, name, _header(fit, args, output, memory), memory)
         title = f"{name}: measured and fitted matrix-product efficiency ({base.name} peaks)"
-        lines = table_lines(fit) + summary_lines(fit)
+        lines = table_lines(fit) + summary_lines(fit) + memory_lines(memory)
         return shared.write_outputs(
             output, text, lines, plot_figure(fit, title), plot, "cluster.node.gpu"
         )
@@ -86,7 +113,9 @@ def _inferred_base(profile: Profile) -> str:
     return found
 
 
-def _header(fit: KernelFit, args: argparse.Namespace, output: Path) -> list[str]:
+def _header(
+    fit: KernelFit, args: argparse.Namespace, output: Path, memory: MemoryFit | None
+) -> list[str]:
     from ..calibrate.node_file import error_summary
     from ..version import __version__
 
@@ -98,6 +127,12 @@ def _header(fit: KernelFit, args: argparse.Namespace, output: Path) -> list[str]
         f"Held-out shapes ({args.hold_out}): {error_summary(fit.errors(True))}.",
         "The curves time each kernel alone; efficiency, the share a whole step keeps, is the "
         "base's.",
+        (
+            f"Memory efficiency {memory.memory_efficiency:.6g}: {args.scenario}'s memory-bound "
+            f"work at the full bandwidth over the trace's element-wise kernels' time."
+            if memory is not None
+            else "Memory efficiency: the base's (fitted only with --scenario RUN.yaml)."
+        ),
         f"Use it: cluster.node.gpu: {{preset: ./{output.name}}}",
         "",
     ]
