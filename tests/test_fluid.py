@@ -13,7 +13,7 @@ import pytest
 
 from clustersim.collectives import CollectiveCall, analytical_time, run_collective, slices
 from clustersim.collectives.algorithm import check_call
-from clustersim.collectives.fluid import EXPOSED_LATENCY, schedule_flows
+from clustersim.collectives.fluid import EXPOSED_LATENCY, call_phases, schedule_flows
 from clustersim.engine import Simulation
 from clustersim.scenario.shorthand import flat_cluster, scenario_of, two_tier_cluster
 from clustersim.topology import Topology, build_topology
@@ -357,3 +357,25 @@ def test_rings_of_spread_slices_share_narrow_spines_as_the_flow_model_does(chann
         return sim.now
 
     assert last_end("analytical") == pytest.approx(last_end("flow"), rel=1e-6)
+
+
+@pytest.mark.parametrize("size", [1e6, 64e6])
+@pytest.mark.parametrize("name", ["ring", "double_tree", "halving_doubling"])
+def test_a_call_priced_again_gets_the_phases_of_its_first_pricing(name: str, size: float) -> None:
+    """run_fluid keeps a call's phases from its second pricing on (call_phases): the kept
+    phases are the algorithm's own for that call, another size is priced anew, and a call
+    whose options cannot be a key is priced every time."""
+    topology = topology_of(two_tier_cluster(racks=2, nodes_per_rack=2, gpus_per_node=4))
+    call = CollectiveCall("allreduce", gpus(topology, 8), size, name)
+    algo = check_call(call, topology)
+    first = call_phases(algo, call, topology)
+    second = call_phases(algo, replace(call), topology)  # an equal call, another object
+    third = call_phases(algo, replace(call), topology)
+    assert first == second == third == algo.fluid_phases(call, topology)
+    assert third is second  # kept from the second pricing
+    other = call_phases(algo, replace(call, size_bytes=2 * size), topology)
+    assert other != first and other == algo.fluid_phases(
+        replace(call, size_bytes=2 * size), topology
+    )
+    odd = replace(call, options={"not_a_key": [1, 2]})
+    assert call_phases(algo, odd, topology) is not call_phases(algo, odd, topology)

@@ -253,10 +253,39 @@ def run_fluid(
     topology with the same links, such as a protocol's; ``delay_s`` seconds pass first.
     Each rank gets one ``collective`` record (of op ``op``) from the start to the end.
     """
-    phases = algorithm.fluid_phases(call, sim.topology if topology is None else topology)
+    phases = call_phases(algorithm, call, sim.topology if topology is None else topology)
     if delay_s > 0.0:
         phases = [FluidPhase(delay_s, 0.0, {}), *phases]
     return sim.process(_play(sim, call, phases, label, iteration, op))
+
+
+_phases_of: RepeatMemo[list[FluidPhase]] = RepeatMemo(4096)
+"""Fluid phases by call, algorithm and topology (:func:`call_phases`), kept from a call's
+second time: a one-iteration run at scale prices most of its groups once."""
+
+
+def call_phases(algorithm: Algorithm, call: CollectiveCall, topology: Any) -> list[FluidPhase]:
+    """``algorithm.fluid_phases(call, topology)``, kept per call, algorithm class and
+    topology: a run calls the same collective many times (a ZeRO-3 layer's all-gather at
+    every micro-batch, a bucket at every iteration), and its phases are a function of those
+    alone (every field of the call; the topology's links and bandwidths, which a run does
+    not change: failures and stragglers act on the network and devices).  A call whose
+    options cannot be a key is priced each time.  The list is not changed by its users."""
+    try:
+        key = (type(algorithm), topology, *map(_hashable, vars(call).values()))
+        hash(key)
+    except TypeError:
+        return algorithm.fluid_phases(call, topology)
+    phases = _phases_of.get(key)
+    if phases is None:
+        phases = algorithm.fluid_phases(call, topology)
+        _phases_of.offer(key, phases)
+    return phases
+
+
+def _hashable(value: Any) -> Any:
+    """A call field as part of a key: a dict (the options) as its sorted items."""
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value
 
 
 _weighted_links_of: RepeatMemo[
