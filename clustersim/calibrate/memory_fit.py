@@ -3,10 +3,10 @@
 clustersim prices a memory-bound kernel (``norm_residual``, ``softmax``, ``activation``,
 ``cross_entropy``: :mod:`clustersim.model.operators`, ``flops`` 0) at ``bytes / (memory
 bandwidth x memory_efficiency)`` (:class:`~clustersim.compute.models.Roofline`).  Given the
-run the trace is a step of (``--scenario``), :func:`scenario_step` lists that run's
-memory-bound operations of one micro-batch on one GPU -- forward and backward with the run's
-recomputation, at its micro-batch size, tp and cp, as the pipeline strategy prices them
-(:class:`~clustersim.strategies.hybrid.compute_time.StageTimes`) -- and :func:`fit_memory`
+run the trace is a step of (``--scenario``), :func:`memory_step` takes that run's
+memory-bound operations of one micro-batch on one GPU from :func:`~.run_step.run_step` --
+forward and backward with the run's recomputation, at its micro-batch size, tp and cp, as
+the pipeline strategy prices them -- and :func:`fit_memory`
 compares their time at the full bandwidth of the base GPU with the measured time of the
 trace's element-wise, norm and reduction kernels (:data:`~.trace.ELEMENTWISE`: not products,
 attention, NCCL, the optimizer's kernels, copies or sets)::
@@ -31,23 +31,12 @@ Units: seconds, bytes, B/s, FLOPs.  Problems are ScenarioErrors at ``--scenario`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..compute.models import Operation
-from ..errors import Problem, ScenarioError
 from ..hardware import Preset
-from ..model.operators import FLASH
 from ..units import parse_bandwidth
+from .run_step import RunStep, product_ratio, refuse, run_step, traced_steps
 from .trace import ELEMENTWISE, Profile
-
-FLOP_RATIO_LIMIT = 2.0
-"""Largest factor between the trace's matrix-product FLOPs and the run's steps' accepted."""
-SCENARIO_KEY = "--scenario"
-"""The option problems are reported at."""
-
-
-def _refuse(file: str, message: str, allowed: str) -> ScenarioError:
-    return ScenarioError(Problem(SCENARIO_KEY, message, allowed), file)
 
 
 @dataclass(frozen=True)
@@ -113,107 +102,45 @@ class MemoryFit:
         )
 
 
-def scenario_step(path: str, base: Preset) -> MemoryStep:
-    """The memory-bound work of a step on one GPU of the run ``path`` (a scenario file),
-    priced at ``base``'s memory bandwidth.  ScenarioError at ``--scenario`` for a run that
-    is not one the trace can be a step of: no transformer model, not the pipeline strategy,
-    more than one pipeline stage, GPUs other than ``base``, a fractional micro-batch."""
-    from ..api import prepare
-    from ..scenario.presets import scenario_folder
-    from ..strategies.hybrid import Pipeline
-    from ..strategies.hybrid.compute_time import StageTimes
-    from ..strategies.kernel_times import whole_samples
-
-    prepared = prepare(path)
-    strategy: Any = prepared.strategy
-    model = getattr(strategy, "model", None)
-    if model is None or getattr(model, "transformer", None) is None:
-        raise _refuse(path, "the run has no transformer model", _TRANSFORMER)
-    if not isinstance(strategy, Pipeline):
-        raise _refuse(path, f"the run's workload is {strategy.name!r}", _TRANSFORMER)
-    if strategy.pp > 1:
-        message = f"the run has {strategy.pp} pipeline stages: a one-GPU trace is one stage's"
-        raise _refuse(path, message, "a run of parallelism.pp 1 (tp, cp and dp as profiled)")
-    notes = _device_notes(prepared, strategy, base, path)
-    b = whole_samples(strategy.micro_batch)
-    if b is None:
-        message = f"its micro-batch is {strategy.micro_batch} sequences"
-        raise _refuse(path, message, "a whole number of sequences per micro-batch")
-    layers = [(plan.first_layer, plan.layers) for plan in strategy.plans]
-    times = StageTimes(
-        strategy.model,
-        layers,
-        strategy.tp,
-        strategy.virtual_recompute(),
-        scenario_folder(prepared.scenario.source or path),
-    )
-    passes = [times.operations(k, f, b) for k in range(len(layers)) for f in (True, False)]
-    ops = [op for ops in passes for op in ops]
-    counts = strategy.replica_micro_batches
-    if len(set(counts)) > 1:
-        notes.append(f"replicas run {min(counts)} to {max(counts)} micro-batches: replica 0's")
-    m, cp = counts[0], strategy.cp
-    products = sum(op.flops for op in ops if op.m and not op.name.startswith(FLASH))
-    memory = tuple(op for op in ops if op.flops == 0 and op.bytes > 0)
+def memory_step(run: RunStep, base: Preset) -> MemoryStep:
+    """The memory-bound work of ``run``'s step on one GPU, priced at ``base``'s memory
+    bandwidth (and its own memory efficiency, the prediction it makes)."""
+    memory = tuple(op for op in run.operations if op.flops == 0 and op.bytes > 0)
     bandwidth = parse_bandwidth(base.spec.get("memory_bandwidth"))
     compute = base.spec.get("compute") or {}
     given = float(compute.get("memory_efficiency", 1.0))
-    return MemoryStep(path, memory, m, cp, products * m / cp, bandwidth, given, notes)
+    return MemoryStep(
+        run.scenario,
+        memory,
+        run.micro_batches,
+        run.cp,
+        run.product_flops,
+        bandwidth,
+        given,
+        list(run.notes),
+    )
 
 
-_TRANSFORMER = (
-    "a transformer trained by the pipeline strategy: a pipeline: section (or tp, cp or ep "
-    "above 1) and pp 1"
-)
-"""What ``--scenario`` takes."""
-
-
-def _device_notes(prepared: Any, strategy: Any, base: Preset, path: str) -> list[str]:
-    """Notes on the run's GPUs; ScenarioError when they are not ``base``."""
-    devices = [prepared.topology.devices[name] for name in strategy.placement.workers]
-    types = sorted({device.type or "(no preset)" for device in devices})
-    if types != [base.name]:
-        raise _refuse(
-            path,
-            f"the run's GPUs are {', '.join(types)}, the trace's {base.name} (--base)",
-            f"a run on {base.name}, or --base naming the run's GPU",
-        )
-    bandwidth = parse_bandwidth(base.spec.get("memory_bandwidth"))
-    given = {device.memory_bandwidth_Bps for device in devices}
-    if given != {bandwidth}:
-        return [
-            f"the run's GPUs have memory_bandwidth {', '.join(f'{g:.6g}' for g in sorted(given))}"
-            f" B/s: priced at {base.name}'s {bandwidth:.6g} B/s, the file's"
-        ]
-    return []
+def scenario_step(path: str, base: Preset) -> MemoryStep:
+    """The memory-bound work of a step on one GPU of the run ``path`` (a scenario file;
+    :func:`~.run_step.run_step` checks it), priced at ``base``'s memory bandwidth."""
+    return memory_step(run_step(path, base), base)
 
 
 def fit_memory(profile: Profile, step: MemoryStep) -> MemoryFit:
     """``step``'s memory efficiency fitted to ``profile`` (see the module docstring).
     ScenarioError when the trace has no element-wise kernels, or its products are not
-    those of the run's steps within a factor of :data:`FLOP_RATIO_LIMIT`."""
+    those of the run's steps within a factor of :data:`~.run_step.FLOP_RATIO_LIMIT`."""
     notes = list(step.notes)
-    steps = profile.steps or 1
-    if not profile.steps:
-        notes.append("the trace marks no steps (ProfilerStep#N): taken as one step")
+    steps = traced_steps(profile, notes)
     kernels, measured = profile.other.get(ELEMENTWISE, (0, 0.0))
     if kernels == 0 or measured <= 0:
-        raise _refuse(
+        raise refuse(
             profile.file,
             "the trace has no element-wise, norm or reduction kernels to fit to",
             "a trace of a whole training step (forward and backward)",
         )
-    traced = sum(p.flops for p in profile.products)
-    expected = step.product_flops * steps
-    ratio = traced / expected if expected > 0 else float("inf")
-    if not 1 / FLOP_RATIO_LIMIT <= ratio <= FLOP_RATIO_LIMIT:
-        raise _refuse(
-            step.scenario,
-            f"the trace's matrix products ({traced:.4g} FLOPs) are {ratio:.3g} x those of "
-            f"{steps} step(s) of the run on one GPU ({expected:.4g} FLOPs)",
-            "the run the trace is a step of: its model, micro-batch, micro-batches per GPU "
-            "(global_batch / (dp x micro_batch)), tp and cp as profiled",
-        )
+    ratio = product_ratio(profile, step.scenario, step.product_flops, steps)
     predicted = step.bytes * steps / step.bandwidth_Bps
     share = predicted / measured
     if share > 1:

@@ -210,18 +210,25 @@ class DeviceSpec(_Spec):
             update["compute"] = self.compute.model_copy(update=compute)
         return self.model_copy(update=update) if update else self
 
+    def sixteen_bit(self) -> str | None:
+        """The 16-bit precision fp8 training's attention core runs at: the first of
+        :data:`SIXTEEN_BIT` the device has a peak and a curve for (None: neither)."""
+        from clustersim.hardware import curve_for
+
+        curves = self.compute.curves
+        found = (p for p in SIXTEEN_BIT if p in self.peaks and curve_for(curves, p) is not None)
+        return next(found, None)
+
     def _sixteen_bit_attention(self) -> AttentionRateSpec | None:
         """The 16-bit peak and curve of fp8 training's attention core (None if the device
         lacks a 16-bit peak or curve)."""
         from clustersim.hardware import curve_for
 
-        for precision in SIXTEEN_BIT:
-            curve = curve_for(self.compute.curves, precision)
-            if precision in self.peaks and curve is not None:
-                return AttentionRateSpec.model_construct(
-                    peak_flops=self.peaks[precision], curve=curve
-                )
-        return None
+        precision = self.sixteen_bit()
+        if precision is None:
+            return None
+        curve = curve_for(self.compute.curves, precision)
+        return AttentionRateSpec.model_construct(peak_flops=self.peaks[precision], curve=curve)
 
 
 def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:

@@ -1,0 +1,167 @@
+"""The run a profiler trace is a step of (``calibrate profile --scenario RUN.yaml``): its
+operations of one micro-batch on one GPU, as clustersim prices them, and the checks that the
+trace can be a step of it.
+
+:func:`run_step` prepares the scenario and lists its kernels of one micro-batch -- forward
+and backward with the run's recomputation, at its micro-batch size and tp, as the pipeline
+strategy prices them (:class:`~clustersim.strategies.hybrid.compute_time.StageTimes`) -- with
+the micro-batches one GPU runs per step (data-parallel replica 0's) and cp (a GPU holds 1/cp
+of each sequence).  The run must be a transformer trained by the pipeline strategy with one
+pipeline stage, on the ``--base`` GPU.  :func:`traced_steps` reads how many steps the trace
+holds (its ``ProfilerStep#N`` annotations; one when it has none) and :func:`product_ratio`
+checks that the trace's matrix products add up to the FLOPs of that many steps of the run
+within a factor of :data:`FLOP_RATIO_LIMIT`.  The fits of :mod:`.memory_fit` and
+:mod:`.attention_fit` take their operations from here.
+
+Units: FLOPs, B/s.  Problems are ScenarioErrors at ``--scenario``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..compute.models import Operation
+from ..errors import Problem, ScenarioError
+from ..hardware import Preset
+from ..model.operators import FLASH
+from ..units import parse_bandwidth
+from .trace import Profile
+
+FLOP_RATIO_LIMIT = 2.0
+"""Largest factor between the trace's matrix-product FLOPs and the run's steps' accepted."""
+SCENARIO_KEY = "--scenario"
+"""The option problems are reported at."""
+TRANSFORMER = (
+    "a transformer trained by the pipeline strategy: a pipeline: section (or tp, cp or ep "
+    "above 1) and pp 1"
+)
+"""What ``--scenario`` takes."""
+
+
+def refuse(file: str, message: str, allowed: str) -> ScenarioError:
+    """A problem of the run (or of the trace against it) at ``--scenario``."""
+    return ScenarioError(Problem(SCENARIO_KEY, message, allowed), file)
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """The kernels of one micro-batch of a run on one GPU, and how many make a step."""
+
+    scenario: str
+    """The scenario file."""
+    operations: tuple[Operation, ...]
+    """The kernels of one micro-batch (forward, recomputation, backward)."""
+    micro_batches: int
+    """Micro-batches one GPU runs per step (data-parallel replica 0's)."""
+    cp: int
+    """Context parallelism: a GPU holds 1/cp of each sequence, so 1/cp of the work."""
+    precision: str | None
+    """The run's ``training.precision``."""
+    folder: Path
+    """The scenario's folder (relative kernels files are read from it)."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        """Micro-batches per GPU over cp: what one micro-batch's work is multiplied by."""
+        return self.micro_batches / self.cp
+
+    @property
+    def product_flops(self) -> float:
+        """FLOPs of the matrix products of one step on one GPU (the fused attention kernel,
+        which a trace does not count among its products, left out)."""
+        products = (op for op in self.operations if op.m and not op.name.startswith(FLASH))
+        return sum(op.flops for op in products) * self.share
+
+
+def run_step(path: str, base: Preset) -> RunStep:
+    """The kernels of a micro-batch on one GPU of the run ``path`` (a scenario file).
+    ScenarioError at ``--scenario`` for a run that is not one the trace can be a step of: no
+    transformer model, not the pipeline strategy, more than one pipeline stage, GPUs other
+    than ``base``, a fractional micro-batch."""
+    from ..api import prepare
+    from ..scenario.presets import scenario_folder
+    from ..strategies.hybrid import Pipeline
+    from ..strategies.hybrid.compute_time import StageTimes
+    from ..strategies.kernel_times import whole_samples
+
+    prepared = prepare(path)
+    strategy: Any = prepared.strategy
+    model = getattr(strategy, "model", None)
+    if model is None or getattr(model, "transformer", None) is None:
+        raise refuse(path, "the run has no transformer model", TRANSFORMER)
+    if not isinstance(strategy, Pipeline):
+        raise refuse(path, f"the run's workload is {strategy.name!r}", TRANSFORMER)
+    if strategy.pp > 1:
+        message = f"the run has {strategy.pp} pipeline stages: a one-GPU trace is one stage's"
+        raise refuse(path, message, "a run of parallelism.pp 1 (tp, cp and dp as profiled)")
+    notes = _device_notes(prepared, strategy, base, path)
+    b = whole_samples(strategy.micro_batch)
+    if b is None:
+        message = f"its micro-batch is {strategy.micro_batch} sequences"
+        raise refuse(path, message, "a whole number of sequences per micro-batch")
+    layers = [(plan.first_layer, plan.layers) for plan in strategy.plans]
+    folder = scenario_folder(prepared.scenario.source or path)
+    times = StageTimes(strategy.model, layers, strategy.tp, strategy.virtual_recompute(), folder)
+    passes = [times.operations(k, f, b) for k in range(len(layers)) for f in (True, False)]
+    counts = strategy.replica_micro_batches
+    if len(set(counts)) > 1:
+        notes.append(f"replicas run {min(counts)} to {max(counts)} micro-batches: replica 0's")
+    training = getattr(prepared.scenario, "training", None)
+    return RunStep(
+        path,
+        tuple(op for ops in passes for op in ops),
+        counts[0],
+        strategy.cp,
+        getattr(training, "precision", None),
+        folder,
+        notes,
+    )
+
+
+def _device_notes(prepared: Any, strategy: Any, base: Preset, path: str) -> list[str]:
+    """Notes on the run's GPUs; ScenarioError when they are not ``base``."""
+    devices = [prepared.topology.devices[name] for name in strategy.placement.workers]
+    types = sorted({device.type or "(no preset)" for device in devices})
+    if types != [base.name]:
+        raise refuse(
+            path,
+            f"the run's GPUs are {', '.join(types)}, the trace's {base.name} (--base)",
+            f"a run on {base.name}, or --base naming the run's GPU",
+        )
+    bandwidth = parse_bandwidth(base.spec.get("memory_bandwidth"))
+    given = {device.memory_bandwidth_Bps for device in devices}
+    if given != {bandwidth}:
+        return [
+            f"the run's GPUs have memory_bandwidth {', '.join(f'{g:.6g}' for g in sorted(given))}"
+            f" B/s: priced at {base.name}'s {bandwidth:.6g} B/s, the file's"
+        ]
+    return []
+
+
+def traced_steps(profile: Profile, notes: list[str]) -> int:
+    """The training steps ``profile`` holds: its ``ProfilerStep#N`` annotations, else one
+    (with a note in ``notes`` saying so)."""
+    if not profile.steps:
+        notes.append("the trace marks no steps (ProfilerStep#N): taken as one step")
+    return profile.steps or 1
+
+
+def product_ratio(profile: Profile, scenario: str, step_flops: float, steps: int) -> float:
+    """The trace's matrix-product FLOPs over ``steps`` steps' of the run ``scenario``
+    (``step_flops`` a step's on one GPU: :attr:`RunStep.product_flops`).  ScenarioError
+    when they are more than :data:`FLOP_RATIO_LIMIT` apart."""
+    traced = sum(p.flops for p in profile.products)
+    expected = step_flops * steps
+    ratio = traced / expected if expected > 0 else float("inf")
+    if not 1 / FLOP_RATIO_LIMIT <= ratio <= FLOP_RATIO_LIMIT:
+        raise refuse(
+            scenario,
+            f"the trace's matrix products ({traced:.4g} FLOPs) are {ratio:.3g} x those of "
+            f"{steps} step(s) of the run on one GPU ({expected:.4g} FLOPs)",
+            "the run the trace is a step of: its model, micro-batch, micro-batches per GPU "
+            "(global_batch / (dp x micro_batch)), tp and cp as profiled",
+        )
+    return ratio
