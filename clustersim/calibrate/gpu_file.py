@@ -9,7 +9,11 @@ shapes and kernels they were fitted to; everything else keeps the base's value a
 A curve's ``e_max`` the trace cannot tell keeps the base's, its note saying why.  With the
 run the trace is a step of (:mod:`.memory_fit`), ``compute.memory_efficiency`` is fitted
 too, citing ``profile-fit`` with a note naming the trace, its kernels and the seconds
-measured and predicted.
+measured and predicted; and, when the run's attention is fused and the trace has its
+kernels (:mod:`.attention_fit`), ``compute.attention``: the peak the attention core ran at
+(the base's, citing its source), the fitted ``curve.e_max`` (``profile-fit``, its note
+naming the trace, the kernels and both times) and the base curve's ``kernel_time`` (kept,
+citing its source).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+from .attention_fit import AttentionFit
 from .kernel_fit import CurveFit, KernelFit, Shape
 from .memory_fit import MemoryFit
 from .node_file import catalog_text
@@ -37,14 +42,26 @@ def shapes_cited(file: str, shapes: Sequence[Shape]) -> str:
     return f"{file}: {len(shapes)} shapes, {kernels} products: {listed}"
 
 
-def gpu_spec(fit: KernelFit, memory: MemoryFit | None = None) -> dict[str, Any]:
+def gpu_spec(
+    fit: KernelFit, memory: MemoryFit | None = None, attention: AttentionFit | None = None
+) -> dict[str, Any]:
     """The base GPU's spec with the fitted curves in it (values as a catalog file writes
-    them: ``e_max`` a share of the peak, ``kernel_time`` in us), and the fitted
-    ``memory_efficiency`` when ``memory`` is given."""
+    them: ``e_max`` a share of the peak, ``kernel_time`` in us), the fitted
+    ``memory_efficiency`` when ``memory`` is given, and the fitted ``attention`` when
+    ``attention`` is given and fitted."""
     spec = copy.deepcopy(dict(fit.base.spec))
     compute = spec.setdefault("compute", {})
     if memory is not None:
         compute["memory_efficiency"] = memory.memory_efficiency
+    if attention is not None and attention.fitted:
+        core = attention.core
+        compute["attention"] = {
+            "peak": f"{core.peak_flops / 1e12:.6g}TFLOPS",
+            "curve": {
+                "e_max": attention.e_max,
+                "kernel_time": f"{core.kernel_time_s * 1e6:.6g}us",
+            },
+        }
     curves = compute.setdefault("curves", {})
     for precision, result in fit.curves.items():
         if result.half_fitted:
@@ -70,11 +87,15 @@ def _curve_note(result: CurveFit, key: str, base: str, file: str) -> tuple[str, 
 
 
 def gpu_file_text(
-    fit: KernelFit, name: str, header: Sequence[str], memory: MemoryFit | None = None
+    fit: KernelFit,
+    name: str,
+    header: Sequence[str],
+    memory: MemoryFit | None = None,
+    attention: AttentionFit | None = None,
 ) -> str:
-    """The GPU file of ``fit`` (and of ``memory``, the fitted memory efficiency, if given):
-    YAML text with a comment header (``header`` lines) above it, checked to read back as a
-    catalog GPU file."""
+    """The GPU file of ``fit`` (and of ``memory``, the fitted memory efficiency, and
+    ``attention``, the fitted attention core, if given): YAML text with a comment header
+    (``header`` lines) above it, checked to read back as a catalog GPU file."""
     base = fit.base
     file = fit.profile.file
 
@@ -91,6 +112,8 @@ def gpu_file_text(
                 return source or FIT_SOURCE, f"{note}; {kept}" if note else kept
         if path == "spec.compute.memory_efficiency" and memory is not None:
             return FIT_SOURCE, memory.note()
+        if path.startswith(ATTENTION) and attention is not None and attention.fitted:
+            return _attention_note(attention, path, base)
         if path == "spec.efficiency":
             source, note = _base_note(base, path)
             why = (
@@ -114,13 +137,41 @@ def gpu_file_text(
                 if memory is not None
                 else ""
             )
+            + (
+                f"; the attention core's e_max: the measured time of its forward attention "
+                f"kernels against {attention.core.scenario}'s fused attention kernels"
+                if attention is not None and attention.fitted
+                else ""
+            )
         )
     }
     title = f"{base.title}, calibrated on a profiler trace"
-    spec = gpu_spec(fit, memory)
+    spec = gpu_spec(fit, memory, attention)
     return catalog_text(
         "gpu", name, title, spec, annotate, references, base, header, base.interconnect
     )
+
+
+ATTENTION = "spec.compute.attention."
+"""Where the fitted attention core is written."""
+
+
+def _attention_note(attention: AttentionFit, path: str, base: Any) -> tuple[str, str]:
+    """(source, note) of a key of the fitted ``compute.attention``: ``e_max`` fitted, the
+    peak and ``kernel_time`` the base's, citing where they come from in it."""
+    key = path.removeprefix(ATTENTION).removeprefix("curve.")
+    core = attention.core
+    if key == "e_max":
+        return FIT_SOURCE, attention.note()
+    kept = {
+        "peak": f"the attention core's peak on {base.name}: its {core.origin} peak",
+        "kernel_time": (
+            f"kept from {base.name}'s {core.origin} curve: a step's attention kernels are of "
+            "one size, which cannot tell the ceiling from the fixed cost"
+        ),
+    }[key]
+    source, note = _base_note(base, core.paths.get(key, path))
+    return source or FIT_SOURCE, f"{kept} ({note})" if note else kept
 
 
 def _base_note(base: Any, path: str) -> tuple[str | None, str | None]:

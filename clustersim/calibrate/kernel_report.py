@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .attention_fit import AttentionFit
 from .kernel_fit import KernelFit
 from .memory_fit import MemoryFit
 from .node_file import error_summary
@@ -117,6 +118,52 @@ def memory_lines(memory: MemoryFit | None) -> list[str]:
         ),
         f"  matrix-product FLOPs of the trace over the run's steps: {memory.product_ratio:.4f}",
         *(f"# note: {note}" for note in memory.notes),
+    ]
+
+
+def attention_lines(attention: AttentionFit | None) -> list[str]:
+    """The trace's forward attention kernels against the run's, on the base's curve and on
+    the fitted one, and its backward kernels against the base's model; one line saying why
+    without a fit (no ``--scenario``, or the reason :func:`~.attention_fit.fit_attention`
+    gives)."""
+    if attention is None or not attention.fitted:
+        why = (
+            attention.reason
+            if attention is not None
+            else "needs --scenario RUN.yaml, the run the trace is a step of"
+        )
+        return ["", f"attention: not fitted ({why}); the base GPU's is kept"]
+    core = attention.core
+
+    def row(what: str, seconds: float, measured: float) -> str:
+        return f"  {what:<52} {seconds * 1e3:>10.4g} ms {seconds / measured - 1:>+7.1%}"
+
+    return [
+        "",
+        f"# fused attention: {attention.forward_kernels} forward kernels of {attention.trace} "
+        f"against {core.scenario} ({attention.steps} step(s), {len(core.forward)} fused "
+        f"kernels per micro-batch x {core.share:g}), at the {core.origin} peak "
+        f"{core.peak_flops / 1e12:.4g} TFLOP/s, kernel time {core.kernel_time_s * 1e6:.4g} us",
+        f"  {'measured forward kernels (trace)':<52} {attention.measured_s * 1e3:>10.4g} ms",
+        row(
+            f"predicted at the base's e_max {core.e_max:.6g}",
+            attention.predicted_s,
+            attention.measured_s,
+        ),
+        row(
+            f"predicted at the fitted e_max {attention.e_max:.6g}",
+            attention.fitted_s,
+            attention.measured_s,
+        ),
+        f"  base curve's rate over the measured: {attention.factor:.6g}",
+        f"  {'measured backward kernels (trace)':<52} "
+        f"{attention.backward_measured_s * 1e3:>10.4g} ms ({attention.backward_kernels} kernels)",
+        row(
+            "predicted on the products' curve (not fitted)",
+            attention.backward_predicted_s,
+            attention.backward_measured_s,
+        ),
+        *(f"# note: {note}" for note in attention.notes),
     ]
 
 

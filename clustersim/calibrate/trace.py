@@ -22,7 +22,8 @@ recorded with ``record_shapes=True`` on one GPU.  What is read:
   kernels, the optimizer's kernels (``multi_tensor_apply``, ``Adam``, ``_adam`` in the name),
   memory copies and sets, and every other kernel (:data:`ELEMENTWISE`: element-wise, norms,
   reductions) -- counted and timed; the last are the memory-bound work
-  :mod:`.memory_fit` fits the memory efficiency to.
+  :mod:`.memory_fit` fits the memory efficiency to, and each attention kernel is kept with
+  its name and time (:attr:`Profile.attention`) for :mod:`.attention_fit`.
 * **Steps**: the ``ProfilerStep#N`` annotations ``prof.step()`` leaves (0 when there are
   none).
 * **The device**: ``deviceProperties`` (name, memory) of the GPU the kernels ran on; a trace
@@ -79,6 +80,8 @@ STEP = re.compile(r"^ProfilerStep#\d+$")
 ELEMENTWISE = "other kernels (element-wise, norms, reductions, ...)"
 """The kind of the kernels that are neither products, attention, NCCL, the optimizer's,
 nor copies: the memory-bound work of the layers."""
+ATTENTION = "attention kernels"
+"""The kind of the fused attention kernels."""
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
 """Categories of the CPU-side events that launch kernels."""
 MAX_BYTES = 1024**3
@@ -128,6 +131,9 @@ class Profile:
     """What the reader chose that the user should know (tf32, a GPU kept of several)."""
     steps: int = 0
     """Training steps the trace marks (distinct ``ProfilerStep#N`` annotations; 0: none)."""
+    attention: tuple[tuple[str, float], ...] = ()
+    """Each fused attention kernel (:data:`ATTENTION_KERNEL`): its name and seconds, in the
+    order they ran (what :mod:`.attention_fit` fits the attention core to)."""
 
     @property
     def product_s(self) -> float:
@@ -213,6 +219,7 @@ def read_profile(path: str | Path) -> Profile:
         _other(kernels, linked, complete),
         notes + precisions,
         len({e["name"] for e in complete if STEP.match(str(e.get("name", "")))}),
+        _attention(kernels, linked),
     )
 
 
@@ -382,6 +389,27 @@ def _short(name: str) -> str:
     return found.group(0) if found else name[:60]
 
 
+def _kind(name: str) -> str:
+    """The kind of GPU work a kernel of no product op is, by its name."""
+    if name.lower().startswith("nccl"):
+        return "communication (NCCL)"
+    if ATTENTION_KERNEL.search(name):
+        return ATTENTION
+    if OPTIMIZER_KERNEL.search(name):
+        return "optimizer kernels (multi_tensor_apply, Adam)"
+    return ELEMENTWISE
+
+
+def _attention(kernels: list[Mapping[str, Any]], linked: set[int]) -> tuple[tuple[str, float], ...]:
+    """(name, seconds) of each fused attention kernel no product op launched, by start."""
+    found = [
+        (kernel["ts"], str(kernel.get("name", "")), kernel["dur"] * 1e-6)
+        for kernel in kernels
+        if id(kernel) not in linked and _kind(str(kernel.get("name", ""))) == ATTENTION
+    ]
+    return tuple((name, seconds) for _, name, seconds in sorted(found))
+
+
 def _other(
     kernels: list[Mapping[str, Any]], linked: set[int], complete: list[Mapping[str, Any]]
 ) -> dict[str, tuple[int, float]]:
@@ -390,15 +418,7 @@ def _other(
     for kernel in kernels:
         if id(kernel) in linked:
             continue
-        name = str(kernel.get("name", ""))
-        if name.lower().startswith("nccl"):
-            kind = "communication (NCCL)"
-        elif ATTENTION_KERNEL.search(name):
-            kind = "attention kernels"
-        elif OPTIMIZER_KERNEL.search(name):
-            kind = "optimizer kernels (multi_tensor_apply, Adam)"
-        else:
-            kind = ELEMENTWISE
+        kind = _kind(str(kernel.get("name", "")))
         kinds.setdefault(kind, []).append(kernel["dur"] * 1e-6)
     copies = [e["dur"] * 1e-6 for e in complete if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
     if copies:

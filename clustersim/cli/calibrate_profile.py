@@ -2,7 +2,8 @@
 file fitted to the matrix-product kernel times of a PyTorch profiler trace
 (:mod:`clustersim.calibrate.trace`, :mod:`clustersim.calibrate.kernel_fit`) and, given the
 run the trace is a step of, to its memory-bound kernels' time
-(:mod:`clustersim.calibrate.memory_fit`)."""
+(:mod:`clustersim.calibrate.memory_fit`) and its fused attention kernels' time
+(:mod:`clustersim.calibrate.attention_fit`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..errors import Problem, ScenarioError
 from . import calibrate as shared
 
 if TYPE_CHECKING:
+    from ..calibrate.attention_fit import AttentionFit
     from ..calibrate.kernel_fit import KernelFit
     from ..calibrate.memory_fit import MemoryFit
     from ..calibrate.trace import Profile
@@ -37,7 +39,14 @@ class ProfileSource(shared.CalibrationSource):
         "the run's memory-bound operations (norms, softmax, activations, cross-entropy) of "
         "its micro-batches per GPU, times the steps the trace marks (ProfilerStep#N; else "
         "one), priced at the full memory bandwidth, over the measured time of the trace's "
-        "element-wise, norm and reduction kernels (capped at 1). Exit 2 for "
+        "element-wise, norm and reduction kernels (capped at 1); and, when the run's "
+        "attention is fused (flash_attention), compute.attention: the peak and kernel time "
+        "the base prices its attention core at (fp8 runs: the 16-bit ones) and the e_max at "
+        "which the run's forward fused attention kernels take the measured time of the "
+        "trace's forward attention kernels (flash, fmha, attention in the name; bwd, bprop, "
+        "backward, cutlassB mark the backward ones, which are reported, not fitted). No fused "
+        "attention in the run or in the trace: a printed line says so, attention is not "
+        "fitted. Exit 2 for "
         "a file that is not a Kineto trace, a trace without GPU kernels or without shapes, "
         "one of a single product shape, an unknown --base, a --scenario the trace cannot be "
         "a step of (no transformer, pp above 1, other GPUs than --base, matrix-product FLOPs "
@@ -61,35 +70,44 @@ class ProfileSource(shared.CalibrationSource):
             metavar="RUN.yaml",
             help="the run the trace is a step of (a transformer trained by the pipeline "
             "strategy with pp 1, on the --base GPU): fits compute.memory_efficiency to the "
-            "trace's element-wise, norm and reduction kernels (default: not fitted, the "
-            "base's kept)",
+            "trace's element-wise, norm and reduction kernels, and compute.attention to its "
+            "forward fused attention kernels when the run's attention is fused (default: "
+            "neither fitted, the base's kept)",
         )
         shared.plot_arguments(parser, "measured and fitted efficiency", "GPU")
         parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..calibrate.attention_fit import attention_core, fit_attention
         from ..calibrate.gpu_file import gpu_file_text
         from ..calibrate.kernel_fit import fit_profile
         from ..calibrate.kernel_report import (
+            attention_lines,
             memory_lines,
             plot_figure,
             summary_lines,
             table_lines,
         )
-        from ..calibrate.memory_fit import fit_memory, scenario_step
+        from ..calibrate.memory_fit import fit_memory, memory_step
+        from ..calibrate.run_step import run_step
         from ..calibrate.trace import read_profile
 
         output, plot = shared.checked_outputs(args)
         profile = read_profile(args.trace)
         base = shared.base_preset(args.base or _inferred_base(profile), "gpu")
         fit = fit_profile(profile, base, args.hold_out)
-        memory = None
+        memory = attention = None
         if args.scenario is not None:
-            memory = fit_memory(profile, scenario_step(args.scenario, base))
+            run = run_step(args.scenario, base)
+            memory = fit_memory(profile, memory_step(run, base))
+            core = attention_core(run, base)
+            attention = fit_attention(profile, core, memory.memory_efficiency)
         name = args.name or output.stem
-        text = gpu_file_text(fit, name, _header(fit, args, output, memory), memory)
+        header = _header(fit, args, output, memory, attention)
+        text = gpu_file_text(fit, name, header, memory, attention)
         title = f"{name}: measured and fitted matrix-product efficiency ({base.name} peaks)"
         lines = table_lines(fit) + summary_lines(fit) + memory_lines(memory)
+        lines += attention_lines(attention)
         return shared.write_outputs(
             output, text, lines, plot_figure(fit, title), plot, "cluster.node.gpu"
         )
@@ -114,7 +132,11 @@ def _inferred_base(profile: Profile) -> str:
 
 
 def _header(
-    fit: KernelFit, args: argparse.Namespace, output: Path, memory: MemoryFit | None
+    fit: KernelFit,
+    args: argparse.Namespace,
+    output: Path,
+    memory: MemoryFit | None,
+    attention: AttentionFit | None,
 ) -> list[str]:
     from ..calibrate.node_file import error_summary
     from ..version import __version__
@@ -132,6 +154,13 @@ def _header(
             f"work at the full bandwidth over the trace's element-wise kernels' time."
             if memory is not None
             else "Memory efficiency: the base's (fitted only with --scenario RUN.yaml)."
+        ),
+        (
+            f"Attention e_max {attention.e_max:.6g}: the e_max at which {args.scenario}'s "
+            "fused attention kernels take the trace's forward attention kernels' time."
+            if attention is not None and attention.fitted
+            else "Attention: the base's (fitted only with --scenario RUN.yaml of fused "
+            "attention and a trace of its kernels)."
         ),
         f"Use it: cluster.node.gpu: {{preset: ./{output.name}}}",
         "",
