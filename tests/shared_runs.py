@@ -61,6 +61,8 @@ UNCHECKED = frozenset(
         ),
         "scale/dense_131k.yaml",
         "scale/gpt3_175b_16k.yaml",
+        "calibration/h100_foundry_mpt70b_32_bf16.yaml",
+        "calibration/h100_foundry_mpt70b_64_bf16.yaml",
     }
 )
 """Shipped scenarios (relative to scenarios/) whose shared run leaves the invariants
@@ -70,7 +72,8 @@ of 64 A100s by ``clustersim reproduce``'s runs of the same engine paths on their
 siblings; the production family's runs of 1,024 GPUs and more and its
 ZeRO-3 run of 256 (checking costs up to 5x there: thousands of flows at every instant) by its
 runs of 64-512 GPUs of the same schedules, context and tensor parallelism and ZeRO-3; the scale scenarios (16,384 and 131,072 GPUs) on the
-smaller scenarios of the same shapes."""
+smaller scenarios of the same shapes; the H100 calibration's FSDP runs of MPT-70B (32 and 64
+GPUs, like the A100 one) by its FSDP runs of 8 GPUs."""
 
 
 def checked(path: Path) -> bool:

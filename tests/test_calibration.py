@@ -6,6 +6,11 @@ performance_summary.md, commit 070a0bb) has a fine-tuning table; its three SFT r
 7B, 13B, 70B on DGX H100, FP8) are rebuilt from the catalog in scenarios/calibration/.  The
 catalog's H100 efficiency is their least-squares fit: the errors' mean (on the log) is within
 1% of zero.  (The A100's fit to Megatron-LM's Table 1: tests/test_megatron_validation.py.)
+
+The 16-bit runs of :data:`H100_BF16` (issue 41: MosaicML LLM Foundry's H100 BF16 table, NVIDIA's
+DGX Cloud benchmarks' Llama 3.1 8B) are calibration data beside them, not yet fitted: their
+errors at the catalog's efficiency are documented (docs/accuracy.md, "Held out and
+calibration") and held here, apart from the SFT rows' fit.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clustersim import simulate
 from clustersim.hardware import GPUS
+
+from . import shared_runs
 
 FOLDER = Path(__file__).resolve().parent.parent / "scenarios" / "calibration"
 SFT = {
@@ -27,6 +35,21 @@ SFT = {
 }
 TOKENS_PER_ITERATION = 32 * 4096
 """Global batch 32 of sequences packed to 4096 tokens."""
+
+
+H100_BF16 = {
+    # file: tokens/s per GPU measured, GPUs, tokens per iteration (global batch x sequence)
+    "h100_foundry_mpt7b_8_bf16.yaml": (10643.0, 8, 48 * 2048),
+    "h100_foundry_mpt13b_8_bf16.yaml": (4792.0, 8, 16 * 2048),
+    "h100_foundry_mpt30b_8_bf16.yaml": (2002.0, 8, 504 * 2048),
+    "h100_foundry_mpt70b_32_bf16.yaml": (882.0, 32, 1024 * 2048),
+    "h100_foundry_mpt70b_64_bf16.yaml": (1039.0, 64, 2048 * 2048),
+    # the source's metric is 12.91 s per step: 128 x 8192 tokens over 8 GPUs
+    "h100_dgxc_llama31_8b_8_bf16.yaml": (128 * 8192 / 8 / 12.91, 8, 128 * 8192),
+}
+"""16-bit H100 runs (issue 41), each file's header naming its source row and why it is not
+held out: LLM Foundry's "H100 80GB BF16" table (mosaicml/llm-foundry 061f2c7c) and the DGX
+Cloud benchmarks' Llama 3.1 8B (NVIDIA/dgxc-benchmarking 35a9aec)."""
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +79,41 @@ def test_hopper_presets_carry_the_calibration(gpu: str) -> None:
     preset = GPUS.get(gpu)
     assert preset.spec["efficiency"] == 0.754
     assert preset.sources["spec.efficiency"] == "h100-calibration"
+
+
+@pytest.fixture(scope="session")
+def bf16_errors() -> dict[str, float]:
+    """The log errors of the 16-bit runs, from the runs the golden walk shares."""
+    out = {}
+    for name, (measured, gpus, tokens) in H100_BF16.items():
+        path = FOLDER / name
+        seconds = shared_runs.summary(path, check=shared_runs.checked(path))["iteration_time_s"]
+        out[name] = math.log(tokens / (gpus * seconds) / measured)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(H100_BF16))
+def test_the_bf16_runs_are_the_catalog_h100_in_bf16(name: str) -> None:
+    """Each 16-bit run is a DGX H100 preset trained in bf16, with no GPU number of its own."""
+    text = (FOLDER / name).read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    assert doc["cluster"]["node"] == {"preset": "dgx-h100"}
+    assert doc["training"]["precision"] == "bf16"
+    assert "efficiency:" not in text and "flops:" not in text
+
+
+def test_the_bf16_runs_spread_as_documented(bf16_errors: dict[str, float]) -> None:
+    """At the catalog's efficiency (fitted on the fp8 SFT rows) the 16-bit runs are priced too
+    fast, most at small models and small micro-batches (docs/accuracy.md); a change that moves
+    them is a change of the model or of the calibration."""
+    assert {n: round(math.expm1(e), 2) for n, e in bf16_errors.items()} == pytest.approx(
+        {
+            "h100_foundry_mpt7b_8_bf16.yaml": 0.25,
+            "h100_foundry_mpt13b_8_bf16.yaml": 0.44,
+            "h100_foundry_mpt30b_8_bf16.yaml": 0.17,
+            "h100_foundry_mpt70b_32_bf16.yaml": 0.24,
+            "h100_foundry_mpt70b_64_bf16.yaml": 0.05,
+            "h100_dgxc_llama31_8b_8_bf16.yaml": 0.05,
+        },
+        abs=0.02,
+    )
