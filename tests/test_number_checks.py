@@ -388,6 +388,11 @@ KEYS: list[Key] = [
         peak=(*_DEVICE, "compute", "attention", "peak"),
     ),
     *_keys(
+        "ComputeSpec",
+        "flat",
+        memory_efficiency=(*_DEVICE, "compute", "memory_efficiency"),
+    ),
+    *_keys(
         "LinkSpec",
         "flat",
         zero=("latency",),
