@@ -1,16 +1,13 @@
 """The H100's calibration: its one efficiency is fitted to measured runs kept apart from the
 validation cases (docs/hardware.md, "Efficiency").
 
-NVIDIA NeMo 24.07's performance summary (NVIDIA/NeMo docs/source/performance/
-performance_summary.md, commit 070a0bb) has a fine-tuning table; its three SFT rows (Llama 2
-7B, 13B, 70B on DGX H100, FP8) are rebuilt from the catalog in scenarios/calibration/.  The
-catalog's H100 efficiency is their least-squares fit: the errors' mean (on the log) is within
-1% of zero.  (The A100's fit to Megatron-LM's Table 1: tests/test_megatron_validation.py.)
-
-The 16-bit runs of :data:`H100_BF16` (issue 41: MosaicML LLM Foundry's H100 BF16 table, NVIDIA's
-DGX Cloud benchmarks' Llama 3.1 8B) are calibration data beside them, not yet fitted: their
-errors at the catalog's efficiency are documented (docs/accuracy.md, "Held out and
-calibration") and held here, apart from the SFT rows' fit.
+Nine runs on DGX H100 nodes are rebuilt from the catalog in scenarios/calibration/: NVIDIA
+NeMo 24.07's fine-tuning table (NVIDIA/NeMo docs/source/performance/performance_summary.md,
+commit 070a0bb), its three SFT rows (Llama 2 7B, 13B, 70B, FP8: :data:`SFT`), and six 16-bit
+runs (:data:`H100_BF16`, issue 41: MosaicML LLM Foundry's H100 BF16 table, NVIDIA's DGX Cloud
+benchmarks' Llama 3.1 8B).  The catalog's H100 efficiency is their least-squares fit: the
+mean of the nine log errors is within 1% of zero.  (The A100's fit to Megatron-LM's Table 1:
+tests/test_megatron_validation.py.)
 """
 
 from __future__ import annotations
@@ -61,23 +58,18 @@ def errors() -> dict[str, float]:
     return out
 
 
-def test_the_h100_efficiency_is_the_fit_to_the_sft_rows(errors: dict[str, float]) -> None:
-    """The mean log error of the three rows is within 1% of zero (it is +0.4%)."""
-    assert abs(sum(errors.values()) / len(errors)) < 0.01, errors
-
-
 def test_the_rows_spread_as_documented(errors: dict[str, float]) -> None:
-    """The fit leaves the smallest model fast and the largest slow (+23%, -5%, -14%: the
-    spread docs/accuracy.md explains); a change that moves them is a change of the model."""
+    """The fit leaves the smallest SFT model fast and the larger ones slow (+7%, -17%, -23%:
+    the spread docs/accuracy.md explains); a change that moves them is a change of the model."""
     assert [round(math.expm1(e), 2) for e in errors.values()] == pytest.approx(
-        [0.23, -0.05, -0.14], abs=0.02
+        [0.07, -0.17, -0.23], abs=0.02
     )
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm5-80gb", "h100-pcie", "h200-sxm-141gb"])
 def test_hopper_presets_carry_the_calibration(gpu: str) -> None:
     preset = GPUS.get(gpu)
-    assert preset.spec["efficiency"] == 0.754
+    assert preset.spec["efficiency"] == 0.67
     assert preset.sources["spec.efficiency"] == "h100-calibration"
 
 
@@ -103,17 +95,26 @@ def test_the_bf16_runs_are_the_catalog_h100_in_bf16(name: str) -> None:
 
 
 def test_the_bf16_runs_spread_as_documented(bf16_errors: dict[str, float]) -> None:
-    """At the catalog's efficiency (fitted on the fp8 SFT rows) the 16-bit runs are priced too
-    fast, most at small models and small micro-batches (docs/accuracy.md); a change that moves
-    them is a change of the model or of the calibration."""
+    """At the catalog's efficiency the 16-bit runs spread from 6% slow to 29% fast, LLM
+    Foundry's small micro-batches fastest (docs/accuracy.md); a change that moves them is a
+    change of the model or of the calibration."""
     assert {n: round(math.expm1(e), 2) for n, e in bf16_errors.items()} == pytest.approx(
         {
-            "h100_foundry_mpt7b_8_bf16.yaml": 0.25,
-            "h100_foundry_mpt13b_8_bf16.yaml": 0.44,
-            "h100_foundry_mpt30b_8_bf16.yaml": 0.17,
-            "h100_foundry_mpt70b_32_bf16.yaml": 0.24,
-            "h100_foundry_mpt70b_64_bf16.yaml": 0.05,
-            "h100_dgxc_llama31_8b_8_bf16.yaml": 0.05,
+            "h100_foundry_mpt7b_8_bf16.yaml": 0.12,
+            "h100_foundry_mpt13b_8_bf16.yaml": 0.29,
+            "h100_foundry_mpt30b_8_bf16.yaml": 0.05,
+            "h100_foundry_mpt70b_32_bf16.yaml": 0.10,
+            "h100_foundry_mpt70b_64_bf16.yaml": -0.06,
+            "h100_dgxc_llama31_8b_8_bf16.yaml": -0.06,
         },
         abs=0.02,
     )
+
+
+def test_the_h100_efficiency_is_the_fit_to_the_nine_runs(
+    errors: dict[str, float], bf16_errors: dict[str, float]
+) -> None:
+    """The mean log error of the nine calibration runs is within 1% of zero (it is +0.1%)."""
+    every = [*errors.values(), *bf16_errors.values()]
+    assert len(every) == 9
+    assert abs(sum(every) / len(every)) < 0.01, every

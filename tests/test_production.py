@@ -71,7 +71,7 @@ def test_the_family_has_ten_independent_sources() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 41: the expressible published MoE runs are 16-82% too fast (docs/accuracy.md, "
+    reason="issue 41: the expressible published MoE runs are 4-67% too fast (docs/accuracy.md, "
     "Known gaps); they join the family when MoE pricing reproduces them",
 )
 def test_the_family_has_three_moe_runs() -> None:
@@ -216,8 +216,10 @@ def test_families_without_a_target_only_report() -> None:
 @pytest.mark.parametrize("flops", [1e9, 3e10, 4e11, 5e12])
 def test_fp8_keeps_the_attention_core_in_16_bits(flops: float) -> None:
     """An H100 priced at fp8 runs its products at the fp8 peak and curve, and its attention
-    core (scores, context, the fused kernel) at the bf16 ones (Transformer Engine's fp8 recipes
-    keep attention in 16 bits): each kernel's seconds against the roofline by hand."""
+    core (scores, context, the fused kernel), forward and backward, at the bf16 ones
+    (Transformer Engine's fp8 recipes keep attention in 16 bits: its DotProductAttention runs
+    in fp8 only when fp8_dpa is asked for): each kernel's seconds against the roofline by
+    hand."""
     doc = {
         "name": "fp8",
         "cluster": {"kind": "two_tier", "node": {"preset": "dgx-h100"}},
@@ -241,11 +243,37 @@ def test_fp8_keeps_the_attention_core_in_16_bits(flops: float) -> None:
         attention=AttentionRate(989e12, curve_at(bf16.e_max, bf16.kernel_time_s, 989e12)),
     )
     for name, peak, curve in (("qkv", 1979e12, fp8), ("scores", 989e12, bf16),
-                              ("flash_attention", 989e12, bf16), ("fc1", 1979e12, fp8)):  # fmt: skip
+                              ("flash_attention", 989e12, bf16), ("fc1", 1979e12, fp8),
+                              ("flash_attention.backward", 989e12, bf16),
+                              ("scores.dgrad", 989e12, bf16), ("context.wgrad", 989e12, bf16),
+                              ("fc1.dgrad", 1979e12, fp8), ("qkv.wgrad", 1979e12, fp8)):  # fmt: skip
         op = Operation(name, 1, 1, 1, 1, flops, 0.0)
         half = curve.kernel_time_s * curve.e_max * peak
         expected = flops / (peak * gpu.efficiency * curve.e_max * flops / (flops + half))
         assert model.operation_seconds(op) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("flash", [True, False])
+def test_the_attention_core_names_every_attention_kernel_and_its_backward(flash: bool) -> None:
+    """Every kernel of a layer's attention core and each of its backward kernels is in
+    ATTENTION_CORE, and no other kernel is (the products and memory-bound kernels keep the
+    products' rate): the backward of an fp8 run's attention stays in 16 bits too."""
+    from clustersim.compute.models import ATTENTION_CORE
+    from clustersim.model.operators import backward_operations, forward_operations
+    from clustersim.model.transformer import transformer_model
+
+    model = transformer_model(
+        "core", layers=2, hidden=1024, heads=16, ffn=4096, vocab=32000, seq=2048,
+        flash_attention=flash,
+    )  # fmt: skip
+    layer = next(x for x in model.layers if x.kind == "attention")
+    forward = forward_operations(layer, model.transformer, 1, 1)
+    core = [op for op in forward if op.name in ("scores", "context", "flash_attention")]
+    assert core and all(op.name in ATTENTION_CORE for op in core)
+    backward = backward_operations(core)
+    assert backward and all(op.name in ATTENTION_CORE for op in backward)
+    others = [op for op in forward if op not in core]
+    assert not any(op.name in ATTENTION_CORE for op in others + backward_operations(others))
 
 
 def test_bf16_has_no_attention_rate_of_its_own() -> None:

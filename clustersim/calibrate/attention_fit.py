@@ -27,8 +27,10 @@ most of a kernel's time.  Nor are ``e_max`` and ``kernel_time`` both fitted, as
 of one size (one sequence length, head count and micro-batch), which cannot tell a ceiling
 from a fixed cost.
 
-The backward kernels are priced on the products' curve (``ATTENTION_CORE`` names forward
-kernels), so they are measured and predicted, not fitted.  The fit is written as
+The backward kernels (``flash_attention.backward``) run at the same rate
+(:data:`~clustersim.compute.models.ATTENTION_CORE` names them too), so the fitted ceiling
+prices them as well; they are measured and predicted at the base's and at the fitted ceiling
+(a check of the fit), not fitted: their names are less regular than the forward's.  The fit is written as
 ``compute.attention`` (:mod:`.gpu_file`): one peak and curve, whatever the precision a
 scenario of the file trains at.  It is not made, with the reason the report prints, when
 the run's attention is not fused (its ``scores`` and ``context`` are the trace's matrix
@@ -73,7 +75,7 @@ class AttentionCore:
     forward: tuple[Operation, ...]
     """The kernels ``compute.attention`` prices of one micro-batch (forward and recomputed)."""
     backward: tuple[Operation, ...]
-    """The fused backward kernels of one micro-batch (priced on the products' curve)."""
+    """The fused backward kernels of one micro-batch (at the attention core's rate too)."""
     share: float
     """Micro-batches per GPU over cp."""
     origin: str
@@ -94,8 +96,10 @@ class AttentionCore:
         """The base's curve of the attention core."""
         return curve_at(self.e_max, self.kernel_time_s, self.peak_flops)
 
-    def seconds(self, e_max: float, memory_efficiency: float, steps: int) -> float:
-        """The forward kernels of ``steps`` steps at ceiling ``e_max``, s."""
+    def seconds(
+        self, e_max: float, memory_efficiency: float, steps: int, backward: bool = False
+    ) -> float:
+        """The forward (or ``backward``) kernels of ``steps`` steps at ceiling ``e_max``, s."""
         rate = AttentionRate(self.peak_flops, curve_at(e_max, self.kernel_time_s, self.peak_flops))
         model = self.model
         priced = compute_model(
@@ -107,7 +111,8 @@ class AttentionCore:
             attention=rate,
             memory_efficiency=memory_efficiency,
         )
-        return priced.seconds(self.forward) * self.share * steps
+        kernels = self.backward if backward else self.forward
+        return priced.seconds(kernels) * self.share * steps
 
     def backward_seconds(self, steps: int) -> float:
         """The backward kernels of ``steps`` steps on the base's model, s."""
@@ -199,6 +204,8 @@ class AttentionFit:
     """The forward kernels at the fitted ceiling, s."""
     backward_predicted_s: float = 0.0
     """The run's backward kernels on the base's model, s."""
+    backward_fitted_s: float = 0.0
+    """The run's backward kernels at the fitted ceiling, s."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -247,6 +254,7 @@ def fit_attention(profile: Profile, core: AttentionCore, memory_efficiency: floa
         e_max,
         core.seconds(e_max, memory_efficiency, steps),
         core.backward_seconds(steps),
+        core.seconds(e_max, memory_efficiency, steps, backward=True),
         notes,
     )
 

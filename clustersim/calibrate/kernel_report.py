@@ -159,8 +159,13 @@ def attention_lines(attention: AttentionFit | None) -> list[str]:
         f"  {'measured backward kernels (trace)':<52} "
         f"{attention.backward_measured_s * 1e3:>10.4g} ms ({attention.backward_kernels} kernels)",
         row(
-            "predicted on the products' curve (not fitted)",
+            "predicted at the base's rate (not fitted)",
             attention.backward_predicted_s,
+            attention.backward_measured_s,
+        ),
+        row(
+            f"predicted at the fitted e_max {attention.e_max:.6g}",
+            attention.backward_fitted_s,
             attention.backward_measured_s,
         ),
         *(f"# note: {note}" for note in attention.notes),

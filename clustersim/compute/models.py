@@ -47,9 +47,21 @@ class Operation(NamedTuple):
     itself what the model's FLOP count does not see (FlashAttention's backward: 1.25)."""
 
 
-ATTENTION_CORE = frozenset({"scores", "context", "flash_attention"})
-"""Kernels of the attention core: the products of queries and keys and of scores and values,
-and the fused attention kernel (:mod:`clustersim.model.operators`)."""
+ATTENTION_CORE = frozenset(
+    {
+        "scores",
+        "context",
+        "flash_attention",
+        "scores.dgrad",
+        "scores.wgrad",
+        "context.dgrad",
+        "context.wgrad",
+        "flash_attention.backward",
+    }
+)
+"""Kernels of the attention core, forward and backward: the products of queries and keys and
+of scores and values with their gradients' products, and the fused attention kernel with its
+backward (:mod:`clustersim.model.operators`)."""
 
 
 class AttentionRate(NamedTuple):
