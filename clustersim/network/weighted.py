@@ -38,16 +38,23 @@ def leave_weighted(net: Network, flow: Flow, now: float) -> bool:
     freed = False
     fid = flow.id
     size = flow.size_bytes
+    link_flows, nbytes, dirty, busy, since = (
+        net._link_flows,
+        net._bytes,
+        net._dirty,
+        net._busy,
+        net._since,
+    )
     for link, w in zip(flow.links, flow.weights or (), strict=True):
-        lf = net._link_flows[link]
+        lf = link_flows[link]
         del lf[fid]
-        net._bytes[link] += size * w
+        nbytes[link] += size * w
         if lf:
-            net._dirty[link] = None
+            dirty[link] = None
             freed = True
         else:
-            net._busy[link] += now - net._since[link]
-            net._link_flows[link] = NO_FLOWS  # frees the dict: a phase spans a cluster, once
+            busy[link] += now - since[link]
+            link_flows[link] = NO_FLOWS  # frees the dict: a phase spans a cluster, once
     net._weighted -= 1
     if net._wstate is not None:  # its arrays (each transfer has its own weights)
         net._wstate.arrays.pop(id(flow.weights), None)
