@@ -271,12 +271,11 @@ def call_phases(algorithm: Algorithm, call: CollectiveCall, topology: Any) -> li
     alone (every field of the call; the topology's links and bandwidths, which a run does
     not change: failures and stragglers act on the network and devices).  A call whose
     options cannot be a key is priced each time.  The list is not changed by its users."""
+    key = (type(algorithm), topology, *map(_hashable, vars(call).values()))
     try:
-        key = (type(algorithm), topology, *map(_hashable, vars(call).values()))
-        hash(key)
-    except TypeError:
+        phases = _phases_of.get(key)
+    except TypeError:  # an option that cannot be a key
         return algorithm.fluid_phases(call, topology)
-    phases = _phases_of.get(key)
     if phases is None:
         phases = algorithm.fluid_phases(call, topology)
         _phases_of.offer(key, phases)
