@@ -138,3 +138,19 @@ def test_a_dropped_run_leaves_its_records_to_no_cycle(collector: None, check: bo
         gc.garbage.clear()
         gc.enable()
     assert "Record" not in kinds and "Simulation" not in kinds, kinds
+
+
+def test_whether_another_froze_is_counted_once(
+    collector: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gc.get_freeze_count walks every frozen object (in a test worker, the whole heap
+    conftest froze): a process seen to freeze is not counted again at each large pause."""
+    counted = []
+    real = gc.get_freeze_count
+    monkeypatch.setattr(host, "_OTHERS_FREEZE", False)
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or real())
+    gc.freeze()
+    for _ in range(3):
+        assert made_in_a_pause(host.PROMOTE_AFTER + 1000)
+    assert len(counted) == 1
+    assert host._OTHERS_FREEZE
