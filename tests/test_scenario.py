@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -1085,3 +1086,58 @@ def test_training_sections_parse_with_units() -> None:
     assert s.training.iterations == 3 and s.training.precision == "fp32"
     assert s.data_parallel.sync == "allreduce" and s.data_parallel.allreduce.bucket == 1e7
     assert s.data_parallel.allreduce.overlap is False
+
+
+TRICKY_YAML = [
+    "a: &x {b: 1, c: [1.5e9, 0x10, 0o7, .inf, -.nan, ~, yes, 'no', 2024-01-02]}\nd: *x\n",
+    "base: &b {x: 1, y: 2}\nmore:\n  <<: *b\n  y: 3\n",
+    's: |\n  two\n  lines\nt: >\n  folded\n  text\nu: "esc\\tape \\u00e9"\n',
+    "list:\n- [1, [2, [3, [4]]]]\n- {k: {k: {k: v}}}\n'quoted key': 1\n? complex\n: 2\n",
+]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *TRICKY_YAML,
+        *(
+            p.read_text()
+            for p in sorted((Path(__file__).parents[1] / "scenarios").glob("**/*.yaml"))
+        ),
+    ],
+    ids=lambda t: t.split("\n", 1)[0][:30],
+)
+def test_libyaml_and_pyyaml_build_the_same_document(text: str) -> None:
+    """A well-formed document is composed by libyaml's parser (ten times faster), every other
+    by PyYAML's own: both build the same values, types included (every shipped scenario and
+    the YAML features a scenario may use: anchors, merge keys, number forms, block
+    scalars, escapes, nested flow collections, complex keys)."""
+    from clustersim.scenario import loader
+
+    assert loader._FastLoader is not None, "PyYAML without libyaml: the fast path is off"
+    fast, slow = loader._FastLoader(text), loader._Loader(text)
+    try:
+        got, want = loader._document(fast), loader._document(slow)
+    finally:
+        fast.dispose()
+        slow.dispose()
+    assert repr(got) == repr(want)  # repr: nan != nan, and 1 == 1.0 == True
+    assert loader._load_yaml(text, "f.yaml") == got or "nan" in text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a: [1, 2\n", "a: 1\n---\nb: 2\n", "a: !!python/name:os.system x\n", "a: b: c\n"],
+)
+def test_a_document_libyaml_refuses_is_worded_by_pyyaml(text: str) -> None:
+    """Errors keep PyYAML's wording (the line, column and words users have always seen):
+    what libyaml cannot read is read again by PyYAML's composer, which says why."""
+    from clustersim.scenario import loader
+
+    slow = loader._Loader(text)
+    with pytest.raises(yaml.YAMLError) as pyyaml:
+        loader._document(slow)
+    slow.dispose()
+    with pytest.raises(ScenarioError) as ours:
+        loader._load_yaml(text, "f.yaml")
+    assert str(ours.value) == str(ScenarioError(loader._yaml_problem(pyyaml.value), "f.yaml"))
