@@ -17,9 +17,12 @@ rounded to the 6 digits the GPU file writes.  What the trace holds is taken as `
 training steps (its ``ProfilerStep#N`` annotations; one when it has none) of the run's
 micro-batches on one GPU (those of data-parallel replica 0), and checked: the trace's
 matrix products must add up to the FLOPs of that many steps of the run within a factor of 2.
-Kernels the framework runs that the model does not list (casts, embedding lookups, gradient
-additions) are in the measured time, so the efficiency takes them in: it is the share of the
-bandwidth that makes the model's list take the step's measured time.
+Kernels the framework runs that the model does not list (dtype casts, embedding lookups,
+gradient additions) are in the measured time, so the efficiency takes them in: it is the share
+of the bandwidth that makes the model's list take the step's measured time.  An fp8 run's list
+holds Transformer Engine's casts and transposes (those of each micro-batch and, once a step,
+those of the weights: :mod:`clustersim.model.fp8_casts`), as the trace's element-wise kernels
+hold their kernels (:mod:`.trace`), so they are counted on both sides once.
 
 One ratio has no held-out share: the framework's kernels do not map one by one onto the
 model's operations (a layer norm may be one kernel or several, fused with the residual add
@@ -56,6 +59,9 @@ class MemoryStep:
     which a trace does not count among its products, left out)."""
     bandwidth_Bps: float
     """The base GPU's memory bandwidth, B/s."""
+    step_operations: tuple[Operation, ...] = ()
+    """The memory-bound operations one GPU runs once per step (the fp8 casts of its
+    weights)."""
     base_efficiency: float = 1.0
     """The base GPU's own ``compute.memory_efficiency`` (a file fitted before: the
     prediction it makes for this trace checks it)."""
@@ -64,7 +70,8 @@ class MemoryStep:
     @property
     def bytes(self) -> float:
         """Bytes the memory-bound operations of one step read and write on one GPU."""
-        return sum(op.bytes for op in self.operations) * self.micro_batches / self.cp
+        per_step = sum(op.bytes for op in self.step_operations)
+        return sum(op.bytes for op in self.operations) * self.micro_batches / self.cp + per_step
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ def memory_step(run: RunStep, base: Preset) -> MemoryStep:
         run.cp,
         run.product_flops,
         bandwidth,
+        tuple(op for op in run.step_operations if op.flops == 0 and op.bytes > 0),
         given,
         list(run.notes),
     )

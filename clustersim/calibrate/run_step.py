@@ -4,9 +4,10 @@ trace can be a step of it.
 
 :func:`run_step` prepares the scenario and lists its kernels of one micro-batch -- forward
 and backward with the run's recomputation, at its micro-batch size and tp, as the pipeline
-strategy prices them (:class:`~clustersim.strategies.hybrid.compute_time.StageTimes`) -- with
-the micro-batches one GPU runs per step (data-parallel replica 0's) and cp (a GPU holds 1/cp
-of each sequence).  The run must be a transformer trained by the pipeline strategy with one
+strategy prices them (:class:`~clustersim.strategies.hybrid.compute_time.StageTimes`; in fp8
+with Transformer Engine's casts and transposes) -- and those of the step (the fp8 casts of
+the weights, once a step: :mod:`clustersim.model.fp8_casts`), with the micro-batches one GPU
+runs per step (data-parallel replica 0's) and cp (a GPU holds 1/cp of each sequence).  The run must be a transformer trained by the pipeline strategy with one
 pipeline stage, on the ``--base`` GPU.  :func:`traced_steps` reads how many steps the trace
 holds (its ``ProfilerStep#N`` annotations; one when it has none) and :func:`product_ratio`
 checks that the trace's matrix products add up to the FLOPs of that many steps of the run
@@ -62,6 +63,9 @@ class RunStep:
     folder: Path
     """The scenario's folder (relative kernels files are read from it)."""
     notes: list[str] = field(default_factory=list)
+    step_operations: tuple[Operation, ...] = ()
+    """The kernels one GPU runs once per step, whatever its micro-batches and cp (the fp8
+    casts of its weights)."""
 
     @property
     def share(self) -> float:
@@ -84,7 +88,7 @@ def run_step(path: str, base: Preset) -> RunStep:
     from ..api import prepare
     from ..scenario.presets import scenario_folder
     from ..strategies.hybrid import Pipeline
-    from ..strategies.hybrid.compute_time import StageTimes
+    from ..strategies.hybrid.compute_time import StageTimes, run_casts
     from ..strategies.kernel_times import whole_samples
 
     prepared = prepare(path)
@@ -104,7 +108,8 @@ def run_step(path: str, base: Preset) -> RunStep:
         raise refuse(path, message, "a whole number of sequences per micro-batch")
     layers = [(plan.first_layer, plan.layers) for plan in strategy.plans]
     folder = scenario_folder(prepared.scenario.source or path)
-    times = StageTimes(strategy.model, layers, strategy.tp, strategy.virtual_recompute(), folder)
+    modes = strategy.virtual_recompute()
+    times = StageTimes(strategy.model, layers, strategy.tp, modes, folder, fp8=run_casts(strategy))
     passes = [times.operations(k, f, b) for k in range(len(layers)) for f in (True, False)]
     counts = strategy.replica_micro_batches
     if len(set(counts)) > 1:
@@ -118,6 +123,7 @@ def run_step(path: str, base: Preset) -> RunStep:
         getattr(training, "precision", None),
         folder,
         notes,
+        tuple(op for k in range(len(layers)) for op in times.weight_operations(k)),
     )
 
 

@@ -23,7 +23,11 @@ recorded with ``record_shapes=True`` on one GPU.  What is read:
   memory copies and sets, and every other kernel (:data:`ELEMENTWISE`: element-wise, norms,
   reductions) -- counted and timed; the last are the memory-bound work
   :mod:`.memory_fit` fits the memory efficiency to, and each attention kernel is kept with
-  its name and time (:attr:`Profile.attention`) for :mod:`.attention_fit`.
+  its name and time (:attr:`Profile.attention`) for :mod:`.attention_fit`.  Transformer
+  Engine's fp8 casts and transposes (``cast_transpose_*``, ``transpose_*`` kernels) are
+  element-wise kernels here: clustersim lists them among an fp8 run's memory-bound operations
+  (:mod:`clustersim.model.fp8_casts`), so the fit weighs them on both sides; a kind of their
+  own, left out of the measured time, would leave them priced and unmeasured.
 * **Steps**: the ``ProfilerStep#N`` annotations ``prof.step()`` leaves (0 when there are
   none).
 * **The device**: ``deviceProperties`` (name, memory) of the GPU the kernels ran on; a trace

@@ -13,7 +13,8 @@ from typing import Any
 BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 """Bytes of one gradient or parameter value on the wire, by precision: tf32 keeps fp32 values
 (only the products round to tf32); fp8 training (Transformer Engine) keeps 16-bit weights and
-gradients and communicates them in 16 bits, its fp8 casts living inside the products."""
+gradients and communicates them in 16 bits (its fp8 casts and transposes are kernels of
+their own: :mod:`clustersim.model.fp8_casts`)."""
 
 OPTIMIZER_BYTES_PER_PARAM = {"sgd": 12.0, "momentum": 20.0, "adam": 28.0}
 """Memory traffic of one optimizer step per parameter, in bytes, with fp32 state:

@@ -42,11 +42,17 @@ of dO x O (fp32), and writes dQ, dK and dV: twice the forward's bytes.  The prod
 add up to the layer's FLOPs (:mod:`.transformer`) divided by ``t``; the memory-bound
 kernels add time, no FLOPs.  Layers of other kinds (an embedding, a pooler) are one
 shapeless operation of their FLOPs.
+
+fp8 training (``fp8``, :class:`~.fp8_casts.Fp8Casts`): Transformer Engine's casts and
+transposes of the attention and MLP layers' products, memory-bound operations
+(:mod:`.fp8_casts`), follow the forward's kernels and the backward's; the weights' casts,
+once per step, are :func:`~.fp8_casts.weight_casts`'.
 """
 
 from __future__ import annotations
 
 from ..compute.models import Operation
+from .fp8_casts import Fp8Casts, backward_casts, forward_casts, is_cast
 from .layers import Layer
 from .transformer import ACTIVATION_BYTES_PER_VALUE, Transformer
 
@@ -73,8 +79,18 @@ def _memory(name: str, nbytes: float) -> Operation:
     return Operation(name, 0, 0, 0, 0, 0.0, nbytes)
 
 
-def forward_operations(layer: Layer, shape: Transformer | None, b: int, tp: int) -> list[Operation]:
-    """The forward kernels of ``layer`` for a micro-batch of ``b`` sequences on one of ``tp`` GPUs."""
+def forward_operations(
+    layer: Layer, shape: Transformer | None, b: int, tp: int, fp8: Fp8Casts | None = None
+) -> list[Operation]:
+    """The forward kernels of ``layer`` for a micro-batch of ``b`` sequences on one of ``tp``
+    GPUs; with ``fp8``, an attention or MLP layer's fp8 casts after them."""
+    ops = _forward(layer, shape, b, tp)
+    if fp8 is not None and layer.kind in ("attention", "mlp"):
+        ops += forward_casts(ops, fp8)
+    return ops
+
+
+def _forward(layer: Layer, shape: Transformer | None, b: int, tp: int) -> list[Operation]:
     if shape is None or layer.kind not in ("attention", "mlp", "head"):
         if layer.forward_flops <= 0:
             return []
@@ -147,12 +163,16 @@ def _flash_backward(op: Operation) -> Operation:
     )
 
 
-def backward_operations(forward: list[Operation]) -> list[Operation]:
+def backward_operations(forward: list[Operation], fp8: Fp8Casts | None = None) -> list[Operation]:
     """The backward kernels of ``forward``: two products per product, 1.5 x the bytes of
     each memory-bound kernel, twice the FLOPs of a shapeless operation, one fused kernel of
-    twice the FLOPs (and 1.25 x the work) of a FlashAttention kernel."""
+    twice the FLOPs (and 1.25 x the work) of a FlashAttention kernel; with ``fp8``, the
+    backward's fp8 casts of ``forward``'s products after them (the forward's own casts have
+    no backward)."""
     out: list[Operation] = []
     for op in forward:
+        if is_cast(op):
+            continue
         if op.name == FLASH:
             out.append(_flash_backward(op))
         elif op.m:
@@ -162,4 +182,6 @@ def backward_operations(forward: list[Operation]) -> list[Operation]:
             out.append(op._replace(flops=2.0 * op.flops))
         else:
             out.append(op._replace(bytes=BACKWARD_BYTES * op.bytes))
+    if fp8 is not None:
+        out += backward_casts(forward, fp8)
     return out

@@ -13,11 +13,14 @@ and the data-parallel, ZeRO and parameter-server workers' :class:`LayerTimes`:
   recomputation (``full``: the forward kernels of each attention, MLP and MoE layer again;
   ``selective``: the attention's ``scores``, ``softmax`` and ``context``, none with the
   fused FlashAttention kernel), for ``b`` samples on one of ``tp`` GPUs, built once per
-  (layer shape, pass, b).
+  (layer shape, pass, b); in fp8 training with Transformer Engine's casts
+  (:mod:`clustersim.model.fp8_casts`), and the weights' casts of a layer apart (once per
+  step under the pipeline strategy; the data-parallel workers' forward holds them).
 * :class:`LayerTimes` -- a data-parallel worker's seconds of each layer's forward and
   backward for its samples per pass, as the pipeline strategy prices a stage of the same
-  layers with tp = 1: the layer's FLOPs (what the records count) times the seconds per
-  FLOP of its kernels.  Computed once per (device spec, samples).
+  layers with tp = 1 (in fp8 its forward casts the weights each time, where the pipeline
+  strategy casts them once per step): the layer's FLOPs (what the records count) times the
+  seconds per FLOP of its kernels.  Computed once per (device spec, samples).
 
 None (or a None entry) means "price the FLOPs as before": the model is ``flat``, the model
 is not a transformer, the samples are not a whole number, or the layer is memory-bound
@@ -40,6 +43,7 @@ from ..compute import (
     read_kernels,
 )
 from ..compute.models import ComputeModel, Operation
+from ..model.fp8_casts import Fp8Casts, weight_casts
 from ..model.layers import Layer, Model, with_recompute
 from ..model.operators import backward_operations, forward_operations
 from ..parallel.tensor_parallel import SPLIT_KINDS
@@ -128,12 +132,23 @@ def _attention_rate(spec: Any) -> AttentionRate | None:
 
 class LayerKernels:
     """The kernels of ``model``'s layers on one of ``tp`` GPUs with ``recompute`` (none,
-    selective, full), built once per (layer shape, pass, micro-batch size)."""
+    selective, full), built once per (layer shape, pass, micro-batch size); ``fp8``: the fp8
+    casts of a run trained in fp8 (None: none), with the weights' casts in every forward
+    when ``weights_each_forward``, else apart (:meth:`weights`)."""
 
-    def __init__(self, model: Model, tp: int, recompute: str) -> None:
+    def __init__(
+        self,
+        model: Model,
+        tp: int,
+        recompute: str,
+        fp8: Fp8Casts | None = None,
+        weights_each_forward: bool = False,
+    ) -> None:
         self.shape = model.transformer
         self.tp = tp
         self.recompute = recompute
+        self.fp8 = fp8
+        self.weights_each_forward = weights_each_forward
         self._lists: dict[tuple[Any, ...], list[Operation]] = {}
 
     def of(self, layer: Layer, forward: bool, b: int) -> list[Operation]:
@@ -146,15 +161,21 @@ class LayerKernels:
         return found
 
     def _build(self, layer: Layer, forward: bool, b: int) -> list[Operation]:
-        fwd = forward_operations(layer, self.shape, b, self.tp)
+        fwd = forward_operations(layer, self.shape, b, self.tp, self.fp8)
         if forward:
-            return fwd
+            return fwd + self.weights(layer) if self.weights_each_forward else fwd
         again: list[Operation] = []
         if layer.kind in SPLIT_KINDS and self.recompute == "full":
             again = fwd
         elif layer.kind == "attention" and self.recompute == "selective":
             again = [op for op in fwd if op.name in SELECTIVE]
-        return again + backward_operations(fwd)
+        return again + backward_operations(fwd, self.fp8)
+
+    def weights(self, layer: Layer) -> list[Operation]:
+        """The fp8 casts of ``layer``'s weights (none unless the run is in fp8)."""
+        if self.fp8 is None:
+            return []
+        return weight_casts(forward_operations(layer, self.shape, 1, self.tp))
 
     def of_layers(self, layers: Sequence[Layer], forward: bool, b: int) -> list[Operation]:
         """The kernels of ``layers`` one after the other (a pipeline stage)."""
@@ -162,6 +183,10 @@ class LayerKernels:
         for layer in layers:
             ops += self.of(layer, forward, b)
         return ops
+
+    def weights_of_layers(self, layers: Sequence[Layer]) -> list[Operation]:
+        """The fp8 casts of the weights of ``layers`` (a pipeline stage)."""
+        return [op for layer in layers for op in self.weights(layer)]
 
 
 def whole_samples(samples: float) -> int | None:
@@ -182,15 +207,23 @@ class LayerTimes:
     ``model`` is the model without recomputation; ``recompute`` what the workers run (their
     backward FLOPs are :func:`~clustersim.model.layers.with_recompute`'s).  ``devices``: the
     workers, whose compute models (and kernels files) are read now, before the simulation
-    runs, so that a bad file is a ScenarioError, not a failed run."""
+    runs, so that a bad file is a ScenarioError, not a failed run.  ``precision``: the
+    training precision; in fp8 each forward casts the layer's weights too (Transformer
+    Engine's default without ``is_first_microbatch``: :mod:`clustersim.model.fp8_casts`)."""
 
     def __init__(
-        self, model: Model, recompute: str, base_dir: Path, devices: Sequence[Device] = ()
+        self,
+        model: Model,
+        recompute: str,
+        base_dir: Path,
+        devices: Sequence[Device] = (),
+        precision: str | None = None,
     ) -> None:
         self.model = model
         self.run_model = with_recompute(model, recompute)
         self.models = DeviceModels(base_dir)
-        self.kernels = LayerKernels(model, 1, recompute)
+        fp8 = Fp8Casts.of(precision, model.transformer, 1, False)
+        self.kernels = LayerKernels(model, 1, recompute, fp8, weights_each_forward=True)
         self._rates: dict[tuple[Any, ...], float | None] = {}
         self._passes: dict[tuple[int, float], PassTimes] = {}
         nothing = [None] * len(model.layers)
@@ -205,7 +238,7 @@ class LayerTimes:
         ``workers``, ``topology`` and ``scenario``, whose file anchors kernels files)."""
         folder = scenario_folder(strategy.scenario.source or "")
         devices = [strategy.topology.devices[name] for name in strategy.workers]
-        return cls(strategy.model, recompute, folder, devices)
+        return cls(strategy.model, recompute, folder, devices, strategy.train.precision)
 
     def passes(self, device: Device, samples: float) -> PassTimes:
         """Seconds of every layer's forward and backward of ``samples`` samples on

@@ -63,7 +63,7 @@ from ..auto import (
 from ..training import work_duration
 from . import experts as moe
 from . import tp_overlap
-from .compute_time import StageTimes, scenario_folder
+from .compute_time import StageTimes, run_casts, scenario_folder
 from .stages import peak_stored, plan_stages
 
 ORDER = {mode: rank for rank, mode in enumerate(RECOMPUTE_MODES)}
@@ -447,7 +447,9 @@ def _iteration_seconds(view: Any, modes: Sequence[str]) -> float:
     view.plans = plan_stages(view.model, view.stage_layers, view.options, _modes(view))
     layers = [(plan.first_layer, plan.layers) for plan in view.plans]
     folder = scenario_folder(view.scenario.source or "")
-    view.stage_times = StageTimes(view.model, layers, view.tp, _modes(view), folder)
+    view.stage_times = StageTimes(
+        view.model, layers, view.tp, _modes(view), folder, fp8=run_casts(view)
+    )
     devices, group = view.topology.devices, view.groups[0]
     schedule, mb = view.schedule, view.micro_batch
     seconds: dict[tuple[int, bool], float] = {}

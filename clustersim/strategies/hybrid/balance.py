@@ -42,7 +42,7 @@ from ...model.memory import DeviceMemory
 from ...parallel.stages import minimax_split, split_seconds
 from ...topology import Device
 from . import tp_overlap
-from .compute_time import StageTimes, scenario_folder
+from .compute_time import StageTimes, run_casts, scenario_folder
 from .stages import layer_backward_flops, plan_range
 
 
@@ -96,6 +96,7 @@ class StageCosts:
             layout.tp,
             layout.recompute,
             scenario_folder(layout.scenario.source or ""),
+            fp8=run_casts(layout),
         )
         compute: dict[int, list[float]] = {}  # per compute model: each layer's seconds
         self.kinds: list[list[tuple[Device, list[float]]]] = []

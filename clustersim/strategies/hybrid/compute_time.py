@@ -9,6 +9,11 @@ model (:class:`~clustersim.strategies.kernel_times.DeviceModels`), cached per (d
 stage, kind, b).  None means "price the FLOPs as before": the model is ``flat``, or the
 model is not a transformer.  The data-parallel, ZeRO and parameter-server strategies price
 each layer alike (:class:`~clustersim.strategies.kernel_times.LayerTimes`).
+
+In fp8 training (:func:`run_casts`) the kernels hold Transformer Engine's casts and
+transposes of each micro-batch, and :meth:`StageTimes.weight_seconds` prices the casts of a
+stage's weights, which Megatron-Core runs once per step, in the stage's first forward
+(:mod:`clustersim.model.fp8_casts`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from ...compute.models import ComputeModel, Operation
+from ...model.fp8_casts import Fp8Casts
 from ...scenario.presets import scenario_folder
 from ...topology import Device
 from .. import training
 from ..kernel_times import DeviceModels, LayerKernels, whole_samples
 
-__all__ = ["StageTimes", "scenario_folder"]
+__all__ = ["StageTimes", "run_casts", "scenario_folder"]
+
+
+def run_casts(layout: Any) -> Fp8Casts | None:
+    """The fp8 casts of a hybrid ``layout``'s run (its ``train``, ``model``, ``tp`` and
+    resolved ``parallelism``): None unless it trains a transformer in fp8."""
+    return Fp8Casts.of(
+        layout.train.precision,
+        layout.model.transformer,
+        layout.tp,
+        layout.parallelism.sequence_parallel,
+    )
 
 
 class StageTimes:
@@ -37,15 +54,17 @@ class StageTimes:
         recompute: str | Sequence[str],
         base_dir: Path,
         devices: Sequence[Device] = (),
+        fp8: Fp8Casts | None = None,
     ) -> None:
         """``recompute``: one mode for every stage, or each stage's (stages differ);
         ``devices``: the workers, whose compute models (and kernels files) are read now,
-        before the simulation runs, so that a bad file is a ScenarioError, not a failed run."""
+        before the simulation runs, so that a bad file is a ScenarioError, not a failed run;
+        ``fp8``: the run's fp8 casts (:func:`run_casts`; None: not in fp8)."""
         self.model = model
         self.stage_layers = stage_layers
         self.models = DeviceModels(base_dir)
         modes = [recompute] * len(stage_layers) if isinstance(recompute, str) else recompute
-        by_mode = {mode: LayerKernels(model, tp, mode) for mode in sorted(set(modes))}
+        by_mode = {mode: LayerKernels(model, tp, mode, fp8) for mode in sorted(set(modes))}
         self.kernels_of = [by_mode[mode] for mode in modes]
         """Per stage: the kernels of its layers with its recomputation."""
         self._cache: dict[tuple[Any, ...], float | None] = {}
@@ -68,6 +87,22 @@ class StageTimes:
             layers = self.model.layers[first : first + count]
             found = self._operations[key] = self.kernels_of[k].of_layers(layers, forward, b)
         return found
+
+    def weight_operations(self, k: int) -> list[Operation]:
+        """The fp8 casts of virtual stage ``k``'s weights (none unless the run is in fp8)."""
+        first, count = self.stage_layers[k]
+        return self.kernels_of[k].weights_of_layers(self.model.layers[first : first + count])
+
+    def weight_seconds(self, device: Device, k: int) -> float:
+        """Seconds of the fp8 casts of virtual stage ``k``'s weights on ``device``, once per
+        step (0 unless the run is in fp8 and its kernels are priced)."""
+        key = ("weights", id(self.models.of(device)), k)
+        if key not in self._cache:
+            ops = self.weight_operations(k)
+            model = self.device_model(device)
+            shaped = ops and model.shaped and self.model.transformer is not None
+            self._cache[key] = model.seconds(ops) if shaped else 0.0
+        return self._cache[key] or 0.0
 
     def seconds(self, device: Device, k: int, forward: bool, b: float) -> float | None:
         """Seconds of stage ``k``'s forward or backward of ``b`` samples on ``device``;

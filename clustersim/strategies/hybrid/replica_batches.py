@@ -50,7 +50,7 @@ from ...parallel.batch_shares import (
 from ...parallel.rules import SHARDED_STAGE
 from ...parallel.schedules import BACKWARD, FORWARD, Op, Schedule
 from ..training import work_duration
-from .compute_time import StageTimes, scenario_folder
+from .compute_time import StageTimes, run_casts, scenario_folder
 
 
 class ReplicaBatches:
@@ -133,7 +133,7 @@ class ReplicaBatches:
         folder = scenario_folder(self.scenario.source or "")
         workers = [self.topology.devices[w] for w in self.placement.workers]
         modes = self.virtual_recompute()
-        return StageTimes(self.model, layers, self.tp, modes, folder, workers)
+        return StageTimes(self.model, layers, self.tp, modes, folder, workers, run_casts(self))
 
     def _microbatch_seconds(self: Any, d: int, times: StageTimes) -> float:
         """Seconds of one micro-batch through replica ``d``'s slowest stage: forward and

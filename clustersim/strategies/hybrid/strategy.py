@@ -113,7 +113,7 @@ from .. import training
 from . import experts as moe
 from . import flush_free, split_backward, tp_overlap
 from .accounting import ActivationMemory
-from .compute_time import StageTimes, scenario_folder
+from .compute_time import StageTimes, run_casts, scenario_folder
 from .dp_overlap import REDUCE
 from .grad_buckets import as_gather
 from .replica_classes import class_problem, replica_classes
@@ -262,7 +262,9 @@ class Pipeline(HybridReport):
         folder = scenario_folder(self.scenario.source or "")
         workers = [self.topology.devices[w] for w in self.placement.workers]
         modes = self.virtual_recompute()
-        self.stage_times = StageTimes(self.model, layers, self.tp, modes, folder, workers)
+        self.stage_times = StageTimes(
+            self.model, layers, self.tp, modes, folder, workers, run_casts(self)
+        )
         self.weight_flops = [  # W's FLOPs per sample of each virtual stage (split schedules)
             split_backward.weight_gradient_flops(self.model, plan)
             if self.schedule.split_backward
@@ -387,6 +389,7 @@ class Pipeline(HybridReport):
             yield from self._before_part(sim, d, s, it, mode, parts[0][1])
         per_device = flops / (self.tp * self.cp)
         per_flop, devices = self.stage_times.seconds_per_flop, self.topology.devices
+        cast = forward and j == 0  # the chunk's first forward casts its fp8 weights, once a step
         started = sim.now
         if self.ring is not None and op.kind != BACKWARD_WEIGHT:  # dK/dV travel with B
             per_device -= yield from self._ring_attention(sim, d, s, it, j, plan, not forward)
@@ -398,10 +401,14 @@ class Pipeline(HybridReport):
             yield self._on_group(
                 sim,
                 group,
-                lambda device, work=work: sim.book_compute(
+                lambda device, work=work, first=cast and n == 0: sim.book_compute(
                     device,
                     flops=work,
-                    seconds=_scaled(work, per_flop(devices[device], k, forward, mb)),
+                    seconds=_scaled(
+                        work,
+                        per_flop(devices[device], k, forward, mb),
+                        self.stage_times.weight_seconds(devices[device], k) if first else 0.0,
+                    ),
                     label=op.kind,
                     iteration=it,
                     microbatch=j,
@@ -568,6 +575,7 @@ class Pipeline(HybridReport):
         return done
 
 
-def _scaled(flops: float, seconds_per_flop: float | None) -> float | None:
-    """Seconds of ``flops`` at a shape-aware rate; None (price the FLOPs) without one."""
-    return None if seconds_per_flop is None else flops * seconds_per_flop
+def _scaled(flops: float, seconds_per_flop: float | None, extra: float = 0.0) -> float | None:
+    """Seconds of ``flops`` at a shape-aware rate, and ``extra`` seconds (a stage's fp8 weight
+    casts); None (price the FLOPs) without a rate."""
+    return None if seconds_per_flop is None else flops * seconds_per_flop + extra
