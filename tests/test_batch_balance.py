@@ -32,10 +32,10 @@ from clustersim.scenario import parse_scenario
 from clustersim.studies import plan
 
 # Dense bf16 peaks and efficiency of the catalog's GPUs: A100 SXM4 312 TFLOP/s (lockwood-a100),
-# H100 SXM5 989 TFLOP/s (bekman-tflops), efficiency 0.754 and 0.67 (megatron-calibration,
+# H100 SXM5 989 TFLOP/s (bekman-tflops), efficiency 0.754 and 0.68 (megatron-calibration,
 # h100-calibration): clustersim/hardware/gpus/a100-sxm4-80gb.yaml, h100-sxm5-80gb.yaml.
 A100_RATE = 312e12 * 0.754
-H100_RATE = 989e12 * 0.67
+H100_RATE = 989e12 * 0.68
 LAYER_FLOPS, LAYERS = 4e10, 2
 """Forward FLOPs per sample of each layer; the backward is given as twice that."""
 SAMPLE_FLOPS = LAYERS * 3 * LAYER_FLOPS

@@ -38,7 +38,7 @@ BF16_E_MAX = 794.5 / 989
 """Its bf16 curve's ceiling: mamf 794.5 over the 989 TFLOP/s peak."""
 KERNEL_TIME = 6.45e-6
 """Its bf16 curve's fixed cost, s."""
-EFFICIENCY = 0.67
+EFFICIENCY = 0.68
 """Its efficiency (the share a whole step keeps)."""
 FACTORS = (0.5, 0.7, 0.9)
 """Base rate over measured the traces are generated at."""
@@ -214,7 +214,7 @@ def test_round_trip_the_gpu_file_prices_the_fused_kernels_at_the_traces_time(
     citing the catalog's source), the fitted e_max (profile-fit, a note naming the trace and
     its 4 forward kernels) and the bf16 kernel time (6.45us, kept); the file in the run
     (gpu: {preset: ./my_gpu.yaml}) prices its fused kernels, each alone (x efficiency
-    0.67), at the trace's measured time (1e-5), at bf16 and at fp8."""
+    0.68), at the trace's measured time (1e-5), at bf16 and at fp8."""
     run = write_run(tmp_path, flash_doc(precision=precision))
     ops = micro_batch_ops(run)
     trace = attention_trace(ops, 2, lambda op: base_seconds(op) / 0.7)
