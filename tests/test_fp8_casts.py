@@ -10,10 +10,10 @@ read 1):
   transposed, 4 bytes per value (3, a cast alone, under sequence parallelism);
 * backward: the output gradient of every product cast and transposed, 4 bytes per value --
   ``qkv`` R x (h + 2 h_kv)/t, ``fc1`` R x f/t (x 2 gated), ``proj`` and ``fc2`` R x h; under
-  sequence parallelism the last two's R h / t local values cast (3, and 2 for the bias
-  gradient's own pass when there is a bias) and their R h gathered values transposed (2),
-  and their inputs transposed (2); the fp8 norm output of ``qkv`` and ``fc1`` (R x h)
-  transposed, 2 bytes;
+  sequence parallelism the last two's R h / t local values cast (3) and their R h gathered
+  values transposed (2), and their inputs transposed (2), with or without biases (Megatron-Core
+  adds those of ``proj``, ``fc1`` and ``fc2`` itself); the fp8 norm output of ``qkv`` and
+  ``fc1`` (R x h) transposed, 2 bytes;
 * once a step: every product's weight cast and transposed, 4 bytes per value.
 
 Then the run: on a GPU whose fp8 and bf16 peaks and curves are one, an fp8 step is its bf16
@@ -77,9 +77,8 @@ def _expected(
         ("fp8_transpose.norm_output", 2.0 * rows * h),  # their fp8 norm output
     ]
     if split:
-        local = (3 + (2 if shape.bias else 0)) * rows * h / t
         backward += [
-            ("fp8_cast.grad_output", local + 2.0 * rows * h),
+            ("fp8_cast.grad_output", 3.0 * rows * h / t + 2.0 * rows * h),
             ("fp8_transpose.input", 2.0 * rows * row_parallel_in),
         ]
     else:

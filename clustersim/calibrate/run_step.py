@@ -7,8 +7,9 @@ and backward with the run's recomputation, at its micro-batch size and tp, as th
 strategy prices them (:class:`~clustersim.strategies.hybrid.compute_time.StageTimes`; in fp8
 with Transformer Engine's casts and transposes) -- and those of the step (the fp8 casts of
 the weights, once a step: :mod:`clustersim.model.fp8_casts`), with the micro-batches one GPU
-runs per step (data-parallel replica 0's) and cp (a GPU holds 1/cp of each sequence).  The run must be a transformer trained by the pipeline strategy with one
-pipeline stage, on the ``--base`` GPU.  :func:`traced_steps` reads how many steps the trace
+runs per step (data-parallel replica 0's) and cp (a GPU holds 1/cp of each sequence).  The
+run must be a transformer trained by the pipeline strategy with one pipeline stage, on the
+``--base`` GPU.  :func:`traced_steps` reads how many steps the trace
 holds (its ``ProfilerStep#N`` annotations; one when it has none) and :func:`product_ratio`
 checks that the trace's matrix products add up to the FLOPs of that many steps of the run
 within a factor of :data:`FLOP_RATIO_LIMIT`.  The fits of :mod:`.memory_fit` and

@@ -44,21 +44,27 @@ where 2.x (v2.1, 450146a) differs it is said.
   forward: the same bytes).  The norm's own bytes stay ``norm_residual``'s 16-bit ones (the
   byte per value its fp8 output saves is not taken off).
 * ``fp8_cast.grad_output`` (backward; every TE product): the output gradient, ``m x n``
-  values, cast and transposed in one kernel, the bias gradient reduced in the same pass
-  (``grad_output_preprocess``: ``fp8_cast_transpose_bgrad_fused``, or
-  ``fp8_cast_transpose_fused`` without a bias): **4** bytes.  A row-parallel product
-  (``proj``, ``fc2``) under sequence parallelism receives it split ``t`` ways along the rows
-  and gathers it in fp8: its ``m n / t`` values are cast (**3** bytes; with a bias, its
-  gradient reduced apart, ``grad_output_mat.sum(dim=0)``: **2** more) and the ``m n``
-  gathered values transposed (**2** bytes).
+  values, cast and transposed in one kernel (``grad_output_preprocess``:
+  ``fp8_cast_transpose_fused``; with a bias TE adds, ``fp8_cast_transpose_bgrad_fused``
+  reduces its gradient in the same pass): **4** bytes.  A row-parallel product (``proj``,
+  ``fc2``) under sequence parallelism receives it split ``t`` ways along the rows and gathers
+  it in fp8: its ``m n / t`` values are cast (**3** bytes) and the ``m n`` gathered values
+  transposed (**2** bytes).  TE's separate bias-gradient pass of that case
+  (``grad_output_mat.sum(dim=0)``) does not run under Megatron-Core, which builds ``proj``,
+  ``fc1`` and ``fc2`` with ``skip_bias_add=True`` (``transformer/attention.py``,
+  ``transformer/mlp.py``; ``TELinear`` then passes ``return_bias``, and TE adds no bias):
+  their biases are added, and their gradients reduced, by Megatron's bias-dropout-add and
+  bias-activation fusions, as at bf16; ``qkv``'s bias is TE's, its gradient fused with the
+  cast.
 * ``fp8_cast.weight`` (once per step; every TE product): its weight, ``n x k`` values, cast
   and transposed into a cached fp8 workspace (``get_fp8_workspace``:
   ``Float8Tensor.cast_transpose_``): **4** bytes.  TE recasts it when ``is_first_microbatch``
   is None (its default) or True (``Linear.forward``: ``update_workspace =
   is_first_microbatch is None or is_first_microbatch``); Megatron-Core sets it on the first
   micro-batch of each model chunk (``pipeline_parallel/schedules.py``:
-  ``model.set_is_first_microbatch()``) and passes False after it
-  (``extensions/transformer_engine.py``, ``TELinear.forward``), so the pipeline strategy
+  ``model.set_is_first_microbatch()``) and passes False after it (``TELinear.forward``,
+  ``extensions/transformer_engine.py`` in 0.9, ``transformer/custom_layers/
+  transformer_engine.py`` in 0.6), so the pipeline strategy
   (Megatron-Core's layout) casts each weight once per step, at its chunk's first forward;
   the data-parallel, ZeRO and parameter-server strategies take TE's default, a cast at every
   forward.  The dgrad GEMM reads the cached transpose.
@@ -109,11 +115,8 @@ class Fp8Casts(NamedTuple):
     """What decides a layer's fp8 casts beyond its products' shapes."""
 
     sequence_split: int = 1
-    """GPUs a row-parallel product's input gradient rows are split over by sequence
+    """GPUs a row-parallel product's output-gradient rows are split over by sequence
     parallelism: tp with sequence parallelism, else 1 (none)."""
-    bias: bool = False
-    """The products have biases (a row-parallel product's bias gradient is then reduced in
-    a pass of its own under sequence parallelism)."""
 
     @classmethod
     def of(
@@ -123,7 +126,7 @@ class Fp8Casts(NamedTuple):
         (None unless it trains a transformer in fp8)."""
         if precision != "fp8" or shape is None:
             return None
-        return cls(tp if sequence_parallel and tp > 1 else 1, shape.bias)
+        return cls(tp if sequence_parallel and tp > 1 else 1)
 
 
 def is_cast(op: Operation) -> bool:
@@ -155,8 +158,7 @@ def backward_casts(forward: Iterable[Operation], fp8: Fp8Casts) -> list[Operatio
     for op in _te_products(forward):
         values = op.m * op.n
         if op.name in LINEAR and split > 1:
-            local = (CAST + (READ_16 if fp8.bias else 0)) * values / split
-            out.append(_memory(GRAD_OUTPUT, local + TRANSPOSE * values))
+            out.append(_memory(GRAD_OUTPUT, CAST * values / split + TRANSPOSE * values))
             out.append(_memory(INPUT_TRANSPOSE, TRANSPOSE * op.m * op.k))
         else:
             out.append(_memory(GRAD_OUTPUT, CAST_TRANSPOSE * values))
