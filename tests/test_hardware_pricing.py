@@ -195,11 +195,12 @@ def test_the_a100_preset_gives_todays_hand_written_a100() -> None:
 def test_fp8_on_the_roofline_is_faster_than_bf16_by_at_most_the_peak_ratio() -> None:
     """Under the roofline, fp8 runs products at 1979 TFLOP/s on the fp8 curve (e_max 0.709
     against bf16's 0.803), memory-bound kernels as before and Transformer Engine's casts and
-    transposes besides (clustersim.model.fp8_casts; at h = 1024 they weigh most): faster than
-    bf16 (1.20 x), by less than the peak ratio 2.001."""
+    transposes besides (clustersim.model.fp8_casts; at h = 1024 they weigh most), its output
+    layer at the bf16 peak and curve (47% of this model's FLOPs: a vocabulary of 50304 over 4
+    layers of 1024): faster than bf16 (1.05 x), by less than the peak ratio 2.001."""
     doc = copy.deepcopy(TRANSFORMER)
     doc["cluster"]["node"]["gpu"] = {"preset": "h100"}
     bf16 = simulate(parse_scenario(doc)).summary["iteration_time_s"]
     doc["training"]["precision"] = "fp8"
     fp8 = simulate(parse_scenario(doc)).summary["iteration_time_s"]
-    assert 1.1 < bf16 / fp8 < H100_FP8 / H100_BF16
+    assert 1.02 < bf16 / fp8 < H100_FP8 / H100_BF16

@@ -383,7 +383,7 @@ KEYS: list[Key] = [
         kernel_time=(*_DEVICE, "compute", "curve", "kernel_time"),
     ),
     *_keys(
-        "AttentionRateSpec",
+        "ProductRateSpec",
         "flat",
         peak=(*_DEVICE, "compute", "attention", "peak"),
     ),

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from clustersim import load_scenario, validation
-from clustersim.compute import AttentionRate, compute_model, curve_at
+from clustersim.compute import ProductRate, compute_model, curve_at
 from clustersim.compute.models import Operation
 from clustersim.validation import production
 from clustersim.validation.case import CALIBRATION, HELD_OUT, Case, Outcome, Tolerance
@@ -240,7 +240,7 @@ def test_fp8_keeps_the_attention_core_in_16_bits(flops: float) -> None:
         gpu.efficiency,
         gpu.memory_bandwidth_Bps,
         curve_at(fp8.e_max, fp8.kernel_time_s, 1979e12),
-        attention=AttentionRate(989e12, curve_at(bf16.e_max, bf16.kernel_time_s, 989e12)),
+        attention=ProductRate(989e12, curve_at(bf16.e_max, bf16.kernel_time_s, 989e12)),
     )
     for name, peak, curve in (("qkv", 1979e12, fp8), ("scores", 989e12, bf16),
                               ("flash_attention", 989e12, bf16), ("fc1", 1979e12, fp8),

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..compute.curve import EfficiencyCurve, curve_at
-from ..compute.models import AttentionRate, ComputeModel, Operation, compute_model
+from ..compute.models import ComputeModel, Operation, ProductRate, compute_model
 from ..hardware import Preset
 from ..hardware.curves import CURVE_FALLBACK
 from ..model.operators import FLASH
@@ -100,7 +100,7 @@ class AttentionCore:
         self, e_max: float, memory_efficiency: float, steps: int, backward: bool = False
     ) -> float:
         """The forward (or ``backward``) kernels of ``steps`` steps at ceiling ``e_max``, s."""
-        rate = AttentionRate(self.peak_flops, curve_at(e_max, self.kernel_time_s, self.peak_flops))
+        rate = ProductRate(self.peak_flops, curve_at(e_max, self.kernel_time_s, self.peak_flops))
         model = self.model
         priced = compute_model(
             model.name,
@@ -110,6 +110,7 @@ class AttentionCore:
             model.curve,
             attention=rate,
             memory_efficiency=memory_efficiency,
+            sixteen_bit=model.sixteen_bit,
         )
         kernels = self.backward if backward else self.forward
         return priced.seconds(kernels) * self.share * steps

@@ -15,16 +15,24 @@ from .curve import (
     fit_curve,
     read_kernels,
 )
-from .models import ATTENTION_CORE, AttentionRate, ComputeModel, Operation, compute_model
+from .models import (
+    ATTENTION_CORE,
+    SIXTEEN_BIT_KERNELS,
+    ComputeModel,
+    Operation,
+    ProductRate,
+    compute_model,
+)
 
 __all__ = [
     "ATTENTION_CORE",
-    "AttentionRate",
     "DEFAULT_CURVE",
     "ComputeModel",
     "EfficiencyCurve",
     "KernelSample",
     "Operation",
+    "ProductRate",
+    "SIXTEEN_BIT_KERNELS",
     "compute_model",
     "curve_at",
     "fit_curve",

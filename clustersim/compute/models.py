@@ -16,7 +16,9 @@ layer norm, dropout), with the ``bytes`` it reads and writes in device memory; `
   ``memory_efficiency`` (``compute.memory_efficiency``, default 1) is the share of the memory
   bandwidth memory-bound kernels reach (``clustersim calibrate profile --scenario`` fits
   it).  The attention core (:data:`ATTENTION_CORE`) takes its own peak and curve where the
-  device has them (:class:`AttentionRate`: fp8 training runs it in 16 bits).
+  device has them (``attention``, a :class:`ProductRate`: fp8 training runs it in 16 bits),
+  and so do the other products fp8 training keeps in 16 bits (:data:`SIXTEEN_BIT_KERNELS`,
+  the output layer's; ``sixteen_bit``).
 
 Units: FLOPs, bytes, FLOP/s, B/s, seconds.
 """
@@ -63,10 +65,22 @@ ATTENTION_CORE = frozenset(
 of scores and values with their gradients' products, and the fused attention kernel with its
 backward (:mod:`clustersim.model.operators`)."""
 
+SIXTEEN_BIT_KERNELS = frozenset({"logits", "logits.dgrad", "logits.wgrad", "pooler"})
+"""Products fp8 training runs in 16 bits besides the attention core, forward and backward: the
+output layer's (the LM head's ``logits`` and its gradients' products) and BERT's ``pooler``
+(:mod:`clustersim.model.operators`).  Megatron-Core (tags core_v0.6.0 cac60ce and core_v0.9.0
+1afee59) builds the output layer as its own ``tensor_parallel.ColumnParallelLinear``
+(``megatron/core/models/gpt/gpt_model.py``, ``self.output_layer``; ``torch.matmul`` in
+``megatron/core/tensor_parallel/layers.py``, not Transformer Engine) and the pooler as a
+``torch.nn.Linear`` (``megatron/core/models/bert/pooler.py``, ``get_linear_layer``), and
+``TransformerBlock.forward`` (``megatron/core/transformer/transformer_block.py``) opens
+Transformer Engine's ``fp8_autocast`` around its layers only: the final norm, the output
+layer and the loss run after it closes."""
 
-class AttentionRate(NamedTuple):
-    """The peak (FLOP/s) and curve the attention core runs at where it differs from the
-    other products' (fp8 training keeps its attention in 16 bits)."""
+
+class ProductRate(NamedTuple):
+    """The peak (FLOP/s) and curve a set of products runs at where it differs from the other
+    products' (fp8 training keeps its attention core and its output layer in 16 bits)."""
 
     peak_flops: float
     curve: EfficiencyCurve
@@ -79,9 +93,10 @@ def _model_line(name: str, cls: type[ComputeModel]) -> str:
 class ComputeModel(Registered):
     """How long operations take on a device of peak ``peak_flops`` (FLOP/s), scenario
     ``efficiency``, memory bandwidth ``bandwidth_Bps`` (B/s) and efficiency ``curve``;
-    ``attention`` the attention core's own peak and curve, if it has them;
-    ``memory_efficiency`` the share of ``bandwidth_Bps`` memory-bound kernels reach
-    (0 < m <= 1)."""
+    ``attention`` the attention core's own peak and curve (:data:`ATTENTION_CORE`), if it has
+    them; ``sixteen_bit`` those of the other products an fp8 run keeps in 16 bits
+    (:data:`SIXTEEN_BIT_KERNELS`), if it has them; ``memory_efficiency`` the share of
+    ``bandwidth_Bps`` memory-bound kernels reach (0 < m <= 1)."""
 
     registry: ClassVar[Registry[type[ComputeModel]]] = Registry(
         "compute-models", "compute model", describe=_model_line
@@ -97,8 +112,9 @@ class ComputeModel(Registered):
         efficiency: float,
         bandwidth_Bps: float,
         curve: EfficiencyCurve = DEFAULT_CURVE,
-        attention: AttentionRate | None = None,
+        attention: ProductRate | None = None,
         memory_efficiency: float = 1.0,
+        sixteen_bit: ProductRate | None = None,
     ) -> None:
         self.peak_flops = peak_flops
         self.efficiency = efficiency
@@ -106,6 +122,7 @@ class ComputeModel(Registered):
         self.curve = curve
         self.attention = attention
         self.memory_efficiency = memory_efficiency
+        self.sixteen_bit = sixteen_bit
 
     def operation_seconds(self, op: Operation) -> float:
         """Seconds of one operation."""
@@ -143,6 +160,8 @@ class Roofline(ComputeModel):
             peak, curve = self.peak_flops, self.curve
             if self.attention is not None and op.name in ATTENTION_CORE:
                 peak, curve = self.attention
+            elif self.sixteen_bit is not None and op.name in SIXTEEN_BIT_KERNELS:
+                peak, curve = self.sixteen_bit
             compute = work / (peak * self.efficiency * curve(work))
         return max(compute, op.bytes / (self.bandwidth_Bps * self.memory_efficiency))
 
@@ -154,11 +173,18 @@ def compute_model(
     bandwidth_Bps: float,
     curve: EfficiencyCurve = DEFAULT_CURVE,
     path: str = "",
-    attention: AttentionRate | None = None,
+    attention: ProductRate | None = None,
     memory_efficiency: float = 1.0,
+    sixteen_bit: ProductRate | None = None,
 ) -> ComputeModel:
     """The registered model ``name`` for one device (a ScenarioError at ``path`` if unknown)."""
     cls = ComputeModel.registry.lookup(name, path)
     return cls(
-        peak_flops, efficiency, bandwidth_Bps, curve, attention, memory_efficiency=memory_efficiency
+        peak_flops,
+        efficiency,
+        bandwidth_Bps,
+        curve,
+        attention,
+        memory_efficiency=memory_efficiency,
+        sixteen_bit=sixteen_bit,
     )

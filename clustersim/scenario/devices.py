@@ -68,9 +68,9 @@ def expanded(data: Any, kind: str, info: ValidationInfo) -> Any:
 
 
 FP8 = "fp8"
-"""The precision whose attention runs in 16 bits."""
+"""The precision whose attention core and output layer run in 16 bits."""
 SIXTEEN_BIT = ("bf16", "fp16")
-"""Where fp8 training's attention core runs, in order of preference."""
+"""Where fp8 training's attention core and output layer run, in order of preference."""
 
 
 class CurveSpec(_Spec):
@@ -83,14 +83,15 @@ class CurveSpec(_Spec):
     """Fixed cost of every product (launch, ramp-up, last wave), seconds."""
 
 
-class AttentionRateSpec(_Spec):
-    """The peak and curve the attention core (score products, context products, the fused
-    attention kernel) runs at where they differ from the other products' (docs/compute.md)."""
+class ProductRateSpec(_Spec):
+    """The peak and curve a set of products runs at where they differ from the other
+    products' (``attention``: the attention core's; ``sixteen_bit``: the output layer's in an
+    fp8 run; docs/compute.md)."""
 
     peak_flops: FlopRate = Field(alias="peak")
-    """Peak FLOP/s of the attention core."""
+    """Peak FLOP/s of these products."""
     curve: CurveSpec
-    """Its efficiency curve."""
+    """Their efficiency curve."""
 
 
 ComputeModelName = plugin_name("compute-models")
@@ -116,10 +117,16 @@ class ComputeSpec(_Spec):
     """The share of ``memory_bandwidth`` memory-bound kernels (norms, softmax, activations,
     the cross-entropy) reach under ``roofline`` (0 < m <= 1; default 1, the full bandwidth):
     what ``clustersim calibrate profile --scenario`` fits to a profiler trace."""
-    attention: AttentionRateSpec | None = None
+    attention: ProductRateSpec | None = None
     """The attention core's own peak and curve (None: the products'); a device priced at fp8
     by its ``peaks`` gets its 16-bit ones, as Transformer Engine's fp8 recipes keep the
     attention in 16 bits."""
+    sixteen_bit: ProductRateSpec | None = None
+    """The peak and curve of the products an fp8 run keeps in 16 bits besides the attention
+    core -- the output layer's ``logits`` and their gradients' products, BERT's pooler
+    (None: the products'); a device priced at fp8 by its ``peaks`` gets its 16-bit ones (not
+    ``attention``'s), as Megatron-Core runs its output layer outside Transformer Engine's
+    ``fp8_autocast``."""
 
     @model_validator(mode="after")
     def _known_model(self) -> ComputeSpec:
@@ -204,31 +211,35 @@ class DeviceSpec(_Spec):
             curve = curve_for(self.compute.curves, chosen)
             if curve is not None:
                 compute["curve"] = curve
-        if chosen == FP8 and self.compute.attention is None:
-            compute["attention"] = self._sixteen_bit_attention()
+        if chosen == FP8:
+            rate = self._sixteen_bit_rate()
+            if self.compute.attention is None:
+                compute["attention"] = rate
+            if self.compute.sixteen_bit is None:
+                compute["sixteen_bit"] = rate
         if compute:
             update["compute"] = self.compute.model_copy(update=compute)
         return self.model_copy(update=update) if update else self
 
     def sixteen_bit(self) -> str | None:
-        """The 16-bit precision fp8 training's attention core runs at: the first of
-        :data:`SIXTEEN_BIT` the device has a peak and a curve for (None: neither)."""
+        """The 16-bit precision fp8 training's attention core and output layer run at: the
+        first of :data:`SIXTEEN_BIT` the device has a peak and a curve for (None: neither)."""
         from clustersim.hardware import curve_for
 
         curves = self.compute.curves
         found = (p for p in SIXTEEN_BIT if p in self.peaks and curve_for(curves, p) is not None)
         return next(found, None)
 
-    def _sixteen_bit_attention(self) -> AttentionRateSpec | None:
-        """The 16-bit peak and curve of fp8 training's attention core (None if the device
-        lacks a 16-bit peak or curve)."""
+    def _sixteen_bit_rate(self) -> ProductRateSpec | None:
+        """The 16-bit peak and curve of fp8 training's attention core and output layer (None
+        if the device lacks a 16-bit peak or curve)."""
         from clustersim.hardware import curve_for
 
         precision = self.sixteen_bit()
         if precision is None:
             return None
         curve = curve_for(self.compute.curves, precision)
-        return AttentionRateSpec.model_construct(peak_flops=self.peaks[precision], curve=curve)
+        return ProductRateSpec.model_construct(peak_flops=self.peaks[precision], curve=curve)
 
 
 def _with_cpu_defaults(device: object, model: type[BaseModel] = DeviceSpec) -> object:

@@ -35,8 +35,8 @@ from typing import Any, NamedTuple
 
 from ..compute import (
     DEFAULT_CURVE,
-    AttentionRate,
     EfficiencyCurve,
+    ProductRate,
     compute_model,
     curve_at,
     fit_curve,
@@ -84,15 +84,18 @@ class DeviceModels:
     def of(self, device: Device) -> ComputeModel:
         """The compute model of ``device`` (its spec's ``compute``; roofline when none), with
         the curve fitted to its ``kernels`` file, else its ``curve`` (a preset's, at the
-        training precision), else the built-in curve, and its ``memory_efficiency``."""
+        training precision), else the built-in curve, its ``memory_efficiency``, and the own
+        rates of its attention core and of the products an fp8 run keeps in 16 bits
+        (``attention``, ``sixteen_bit``)."""
         spec = device.compute
         name = spec.model if spec is not None else "roofline"
         kernels = spec.kernels if spec is not None else None
         given = getattr(spec, "curve", None)
         attention = getattr(spec, "attention", None)
+        sixteen_bit = getattr(spec, "sixteen_bit", None)
         memory_efficiency = getattr(spec, "memory_efficiency", 1.0)
         rates = (device.flops_per_s, device.efficiency, device.memory_bandwidth_Bps)
-        key = (name, kernels, given, attention, memory_efficiency, *rates)
+        key = (name, kernels, given, attention, sixteen_bit, memory_efficiency, *rates)
         found = self._models.get(key)
         if found is None:
             curve = DEFAULT_CURVE
@@ -104,8 +107,9 @@ class DeviceModels:
                 name,
                 *rates,
                 curve,
-                attention=_attention_rate(attention),
+                attention=_product_rate(attention),
                 memory_efficiency=memory_efficiency,
+                sixteen_bit=_product_rate(sixteen_bit),
             )
             self._models[key] = found
         return found
@@ -120,14 +124,13 @@ class DeviceModels:
         return self._curves[key]
 
 
-def _attention_rate(spec: Any) -> AttentionRate | None:
-    """The attention core's own rate of a ``compute.attention`` spec (None: the products')."""
+def _product_rate(spec: Any) -> ProductRate | None:
+    """The rate of a ``compute.attention`` or ``compute.sixteen_bit`` spec (None: the
+    products')."""
     if spec is None:
         return None
     curve = spec.curve
-    return AttentionRate(
-        spec.peak_flops, curve_at(curve.e_max, curve.kernel_time_s, spec.peak_flops)
-    )
+    return ProductRate(spec.peak_flops, curve_at(curve.e_max, curve.kernel_time_s, spec.peak_flops))
 
 
 class LayerKernels:
