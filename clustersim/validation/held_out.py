@@ -39,7 +39,6 @@ SMALL_H100_GAP = (
     "a small model on H100s priced too fast (Llama 3 8B at tp 2): the per-layer work the kernel "
     "list leaves out weighs more at small hidden sizes (docs/accuracy.md, Known gaps)"
 )
-FP8_SMALL_GAP = SMALL_H100_GAP + "; and fp8 priced faster against bf16 than it measured"
 ZERO3_GAP = (
     "DeepSpeed ZeRO-3 at micro-batch 1 on one node priced too fast (0.30 s against 0.49 s): "
     "its per-layer gathers and hooks are not priced"
@@ -453,7 +452,6 @@ CASES: tuple[Case, ...] = (
         f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
         10280,
         16,
-        known_gap=FP8_SMALL_GAP,
     ),
     per_gpu_case(
         "flagperf-llama3-8b-440",
@@ -479,7 +477,6 @@ CASES: tuple[Case, ...] = (
         f"{FLAGPERF}, training/nvidia/llama3_8B-megatron/README.md",
         10486,
         8,
-        known_gap=FP8_SMALL_GAP,
     ),
     per_gpu_case(
         "ibm-llama2-34b-128-a100",
