@@ -269,3 +269,11 @@ def test_the_fp8_step_rises_by_the_output_layer_at_16_bits(strategy: str) -> Non
     rise = 2 * sum(_at(op, "bf16") - _at(op, "fp8") for op in head)
     assert steps["16-bit"] - steps["fp8"] == pytest.approx(rise, rel=1e-6)
     assert rise > 0.005 * steps["fp8"]  # the output layer is no rounding error here
+
+
+def test_the_rate_keeps_its_old_name() -> None:
+    """``clustersim.compute.AttentionRate`` (exported before the output layer shared it) is
+    still importable, and is :class:`ProductRate`."""
+    from clustersim.compute import AttentionRate, ProductRate
+
+    assert AttentionRate is ProductRate

@@ -18,6 +18,7 @@ from .curve import (
 from .models import (
     ATTENTION_CORE,
     SIXTEEN_BIT_KERNELS,
+    AttentionRate,
     ComputeModel,
     Operation,
     ProductRate,
@@ -26,6 +27,7 @@ from .models import (
 
 __all__ = [
     "ATTENTION_CORE",
+    "AttentionRate",
     "DEFAULT_CURVE",
     "ComputeModel",
     "EfficiencyCurve",

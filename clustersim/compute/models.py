@@ -86,6 +86,11 @@ class ProductRate(NamedTuple):
     curve: EfficiencyCurve
 
 
+AttentionRate = ProductRate
+"""The name :class:`ProductRate` had while only the attention core used it (kept for scripts
+that import it)."""
+
+
 def _model_line(name: str, cls: type[ComputeModel]) -> str:
     return f"{name:<12} {cls.description}"
 
