@@ -186,6 +186,24 @@ def test_collective_plot_writes_svg_beside_png_the_same_bytes_every_run(
     assert "bw.svg" in captured.out + captured.err
 
 
+def test_svg_keeps_its_labels_as_text(tmp_path: Path) -> None:
+    """Every SVG clustersim writes keeps its text as text (svg.fonttype none), not as glyph
+    paths: the plan chart's candidate labels and title can be found in the file; the
+    reproducible and the plain save alike."""
+    from clustersim.outputs.atomic import save_figure
+
+    plan.write_outputs(ranked_outcomes(), tmp_path / "plan", LONG_TITLE, [])
+    text = (tmp_path / "plan" / "plan.svg").read_text()
+    assert text.count("<text") >= 5
+    assert "a-very-long-scenario-name" in text
+    assert "<use xlink:href=\"#DejaVuSans" not in text  # no glyph drawn as a path
+    fig = Figure(figsize=(2, 1))
+    fig.text(0.1, 0.5, "plain save")
+    for reproducible in (True, False):
+        out = save_figure(fig, tmp_path / f"fig{reproducible}.svg", reproducible=reproducible)
+        assert ">plain save</text>" in out.read_text()
+
+
 # --------------------------------------------------------------------------- plan.png
 
 
