@@ -196,7 +196,7 @@ def test_svg_keeps_its_labels_as_text(tmp_path: Path) -> None:
     text = (tmp_path / "plan" / "plan.svg").read_text()
     assert text.count("<text") >= 5
     assert "a-very-long-scenario-name" in text
-    assert "<use xlink:href=\"#DejaVuSans" not in text  # no glyph drawn as a path
+    assert '<use xlink:href="#DejaVuSans' not in text  # no glyph drawn as a path
     fig = Figure(figsize=(2, 1))
     fig.text(0.1, 0.5, "plain save")
     for reproducible in (True, False):
