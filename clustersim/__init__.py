@@ -22,6 +22,7 @@ _compat.install()  # the old paths of five moved modules, for one release (_comp
 
 if TYPE_CHECKING:
     from .api import Prepared, Result, prepare, simulate
+    from .caches import clear_caches
     from .errors import ClustersimError, ScenarioError, SimulationError
     from .scenario import Scenario, load_scenario, parse_scenario
 
@@ -32,6 +33,7 @@ _PUBLIC: dict[str, str] = {
     "Scenario": ".scenario",
     "ScenarioError": ".errors",
     "SimulationError": ".errors",
+    "clear_caches": ".caches",
     "load_scenario": ".scenario",
     "parse_scenario": ".scenario",
     "prepare": ".api",
@@ -47,6 +49,7 @@ __all__ = [
     "ScenarioError",
     "SimulationError",
     "__version__",
+    "clear_caches",
     "load_scenario",
     "parse_scenario",
     "prepare",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from ..caches import registered
 from ..errors import Problem, ScenarioError
 from .algorithm import (
     Algorithm,
@@ -170,7 +171,7 @@ def _slices_key(call: CollectiveCall, *more: Any) -> Hashable | None:
     return (key, options)
 
 
-_SLICES: dict[tuple[Any, ...], list[CollectiveCall]] = {}
+_SLICES: dict[tuple[Any, ...], list[CollectiveCall]] = registered({})
 _SLICES_KEPT = 4096
 """Calls whose slices :func:`slices` remembers (then it starts afresh)."""
 

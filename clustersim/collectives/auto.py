@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..caches import registered
 from ..topology import Topology
 from .algorithm import Algorithm, registered_algorithms
 from .call import CollectiveCall
@@ -60,7 +61,7 @@ OTHER_CANDIDATES = ("ring",)
 """Candidates of the operations :data:`CANDIDATES` does not name."""
 
 _CACHE_LIMIT = 4096
-_choices: dict[tuple[Any, ...], dict[tuple[str, str | None], float]] = {}
+_choices: dict[tuple[Any, ...], dict[tuple[str, str | None], float]] = registered({})
 """Prices of the candidates of a call beside its siblings (:func:`candidate_prices`)."""
 
 
@@ -194,8 +195,8 @@ def _canonical(
     return replace(call, devices=moved[index].devices), moved[len(members) - len(siblings) :]
 
 
-_slice_flows: dict[tuple[Any, ...], dict[int, float]] = {}
-_divisors: dict[tuple[Any, ...], dict[int, float] | None] = {}
+_slice_flows: dict[tuple[Any, ...], dict[int, float]] = registered({})
+_divisors: dict[tuple[Any, ...], dict[int, float] | None] = registered({})
 
 
 def _counts(

@@ -43,6 +43,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..caches import registered
 from ..topology import Link, Route, Topology, TopologyView, nic_node, with_bandwidth
 
 NVLINK_BUS_GBps: dict[int, tuple[float, float]] = {
@@ -130,7 +131,7 @@ def link_share(link: Link, topology: Topology) -> float:
 
 
 _LINKS_CACHE_LIMIT = 64
-_scaled: dict[int, tuple[Topology, BusLinks]] = {}
+_scaled: dict[int, tuple[Topology, BusLinks]] = registered({})
 
 
 def applies(topology: Any) -> bool:
@@ -265,7 +266,7 @@ class BusView(RepricedView):
         return tuple(bus_route(r.links, r.latency_s, self.links) for r in routes)
 
 
-_views: dict[int, tuple[Topology, BusView]] = {}
+_views: dict[int, tuple[Topology, BusView]] = registered({})
 
 
 def bus_view(topology: Topology) -> BusView:

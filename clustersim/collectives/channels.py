@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..caches import registered
 from ..memo import kept
 from ..topology import Link, Route, Topology, TopologyView, with_bandwidth
 from .bus import applies, bus_links, link_kind, per_topology, with_latency
@@ -109,7 +110,7 @@ def _arch(topology: Any) -> int:
 
 
 _CACHE_LIMIT = 4096
-_graphs: dict[tuple[int, Any], tuple[Any, Graph | None]] = {}
+_graphs: dict[tuple[int, Any], tuple[Any, Graph | None]] = registered({})
 
 
 def nccl_graph(devices: tuple[str, ...], topology: Topology) -> Graph | None:
@@ -251,7 +252,7 @@ def simulated_slices(call: Any, topology: Topology, channels: int, plays_sends: 
     return kept(known, key, lambda: _slices(call, topology, channels, plays_sends), _SLICES_LIMIT)
 
 
-_SLICES: dict[int, tuple[Any, Any]] = {}
+_SLICES: dict[int, tuple[Any, Any]] = registered({})
 """Per topology (by identity), :func:`simulated_slices` by devices, channels and model."""
 
 _SLICES_LIMIT = 4096
@@ -405,7 +406,7 @@ class SharedView(TopologyView):
 
 
 _SHARED_CACHE_LIMIT = 256
-_shared: dict[tuple[int, int], tuple[Any, Mapping[int, float], SharedView]] = {}
+_shared: dict[tuple[int, int], tuple[Any, Mapping[int, float], SharedView]] = registered({})
 
 
 def shared_view(view: Any, counts: Mapping[int, float]) -> SharedView:

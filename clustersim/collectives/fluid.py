@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from ..caches import registered
 from ..errors import SimulationError
 from ..memo import RepeatMemo
 
@@ -259,7 +260,7 @@ def run_fluid(
     return sim.process(_play(sim, call, phases, label, iteration, op))
 
 
-_phases_of: RepeatMemo[list[FluidPhase]] = RepeatMemo(4096)
+_phases_of: RepeatMemo[list[FluidPhase]] = registered(RepeatMemo(4096))
 """Fluid phases by call, algorithm and topology (:func:`call_phases`), kept from a call's
 second time: a one-iteration run at scale prices most of its groups once."""
 
@@ -289,7 +290,7 @@ def _hashable(value: Any) -> Any:
 
 _weighted_links_of: RepeatMemo[
     tuple[dict[int, float], Any, tuple[Any, ...], tuple[float, ...], float]
-] = RepeatMemo(1024)
+] = registered(RepeatMemo(1024))
 """By ``id(flows)``: the flows, the links list, and what :func:`_weighted_links` made of
 them (kept from the second time a flows dict is seen: one kept by its algorithm)."""
 

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..caches import registered
 from ..errors import Problem, ScenarioError, hinted
 from ..topology import Link, Route, Topology
 from .bus import BusView, RepricedView, bus_route, bus_view, with_latency
@@ -244,7 +245,7 @@ _LATENCY = object()
 """The cache key part of a route's latency alone (:meth:`ProtocolView.route_latency_s`)."""
 
 _VIEW_CACHE_LIMIT = 256
-_views: dict[tuple[Any, str, str, float | None], ProtocolView] = {}
+_views: dict[tuple[Any, str, str, float | None], ProtocolView] = registered({})
 
 
 def protocol_view(

@@ -69,6 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ..caches import registered
 from ..memo import kept
 from ..topology import Topology
 from .algorithm import Algorithm
@@ -314,10 +315,10 @@ def _hop_betas(
 
 
 _HOP_CACHE_LIMIT = 1024
-_HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = {}
+_HOP_COSTS: dict[tuple[object, ...], dict[tuple[int, int], HopCost]] = registered({})
 """Hop costs of a ring by (operation, group, root, bidirectional, topology): the same for
 every size, so a call priced again (DDP buckets, ``auto``) does not route again."""
-_HOP_BETAS: dict[tuple[object, ...], dict[tuple[int, int], float]] = {}
+_HOP_BETAS: dict[tuple[object, ...], dict[tuple[int, int], float]] = registered({})
 """Hop betas of a ring by (operation, group, root, bidirectional, the topology with its
 bandwidths): the same for every protocol and send latency, so that the sizes of a group,
 whose ring latencies differ (:meth:`Ring.send_latency_s`), do not route again."""
@@ -349,10 +350,10 @@ def _rate_alone(flows: dict[int, float], topology: Topology) -> float:
     return FluidPhase(0.0, 0.0, flows).rate_alone_Bps(plain.links)
 
 
-_COST_RATES: dict[tuple[object, ...], float] = {}
+_COST_RATES: dict[tuple[object, ...], float] = registered({})
 """A ring's :meth:`Ring.cost_rate_Bps` by (its hops, first connection, topology)."""
 
-_LINK_FLOWS: dict[tuple[object, ...], dict[int, float]] = {}
+_LINK_FLOWS: dict[tuple[object, ...], dict[int, float]] = registered({})
 """A ring's link flows by (its hops, connections, topology).  The hops in use and their routes are the same for every size and
 for every operation that takes the same hops -- a data-parallel group's reduce-scatter and
 then its all-gather, its buckets again and again -- so a group routes once (a ring of 1,024

@@ -43,6 +43,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..caches import registered
 from .call import CollectiveCall, node_groups
 from .protocol import PROTOCOLS, link_kind
 
@@ -92,7 +93,7 @@ class RingShape:
 
 
 _CACHE_LIMIT = 1024
-_shapes: dict[tuple[int, Hashable], tuple[object, RingShape]] = {}
+_shapes: dict[tuple[int, Hashable], tuple[object, RingShape]] = registered({})
 
 
 def ring_shape(call: CollectiveCall, topology: Topology) -> RingShape:

@@ -75,6 +75,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..caches import registered
 from ..memo import kept
 from ..topology import Topology
 from .algorithm import Algorithm
@@ -468,11 +469,11 @@ class _TreeAlgorithm(Algorithm):
 
 
 _SHAPE_CACHE_LIMIT = 1024
-_SHAPES: dict[tuple[object, ...], tuple[float, ...]] = {}
-_BANDWIDTH_SHAPES: dict[tuple[object, ...], tuple[float, ...]] = {}
+_SHAPES: dict[tuple[object, ...], tuple[float, ...]] = registered({})
+_BANDWIDTH_SHAPES: dict[tuple[object, ...], tuple[float, ...]] = registered({})
 """:meth:`_TreeAlgorithm._bandwidth_shape` by (algorithm, operation, group, root, the
 topology with its bandwidths)."""
-_TREES: dict[tuple[object, ...], list[Tree]] = {}
+_TREES: dict[tuple[object, ...], list[Tree]] = registered({})
 
 
 def _critical_path(tree: Tree, t: int, op: str, hop: dict[tuple[int, int, int], float]) -> float:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...caches import registered
+
 if TYPE_CHECKING:
     from ...scenario import Scenario
     from ...topology import Topology
 
-_TOPOLOGY: dict[str, Topology] = {}
+_TOPOLOGY: dict[str, Topology] = registered({})
 """The cluster of this process's candidates, by :func:`cluster_key` (one entry)."""
 
 

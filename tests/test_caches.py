@@ -1,0 +1,112 @@
+"""clustersim's caches of work done on a cluster (clustersim/caches.py): every module-level
+cache of the package is registered, :func:`clear_caches` empties them all and lets the
+cluster go, and results never depend on what was cached."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import clustersim
+from clustersim.api import simulate
+from clustersim.caches import _CACHES, clear_caches
+from clustersim.memo import RepeatMemo
+from clustersim.topology import Topology
+
+from .conftest import SCENARIOS
+
+SCENARIO = SCENARIOS / "data_parallel" / "overlap.yaml"
+
+CONSTANTS = {
+    "clustersim._PUBLIC",
+    "clustersim.collectives.ops._ALIASES",
+    "clustersim.collectives.root._IN_OUT",
+    "clustersim.model.activations._BY_KIND",
+    "clustersim.outputs.trace._FLOW_TEXT",
+    "clustersim.registry._CHANGES",
+    "clustersim.scenario.failures._FAILURE_TAGS",
+    "clustersim.scenario.fields._COUNT_SUFFIXES",
+    "clustersim.scenario.stragglers._STRAGGLER_TAGS",
+    "clustersim.scenario.validation._BOUND_WORDS",
+    "clustersim.scenario.validation._SIMPLE_MESSAGES",
+    "clustersim.units._DECIMAL",
+    "clustersim.units._BINARY",
+    "clustersim.units._DATA",
+    "clustersim.units._POWER_PREFIXES",
+    "clustersim.units._TIMES",
+    "clustersim.units._UNITS",
+    "clustersim.units._UNIT_REGEXES",
+    "clustersim.workload_trace.chakra._COMM_BY_NAME",
+}
+"""Module-level private tables that are not caches: fixed at import (units, messages, tags,
+aliases), or of names only."""
+
+
+def _module_tables() -> dict[str, object]:
+    """Every non-empty private dict, set or list and every RepeatMemo at the top level of a
+    loaded clustersim module, by its dotted name."""
+    found: dict[str, object] = {}
+    for name, module in list(sys.modules.items()):
+        if name != "clustersim" and not name.startswith("clustersim."):
+            continue
+        for attr, value in vars(module).items():
+            if not attr.startswith("_") or attr.startswith("__"):
+                continue
+            if isinstance(value, RepeatMemo) or (
+                isinstance(value, (dict, set, list)) and value and attr != "_CACHES"
+            ):
+                found[f"{name}.{attr}"] = value
+    return found
+
+
+def test_a_run_fills_only_registered_caches_and_clear_empties_them() -> None:
+    """After runs of a data-parallel scenario (NCCL's channels and tuner), a hierarchical
+    all-reduce and an analytical-network run, every table a module holds that is not a
+    constant is a registered cache; clear_caches empties each."""
+    for scenario in (
+        SCENARIO,
+        SCENARIOS / "collectives" / "oversubscribed_hierarchical.yaml",
+        SCENARIOS / "mixed" / "data_parallel_by_speed.yaml",
+    ):
+        simulate(scenario)
+    registered = {id(cache) for cache in _CACHES}
+    tables = _module_tables()
+    unregistered = sorted(
+        name
+        for name, value in tables.items()
+        if name not in CONSTANTS and id(value) not in registered
+    )
+    assert unregistered == []
+    assert any(len(cache) for cache in _CACHES if isinstance(cache, dict))  # type: ignore[arg-type]
+    clear_caches()
+    assert all(not cache for cache in _CACHES if isinstance(cache, dict))  # type: ignore[arg-type]
+    memos = [cache for cache in _CACHES if isinstance(cache, RepeatMemo)]
+    assert memos and all(not memo.kept and not memo.asked for memo in memos)
+
+
+def test_clearing_lets_the_cluster_go() -> None:
+    """A finished run's topology stays alive while the caches hold it, and is freed once they
+    are cleared (what a notebook done with a large cluster calls)."""
+    result = simulate(SCENARIO)
+    topology = id(result.topology)  # Topology has slots and no weak references
+    del result
+    gc.collect()
+    assert _alive(topology)  # held by the caches of what was priced on it
+    clustersim.clear_caches()
+    gc.collect()
+    assert not _alive(topology)
+
+
+def _alive(topology_id: int) -> bool:
+    """Whether the Topology object of that id is still alive (tracked by the collector)."""
+    return any(id(o) == topology_id and isinstance(o, Topology) for o in gc.get_objects())
+
+
+def test_results_do_not_depend_on_the_caches() -> None:
+    """The same scenario run with warm caches, then after clearing them, gives the same
+    summary, byte for byte."""
+    warm = simulate(SCENARIO).summary_json()
+    again = simulate(SCENARIO).summary_json()
+    clear_caches()
+    cold = simulate(SCENARIO).summary_json()
+    assert warm == again == cold
