@@ -229,6 +229,7 @@ LAYERS = (
         "host",
         "budget",
         "memo",
+        "caches",
         "compute",
         "hardware",
     ),
