@@ -110,7 +110,15 @@ def run_step(path: str, base: Preset) -> RunStep:
     layers = [(plan.first_layer, plan.layers) for plan in strategy.plans]
     folder = scenario_folder(prepared.scenario.source or path)
     modes = strategy.virtual_recompute()
-    times = StageTimes(strategy.model, layers, strategy.tp, modes, folder, fp8=run_casts(strategy))
+    times = StageTimes(
+        strategy.model,
+        layers,
+        strategy.tp,
+        modes,
+        folder,
+        fp8=run_casts(strategy),
+        ep=strategy.parallelism.ep,
+    )
     passes = [times.operations(k, f, b) for k in range(len(layers)) for f in (True, False)]
     counts = strategy.replica_micro_batches
     if len(set(counts)) > 1:

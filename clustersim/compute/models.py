@@ -65,17 +65,22 @@ ATTENTION_CORE = frozenset(
 of scores and values with their gradients' products, and the fused attention kernel with its
 backward (:mod:`clustersim.model.operators`)."""
 
-SIXTEEN_BIT_KERNELS = frozenset({"logits", "logits.dgrad", "logits.wgrad", "pooler"})
+SIXTEEN_BIT_KERNELS = frozenset(
+    {"logits", "logits.dgrad", "logits.wgrad", "pooler", "router", "router.dgrad", "router.wgrad"}
+)
 """Products fp8 training runs in 16 bits besides the attention core, forward and backward: the
-output layer's (the LM head's ``logits`` and its gradients' products) and BERT's ``pooler``
-(:mod:`clustersim.model.operators`).  Megatron-Core (tags core_v0.6.0 cac60ce and core_v0.9.0
+output layer's (the LM head's ``logits`` and its gradients' products), BERT's ``pooler`` and
+an MoE layer's ``router`` (:mod:`clustersim.model.operators`).  Megatron-Core (tags core_v0.6.0 cac60ce and core_v0.9.0
 1afee59) builds the output layer as its own ``tensor_parallel.ColumnParallelLinear``
 (``megatron/core/models/gpt/gpt_model.py``, ``self.output_layer``; ``torch.matmul`` in
 ``megatron/core/tensor_parallel/layers.py``, not Transformer Engine) and the pooler as a
 ``torch.nn.Linear`` (``megatron/core/models/bert/pooler.py``, ``get_linear_layer``), and
 ``TransformerBlock.forward`` (``megatron/core/transformer/transformer_block.py``) opens
 Transformer Engine's ``fp8_autocast`` around its layers only: the final norm, the output
-layer and the loss run after it closes."""
+layer and the loss run after it closes.  An MoE layer's ``router`` (and its gradients'
+products) is Megatron-Core's own ``torch.nn.functional.linear`` (``Router.gating``,
+``megatron/core/transformer/moe/router.py`` at core_v0.6.0 cac60ce and core_v0.11.0
+aa6207e2da), not Transformer Engine's: 16 bits as well."""
 
 
 class ProductRate(NamedTuple):

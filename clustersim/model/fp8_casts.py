@@ -69,6 +69,22 @@ where 2.x (v2.1, 450146a) differs it is said.
   the data-parallel, ZeRO and parameter-server strategies take TE's default, a cast at every
   forward.  The dgrad GEMM reads the cached transpose.
 
+The experts of an MoE layer (``expert_fc1``, ``expert_fc2`` per local expert, and the shared
+experts' ``shared_fc1``, ``shared_fc2``; :mod:`.moe_operators`) are TE products too:
+Megatron-Core builds them as ``TEGroupedMLP`` (``TEColumnParallelGroupedLinear`` and
+``TERowParallelGroupedLinear``, ``megatron/core/transformer/moe/experts.py`` at core_v0.11.0
+aa6207e2da) inside the block's ``fp8_autocast``, the activation between them Megatron's
+16-bit SwiGLU.  TE's GroupedLinear casts each group's 16-bit input and transposes it in one
+kernel (``_GroupedLinear.forward``: ``tex.fused_multi_quantize`` with row- and column-wise
+usage in v2.1 450146ae6; ``fp8_multi_cast_transpose_fused`` in v1.13 e5edd6cc3), its output
+gradients likewise in the backward (``fused_multi_quantize`` of ``grad_output_mats``), and
+its weights into cached workspaces as TE's Linear does (``get_weight_workspace`` with
+``update_workspace = is_first_microbatch is None or is_first_microbatch``): ``fp8_cast.input``
+**4** bytes per ``m x k`` value, ``fp8_cast.grad_output`` **4** per ``m x n`` value,
+``fp8_cast.weight`` 4 per ``n x k`` value, with no sequence split (the dispatcher has gathered
+the rows; the shared experts under sequence parallelism are priced alike).  The router's
+product is not TE's (16 bits, no casts).
+
 Full recomputation re-runs a layer's forward, its ``fp8_cast.input`` included (not the
 weight's: it is cached).  Not priced: the amax of each tensor (reduced inside the cast
 kernels: one atomic max per thread block) and the recipe's per-step amax-history reduction
@@ -96,6 +112,10 @@ LAYERNORM_LINEAR = frozenset({"qkv", "fc1"})
 """Products of TE's LayerNormLinear (Megatron-Core's ``TELayerNormColumnParallelLinear``)."""
 LINEAR = frozenset({"proj", "fc2"})
 """Products of TE's Linear (``TERowParallelLinear``): row-parallel."""
+GROUPED_LINEAR = frozenset({"expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2"})
+"""Products of an MoE layer's experts (:mod:`.moe_operators`): TE's GroupedLinear
+(Megatron-Core's ``TEGroupedMLP``) and the shared experts' TE Linear, on the rows the
+dispatcher gathered: no sequence split."""
 
 READ_16 = 2
 """Bytes of a 16-bit value read."""
@@ -139,14 +159,16 @@ def _memory(name: str, nbytes: float) -> Operation:
 
 
 def _te_products(ops: Iterable[Operation]) -> list[Operation]:
-    return [op for op in ops if op.name in LAYERNORM_LINEAR or op.name in LINEAR]
+    return [op for op in ops if op.name in LAYERNORM_LINEAR | LINEAR | GROUPED_LINEAR]
 
 
 def forward_casts(forward: Iterable[Operation], fp8: Fp8Casts) -> list[Operation]:
     """The casts of the forward products ``forward``, per micro-batch (module docstring)."""
     per_value = CAST if fp8.sequence_split > 1 else CAST_TRANSPOSE
     return [
-        _memory(INPUT, per_value * op.m * op.k) for op in _te_products(forward) if op.name in LINEAR
+        _memory(INPUT, (per_value if op.name in LINEAR else CAST_TRANSPOSE) * op.m * op.k)
+        for op in _te_products(forward)
+        if op.name in LINEAR or op.name in GROUPED_LINEAR
     ]
 
 

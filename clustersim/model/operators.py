@@ -26,6 +26,8 @@ replicated):
 * mlp: ``fc1`` (m = b s, n = f / t, x 2 gated, k = h); ``activation`` (memory-bound: GeLU
   reads and writes b s f / t values, 4 bytes each; gated: 3 reads and writes of them, 6);
   ``fc2`` (m = b s, n = h, k = f / t); ``norm_residual`` as above.
+* moe: the router, the token permutation and unpermutation and the experts' products per
+  local expert, as Megatron-Core runs them (:mod:`.moe_operators`).
 * head: ``logits`` (m = b s, n = V / t, k = h) and ``cross_entropy`` (memory-bound: the
   fp32 logits written and read twice, 12 bytes per b s V / t value).
 
@@ -54,6 +56,7 @@ from __future__ import annotations
 from ..compute.models import Operation
 from .fp8_casts import Fp8Casts, backward_casts, forward_casts, is_cast
 from .layers import Layer
+from .moe_operators import moe_operations
 from .transformer import ACTIVATION_BYTES_PER_VALUE, Transformer
 
 BACKWARD_BYTES = 1.5
@@ -67,6 +70,8 @@ CAUSAL_WORK = 0.5
 """Share of the score blocks a causal FlashAttention kernel computes (the rest is masked)."""
 FP32_BYTES = 4
 """Bytes of one fp32 value (the logsumexp and dO x O row sums of the fused attention)."""
+CAST_KINDS = ("attention", "mlp", "moe")
+"""Layers whose products are Transformer Engine's, with fp8 casts in fp8 training."""
 
 
 def _product(name: str, m: int, n: int, k: int, batch: int = 1) -> Operation:
@@ -80,12 +85,21 @@ def _memory(name: str, nbytes: float) -> Operation:
 
 
 def forward_operations(
-    layer: Layer, shape: Transformer | None, b: int, tp: int, fp8: Fp8Casts | None = None
+    layer: Layer,
+    shape: Transformer | None,
+    b: int,
+    tp: int,
+    fp8: Fp8Casts | None = None,
+    ep: int = 1,
 ) -> list[Operation]:
     """The forward kernels of ``layer`` for a micro-batch of ``b`` sequences on one of ``tp``
-    GPUs; with ``fp8``, an attention or MLP layer's fp8 casts after them."""
-    ops = _forward(layer, shape, b, tp)
-    if fp8 is not None and layer.kind in ("attention", "mlp"):
+    GPUs (and, for an MoE layer, of ``ep`` expert-parallel ones: :mod:`.moe_operators`); with
+    ``fp8``, an attention, MLP or MoE layer's fp8 casts after them."""
+    if shape is not None and shape.moe is not None and layer.kind == "moe":
+        ops = moe_operations(shape, b, tp, ep)
+    else:
+        ops = _forward(layer, shape, b, tp)
+    if fp8 is not None and layer.kind in CAST_KINDS:
         ops += forward_casts(ops, fp8)
     return ops
 

@@ -137,7 +137,8 @@ class LayerKernels:
     """The kernels of ``model``'s layers on one of ``tp`` GPUs with ``recompute`` (none,
     selective, full), built once per (layer shape, pass, micro-batch size); ``fp8``: the fp8
     casts of a run trained in fp8 (None: none), with the weights' casts in every forward
-    when ``weights_each_forward``, else apart (:meth:`weights`)."""
+    when ``weights_each_forward``, else apart (:meth:`weights`); ``ep``: the expert-parallel
+    GPUs an MoE layer's experts are spread over."""
 
     def __init__(
         self,
@@ -146,9 +147,12 @@ class LayerKernels:
         recompute: str,
         fp8: Fp8Casts | None = None,
         weights_each_forward: bool = False,
+        ep: int = 1,
     ) -> None:
         self.shape = model.transformer
         self.tp = tp
+        self.ep = ep
+        """Expert-parallel GPUs of an MoE layer (:mod:`clustersim.model.moe_operators`)."""
         self.recompute = recompute
         self.fp8 = fp8
         self.weights_each_forward = weights_each_forward
@@ -164,7 +168,7 @@ class LayerKernels:
         return found
 
     def _build(self, layer: Layer, forward: bool, b: int) -> list[Operation]:
-        fwd = forward_operations(layer, self.shape, b, self.tp, self.fp8)
+        fwd = forward_operations(layer, self.shape, b, self.tp, self.fp8, self.ep)
         if forward:
             return fwd + self.weights(layer) if self.weights_each_forward else fwd
         again: list[Operation] = []
@@ -178,7 +182,7 @@ class LayerKernels:
         """The fp8 casts of ``layer``'s weights (none unless the run is in fp8)."""
         if self.fp8 is None:
             return []
-        return weight_casts(forward_operations(layer, self.shape, 1, self.tp))
+        return weight_casts(forward_operations(layer, self.shape, 1, self.tp, ep=self.ep))
 
     def of_layers(self, layers: Sequence[Layer], forward: bool, b: int) -> list[Operation]:
         """The kernels of ``layers`` one after the other (a pipeline stage)."""

@@ -448,7 +448,13 @@ def _iteration_seconds(view: Any, modes: Sequence[str]) -> float:
     layers = [(plan.first_layer, plan.layers) for plan in view.plans]
     folder = scenario_folder(view.scenario.source or "")
     view.stage_times = StageTimes(
-        view.model, layers, view.tp, _modes(view), folder, fp8=run_casts(view)
+        view.model,
+        layers,
+        view.tp,
+        _modes(view),
+        folder,
+        fp8=run_casts(view),
+        ep=view.parallelism.ep,
     )
     devices, group = view.topology.devices, view.groups[0]
     schedule, mb = view.schedule, view.micro_batch

@@ -97,6 +97,7 @@ class StageCosts:
             layout.recompute,
             scenario_folder(layout.scenario.source or ""),
             fp8=run_casts(layout),
+            ep=layout.parallelism.ep,
         )
         compute: dict[int, list[float]] = {}  # per compute model: each layer's seconds
         self.kinds: list[list[tuple[Device, list[float]]]] = []

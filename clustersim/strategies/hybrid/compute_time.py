@@ -55,16 +55,18 @@ class StageTimes:
         base_dir: Path,
         devices: Sequence[Device] = (),
         fp8: Fp8Casts | None = None,
+        ep: int = 1,
     ) -> None:
         """``recompute``: one mode for every stage, or each stage's (stages differ);
         ``devices``: the workers, whose compute models (and kernels files) are read now,
         before the simulation runs, so that a bad file is a ScenarioError, not a failed run;
-        ``fp8``: the run's fp8 casts (:func:`run_casts`; None: not in fp8)."""
+        ``fp8``: the run's fp8 casts (:func:`run_casts`; None: not in fp8); ``ep``: the
+        expert-parallel GPUs of its MoE layers (``parallelism.ep``)."""
         self.model = model
         self.stage_layers = stage_layers
         self.models = DeviceModels(base_dir)
         modes = [recompute] * len(stage_layers) if isinstance(recompute, str) else recompute
-        by_mode = {mode: LayerKernels(model, tp, mode, fp8) for mode in sorted(set(modes))}
+        by_mode = {mode: LayerKernels(model, tp, mode, fp8, ep=ep) for mode in sorted(set(modes))}
         self.kernels_of = [by_mode[mode] for mode in modes]
         """Per stage: the kernels of its layers with its recomputation."""
         self._cache: dict[tuple[Any, ...], float | None] = {}

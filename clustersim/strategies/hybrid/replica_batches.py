@@ -84,7 +84,7 @@ class ReplicaBatches:
         units = "micro-batches" if step == 1 else f"groups of {step} micro-batches"
         devices = [self._replica_devices(d) for d in range(self.dp)]
         ranks = Ranks(devices, [f"replica {d}" for d in range(self.dp)], "replica", units)
-        times = self._balance_stage_times() if balance == "speed" else None
+        times = self._build_stage_times() if balance == "speed" else None
 
         def seconds_of(d: int) -> Callable[[int], float]:
             return partial(self._estimated_seconds, self._microbatch_seconds(d, times), step)
@@ -128,12 +128,23 @@ class ReplicaBatches:
         bubble = type(self.schedule)(self.pp, m, self.schedule.chunks).theoretical_bubble()
         return m * per_microbatch / (1.0 - bubble)
 
-    def _balance_stage_times(self: Any) -> StageTimes:
+    def _build_stage_times(self: Any) -> StageTimes:
+        """The compute seconds of the layout's (virtual) stages on its workers: its
+        recomputation per stage, its fp8 casts, its expert parallelism."""
         layers = [(plan.first_layer, plan.layers) for plan in self.plans]
         folder = scenario_folder(self.scenario.source or "")
         workers = [self.topology.devices[w] for w in self.placement.workers]
         modes = self.virtual_recompute()
-        return StageTimes(self.model, layers, self.tp, modes, folder, workers, run_casts(self))
+        return StageTimes(
+            self.model,
+            layers,
+            self.tp,
+            modes,
+            folder,
+            workers,
+            run_casts(self),
+            ep=self.parallelism.ep,
+        )
 
     def _microbatch_seconds(self: Any, d: int, times: StageTimes) -> float:
         """Seconds of one micro-batch through replica ``d``'s slowest stage: forward and

@@ -113,7 +113,6 @@ from .. import training
 from . import experts as moe
 from . import flush_free, split_backward, tp_overlap
 from .accounting import ActivationMemory
-from .compute_time import StageTimes, run_casts, scenario_folder
 from .dp_overlap import REDUCE
 from .grad_buckets import as_gather
 from .replica_classes import class_problem, replica_classes
@@ -258,13 +257,7 @@ class Pipeline(HybridReport):
         self.memory = {
             (d, s): ActivationMemory(record=d == 0) for d in range(self.dp) for s in range(self.pp)
         }
-        layers = [(plan.first_layer, plan.layers) for plan in self.plans]
-        folder = scenario_folder(self.scenario.source or "")
-        workers = [self.topology.devices[w] for w in self.placement.workers]
-        modes = self.virtual_recompute()
-        self.stage_times = StageTimes(
-            self.model, layers, self.tp, modes, folder, workers, run_casts(self)
-        )
+        self.stage_times = self._build_stage_times()
         self.weight_flops = [  # W's FLOPs per sample of each virtual stage (split schedules)
             split_backward.weight_gradient_flops(self.model, plan)
             if self.schedule.split_backward

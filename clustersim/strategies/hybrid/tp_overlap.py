@@ -9,8 +9,9 @@ and run them beside the matrix product that consumes or produces the tensor (the
 all-gather beside the QKV or first MLP product, the reduce-scatter beside the output
 projection or the second MLP product; in backward beside the products of the same shapes).
 So each collective of ``c`` seconds is hidden behind its product of ``g`` seconds and
-exposes ``max(0, c - g)``; a layer with one product (an MoE layer, priced shapeless) hides
-each collective behind half of it.  The products are priced by the stage's compute model on
+exposes ``max(0, c - g)``; a layer with one product hides each collective behind half of it,
+and so does an MoE layer behind half of its products (its collectives are its dispatcher's,
+which userbuffers do not split).  The products are priced by the stage's compute model on
 the stage's first GPU (:mod:`clustersim.compute`), the collectives as without overlap
 (alpha-beta on the tensor group, :class:`~clustersim.parallel.tp_modes.GridTimer`).  The
 SMs the communication kernels take from the products are not modelled.  Units: seconds.
@@ -64,11 +65,15 @@ def _product_seconds(layout: Any, compute: Any, layer: Any, samples: float) -> t
     """Seconds of the first and the last matrix product of ``layer``'s forward on one GPU of
     the tensor group (half of the one product each when it has one)."""
     whole = max(1, int(samples))
-    kernels = forward_operations(layer, layout.model.transformer, whole, layout.tp)
+    shape, ep = layout.model.transformer, layout.parallelism.ep
+    kernels = forward_operations(layer, shape, whole, layout.tp, ep=ep)
     products = [op for op in kernels if op.flops > 0 and op.batch <= 1]
     if not products:
         return 0.0, 0.0
     scale = samples / whole
+    if layer.kind == "moe":  # its dispatcher's collectives: beside half of its products each
+        half = compute.seconds(products) * scale / 2
+        return half, half
     first = compute.operation_seconds(products[0]) * scale
     if len(products) == 1:
         return first / 2, first / 2
