@@ -7,7 +7,8 @@ commit 070a0bb), its three SFT rows (Llama 2 7B, 13B, 70B, FP8: :data:`SFT`), an
 runs (:data:`H100_BF16`, issue 41: MosaicML LLM Foundry's H100 BF16 table, NVIDIA's DGX Cloud
 benchmarks' Llama 3.1 8B).  The catalog's H100 efficiency is their least-squares fit: the
 mean of the nine log errors is within 1% of zero.  The B200's (:data:`B200`) is the fit to six
-dense rows of NeMo 25.02's DGX-B200 table (issue 41).  (The A100's fit to Megatron-LM's Table 1:
+dense rows of NeMo 25.02's DGX-B200 table, the GB200's to six of NeMo 25.04's DGX-GB200 table
+(:data:`BLACKWELL`, issue 41).  (The A100's fit to Megatron-LM's Table 1:
 tests/test_megatron_validation.py.)
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -149,69 +151,109 @@ B200 = {
 """The B200's calibration runs (issue 41): every dense pre-training row of NVIDIA NeMo 25.02's
 DGX-B200 performance table, designated with the fit's procedure before any was simulated
 (docs/hardware.md, "Efficiency"); each file's header quotes its row."""
-B200_EFFICIENCY = 0.55
-"""The two-decimal efficiency with the least summed squared log error over :data:`B200`."""
+GB200 = {
+    # file: tokens/s per GPU measured (NeMo 25.04's DGX-GB200 table), GPUs, tokens per iteration
+    "gb200_nemo2504_llama3_8b_8_fp8.yaml": (33099.0, 8, 128 * 8192),
+    "gb200_nemo2504_nemotron4_15b_64_fp8.yaml": (17809.0, 64, 256 * 4096),
+    "gb200_nemo2504_llama3_70b_64_fp8.yaml": (4035.0, 64, 128 * 8192),
+    "gb200_nemo2504_llama31_405b_128_fp8.yaml": (665.0, 128, 64 * 8192),
+    "gb200_nemo2504_nemotron4_340b_128_fp8.yaml": (737.0, 128, 32 * 4096),
+    "gb200_nemo2504_gpt3_175b_128_fp8.yaml": (1804.0, 128, 256 * 2048),
+}
+"""The GB200's calibration runs (issue 41): every dense pre-training row of NeMo 25.04's
+DGX-GB200 performance table, designated as the B200's."""
 
 
-def _b200_errors(efficiency: float | None) -> dict[str, float]:
-    """Log errors of the B200 runs' tokens/s per GPU: the shipped files' shared runs (None), or
-    each file rebuilt with the B200's efficiency set to ``efficiency``."""
+class Blackwell(NamedTuple):
+    """A Blackwell GPU's calibration: its catalog names, runs and fitted efficiency."""
+
+    gpu: str
+    node: str
+    runs: dict[str, tuple[float, int, int]]
+    efficiency: float
+    """The two-decimal efficiency with the least summed squared log error over ``runs``."""
+    spread: dict[str, float]
+    """Each run's relative error at the fit (docs/hardware.md)."""
+    mean_log_error: float
+
+
+BLACKWELL = {
+    "b200": Blackwell(
+        "b200",
+        "dgx-b200",
+        B200,
+        0.55,
+        dict(zip(B200, (0.039, 0.090, 0.023, -0.021, -0.019, -0.121), strict=True)),
+        -0.0037,
+    ),
+    "gb200": Blackwell(
+        "gb200",
+        "gb200-nvl72",
+        GB200,
+        0.66,
+        dict(zip(GB200, (0.005, 0.121, -0.166, 0.150, -0.050, -0.103), strict=True)),
+        -0.0139,
+    ),
+}
+
+
+def _log_errors(cal: Blackwell, efficiency: float | None) -> dict[str, float]:
+    """Log errors of ``cal``'s runs' tokens/s per GPU: the shipped files' shared runs (None),
+    or each file rebuilt with the GPU's efficiency set to ``efficiency``."""
     out = {}
-    for name, (measured, gpus, tokens) in B200.items():
+    for name, (measured, gpus, tokens) in cal.runs.items():
         path = FOLDER / name
         if efficiency is None:
-            seconds = shared_runs.summary(path, check=shared_runs.checked(path))
+            summary = shared_runs.summary(path, check=shared_runs.checked(path))
         else:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-            gpu = {"preset": "b200", "efficiency": efficiency}
-            doc["cluster"]["node"] = {"preset": "dgx-b200", "gpu": gpu}
-            seconds = simulate(parse_scenario(doc, source=str(path))).summary
-        out[name] = math.log(tokens / (gpus * seconds["iteration_time_s"]) / measured)
+            gpu = {"preset": cal.gpu, "efficiency": efficiency}
+            doc["cluster"]["node"] = {"preset": cal.node, "gpu": gpu}
+            summary = simulate(parse_scenario(doc, source=str(path))).summary
+        out[name] = math.log(tokens / (gpus * summary["iteration_time_s"]) / measured)
     return out
 
 
-@pytest.mark.parametrize("name", sorted(B200))
-def test_the_b200_runs_are_the_catalog_b200(name: str) -> None:
-    """Each B200 run is the catalog's DGX B200 trained in fp8, with no GPU number of its own."""
+@pytest.mark.parametrize(
+    "gpu,name", [(g, n) for g, cal in BLACKWELL.items() for n in sorted(cal.runs)]
+)
+def test_the_blackwell_runs_are_the_catalog_gpu(gpu: str, name: str) -> None:
+    """Each run is the catalog's node of that GPU trained in fp8, with no GPU number of its own."""
     text = (FOLDER / name).read_text(encoding="utf-8")
     doc = yaml.safe_load(text)
-    assert doc["cluster"]["node"] == {"preset": "dgx-b200"}
+    assert doc["cluster"]["node"] == {"preset": BLACKWELL[gpu].node}
     assert doc["training"]["precision"] == "fp8"
     assert "efficiency:" not in text and "flops:" not in text
 
 
-def test_the_b200_catalog_carries_the_fit() -> None:
-    preset = GPUS.get("b200")
-    assert preset.spec["efficiency"] == B200_EFFICIENCY
-    assert preset.sources["spec.efficiency"] == "b200-calibration"
+@pytest.mark.parametrize("gpu", sorted(BLACKWELL))
+def test_the_blackwell_catalog_carries_the_fit(gpu: str) -> None:
+    preset = GPUS.get(gpu)
+    assert preset.spec["efficiency"] == BLACKWELL[gpu].efficiency
+    assert preset.sources["spec.efficiency"] == f"{gpu}-calibration"
 
 
-def test_the_b200_runs_spread_as_documented() -> None:
-    """At the catalog's efficiency the six rows spread from 12% slow (GPT-3 175B) to 9% fast
-    (Nemotron-4 15B), mean log error -0.37% (docs/hardware.md); a change that moves them is a
-    change of the model or of the calibration."""
-    errors = _b200_errors(None)
-    assert {n: round(math.expm1(e), 3) for n, e in errors.items()} == pytest.approx(
-        {
-            "b200_nemo2502_llama3_8b_8_fp8.yaml": 0.039,
-            "b200_nemo2502_nemotron4_15b_64_fp8.yaml": 0.090,
-            "b200_nemo2502_llama3_70b_64_fp8.yaml": 0.023,
-            "b200_nemo2502_llama31_405b_128_fp8.yaml": -0.021,
-            "b200_nemo2502_nemotron4_340b_128_fp8.yaml": -0.019,
-            "b200_nemo2502_gpt3_175b_512_fp8.yaml": -0.121,
-        },
-        abs=0.005,
-    )
-    assert sum(errors.values()) / len(errors) == pytest.approx(-0.0037, abs=0.001)
+@pytest.mark.parametrize("gpu", sorted(BLACKWELL))
+def test_the_blackwell_runs_spread_as_documented(gpu: str) -> None:
+    """At the catalog's efficiency each run is where docs/hardware.md says (B200: -12% to +9.0%,
+    GB200: -17% to +15%); a change that moves them is a change of the model or of the
+    calibration."""
+    cal = BLACKWELL[gpu]
+    errors = _log_errors(cal, None)
+    got = {n: round(math.expm1(e), 3) for n, e in errors.items()}
+    assert got == pytest.approx(cal.spread, abs=0.005)
+    assert sum(errors.values()) / len(errors) == pytest.approx(cal.mean_log_error, abs=0.001)
 
 
-def test_the_b200_efficiency_is_the_least_squares_fit() -> None:
-    """The pre-registered procedure: the catalog's 0.55 has a smaller summed squared log error
-    than 0.54 and 0.56 (each run re-simulated there)."""
+@pytest.mark.parametrize("gpu", sorted(BLACKWELL))
+def test_the_blackwell_efficiency_is_the_least_squares_fit(gpu: str) -> None:
+    """The pre-registered procedure: the catalog's value has a smaller summed squared log error
+    than 0.01 below and above it (each run re-simulated there)."""
+    cal = BLACKWELL[gpu]
 
     def sse(efficiency: float | None) -> float:
-        return sum(e * e for e in _b200_errors(efficiency).values())
+        return sum(e * e for e in _log_errors(cal, efficiency).values())
 
     at_fit = sse(None)
-    assert at_fit < sse(B200_EFFICIENCY - 0.01)
-    assert at_fit < sse(B200_EFFICIENCY + 0.01)
+    assert at_fit < sse(round(cal.efficiency - 0.01, 2))
+    assert at_fit < sse(round(cal.efficiency + 0.01, 2))

@@ -14,7 +14,7 @@ catalog GPUs and that clustersim can describe (issue 41's search; the rule was f
 any run): they shaped nothing (held out), and run too fast -- the ones beyond the 20% are
 known gaps (:attr:`~.case.Case.known_gap`), kept here, not in the production family.  The MoE
 layer's kernels are priced as Megatron-Core runs them (:mod:`clustersim.model.moe_operators`),
-and the B200 has its own calibration (docs/hardware.md)."""
+and the B200 and the GB200 have their own calibrations (docs/hardware.md)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,6 @@ CASES = (
 )
 
 MOE_GAP = "mixture-of-experts priced too fast"
-NEW_GPU = "; the GB200 carries the A100's efficiency, not a calibration of its own"
 NEMO_PAGE = "NVIDIA NeMo performance summary (docs.nvidia.com/nemo-framework)"
 
 
@@ -102,7 +101,6 @@ CASES += (
         19275.0,
         "tokens/s",
         tokens_per_gpu(256 * 4096, 64),
-        MOE_GAP + NEW_GPU,
     ),
     _measured(
         "moe-nemo2507-llama4-scout-64-gb200",
@@ -112,6 +110,5 @@ CASES += (
         13783.0,
         "tokens/s",
         tokens_per_gpu(1024 * 8192, 64),
-        MOE_GAP + NEW_GPU,
     ),
 )
