@@ -63,6 +63,23 @@ UNCHECKED = frozenset(
         "scale/gpt3_175b_16k.yaml",
         "calibration/h100_foundry_mpt70b_32_bf16.yaml",
         "calibration/h100_foundry_mpt70b_64_bf16.yaml",
+        *(
+            f"calibration/{run}_fp8.yaml"
+            for run in (
+                "b200_nemo2502_llama3_8b_8",
+                "b200_nemo2502_nemotron4_15b_64",
+                "b200_nemo2502_llama3_70b_64",
+                "b200_nemo2502_llama31_405b_128",
+                "b200_nemo2502_nemotron4_340b_128",
+                "b200_nemo2502_gpt3_175b_512",
+                "gb200_nemo2504_llama3_8b_8",
+                "gb200_nemo2504_nemotron4_15b_64",
+                "gb200_nemo2504_llama3_70b_64",
+                "gb200_nemo2504_llama31_405b_128",
+                "gb200_nemo2504_nemotron4_340b_128",
+                "gb200_nemo2504_gpt3_175b_128",
+            )
+        ),
     }
 )
 """Shipped scenarios (relative to scenarios/) whose shared run leaves the invariants
@@ -73,7 +90,9 @@ siblings; the production family's runs of 1,024 GPUs and more and its
 ZeRO-3 run of 256 (checking costs up to 5x there: thousands of flows at every instant) by its
 runs of 64-512 GPUs of the same schedules, context and tensor parallelism and ZeRO-3; the scale scenarios (16,384 and 131,072 GPUs) on the
 smaller scenarios of the same shapes; the H100 calibration's FSDP runs of MPT-70B (32 and 64
-GPUs, like the A100 one) by its FSDP runs of 8 GPUs."""
+GPUs, like the A100 one) by its FSDP runs of 8 GPUs; the B200 and GB200 calibrations' dense
+fp8 runs (8-512 GPUs: tensor, pipeline and context parallelism, interleaved 1F1B) by the
+production family's checked NeMo fp8 runs of the same schedules on 64-512 H100s."""
 
 
 def checked(path: Path) -> bool:

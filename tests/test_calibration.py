@@ -24,6 +24,7 @@ import yaml
 
 from clustersim import simulate
 from clustersim.hardware import GPUS
+from clustersim.invariants import CHECK_ENV
 from clustersim.scenario import parse_scenario
 
 from . import shared_runs
@@ -245,15 +246,18 @@ def test_the_blackwell_runs_spread_as_documented(gpu: str) -> None:
     assert sum(errors.values()) / len(errors) == pytest.approx(cal.mean_log_error, abs=0.001)
 
 
+@pytest.mark.parametrize("side", [-0.01, 0.01])
 @pytest.mark.parametrize("gpu", sorted(BLACKWELL))
-def test_the_blackwell_efficiency_is_the_least_squares_fit(gpu: str) -> None:
+def test_the_blackwell_efficiency_is_the_least_squares_fit(
+    gpu: str, side: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pre-registered procedure: the catalog's value has a smaller summed squared log error
-    than 0.01 below and above it (each run re-simulated there)."""
+    than 0.01 below and above it (each run re-simulated there, its invariants unchecked as the
+    shipped runs' are: ``shared_runs.UNCHECKED``)."""
     cal = BLACKWELL[gpu]
 
     def sse(efficiency: float | None) -> float:
         return sum(e * e for e in _log_errors(cal, efficiency).values())
 
-    at_fit = sse(None)
-    assert at_fit < sse(round(cal.efficiency - 0.01, 2))
-    assert at_fit < sse(round(cal.efficiency + 0.01, 2))
+    monkeypatch.setenv(CHECK_ENV, "0")
+    assert sse(None) < sse(round(cal.efficiency + side, 2))
