@@ -304,7 +304,8 @@ def _refused(capsys, *argv: str) -> str:
 
 def test_runs_the_trace_cannot_be_a_step_of_are_refused(tmp_path: Path, capsys) -> None:
     """Exit 2 at --scenario, naming the file: a run of 4x the trace's micro-batches (its
-    products 0.25 x), one on other GPUs, one of 2 pipeline stages, one with no transformer."""
+    products 0.25 x), one on other GPUs, one with no transformer; at --stage, a stage the
+    run does not have (and --stage without --scenario)."""
     run = write_run(tmp_path, run_doc())
     step = str(write(tmp_path / "step.json", step_trace(micro_batch_ops(run), 2, 0.6, 1)))
     out = str(tmp_path / "gpu.yaml")
@@ -321,7 +322,12 @@ def test_runs_the_trace_cannot_be_a_step_of_are_refused(tmp_path: Path, capsys) 
     assert "the run's GPUs are a100-sxm4-80gb, the trace's h100-sxm5-80gb" in err_of(other)
     staged = run_doc()
     staged["parallelism"] = {"tp": 1, "pp": 2}
-    assert "2 pipeline stages" in err_of(staged)
+    staged_file = str(write_run(tmp_path, staged, "staged.yaml"))
+    err = _refused(capsys, step, "--scenario", staged_file, "--stage", "2", "-o", out)
+    assert "--stage" in err and "2 pipeline stage(s)" in err and "0 to 1" in err
+    assert "staged.yaml" in err
+    err = _refused(capsys, step, "--stage", "1", "-o", out)
+    assert "--stage" in err and "--scenario RUN.yaml" in err
     collective = run_doc()
     for key in ("model", "training", "parallelism", "pipeline"):
         del collective[key]
@@ -356,3 +362,76 @@ def test_fit_profile_is_unchanged_by_the_memory_kernels(tmp_path: Path) -> None:
 def test_scenario_step_is_a_scenario_error_for_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="none.yaml"):
         scenario_step(str(tmp_path / "none.yaml"), find("h100-sxm", "gpu"))
+
+
+# -- pipeline parallelism: the trace is one stage's GPU ---------------------------------------
+
+
+def staged_run(tmp_path: Path) -> Path:
+    """run_doc's model with 4 blocks over 2 pipeline stages, tp 1 (2 micro-batches of 2
+    sequences a step, as run_doc): stage 0 the embedding and blocks 0-1, stage 1 blocks 2-3
+    and the head."""
+    doc = run_doc()
+    doc["model"]["transformer"]["layers"] = 4
+    doc["parallelism"] = {"tp": 1, "pp": 2}
+    return write_run(tmp_path, doc, "staged.yaml")
+
+
+def stage_ops(path: Path, stage: int) -> list[Operation]:
+    """The forward and backward operations of one micro-batch on a GPU of ``stage``, listed
+    from clustersim.model.operators over the layers the pipeline gives that stage."""
+    prepared = prepare(path)
+    strategy = prepared.strategy
+    model = build_model(load_scenario(path).model)
+    b = prepared.scenario.training.micro_batch
+    ops: list[Operation] = []
+    for plan in strategy.plans[stage :: strategy.pp]:
+        for layer in model.layers[plan.first_layer : plan.first_layer + plan.layers]:
+            forward = forward_operations(layer, model.transformer, b, 1)
+            ops += forward + backward_operations(forward)
+    return ops
+
+
+@pytest.mark.parametrize("stage", [0, 1])
+def test_a_stage_of_a_pipeline_run_is_found_and_its_efficiency_given_back(
+    stage: int, tmp_path: Path, capsys
+) -> None:
+    """A trace of one GPU of stage 0 or 1 of a 2-stage run, its element-wise kernels timed
+    at 0.6: calibrate profile --scenario takes the stage whose products match (ratio 1, the
+    other stage's printed), fits 0.6 back (within 1e-5); --stage naming it gives the same
+    file; --stage naming the other stage is refused (its products, with or without the
+    head's, are more than 2 x off the trace's)."""
+    run = staged_run(tmp_path)
+    ops = stage_ops(run, stage)
+    other = stage_ops(run, 1 - stage)
+    assert sum(op.flops for op in ops if op.m) != sum(op.flops for op in other if op.m)
+    step = write(tmp_path / "step.json", step_trace(ops, 2, 0.6, 1))
+    out = tmp_path / "auto.yaml"
+    assert main(["calibrate", "profile", str(step), "--scenario", str(run), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"pipeline stage {stage} of 2 taken as the traced GPU's" in printed
+    written = yaml.safe_load(out.read_text())["spec"]["compute"]["memory_efficiency"]
+    assert written["value"] == pytest.approx(0.6, rel=1e-5)
+    named = tmp_path / "named.yaml"
+    argv = ["--scenario", str(run), "--stage", str(stage), "-o", str(named)]
+    assert main(["calibrate", "profile", str(step), *argv]) == 0
+    assert "taken as the traced GPU's" not in capsys.readouterr().out
+    assert named.read_text().replace("named", "auto") == out.read_text()
+    argv = ["--scenario", str(run), "--stage", str(1 - stage), "-o", str(tmp_path / "x.yaml")]
+    err = _refused(capsys, str(step), *argv)
+    assert "--scenario" in err and "x those of 1 step(s) of the run on one GPU" in err
+
+
+def test_interleaved_stages_take_their_chunks(tmp_path: Path) -> None:
+    """With 2 chunks per stage (interleaved 1F1B, 4 blocks over 2 stages x 2 chunks), stage 0
+    runs virtual stages 0 and 2, stage 1 virtual stages 1 and 3: their memory-bound bytes
+    are those of the layers of those chunks."""
+    doc = run_doc()
+    doc["model"]["transformer"]["layers"] = 4
+    doc["parallelism"] = {"tp": 1, "pp": 2}
+    doc["pipeline"] = {"schedule": "interleaved", "chunks": 2}
+    run = write_run(tmp_path, doc, "chunks.yaml")
+    base = find("h100-sxm", "gpu")
+    for stage in (0, 1):
+        step = scenario_step(str(run), base, stage)
+        assert step.bytes == pytest.approx(2 * memory_bytes(stage_ops(run, stage)), rel=1e-12)

@@ -129,10 +129,11 @@ def memory_step(run: RunStep, base: Preset) -> MemoryStep:
     )
 
 
-def scenario_step(path: str, base: Preset) -> MemoryStep:
-    """The memory-bound work of a step on one GPU of the run ``path`` (a scenario file;
-    :func:`~.run_step.run_step` checks it), priced at ``base``'s memory bandwidth."""
-    return memory_step(run_step(path, base), base)
+def scenario_step(path: str, base: Preset, stage: int = 0) -> MemoryStep:
+    """The memory-bound work of a step on one GPU of pipeline stage ``stage`` of the run
+    ``path`` (a scenario file; :func:`~.run_step.run_step` checks it), priced at ``base``'s
+    memory bandwidth."""
+    return memory_step(run_step(path, base, stage), base)
 
 
 def fit_memory(profile: Profile, step: MemoryStep) -> MemoryFit:

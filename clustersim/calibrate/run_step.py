@@ -8,8 +8,11 @@ strategy prices them (:class:`~clustersim.strategies.hybrid.compute_time.StageTi
 with Transformer Engine's casts and transposes) -- and those of the step (the fp8 casts of
 the weights, once a step: :mod:`clustersim.model.fp8_casts`), with the micro-batches one GPU
 runs per step (data-parallel replica 0's) and cp (a GPU holds 1/cp of each sequence).  The
-run must be a transformer trained by the pipeline strategy with one pipeline stage, on the
-``--base`` GPU.  :func:`traced_steps` reads how many steps the trace
+run must be a transformer trained by the pipeline strategy, on the ``--base`` GPU.  With
+pipeline parallelism a GPU runs one stage: :func:`run_steps` lists the step of each stage
+(the virtual stages ``c p + s`` of stage ``s``, its chunks with an interleaved schedule), and
+:func:`chosen_step` takes the one ``--stage`` names or, by default, the one whose matrix
+products are nearest the trace's in FLOPs (saying so).  :func:`traced_steps` reads how many steps the trace
 holds (its ``ProfilerStep#N`` annotations; one when it has none) and :func:`product_ratio`
 checks that the trace's matrix products add up to the FLOPs of that many steps of the run
 within a factor of :data:`FLOP_RATIO_LIMIT`.  The fits of :mod:`.memory_fit` and
@@ -20,6 +23,7 @@ Units: FLOPs, B/s.  Problems are ScenarioErrors at ``--scenario``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +40,8 @@ FLOP_RATIO_LIMIT = 2.0
 SCENARIO_KEY = "--scenario"
 """The option problems are reported at."""
 TRANSFORMER = (
-    "a transformer trained by the pipeline strategy: a pipeline: section (or tp, cp or ep "
-    "above 1) and pp 1"
+    "a transformer trained by the pipeline strategy: a pipeline: section (or tp, pp, cp or "
+    "ep above 1)"
 )
 """What ``--scenario`` takes."""
 
@@ -67,6 +71,10 @@ class RunStep:
     step_operations: tuple[Operation, ...] = ()
     """The kernels one GPU runs once per step, whatever its micro-batches and cp (the fp8
     casts of its weights)."""
+    stage: int = 0
+    """The pipeline stage (0-based) whose GPU this is the step of."""
+    stages: int = 1
+    """The run's pipeline stages (pp)."""
 
     @property
     def share(self) -> float:
@@ -81,11 +89,19 @@ class RunStep:
         return sum(op.flops for op in products) * self.share
 
 
-def run_step(path: str, base: Preset) -> RunStep:
-    """The kernels of a micro-batch on one GPU of the run ``path`` (a scenario file).
-    ScenarioError at ``--scenario`` for a run that is not one the trace can be a step of: no
-    transformer model, not the pipeline strategy, more than one pipeline stage, GPUs other
-    than ``base``, a fractional micro-batch."""
+def run_step(path: str, base: Preset, stage: int = 0) -> RunStep:
+    """The kernels of a micro-batch on one GPU of pipeline stage ``stage`` of the run
+    ``path`` (a scenario file): :func:`run_steps`' entry of that stage (ScenarioError at
+    ``--stage`` for a stage the run does not have)."""
+    steps = run_steps(path, base)
+    return checked_stage(steps, stage, path)
+
+
+def run_steps(path: str, base: Preset) -> list[RunStep]:
+    """The kernels of a micro-batch on one GPU of each pipeline stage of the run ``path`` (a
+    scenario file), by stage.  ScenarioError at ``--scenario`` for a run that is not one the
+    trace can be a step of: no transformer model, not the pipeline strategy, GPUs other than
+    ``base``, a fractional micro-batch."""
     from ..api import prepare
     from ..scenario.presets import scenario_folder
     from ..strategies.hybrid import Pipeline
@@ -99,9 +115,6 @@ def run_step(path: str, base: Preset) -> RunStep:
         raise refuse(path, "the run has no transformer model", TRANSFORMER)
     if not isinstance(strategy, Pipeline):
         raise refuse(path, f"the run's workload is {strategy.name!r}", TRANSFORMER)
-    if strategy.pp > 1:
-        message = f"the run has {strategy.pp} pipeline stages: a one-GPU trace is one stage's"
-        raise refuse(path, message, "a run of parallelism.pp 1 (tp, cp and dp as profiled)")
     notes = _device_notes(prepared, strategy, base, path)
     b = whole_samples(strategy.micro_batch)
     if b is None:
@@ -119,21 +132,75 @@ def run_step(path: str, base: Preset) -> RunStep:
         fp8=run_casts(strategy),
         ep=strategy.parallelism.ep,
     )
-    passes = [times.operations(k, f, b) for k in range(len(layers)) for f in (True, False)]
     counts = strategy.replica_micro_batches
     if len(set(counts)) > 1:
         notes.append(f"replicas run {min(counts)} to {max(counts)} micro-batches: replica 0's")
     training = getattr(prepared.scenario, "training", None)
-    return RunStep(
-        path,
-        tuple(op for ops in passes for op in ops),
-        counts[0],
-        strategy.cp,
-        getattr(training, "precision", None),
-        folder,
-        notes,
-        tuple(op for k in range(len(layers)) for op in times.weight_operations(k)),
+    pp = strategy.pp
+    out = []
+    for stage in range(pp):
+        chunks = range(stage, len(layers), pp)  # chunk c of stage s: virtual stage c p + s
+        passes = [times.operations(k, f, b) for k in chunks for f in (True, False)]
+        out.append(
+            RunStep(
+                path,
+                tuple(op for ops in passes for op in ops),
+                counts[0],
+                strategy.cp,
+                getattr(training, "precision", None),
+                folder,
+                list(notes),
+                tuple(op for k in chunks for op in times.weight_operations(k)),
+                stage,
+                pp,
+            )
+        )
+    return out
+
+
+STAGE_KEY = "--stage"
+"""The option naming the traced GPU's pipeline stage."""
+
+
+def checked_stage(steps: list[RunStep], stage: int, path: str) -> RunStep:
+    """``steps[stage]``; ScenarioError at ``--stage`` when the run has no such stage."""
+    if not 0 <= stage < len(steps):
+        allowed = "0" if len(steps) == 1 else f"0 to {len(steps) - 1}"
+        raise ScenarioError(
+            Problem(
+                STAGE_KEY,
+                f"the run has {len(steps)} pipeline stage(s); stage {stage} is not one",
+                f"a stage of the run: {allowed} (0-based)",
+            ),
+            path,
+        )
+    return steps[stage]
+
+
+def chosen_step(steps: list[RunStep], profile: Profile, stage: int | None, path: str) -> RunStep:
+    """The step of the traced GPU: stage ``stage`` (``--stage``), the only one, or, when the
+    run has several and none is named, the stage whose matrix products over the trace's
+    steps are nearest the trace's in FLOPs (by ratio), with a note saying so."""
+    if stage is not None:
+        return checked_stage(steps, stage, path)
+    if len(steps) == 1:
+        return steps[0]
+    traced = sum(p.flops for p in profile.products)
+    count = profile.steps or 1
+    ratios = [
+        traced / (step.product_flops * count) if step.product_flops > 0 else math.inf
+        for step in steps
+    ]
+    distance = [abs(math.log(r)) if 0 < r < math.inf else math.inf for r in ratios]
+    best = min(range(len(steps)), key=lambda s: (distance[s], s))
+    found = steps[best]
+    found.notes.append(
+        f"pipeline stage {best} of {len(steps)} taken as the traced GPU's: its matrix products "
+        f"are {ratios[best]:.3g} x the trace's (the other stages' "
+        + ", ".join(f"{r:.3g}" for s, r in enumerate(ratios) if s != best)
+        + "); --stage N names another"
     )
+    return found
 
 
 def _device_notes(prepared: Any, strategy: Any, base: Preset, path: str) -> list[str]:

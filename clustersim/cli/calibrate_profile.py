@@ -49,8 +49,10 @@ class ProfileSource(shared.CalibrationSource):
         "fitted. Exit 2 for "
         "a file that is not a Kineto trace, a trace without GPU kernels or without shapes, "
         "one of a single product shape, an unknown --base, a --scenario the trace cannot be "
-        "a step of (no transformer, pp above 1, other GPUs than --base, matrix-product FLOPs "
-        "more than 2 x off those steps')."
+        "a step of (no transformer, other GPUs than --base, matrix-product FLOPs more than 2 x "
+        "off those steps'), a --stage the run does not have. With pipeline parallelism the "
+        "trace is one stage's GPU: --stage N names it, else the stage whose matrix products "
+        "are nearest the trace's is taken (printed)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -69,10 +71,18 @@ class ProfileSource(shared.CalibrationSource):
             "--scenario",
             metavar="RUN.yaml",
             help="the run the trace is a step of (a transformer trained by the pipeline "
-            "strategy with pp 1, on the --base GPU): fits compute.memory_efficiency to the "
+            "strategy, on the --base GPU): fits compute.memory_efficiency to the "
             "trace's element-wise, norm and reduction kernels, and compute.attention to its "
             "forward fused attention kernels when the run's attention is fused (default: "
             "neither fitted, the base's kept)",
+        )
+        parser.add_argument(
+            "--stage",
+            metavar="N",
+            type=int,
+            help="with --scenario of a pipeline-parallel run: the pipeline stage (0-based) "
+            "whose GPU the trace is of (default: the stage whose matrix-product FLOPs are "
+            "nearest the trace's, printed)",
         )
         shared.plot_arguments(parser, "measured and fitted efficiency", "GPU")
         parser.add_argument("trace", metavar="TRACE", help="the trace (.json or .json.gz)")
@@ -89,16 +99,21 @@ class ProfileSource(shared.CalibrationSource):
             table_lines,
         )
         from ..calibrate.memory_fit import fit_memory, memory_step
-        from ..calibrate.run_step import run_step
+        from ..calibrate.run_step import chosen_step, run_steps
         from ..calibrate.trace import read_profile
 
         output, plot = shared.checked_outputs(args)
+        if args.stage is not None and args.scenario is None:
+            raise ScenarioError(
+                Problem("--stage", "a stage without a run", "--stage N with --scenario RUN.yaml")
+            )
         profile = read_profile(args.trace)
         base = shared.base_preset(args.base or _inferred_base(profile), "gpu")
         fit = fit_profile(profile, base, args.hold_out)
         memory = attention = None
         if args.scenario is not None:
-            run = run_step(args.scenario, base)
+            steps = run_steps(args.scenario, base)
+            run = chosen_step(steps, profile, args.stage, args.scenario)
             memory = fit_memory(profile, memory_step(run, base))
             core = attention_core(run, base)
             attention = fit_attention(profile, core, memory.memory_efficiency)
