@@ -5,9 +5,10 @@ Table 1: pre-training costs 180K H800 GPU-hours per trillion tokens on a cluster
 2048 H800s, with pipeline parallelism 16, expert parallelism 64 over 8 nodes and ZeRO-1
 data parallelism (Section 3.2).  scenarios/moe/deepseek_v3_2048.yaml documents the
 setup; its GPU efficiency comes from Megatron-LM's A100 calibration (roofline, 0.754), not
-from this figure.  Simulated with FlashAttention (the deepseek-v3 preset's): 18.6 s per
-iteration, 168K GPU-hours per trillion tokens (-7%); with unfused attention 227K (+26%).
-Held within 20%.
+from this figure.  Simulated with FlashAttention (the deepseek-v3 preset's): 19.9 s per
+iteration, 180K GPU-hours per trillion tokens (-0.1%; 168K, -7%, before the MoE layer's
+router, permutation and per-expert products were priced); with unfused attention 238K
+(+32%).  Held within 20%.
 """
 
 from __future__ import annotations
