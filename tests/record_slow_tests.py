@@ -5,6 +5,9 @@ or more are listed, slowest first, with their seconds.  tests/conftest.py marks 
 ``slow`` and runs them first.  Seconds measured with ``pytest -n 2`` on 2 cores, so they
 include the other worker's load; only their order and the threshold matter.
 
+A test already listed stays listed while the report still names it (with its seconds
+there): see :func:`still_listed`.
+
 ``--add QUICK FULL OUT`` adds the tests that take :data:`THRESHOLD_S` or more in the quick
 loop's report ``QUICK`` (``pytest -m "not slow"``): a test that reads a run or a value the
 session shares (tests/shared_runs.py) is quick in the full suite, where a slow test made it
@@ -62,10 +65,33 @@ def write(out_path: str, rows: list[tuple[float, str]]) -> None:
 
 
 def main(report_path: str, out_path: str) -> int:
-    rows = slow_tests(Path(report_path).read_text())
-    write(out_path, rows)
-    print(f"{out_path}: {len(rows)} tests at {THRESHOLD_S:g} s or more")
+    report = Path(report_path).read_text()
+    rows = slow_tests(report)
+    kept = still_listed(out_path, seconds_of(report), {node for _, node in rows})
+    write(out_path, rows + kept)
+    print(
+        f"{out_path}: {len(rows)} tests at {THRESHOLD_S:g} s or more, {len(kept)} kept from "
+        "the last list"
+    )
     return 0
+
+
+def still_listed(out_path: str, full: Counter[str], slow: set[str]) -> list[tuple[float, str]]:
+    """The tests of the list at ``out_path`` (if any) that the full suite's report still
+    names (``full``: node id -> seconds) and that are not in ``slow``, with their seconds
+    there.  A test listed because it was slow in the quick loop alone (it reads a run a slow
+    test makes) is quick in the full suite: dropping it would put it back in the quick loop,
+    where it and the tests reading the same run are slow again, and one ``--add`` pass would
+    not find them all (the list would not settle).  A test gone from the report (removed,
+    renamed, or under 5 ms) leaves the list."""
+    path = Path(out_path)
+    if not path.is_file():
+        return []
+    return [
+        (full[node], node)
+        for _, node in listed(path.read_text())
+        if node in full and node not in slow
+    ]
 
 
 def add(quick_path: str, full_path: str, out_path: str) -> int:
