@@ -4,8 +4,10 @@ overlapped gradient reduce-scatter and parameter all-gather, tensor-parallel ove
 The overlaps are held to a hand recurrence over alpha-beta costs.  A model of ``L`` equal
 layers (``P`` parameters, ``F`` forward FLOPs per sample, ``2F`` backward) on one
 NVSwitch node of ``N`` GPUs (data parallel, flat compute at ``RATE``): with a bucket of
-``k`` layers, bucket ``i`` (backward order) is ``S_i = k_i P`` x 2 bytes; its ring
-reduce-scatter or all-gather takes ``(N - 1)(alpha + S_i / (N B))`` (all-reduce: twice).
+``k`` layers, bucket ``i`` (backward order) holds ``k_i P`` values, 2 bytes each in bf16 (4
+bytes for the gradients with ``data_parallel.allreduce.precision: fp32``, the parameters
+gathered in 2); a ring reduce-scatter or all-gather of ``S`` bytes takes
+``(N - 1)(alpha + S / (N B))`` (all-reduce: twice).
 The iteration (``m`` micro-batches, 1F1B on one stage: F0 B0 F1 ... B(m-1)):
 
 * the previous step's all-gathers run back to back from its start, in forward order; the
@@ -33,6 +35,7 @@ from .test_hybrid import LINK_LATENCY, NVLINK_BPS, RATE, SHAPE, doc, run
 ALPHA = 2 * LINK_LATENCY
 """A send inside the node: GPU -> NVSwitch -> GPU."""
 BF16 = 2
+FP32 = 4
 ADAM_STEP_BYTES = 28
 MEMORY_BPS = 1000e12
 
@@ -52,6 +55,13 @@ class Case:
     zero: int = 1
     grad: bool = True
     param: bool | None = True
+    grad_precision: str = "auto"
+    """``data_parallel.allreduce.precision``."""
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes of one gradient value in the reduce-scatter (all-reduce)."""
+        return FP32 if self.grad_precision == "fp32" else BF16
 
     @property
     def bandwidth(self) -> float:
@@ -63,8 +73,11 @@ class Case:
         layer = {"name": "block", "params": self.params, "flops": self.flops, "repeat": self.layers}
         document["model"] = {"layers": [layer]}
         document["training"]["iterations"] = iterations
-        bucket = f"{self.per_bucket * self.params * BF16:g}B"
-        document["data_parallel"] = {"allreduce": {"overlap": self.grad, "bucket": bucket}}
+        bucket = f"{self.per_bucket * self.params * self.grad_bytes:g}B"
+        sync = {"overlap": self.grad, "bucket": bucket}
+        if self.grad_precision != "auto":
+            sync["precision"] = self.grad_precision
+        document["data_parallel"] = {"allreduce": sync}
         if self.param is not None:
             document["zero"]["overlap_param_gather"] = self.param
         return document
@@ -76,14 +89,16 @@ class Case:
         groups = [per_bucket] * (layers // per_bucket) + [layers % per_bucket]
         groups = [g for g in groups if g]
         rounds = 2 if self.zero == 0 else 1
-        size = self.params * BF16
-        collective = [ring_s(n, g * size, self.bandwidth, rounds) for g in groups]
-        whole = ring_s(n, layers * size, self.bandwidth, rounds)
+        grad, param = self.params * self.grad_bytes, self.params * BF16
+        reduce = [ring_s(n, g * grad, self.bandwidth, rounds) for g in groups]
+        gather = [ring_s(n, g * param, self.bandwidth) for g in groups]
+        whole_reduce = ring_s(n, layers * grad, self.bandwidth, rounds)
+        whole_gather = ring_s(n, layers * param, self.bandwidth)
         step = layers * self.params / (n if self.zero else 1) * ADAM_STEP_BYTES / MEMORY_BPS
         t = free = 0.0
         if self.param:  # last iteration's gathers, back to back from the start, forward order
             for i in reversed(range(len(groups))):
-                free += collective[i]
+                free += gather[i]
                 t = max(t, free) + groups[i] * forward
         else:
             t = layers * forward
@@ -91,13 +106,13 @@ class Case:
         if self.grad:
             for i, g in enumerate(groups):
                 t += g * backward
-                free = max(free, t) + collective[i]
+                free = max(free, t) + reduce[i]
             t = max(t, free)
         else:
-            t += layers * backward + whole
+            t += layers * backward + whole_reduce
         t += step
         if self.zero and not self.param:
-            t += whole
+            t += whole_gather
         return t, m * layers * (forward + backward) + step
 
 
@@ -164,6 +179,48 @@ def test_zero0_overlaps_all_reduce_buckets() -> None:
     ops = {r.label.split()[0] for r in result.records if r.kind == "collective"}
     assert ops == {"allreduce"}
     assert result.summary["recipes"]["overlap_param_gather"] is False
+
+
+# ------------------------------------------------------------------ gradient precision
+
+
+@pytest.mark.parametrize(
+    "zero, grad, param", [(1, True, True), (1, False, False), (0, True, None), (0, False, None)]
+)
+@pytest.mark.parametrize("n, nvlink", [(2, "0.5GB/s"), (8, "5GB/s")])
+def test_fp32_gradients_double_the_reduction_not_the_gather(
+    zero: int, grad: bool, param: bool | None, n: int, nvlink: str
+) -> None:
+    """``data_parallel.allreduce.precision: fp32`` (Megatron-LM's bf16 training): the
+    reduce-scatter (all-reduce) carries 4 bytes a gradient value, the distributed optimizer's
+    all-gather 2 bytes a parameter, overlapped or flushed: the recurrence prices each at its
+    own bytes."""
+    case = Case(n=n, nvlink=nvlink, zero=zero, grad=grad, param=param, grad_precision="fp32")
+    result = run(case.doc())
+    assert result.summary["iteration_time_s"] == pytest.approx(case.expected()[0], rel=1e-9)
+    values = case.layers * case.params
+    assert result.summary["communication"]["allreduce_bytes"] == [values * FP32]
+
+
+def test_fp32_gradients_lengthen_a_flushed_iteration_by_one_more_reduction() -> None:
+    """Flushed, fp32 gradients add exactly one bf16 reduce-scatter's bandwidth term:
+    (N - 1) x L P x 2 bytes / (N B), the rest (latency, gather, compute) unchanged."""
+    bf16 = Case(n=4, nvlink="5GB/s", grad=False, param=False)
+    fp32 = replace(bf16, grad_precision="fp32")
+    gap = run(fp32.doc()).summary["iteration_time_s"] - run(bf16.doc()).summary["iteration_time_s"]
+    extra = (4 - 1) * bf16.layers * bf16.params * (FP32 - BF16) / 4 / bf16.bandwidth
+    assert gap == pytest.approx(extra, rel=1e-9)
+
+
+def test_gradient_precision_defaults_to_the_training_precision() -> None:
+    """``auto``: bf16 training reduces 2-byte gradients (as before the key), fp32 training
+    4-byte ones; writing the training precision's own format changes nothing."""
+    case = Case(n=4, nvlink="5GB/s")
+    auto = run(case.doc()).summary
+    same = run(replace(case, grad_precision="bf16").doc()).summary
+    assert auto["iteration_time_s"] == pytest.approx(case.expected()[0], rel=1e-9)
+    assert same["iteration_time_s"] == auto["iteration_time_s"]
+    assert auto["communication"]["allreduce_bytes"] == [case.layers * case.params * BF16]
 
 
 # --------------------------------------------------------------------------- defaults
@@ -357,6 +414,10 @@ def test_tp_comm_overlap_exposes_what_outlasts_the_products(t: int, nvlink: str)
         (
             {"pipeline": {"schedule": "pipedream"}, "zero": {"overlap_param_gather": True}},
             "zero.overlap_param_gather",
+        ),
+        (
+            {"data_parallel": {"allreduce": {"precision": "fp8"}}},
+            "data_parallel.allreduce.precision",
         ),
     ],
 )

@@ -67,6 +67,7 @@ OTHER_VALUES: dict[str, Any] = {
     "data_parallel.allreduce.overlap": False,
     "data_parallel.allreduce.options": {"inter": "ring"},
     "data_parallel.allreduce.channels": 2,
+    "data_parallel.allreduce.precision": "fp32",
     "data_parallel.ps.placement": "gpu",
     "data_parallel.ps.servers": 2,
     "data_parallel.ps.server_devices": "*/gpu0",

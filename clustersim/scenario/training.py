@@ -173,6 +173,14 @@ class AllreduceSyncSpec(_Spec):
     channels: Channels | None = None
     """Channels of each gradient collective: equal slices that run at once, at most 64, or
     ``auto`` (default: ``network.channels``)."""
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    """Number format of the gradients the data-parallel collective carries (the 3D hybrid):
+    ``fp32`` (4 bytes a value) as Megatron-LM reduces them when training in bf16
+    (``--accumulate-allreduce-grads-in-fp32``, forced for bf16 by its
+    ``megatron/training/arguments.py``); ``bf16``/``fp16`` (2 bytes) as NeMo's launcher
+    recipes sync them (``optim.grad_sync_dtype=bf16``); ``auto`` (default): the training
+    precision's bytes (2 in fp16, bf16, fp8; 4 in fp32, tf32).  The distributed optimizer's
+    parameter all-gather carries the training precision either way."""
 
 
 MAX_PS_KEYS = 10_000

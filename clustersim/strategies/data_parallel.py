@@ -81,7 +81,7 @@ from .auto import choose_recompute
 from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .kernel_times import LayerTimes
-from .written_keys import DATA_PARALLEL_READS
+from .written_keys import ALLREDUCE_READS, DATA_PARALLEL_READS
 
 if TYPE_CHECKING:
     from ..scenario.training import Balance
@@ -121,7 +121,7 @@ class DataParallel(TrainingStrategy):
     name = "data_parallel"
     description = "data-parallel training: bucketed gradient all-reduce (DDP/Horovod), overlap"
     config_model = DataParallelSpec
-    reads = DATA_PARALLEL_READS | {"data_parallel.allreduce", "data_parallel.balance"}
+    reads = DATA_PARALLEL_READS | ALLREDUCE_READS | {"data_parallel.balance"}
     analytical_shortens = True
 
     # -- checks --------------------------------------------------------------

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import Problem, join_path
 from ..parallel.rules import grid_size_problem
+from ..scenario.training import AllreduceSyncSpec
 
 SECTIONS = ("parallelism", "pipeline", "zero", "data_parallel")
 """The sections whose keys the training strategies share."""
@@ -45,6 +46,14 @@ degrees (dp is checked against the workers; tp, pp, cp and ep are 1, or the scen
 be the hybrid's), the sync, the workers and the ZeRO stage (which chose the strategy)."""
 
 HYBRID = "a pipeline section, or pp, tp, cp or ep > 1 (the 3D hybrid reads it)"
+HYBRID_ONLY_ALLREDUCE = frozenset({"precision"})
+"""Keys of ``data_parallel.allreduce`` only the 3D hybrid reads."""
+ALLREDUCE_READS = frozenset(
+    f"data_parallel.allreduce.{key}"
+    for key in AllreduceSyncSpec.model_fields
+    if key not in HYBRID_ONLY_ALLREDUCE
+)
+"""The ``data_parallel.allreduce`` keys the data_parallel and zero strategies read."""
 KEY_HINTS = {
     "parallelism": HYBRID,
     "pipeline": HYBRID,
@@ -53,6 +62,7 @@ KEY_HINTS = {
     "zero.overlap_param_gather": HYBRID,
     "data_parallel.ps": "data_parallel.sync: ps (the parameter_server strategy reads it)",
     "data_parallel.allreduce": "data_parallel.sync: allreduce",
+    "data_parallel.allreduce.precision": HYBRID,
     "data_parallel.balance": "data_parallel.sync: allreduce (data_parallel, zero and the 3D "
     "hybrid share the batch out; parameter servers split it evenly)",
 }

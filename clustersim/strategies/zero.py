@@ -116,7 +116,7 @@ from .base import TrainingStrategy
 from .buckets import BucketSizes, BucketSync
 from .data_parallel import DataParallel, iteration_work, share_batch, shares_text, workers_memory
 from .kernel_times import LayerTimes
-from .written_keys import DATA_PARALLEL_READS
+from .written_keys import ALLREDUCE_READS, DATA_PARALLEL_READS
 
 """Layer kinds whose forward full recomputation re-runs in backward."""
 
@@ -201,11 +201,7 @@ class Zero(TrainingStrategy):
     description = "ZeRO stages 1-3 / FSDP: sharded optimizer states, gradients and parameters"
     config_model = DataParallelSpec
     analytical_shortens = True
-    reads = DATA_PARALLEL_READS | {
-        "data_parallel.allreduce",
-        "data_parallel.balance",
-        "zero.prefetch",
-    }
+    reads = DATA_PARALLEL_READS | ALLREDUCE_READS | {"data_parallel.balance", "zero.prefetch"}
 
     # Worker selection and the network model are plain data parallelism's.
     _select_workers = DataParallel._select_workers

@@ -220,7 +220,7 @@ class DataParallelOverlap:
             overlap_grad_reduce=recipes.overlap_grad_reduce,
             overlap_param_gather=recipes.overlap_param_gather,
             tp_comm_overlap=recipes.tp_comm_overlap,
-            bucket_bytes=recipes.bucket_params * self.options.bytes_per_value,
+            bucket_bytes=recipes.bucket_params * self.grad_bytes_per_value,
             buckets=[len(self.layout_buckets.get(s, [])) for s in range(self.pp)],
             dp_communication_s=flight,
             dp_exposed_s=exposed,

@@ -15,7 +15,10 @@ A bucket's collective (a reduce-scatter with the distributed optimizer, else an
 all-reduce; its all-gather after the step) runs over the dp groups of the stage, one call
 per tensor rank of the bucket's dense gradients plus the routed experts' over their
 expert-data-parallel groups (Megatron buckets expert gradients apart; here they travel with
-the bucket of their layer).  ``backward_share`` and ``forward_share`` say which part of the
+the bucket of their layer).  The gradients travel in ``data_parallel.allreduce.precision``
+(``layout.grad_bytes_per_value``: 4 bytes a value in fp32, as Megatron-LM reduces them in
+bf16), the gathered parameters in the training precision (2 bytes in 16 bits).
+``backward_share`` and ``forward_share`` say which part of the
 chunk's backward (with recomputation) and forward FLOPs the bucket's layers are: the
 overlapped runs split a chunk's last backward and first forward at the bucket boundaries.
 Units: parameters, bytes, fractions.
@@ -30,7 +33,7 @@ from typing import Any
 from ...collectives import CollectiveCall
 from .stages import layer_backward_flops
 
-__all__ = ["GradBucket", "as_gather", "layer_groups", "plan_buckets"]
+__all__ = ["GradBucket", "as_gather", "gather_calls", "layer_groups", "plan_buckets"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def plan_buckets(layout: Any, bucket_params: float, bucketed: bool) -> dict[int,
     """Per device stage, its buckets chunk by chunk (chunk 0 first, each in backward order).
     ``bucketed``: cut the first stage's first chunk at ``bucket_params``; every other chunk
     is one bucket."""
-    model, per_value = layout.model, layout.options.bytes_per_value
+    model, per_value = layout.model, layout.grad_bytes_per_value
     gather = layout.zero >= 1
     ep = layout.experts.ep if layout.experts is not None else 1
     out: dict[int, list[GradBucket]] = {}
@@ -124,7 +127,7 @@ def plan_buckets(layout: Any, bucket_params: float, bucketed: bool) -> dict[int,
                         backward_share=_share(backward, group),
                         forward_share=_share(forward, group),
                         reduce=tuple(reduce),
-                        gather=tuple(as_gather(call) for call in reduce) if gather else (),
+                        gather=tuple(gather_calls(layout, reduce)) if gather else (),
                     )
                 )
     return out
@@ -137,12 +140,25 @@ def _share(values: Sequence[float], group: Sequence[int]) -> float:
     return sum(values[i] for i in group) / total
 
 
-def as_gather(call: CollectiveCall) -> CollectiveCall:
-    """The all-gather of the parameters a reduce-scatter's gradients update."""
+def gather_calls(layout: Any, calls: Sequence[CollectiveCall]) -> list[CollectiveCall]:
+    """The all-gathers of the parameters that the gradient ``calls`` of ``layout`` (a
+    :class:`~.layout.HybridLayout`) update: the same values in the training precision.
+    Megatron-Core's distributed optimizer reduce-scatters its gradient buffer (fp32 with
+    ``--accumulate-allreduce-grads-in-fp32``) and all-gathers its parameter buffer, in the
+    parameters' bf16 (``megatron/core/distributed/param_and_grad_buffer.py`` at core_v0.6.0:
+    ``grad_data`` in ``grad_dtype``, ``param_data`` in ``param_dtype``)."""
+    ratio = layout.options.bytes_per_value / layout.grad_bytes_per_value
+    return [as_gather(call, ratio) for call in calls]
+
+
+def as_gather(call: CollectiveCall, value_ratio: float = 1.0) -> CollectiveCall:
+    """The all-gather of the parameters a reduce-scatter's gradients update: its bytes are
+    the reduce-scatter's times ``value_ratio`` (bytes of a parameter value / bytes of a
+    gradient value)."""
     return CollectiveCall(
         "allgather",
         call.devices,
-        call.size_bytes,
+        call.size_bytes * value_ratio,
         call.algorithm,
         options=call.options,
         protocol=call.protocol,

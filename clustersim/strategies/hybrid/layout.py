@@ -132,6 +132,8 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
         self._ep_costs: dict[tuple[int, int], float] = {}
         """(first replica of an ep group, stage) -> seconds of one dispatch all-to-all."""
         self.sync = spec.allreduce
+        self.grad_bytes_per_value = recipes.grad_bytes_per_value(self.sync, self.train.precision)
+        """Bytes of a gradient value in the dp collectives (``allreduce.precision``)."""
         self.calls = self._dp_calls() if self.grad_ranks > 1 else {}
         for calls in self.calls.values():
             for call in calls:
@@ -418,12 +420,11 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
     def _dp_calls(self) -> dict[int, list[CollectiveCall]]:
         """Per device stage: the gradient sync of each tensor rank among its dp peers.
 
-        All-reduce of the stage's gradients (params / t x bytes per value); with ZeRO-1 a
-        reduce-scatter (then an all-gather of the updated parameters, see ``_dp_gather``).
-        Under expert parallelism the routed experts' gradients sync apart, over the
-        expert-data-parallel groups (:func:`~clustersim.strategies.hybrid.experts.expert_calls`).
+        All-reduce of the stage's gradients (params / t x :attr:`grad_bytes_per_value`); with
+        ZeRO-1 a reduce-scatter (then :func:`.grad_buckets.gather_calls`).  Under expert
+        parallelism the routed experts' gradients sync apart (:func:`.experts.expert_calls`).
         """
-        per_value = self.options.bytes_per_value
+        per_value = self.grad_bytes_per_value
         return {
             s: self.sync_calls(s, self.dp_op, moe.device_params(self, s)[0] * per_value)
             for s in range(self.pp)
@@ -440,8 +441,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
     ) -> list[CollectiveCall]:
         """Device stage ``s``'s ``op`` over its dp groups: ``dense_bytes`` per tensor rank,
         and the routed experts' (all of the stage's, or ``routed`` parameters) over their
-        expert-data-parallel groups."""
-        per_value = self.options.bytes_per_value
+        expert-data-parallel groups, at :attr:`grad_bytes_per_value`."""
         return [
             CollectiveCall(
                 op,
@@ -452,7 +452,7 @@ class HybridLayout(ReplicaBatches, ContextParallel, Offload, TrainingStrategy):
                 protocol=self.scenario.network.protocol,
             )
             for t in range(self.tp)
-        ] + moe.expert_calls(self, s, op, per_value, routed)
+        ] + moe.expert_calls(self, s, op, self.grad_bytes_per_value, routed)
 
     def _tp_ops(self, plan: StagePlan | None, phase: str) -> tuple[GridCollective, ...]:
         """One pass's (``fwd`` / ``bwd``) tensor-parallel collectives of a stage's attention

@@ -28,6 +28,10 @@ weights.  A transformer here at ZeRO stage 0 or 1 is therefore accounted as Mega
 says (:data:`clustersim.model.memory.MEGATRON`: 18 bytes per parameter in bf16 with Adam, 6 +
 12/d with the distributed optimizer); ZeRO-2/3 are DeepSpeed's (Megatron-DeepSpeed) and keep
 the ZeRO paper's accounting, as do lists of layers; ``training.memory.states`` picks either.
+The gradient collectives carry ``data_parallel.allreduce.precision`` (:func:`grad_bytes_per_value`):
+``fp32`` is Megatron-LM's reduction of those fp32 main gradients, ``auto`` the training
+precision (NeMo's launcher recipes sync in bf16); the parameter all-gather carries the
+training precision either way.
 
 **Defaults.**  A transformer (a preset or ``model.transformer``) in this strategy runs with
 the first three unless the scenario says otherwise: ``zero.stage`` not given means 1 (0
@@ -48,6 +52,7 @@ from typing import Any
 from ...collectives import algorithm
 from ...errors import Problem, ScenarioError
 from ...model import memory
+from ...model.layers import BYTES_PER_VALUE
 from ...model.memory import MEGATRON, ZERO, StateAccounting
 
 DISTRIBUTED_OPTIMIZER_STAGE = 1
@@ -92,6 +97,13 @@ def state_accounting(train: Any, transformer: bool, zero: int) -> StateAccountin
     return memory.state_accounting(train.memory.states, MEGATRON if megatron else ZERO)
 
 
+def grad_bytes_per_value(sync: Any, precision: str) -> float:
+    """Bytes of one gradient value in the data-parallel collectives:
+    ``data_parallel.allreduce.precision`` (``sync.precision``), or with ``auto`` the training
+    ``precision``'s (:data:`~clustersim.model.layers.BYTES_PER_VALUE`)."""
+    return float(BYTES_PER_VALUE[precision if sync.precision == "auto" else sync.precision])
+
+
 def resolve(layout: Any) -> Recipes:
     """The recipes of a checked :class:`~.layout.HybridLayout` (``zero``, ``dp``,
     ``schedule``, ``options`` set); a ScenarioError for a recipe asked where it cannot run."""
@@ -132,11 +144,12 @@ def resolve(layout: Any) -> Recipes:
 
 
 def _bucket_params(layout: Any) -> float:
-    """``data_parallel.allreduce.bucket`` in parameters if given, else Megatron-Core's
-    default max(40M, 1M x dp)."""
+    """``data_parallel.allreduce.bucket`` in parameters if given (bytes of gradients as the
+    collective carries them: ``layout.grad_bytes_per_value``), else Megatron-Core's default
+    max(40M, 1M x dp)."""
     sync = layout.config.allreduce
     if "bucket" in sync.model_fields_set:
-        return sync.bucket / layout.options.bytes_per_value
+        return sync.bucket / layout.grad_bytes_per_value
     return float(max(BUCKET_PARAMS_MIN, BUCKET_PARAMS_PER_RANK * layout.dp))
 
 

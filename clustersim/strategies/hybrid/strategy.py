@@ -114,7 +114,7 @@ from . import experts as moe
 from . import flush_free, split_backward, tp_overlap
 from .accounting import ActivationMemory
 from .dp_overlap import REDUCE
-from .grad_buckets import as_gather
+from .grad_buckets import gather_calls
 from .replica_classes import class_problem, replica_classes
 from .report import HybridReport
 from .sharded import PARAMETER_STAGE, SHARDED_STAGE, dp_rounds, sharded_buffer_bytes
@@ -545,7 +545,7 @@ class Pipeline(HybridReport):
             if calls is None:
                 calls = self.calls[s]
                 if what.startswith("param") or what == "gather":
-                    calls = [as_gather(c) for c in calls]
+                    calls = gather_calls(self, calls)
             events = [
                 run_collective(
                     sim,
