@@ -571,10 +571,11 @@ def _find_nonfinite(value: Any, path: str = "") -> None:
 def json_schema() -> dict[str, Any]:
     """JSON Schema of scenario files, with the workload of every registered strategy."""
     from .scenario import scenario_json_schema
+    from .scenario.docstrings import described_json_schema
     from .strategies import registered_strategies
 
     workloads = {
-        name: cls.config_model.model_json_schema(by_alias=True)
+        name: described_json_schema(cls.config_model, by_alias=True)
         for name, cls in registered_strategies().items()
         if cls.owns_workload_key()
     }

@@ -171,6 +171,7 @@ class ThreeTierCluster(_Racked):
     node: NodeSpec = None  # type: ignore[assignment]  # set from node_groups when absent
     """Every node; required unless ``node_groups`` is given (then the first group's)."""
     rack_uplink: UplinkSpec = TwoTierCluster.model_fields["rack_uplink"]  # type: ignore[assignment]
+    """Links from each top-of-rack switch to each spine."""
     pod_uplink: UplinkSpec = Field(
         default={"oversubscription": 1},
         validate_default=True,  # type: ignore[arg-type]

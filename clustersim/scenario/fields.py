@@ -191,11 +191,11 @@ class Invalid(ValueError):
 
 
 class _Spec(BaseModel):
-    """Base of every scenario model: unknown keys are errors, instances are immutable."""
+    """Base of every scenario model: unknown keys are errors, instances are immutable.  The
+    docstring under a field describes its key in the JSON Schema and the reference pages,
+    read when a schema is made (:mod:`clustersim.scenario.docstrings`), not at import."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 # --------------------------------------------------------------------------- tagged unions

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .docstrings import described_json_schema
 from .document import Scenario
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -20,7 +21,7 @@ def scenario_json_schema(
     the whole ``workload:`` mapping of that kind (an object schema whose
     properties include the key); ``workload`` then must be exactly one of them.
     """
-    body = Scenario.model_json_schema(by_alias=True, mode="validation")
+    body = described_json_schema(Scenario, by_alias=True, mode="validation")
     body.pop("title", None)
     schema: dict[str, Any] = {
         "$schema": JSON_SCHEMA_DIALECT,
