@@ -303,22 +303,41 @@ def test_every_scenario_matches_its_golden(path: Path) -> None:
     updated: `clustersim golden record scenarios/**/*.yaml --dir tests/golden`.
     The run is the one every test reading this scenario shares (tests/shared_runs.py), with
     the invariants checked where test_invariants checks them
-    (``shared_runs.checked``); checking never changes a run's numbers.
+    (``shared_runs.checked``); checking never changes a run's numbers.  The metrics of a
+    run only this test reads come from its typed summary (``shared_runs.GOLDEN_ONLY``; the
+    same numbers: test_golden_metrics_are_the_same_from_the_summary_text).
     """
     target = golden.golden_path(path, GOLDEN_DIR, ROOT)
     doc = golden.load_golden(target)
     assert not doc.get("overrides"), "shared runs simulate the file as it is"
-    summary = shared_runs.summary(path, check=shared_runs.checked(path))
-    measured = {
-        "scenario": summary["scenario"],
-        "scenario_sha256": golden.scenario_sha256(path),
-        "metrics": golden.metrics_of(summary),
-    }
+    measured = shared_runs.golden_measured(path, check=shared_runs.checked(path))
+    measured["scenario_sha256"] = golden.scenario_sha256(path)
     report = golden.compare(doc, measured, scenario_file=str(path), golden_file=str(target))
     text = "\n".join(golden.report_lines(report))
     assert report.passed, (
         f"timings moved (update deliberately with clustersim golden record):\n{text}"
     )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pipeline/1f1b_m8.yaml",
+        "jobs/shared_uplinks.yaml",
+        "ps_vs_ring/tcp/resnet50_ring.yaml",
+        "parameter_server/geo.yaml",
+    ],
+)
+def test_golden_metrics_are_the_same_from_the_summary_text(name: str) -> None:
+    """The golden metrics of a run's typed summary (what ``golden check`` and the golden walk
+    of ``shared_runs.GOLDEN_ONLY`` read) are those of summary.json's text read back: a
+    hybrid run's stages, a multi-job run's jobs, a TCP run's CPU, a parameter server's."""
+    from clustersim.api import simulate
+
+    result = simulate(SCENARIOS / name)
+    typed = golden.metrics_of(result.typed_summary)
+    assert typed == golden.metrics_of(json.loads(result.summary_json()))
+    assert len(typed) > 5
 
 
 def test_golden_check_on_two_processes_matches_the_shipped_goldens() -> None:
