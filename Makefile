@@ -85,6 +85,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_estimates.py
 	$(PY) bench/bench_scale.py
 	$(PY) bench/bench_auto.py
+	$(PY) bench/bench_lone_flows.py
 
 FUZZ_EXAMPLES ?= 10000
 

@@ -80,8 +80,20 @@ def recompute_weighted(net: Network) -> None:
     mark = state.mark
     rerated = changed = 0
     for start in dirty:
-        if not link_flows[start] or mark[start] == epoch:
+        on_start = link_flows[start]
+        if not on_start or mark[start] == epoch:
             continue
+        if len(on_start) == 1:
+            (flow,) = on_start.values()
+            if _lone(flow, link_flows):
+                for link in flow.links:
+                    mark[link] = epoch
+                flow._mark = epoch
+                net.solver_calls += 1
+                _rate_alone(net, flow)
+                rerated += 1
+                changed += net._apply_rates((flow,), now)
+                continue
         mark[start] = epoch
         shared = [start]
         comp_flows: list[Flow] = []
@@ -99,11 +111,7 @@ def recompute_weighted(net: Network) -> None:
                 shared += _shared_links(new, link_flows)
         net.solver_calls += 1
         if weighted and len(comp_flows) == 1:  # alone: its narrowest link, or its cap
-            flow = comp_flows[0]
-            cap = net._cap
-            weights = flow.weights or (1.0,) * len(flow.links)
-            alone = min(cap[link] / w for link, w in zip(flow.links, weights, strict=True))
-            flow._new = min(alone, flow.rate_cap)
+            _rate_alone(net, comp_flows[0])
         elif weighted:
             if sum(len(flow.links) for flow in comp_flows) <= _SMALL_ENTRIES:
                 rates = fill_weighted_lists(comp_flows, net._cap)
@@ -117,6 +125,37 @@ def recompute_weighted(net: Network) -> None:
         rerated += len(comp_flows)
         changed += net._apply_rates(comp_flows, now)
     net._end_recompute(rerated, changed)
+
+
+LONE_CHECK_LINKS = 64
+"""A flow of at most this many links that is the only one on the dirty link a search starts
+from is checked link by link for being alone on all of them (in Python, without the
+search's arrays: a collective's pieces, most of them alone); longer ones (a whole phase of
+thousands of links) go to the search."""
+
+
+def _lone(flow: Flow, link_flows: Sequence[dict[int, Any]]) -> bool:
+    """Whether ``flow`` (of at most :data:`LONE_CHECK_LINKS` links) is the only flow on
+    each of its links."""
+    links = flow.links
+    if len(links) > LONE_CHECK_LINKS:
+        return False
+    for link in links:
+        if len(link_flows[link]) != 1:
+            return False
+    return True
+
+
+def _rate_alone(net: Network, flow: Flow) -> None:
+    """The rate of a flow alone on its links: a weighted one's narrowest ``capacity /
+    weight``, or its cap; a plain one's narrowest capacity, as the solver gives it alone."""
+    cap = net._cap
+    if flow.weights is None:
+        links = list(flow.links)
+        net._solver.fill(links, (flow,), net._link_flows, cap)
+        return
+    alone = min(cap[link] / w for link, w in zip(flow.links, flow.weights, strict=True))
+    flow._new = min(alone, flow.rate_cap)
 
 
 def _shared_links(links: np.ndarray, link_flows: Sequence[dict[int, Any]]) -> list[int]:
