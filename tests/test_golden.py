@@ -325,7 +325,7 @@ def test_every_scenario_matches_its_golden(path: Path) -> None:
         "pipeline/1f1b_m8.yaml",
         "jobs/shared_uplinks.yaml",
         "ps_vs_ring/tcp/resnet50_ring.yaml",
-        "parameter_server/geo.yaml",
+        "parameter_server/backup_straggler.yaml",
     ],
 )
 def test_golden_metrics_are_the_same_from_the_summary_text(name: str) -> None:
