@@ -215,18 +215,17 @@ test that reads one of these through :func:`summary` still gets it (simulated ag
 def golden_measured(path: Path, check: bool) -> dict[str, Any]:
     """``{"scenario": name, "metrics": golden metrics}`` of the shared run of the shipped
     scenario at ``path`` (:func:`clustersim.studies.golden.metrics_of`); for
-    :data:`GOLDEN_ONLY`, of a run made here from its typed summary, the invariants checked
-    or not (``check``) whatever the environment says."""
-    from clustersim.studies.golden import metrics_of
+    :data:`GOLDEN_ONLY`, of ``clustersim golden check``'s own run of it
+    (:func:`clustersim.studies.golden.measure`), the invariants checked or not (``check``)
+    whatever the environment says."""
+    from clustersim.studies.golden import measure, metrics_of
 
     if f"{path.parent.name}/{path.name}" not in GOLDEN_ONLY:
         found = summary(path, check)
         return {"scenario": found["scenario"], "metrics": metrics_of(found)}
-    from clustersim.api import simulate
-
     with _check_env(check):
-        typed = simulate(path, check=check).typed_summary
-    return {"scenario": typed.header.scenario, "metrics": metrics_of(typed)}
+        measured = measure(path)
+    return {"scenario": measured["scenario"], "metrics": measured["metrics"]}
 
 
 def _summary_text(path: Path, check: bool, name: str) -> str:
