@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_scale.py
 	$(PY) bench/bench_auto.py
 	$(PY) bench/bench_lone_flows.py
+	$(PY) bench/bench_fill_memo.py
 
 FUZZ_EXAMPLES ?= 10000
 

@@ -91,8 +91,9 @@ class Network(FlowTimers, RateRecomputation):
     least one flow), ``flows_started``, ``flows_completed``, ``flows_rerated``
     (flows whose rate a recomputation evaluated; flows outside the changed
     components are not counted), ``rate_changes`` (flows whose rate a
-    recomputation changed) and ``solver_calls`` (components that needed
-    progressive filling).  A flow that finds all its links idle when its
+    recomputation changed), ``solver_calls`` (components that needed
+    progressive filling) and ``fill_memo_hits`` (of those, the small ones whose rates were
+    remembered from a component of the same routes: :mod:`clustersim.network.rates`).  A flow that finds all its links idle when its
     latency ends is rated at once, without a recomputation.
     """
 
@@ -108,6 +109,8 @@ class Network(FlowTimers, RateRecomputation):
         self._peak = [0] * n
         self._lmark = [-1] * n
         self._solver = _Solver(n)
+        self._fill_memo: dict[tuple[int, ...], tuple[dict[int, float], list[Any]]] = {}
+        """Small components' rates by their routes (:meth:`RateRecomputation._fill_remembered`)."""
         self._times: list[float] = []  # heap of the times that have a bucket
         self._buckets: dict[float, list[tuple[int, int, Flow]]] = {}
         self._stale = 0  # stale entries in the buckets (for compaction)
@@ -135,6 +138,7 @@ class Network(FlowTimers, RateRecomputation):
         self.flows_rerated = 0
         self.rate_changes = 0
         self.solver_calls = 0
+        self.fill_memo_hits = 0
 
     # ----------------------------------------------------------------- public
 
@@ -227,6 +231,7 @@ class Network(FlowTimers, RateRecomputation):
         if bw == self._cap[link_index]:
             return
         self._cap[link_index] = bw
+        self._fill_memo.clear()
         if self._link_flows[link_index]:
             self._swaps_only = False
             self._dirty[link_index] = None
@@ -305,4 +310,5 @@ def release_link_state(net: Any) -> None:
     net._link_flows, net._cap, net._bytes, net._busy = [], [], [], []
     net._since, net._peak, net._lmark = [], [], []
     net._routes = {}
+    net._fill_memo = {}
     net._solver = net._wstate = None

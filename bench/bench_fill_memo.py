@@ -1,0 +1,116 @@
+"""Small components' rates remembered by their routes, on and off (issue 43 item 4).
+
+:mod:`clustersim.network.rates` answers a component of at most ``FILL_MEMO_MAX_FLOWS``
+flows from a memo when a component of the same routes was solved before (and no capacity
+changed since): the rings of a data-parallel flush meet the same routes at every step.  For
+each case this runs the same simulation without the memo (``FILL_MEMO_MAX_FLOWS = 0``) and
+with it in this process (after one run that warms the topology's caches, then each way
+twice, alternately, the fastest kept) and prints both CPU times, their ratio, the share of
+components answered from the memo, and whether the summaries are the same bytes (they
+must be).  Nothing is asserted.
+
+Cases: every replica at flow level on the 1,024-GPU cut of the 16k fabric (GPT-3 175B, one
+pod of 16 racks, dp 16: the per-send reference of ``bench_what_ifs.py --cuts``), BERT-large
+with one parameter server per worker node (12,000 components of a few flows), and the NeMo
+Llama 3.1 405B fp8 run on 1,024 H100s (ring attention: 190,000 components of two flows,
+where the memo has little to save and must not cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from clustersim.api import simulate
+from clustersim.network import Network, rates
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import variant  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cut(folder: Path) -> Path:
+    """The 1,024-GPU cut of ``scenarios/scale/gpt3_175b_16k.yaml``, every replica per send."""
+    return variant(
+        "gpt3_175b_16k.yaml",
+        folder,
+        cluster__pods=1,
+        parallelism__dp=16,
+        training__global_batch=256,
+        parallelism__simulate_replicas="all",
+        network={"model": "flow"},
+    )
+
+
+def played(path: Path) -> Callable[[], tuple[str, int, int]]:
+    """A run of ``path``: its summary text, components solved and memo hits."""
+
+    def run() -> tuple[str, int, int]:
+        seen: list[Network] = []
+        original = Network.__init__
+
+        def keep(self: Network, *args: object, **kwargs: object) -> None:
+            original(self, *args, **kwargs)
+            seen.append(self)
+
+        Network.__init__ = keep  # type: ignore[method-assign]
+        try:
+            text = simulate(path).summary_json()
+        finally:
+            Network.__init__ = original  # type: ignore[method-assign]
+        return text, sum(n.solver_calls for n in seen), sum(n.fill_memo_hits for n in seen)
+
+    return run
+
+
+def timed(run: Callable[[], tuple[str, int, int]], most: int) -> tuple[float, tuple[str, int, int]]:
+    """(CPU seconds, result) of ``run`` with ``FILL_MEMO_MAX_FLOWS = most``."""
+    kept = rates.FILL_MEMO_MAX_FLOWS
+    rates.FILL_MEMO_MAX_FLOWS = most
+    try:
+        start = time.process_time()
+        result = run()
+        return time.process_time() - start, result
+    finally:
+        rates.FILL_MEMO_MAX_FLOWS = kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="the BERT-large case only")
+    args = parser.parse_args()
+    os.environ["CLUSTERSIM_CHECK"] = "0"  # the engine alone, as a user's run
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = {}
+        if not args.quick:
+            cases["1,024-GPU cut, every replica per send"] = played(cut(Path(tmp)))
+        cases["BERT-large, one PS per worker node"] = played(
+            ROOT / "scenarios/ps_vs_ring/bert_large_ps_servers_1x.yaml"
+        )
+        if not args.quick:
+            cases["NeMo Llama 3.1 405B fp8, 1,024 H100"] = played(
+                ROOT / "scenarios/production/nemo2606_llama31_405b_1024_fp8.yaml"
+            )
+        print(
+            f"{'case':<40} {'solved s':>9} {'memo s':>8} {'speed-up':>9} {'hits':>6}  same summary"
+        )
+        most = rates.FILL_MEMO_MAX_FLOWS
+        for name, run in cases.items():
+            run()  # the topology's caches, for both ways alike
+            (s1, want), (m1, got), (s2, _), (m2, _) = (timed(run, n) for n in (0, most, 0, most))
+            solved, memo = min(s1, s2), min(m1, m2)
+            share = got[2] / got[1] if got[1] else 0.0
+            print(
+                f"{name:<40} {solved:9.2f} {memo:8.2f} {solved / memo:8.2f}x {share:6.1%}"
+                f"  {got[0] == want[0]}"
+            )
+
+
+if __name__ == "__main__":
+    main()
