@@ -435,3 +435,36 @@ def test_interleaved_stages_take_their_chunks(tmp_path: Path) -> None:
     for stage in (0, 1):
         step = scenario_step(str(run), base, stage)
         assert step.bytes == pytest.approx(2 * memory_bytes(stage_ops(run, stage)), rel=1e-12)
+
+
+def forward_ops(path: Path) -> list[Operation]:
+    """The forward operations of one micro-batch on one GPU of the run at ``path``."""
+    scenario = load_scenario(path)
+    model = build_model(scenario.model)
+    b, tp = scenario.training.micro_batch, scenario.parallelism.tp
+    return [
+        op for layer in model.layers for op in forward_operations(layer, model.transformer, b, tp)
+    ]
+
+
+def test_a_trace_of_forward_passes_is_fitted_to_the_forward_kernels(tmp_path: Path, capsys) -> None:
+    """A trace of the run's 2 micro-batches' forward passes alone (no autograd ops), its
+    element-wise kernels at 0.6: its products are the forward passes' FLOPs (ratio 1, a third
+    of whole steps'), so it is fitted to the forward kernels -- 0.6 back, the note and the
+    file saying so.  The same trace with one backward op of autograd is a trace of whole
+    steps: refused at --scenario (0.333 x the steps' products)."""
+    run = write_run(tmp_path, run_doc())
+    doc = step_trace(forward_ops(run), 2, 0.6, 1)
+    step = write(tmp_path / "forward.json", doc)
+    out = tmp_path / "my_gpu.yaml"
+    assert main(["calibrate", "profile", str(step), "--scenario", str(run), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "fitted to the forward passes alone" in printed
+    assert "matrix-product FLOPs of the trace over the run's steps: 1.0000" in printed
+    written = yaml.safe_load(out.read_text())["spec"]["compute"]["memory_efficiency"]
+    assert written["value"] == pytest.approx(0.6, rel=1e-5)
+    assert "forward" in written["note"]
+    backward = event("cpu_op", "autograd::engine::evaluate_function: MmBackward0", CPU, 1, 1)
+    both = write(tmp_path / "both.json", doc | {"traceEvents": [*doc["traceEvents"], backward]})
+    err = _refused(capsys, str(both), "--scenario", str(run), "-o", str(tmp_path / "x.yaml"))
+    assert "--scenario" in err and "0.333 x those of 1 step(s)" in err

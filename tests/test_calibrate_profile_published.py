@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clustersim.calibrate.kernel_fit import fit_profile
 from clustersim.calibrate.trace import read_profile
@@ -91,3 +92,22 @@ def test_end_to_end_on_the_published_trace(tmp_path: Path, capsys) -> None:
     gpu = find(str(out), "gpu")
     assert gpu.name == "a100_megatron"
     assert out.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_forward_pass_fits_the_memory_efficiency_of_its_run(tmp_path: Path, capsys) -> None:
+    """With the run the trace is of (tests/fixtures/profiles/megatron_gpt_tp8.yaml), the
+    trace -- a forward pass, no autograd ops -- is fitted to the run's forward kernels: its
+    products are exactly the FLOPs clustersim's layer gives that forward pass (ratio 1.0000:
+    Megatron's kernels and clustersim's FLOP formulas agree), and the memory efficiency is
+    the share of the A100's 2.039 TB/s that makes the run's forward memory-bound operations
+    take the trace's 365 element-wise, norm and reduction kernels' 44.61 ms (0.89)."""
+    out = tmp_path / "a100_megatron.yaml"
+    run = TRACE.parent / "megatron_gpt_tp8.yaml"
+    assert main(["calibrate", "profile", str(TRACE), "--scenario", str(run), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "fitted to the forward passes alone" in text
+    assert "matrix-product FLOPs of the trace over the run's steps: 1.0000" in text
+    assert "365 element-wise/norm/reduction kernels" in text
+    written = yaml.safe_load(out.read_text())["spec"]["compute"]["memory_efficiency"]
+    assert 0.85 < written["value"] < 0.95
+    assert "measured 0.0446" in written["note"] and "forward" in written["note"]

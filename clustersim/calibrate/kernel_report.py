@@ -98,8 +98,8 @@ def memory_lines(memory: MemoryFit | None) -> list[str]:
         "",
         f"# memory-bound work: {memory.kernels} element-wise/norm/reduction kernels of "
         f"{memory.trace} against {step.scenario} ({memory.steps} step(s) x "
-        f"{step.micro_batches} micro-batch(es), {len(step.operations)} memory-bound operations "
-        "each)",
+        f"{step.micro_batches} micro-batch(es), {step.passes}: {len(step.operations)} memory-bound "
+        "operations each)",
         f"  {'measured (trace)':<52} {memory.measured_s * 1e3:>10.4g} ms",
         row(f"predicted at the full {step.bandwidth_Bps / 1e12:.4g} TB/s", memory.predicted_s),
         *(

@@ -66,6 +66,9 @@ class MemoryStep:
     """The base GPU's own ``compute.memory_efficiency`` (a file fitted before: the
     prediction it makes for this trace checks it)."""
     notes: list[str] = field(default_factory=list)
+    passes: str = "forward and backward"
+    """Which passes of the micro-batches the operations are (``forward`` for a trace of
+    forward passes: :func:`~.run_step.traced_passes`)."""
 
     @property
     def bytes(self) -> float:
@@ -105,7 +108,7 @@ class MemoryFit:
             f"fitted: {self.trace}: {self.kernels} element-wise/norm/reduction kernels, "
             f"measured {self.measured_s:.6g} s against {self.predicted_s:.6g} s predicted at "
             f"the full memory bandwidth for {self.steps} step(s) of {self.step.scenario} "
-            f"({self.step.micro_batches} micro-batch(es) per GPU)"
+            f"({self.step.micro_batches} micro-batch(es) per GPU, {self.step.passes})"
         )
 
 
@@ -126,6 +129,7 @@ def memory_step(run: RunStep, base: Preset) -> MemoryStep:
         tuple(op for op in run.step_operations if op.flops == 0 and op.bytes > 0),
         given,
         list(run.notes),
+        run.passes,
     )
 
 
@@ -147,7 +151,7 @@ def fit_memory(profile: Profile, step: MemoryStep) -> MemoryFit:
         raise refuse(
             profile.file,
             "the trace has no element-wise, norm or reduction kernels to fit to",
-            "a trace of a whole training step (forward and backward)",
+            "a trace of a training step (forward and backward) or of its forward passes",
         )
     ratio = product_ratio(profile, step.scenario, step.product_flops, steps)
     predicted = step.bytes * steps / step.bandwidth_Bps

@@ -15,7 +15,8 @@ pipeline parallelism a GPU runs one stage: :func:`run_steps` lists the step of e
 products are nearest the trace's in FLOPs (saying so).  :func:`traced_steps` reads how many steps the trace
 holds (its ``ProfilerStep#N`` annotations; one when it has none) and :func:`product_ratio`
 checks that the trace's matrix products add up to the FLOPs of that many steps of the run
-within a factor of :data:`FLOP_RATIO_LIMIT`.  The fits of :mod:`.memory_fit` and
+within a factor of :data:`FLOP_RATIO_LIMIT`; :func:`traced_passes` takes a trace without
+backward work whose products are the run's forward passes' as a trace of those alone.  The fits of :mod:`.memory_fit` and
 :mod:`.attention_fit` take their operations from here.
 
 Units: FLOPs, B/s.  Problems are ScenarioErrors at ``--scenario``.
@@ -24,7 +25,7 @@ Units: FLOPs, B/s.  Problems are ScenarioErrors at ``--scenario``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,11 @@ from .trace import Profile
 
 FLOP_RATIO_LIMIT = 2.0
 """Largest factor between the trace's matrix-product FLOPs and the run's steps' accepted."""
+FORWARD_RATIO_LIMIT = 1.25
+"""Largest factor between a trace's matrix-product FLOPs and the run's forward passes' for
+a trace without backward work to be taken as forward passes (:func:`traced_passes`): tighter
+than :data:`FLOP_RATIO_LIMIT`, so that a trace of whole steps of another run is refused as
+before rather than read as forward passes."""
 SCENARIO_KEY = "--scenario"
 """The option problems are reported at."""
 TRANSFORMER = (
@@ -75,6 +81,10 @@ class RunStep:
     """The pipeline stage (0-based) whose GPU this is the step of."""
     stages: int = 1
     """The run's pipeline stages (pp)."""
+    forward: tuple[Operation, ...] = ()
+    """The forward kernels of one micro-batch (a part of :attr:`operations`)."""
+    passes: str = "forward and backward"
+    """Which passes :attr:`operations` holds (``forward`` for :meth:`forward_only`'s)."""
 
     @property
     def share(self) -> float:
@@ -87,6 +97,37 @@ class RunStep:
         which a trace does not count among its products, left out)."""
         products = (op for op in self.operations if op.m and not op.name.startswith(FLASH))
         return sum(op.flops for op in products) * self.share
+
+    def forward_only(self) -> RunStep:
+        """This step's forward passes alone (the weights' once-a-step casts kept: fp8
+        casts its weights in the first forward)."""
+        return replace(self, operations=self.forward, passes="forward", notes=list(self.notes))
+
+
+def traced_passes(run: RunStep, profile: Profile) -> RunStep:
+    """``run``, or :meth:`RunStep.forward_only` when ``profile`` holds no backward work (no
+    autograd CPU ops: :attr:`Profile.backward_ops`) and its matrix products are within
+    :data:`FORWARD_RATIO_LIMIT` of the FLOPs of the run's forward passes and nearer them than
+    those of its whole steps (with a note saying so).
+    A trace of forward passes (a profiler started around the forward, an evaluation step)
+    is then fitted to the forward kernels; one of whole steps is as before."""
+    if profile.backward_ops or not run.forward:
+        return run
+    forward = run.forward_only()
+    traced = sum(p.flops for p in profile.products)
+    count = profile.steps or 1
+    whole, ahead = run.product_flops * count, forward.product_flops * count
+    if traced <= 0 or ahead <= 0:
+        return run
+    near = abs(math.log(traced / ahead))
+    if near > math.log(FORWARD_RATIO_LIMIT) or near >= abs(math.log(traced / whole)):
+        return run
+    forward.notes.append(
+        f"the trace holds no backward work (no autograd ops) and its matrix products are "
+        f"{traced / ahead:.3g} x those of the run's forward passes ({traced / whole:.3g} x "
+        f"its whole steps'): fitted to the forward passes alone"
+    )
+    return forward
 
 
 def run_step(path: str, base: Preset, stage: int = 0) -> RunStep:
@@ -141,6 +182,7 @@ def run_steps(path: str, base: Preset) -> list[RunStep]:
     for stage in range(pp):
         chunks = range(stage, len(layers), pp)  # chunk c of stage s: virtual stage c p + s
         passes = [times.operations(k, f, b) for k in chunks for f in (True, False)]
+        forward = tuple(op for ops in passes[::2] for op in ops)
         out.append(
             RunStep(
                 path,
@@ -153,6 +195,7 @@ def run_steps(path: str, base: Preset) -> list[RunStep]:
                 tuple(op for k in chunks for op in times.weight_operations(k)),
                 stage,
                 pp,
+                forward,
             )
         )
     return out

@@ -29,7 +29,8 @@ recorded with ``record_shapes=True`` on one GPU.  What is read:
   (:mod:`clustersim.model.fp8_casts`), so the fit weighs them on both sides; a kind of their
   own, left out of the measured time, would leave them priced and unmeasured.
 * **Steps**: the ``ProfilerStep#N`` annotations ``prof.step()`` leaves (0 when there are
-  none).
+  none); and whether the trace holds backward work: autograd's CPU ops
+  (``autograd::engine::evaluate_function: ...``, ``...Backward0``), counted.
 * **The device**: ``deviceProperties`` (name, memory) of the GPU the kernels ran on; a trace
   of several GPUs keeps the one with the most kernels.
 
@@ -79,6 +80,9 @@ ATTENTION_KERNEL = re.compile(r"flash|fmha|attention", re.IGNORECASE)
 OPTIMIZER_KERNEL = re.compile(r"multi_tensor_apply|Adam|_adam")
 """A kernel name of an optimizer step (PyTorch's fused and foreach optimizers, Apex's);
 case-sensitive, so that ``hadamard`` is not one."""
+BACKWARD_OP = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
+"""The name of a CPU op of autograd's backward pass (``autograd::engine::evaluate_function:
+MmBackward0``, ``MmBackward0``)."""
 STEP = re.compile(r"^ProfilerStep#\d+$")
 """The name of the annotation ``torch.profiler``'s ``prof.step()`` puts around each step."""
 ELEMENTWISE = "other kernels (element-wise, norms, reductions, ...)"
@@ -138,6 +142,9 @@ class Profile:
     attention: tuple[tuple[str, float], ...] = ()
     """Each fused attention kernel (:data:`ATTENTION_KERNEL`): its name and seconds, in the
     order they ran (what :mod:`.attention_fit` fits the attention core to)."""
+    backward_ops: int = 0
+    """CPU ops of autograd's backward pass (:data:`BACKWARD_OP`); 0 for a trace of forward
+    passes alone (or one recorded without its CPU ops' names)."""
 
     @property
     def product_s(self) -> float:
@@ -224,6 +231,7 @@ def read_profile(path: str | Path) -> Profile:
         notes + precisions,
         len({e["name"] for e in complete if STEP.match(str(e.get("name", "")))}),
         _attention(kernels, linked),
+        sum(1 for e in complete if BACKWARD_OP.search(str(e.get("name", "")))),
     )
 
 

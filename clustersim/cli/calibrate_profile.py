@@ -39,7 +39,9 @@ class ProfileSource(shared.CalibrationSource):
         "the run's memory-bound operations (norms, softmax, activations, cross-entropy) of "
         "its micro-batches per GPU, times the steps the trace marks (ProfilerStep#N; else "
         "one), priced at the full memory bandwidth, over the measured time of the trace's "
-        "element-wise, norm and reduction kernels (capped at 1); and, when the run's "
+        "element-wise, norm and reduction kernels (capped at 1) -- a trace without backward "
+        "work (no autograd ops) whose products are within 1.25 x the FLOPs of the run's "
+        "forward passes is fitted to their operations alone (printed); and, when the run's "
         "attention is fused (flash_attention), compute.attention: the peak and kernel time "
         "the base prices its attention core at (fp8 runs: the 16-bit ones) and the e_max at "
         "which the run's forward fused attention kernels take the measured time of the "
@@ -99,7 +101,7 @@ class ProfileSource(shared.CalibrationSource):
             table_lines,
         )
         from ..calibrate.memory_fit import fit_memory, memory_step
-        from ..calibrate.run_step import chosen_step, run_steps
+        from ..calibrate.run_step import chosen_step, run_steps, traced_passes
         from ..calibrate.trace import read_profile
 
         output, plot = shared.checked_outputs(args)
@@ -113,7 +115,7 @@ class ProfileSource(shared.CalibrationSource):
         memory = attention = None
         if args.scenario is not None:
             steps = run_steps(args.scenario, base)
-            run = chosen_step(steps, profile, args.stage, args.scenario)
+            run = traced_passes(chosen_step(steps, profile, args.stage, args.scenario), profile)
             memory = fit_memory(profile, memory_step(run, base))
             core = attention_core(run, base)
             attention = fit_attention(profile, core, memory.memory_efficiency)
