@@ -7,9 +7,14 @@ shapes are ordered by FLOPs and held out by ``--hold-out`` as a log's sizes are
 (:func:`.holdout.hold_out_rule`; default: every other shape and the largest), and the curve
 of :mod:`clustersim.compute.curve`, ``eff(F) = e_max F / (F + F_half)``, is fitted to the
 others at the base GPU's peak of that precision by :func:`~clustersim.compute.curve.fit_curve`
-(least squares on the log of the efficiency).  The prediction of a shape is
-``F / (peak x eff(F))``: the kernel alone, as the curve stands for it (a scenario's
-``efficiency`` then multiplies it for the whole step).
+(least squares on the log of the efficiency).  The prediction of a shape is the roofline's
+(:class:`~clustersim.compute.models.Roofline`) for the kernel alone: the slower of
+``F / (peak x eff(F))`` and its bytes (16-bit operands and result) over the base GPU's memory
+bandwidth times its ``memory_efficiency`` (a scenario's ``efficiency`` then multiplies the
+first for the whole step).  A shape whose bytes take at least as long as its FLOPs at the
+base curve is *memory-bound*: priced by its bytes whatever the curve, it is held out of the
+curve's fit (a head-sized batched product of unfused attention, a thin embedding product)
+and its error reported apart.
 
 ``e_max`` is fitted only where the trace can tell it: when the free fit's ceiling is above
 the peak, or its ``F_half`` above the largest product fitted (every product below half the
@@ -21,6 +26,7 @@ file agree.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -31,7 +37,8 @@ from ..compute.curve import DEFAULT_CURVE, EfficiencyCurve, KernelSample, curve_
 from ..errors import Problem, ScenarioError
 from ..hardware import Preset
 from ..hardware.curves import PRECISIONS, curve_for
-from ..units import parse_flop_rate, parse_flops, parse_time
+from ..model.operators import product_bytes
+from ..units import parse_bandwidth, parse_flop_rate, parse_flops, parse_time
 from .holdout import hold_out_rule
 from .trace import Product, Profile
 
@@ -59,6 +66,12 @@ class Shape:
     def flops(self) -> float:
         """2 batch m n k."""
         return 2.0 * self.batch * self.m * self.n * self.k
+
+    @property
+    def bytes(self) -> float:
+        """Bytes it reads and writes as the roofline prices a product: 16-bit operands and
+        result, 2 batch (m k + k n + m n) (:func:`clustersim.model.operators.product_bytes`)."""
+        return product_bytes(self.m, self.n, self.k, self.batch)
 
     @property
     def time_s(self) -> float:
@@ -89,14 +102,27 @@ class CurveFit:
     """Why e_max (or the whole curve) keeps the base's value; empty when both are fitted."""
     fitted: tuple[Shape, ...]
     """The shapes it was fitted to."""
+    memory_Bps: float = math.inf
+    """The base GPU's memory bandwidth times its memory efficiency (B/s): the roofline's
+    other bound."""
 
     def kernel_time_s(self, curve: EfficiencyCurve) -> float:
         """``curve``'s fixed cost per product: F_half / (e_max x peak), s."""
         return curve.half_flops / (curve.e_max * self.peak_flops)
 
     def predict(self, shape: Shape) -> float:
-        """The calibrated time of ``shape``'s product, s."""
-        return shape.flops / (self.peak_flops * self.curve(shape.flops))
+        """The calibrated time of ``shape``'s product alone, as the roofline prices it
+        (without a scenario's whole-step ``efficiency``): the slower of the curve's
+        ``F / (peak x eff(F))`` and the bytes over the memory rate, s."""
+        compute = shape.flops / (self.peak_flops * self.curve(shape.flops))
+        return max(compute, shape.bytes / self.memory_Bps)
+
+    def memory_bound(self, shape: Shape) -> bool:
+        """Whether the roofline prices ``shape`` by its bytes at the base GPU's curve: its
+        bytes over the memory rate take at least its FLOPs at the base curve's rate."""
+        return shape.bytes / self.memory_Bps >= shape.flops / (
+            self.peak_flops * self.base(shape.flops)
+        )
 
 
 @dataclass
@@ -109,6 +135,9 @@ class KernelFit:
     held_out: list[bool]
     curves: dict[str, CurveFit]
     notes: list[str] = field(default_factory=list)
+    memory_bound: list[bool] = field(default_factory=list)
+    """Per shape, whether the roofline prices it by its bytes (held out of the curve's fit:
+    :meth:`CurveFit.memory_bound`)."""
 
     def predicted_s(self, index: int) -> float:
         """The calibrated time of shape ``index``, s."""
@@ -120,8 +149,27 @@ class KernelFit:
         return self.predicted_s(index) / self.shapes[index].time_s - 1
 
     def errors(self, held_out: bool) -> list[float]:
-        """Relative errors of the fitted shapes (or of the held-out ones)."""
-        return [self.error(i) for i, held in enumerate(self.held_out) if held == held_out]
+        """Relative errors of the fitted shapes (or of the held-out ones that the curve
+        prices: the memory-bound ones are :meth:`memory_errors`)."""
+        return [
+            self.error(i)
+            for i, held in enumerate(self.held_out)
+            if held == held_out and not self.is_memory_bound(i)
+        ]
+
+    def memory_errors(self) -> list[float]:
+        """Relative errors of the memory-bound shapes (priced by their bytes)."""
+        return [self.error(i) for i in range(len(self.shapes)) if self.is_memory_bound(i)]
+
+    def is_memory_bound(self, index: int) -> bool:
+        """Whether shape ``index`` is memory-bound at the base curve (see :attr:`memory_bound`)."""
+        return bool(self.memory_bound) and self.memory_bound[index]
+
+    def set_of(self, index: int) -> str:
+        """Which set shape ``index`` is in: ``fit``, ``held out`` or ``memory`` (bound)."""
+        if self.is_memory_bound(index):
+            return "memory"
+        return "held out" if self.held_out[index] else "fit"
 
 
 def group_shapes(products: Sequence[Product]) -> list[Shape]:
@@ -173,15 +221,38 @@ def fit_profile(profile: Profile, base: Preset, hold_out: str) -> KernelFit:
             profile.file,
         )
     held = [False] * len(shapes)
+    bound = [False] * len(shapes)
+    memory = memory_rate(base.spec)
     curves = {}
     for precision in dict.fromkeys(s.precision for s in shapes):
+        peak = parse_flop_rate(peaks[precision])
+        prior = CurveFit(precision, peak, *[_base_curve(base.spec, precision, peak)] * 2,
+                         False, False, "", (), memory)  # fmt: skip
         index = [i for i, s in enumerate(shapes) if s.precision == precision]
+        for i in index:
+            bound[i] = held[i] = prior.memory_bound(shapes[i])
+        index = [i for i in index if not bound[i]]
         for i in rule([shapes[i].flops for i in index]):
             held[index[i]] = True
         fitted = [shapes[i] for i in index if not held[i]]
-        peak = parse_flop_rate(peaks[precision])
-        curves[precision] = _fit(precision, peak, _base_curve(base.spec, precision, peak), fitted)
-    return KernelFit(profile, base, shapes, held, curves, notes)
+        curves[precision] = _fit(precision, peak, prior.base, fitted, memory)
+    if any(bound):
+        notes.append(
+            f"{sum(bound)} shape(s) memory-bound at the base curve (their bytes over "
+            f"{memory / 1e12:.4g} TB/s take longer than their FLOPs): predicted by the "
+            "roofline's bytes, held out of the curve's fit"
+        )
+    return KernelFit(profile, base, shapes, held, curves, notes, bound)
+
+
+def memory_rate(spec: Mapping[str, Any]) -> float:
+    """A GPU spec's memory bandwidth times its ``compute.memory_efficiency`` (B/s; inf
+    where it gives no bandwidth): the rate the roofline prices bytes at."""
+    given = spec.get("memory_bandwidth")
+    if given is None:
+        return math.inf
+    compute = spec.get("compute") or {}
+    return parse_bandwidth(given) * float(compute.get("memory_efficiency", 1.0))
 
 
 def _base_curve(spec: Mapping[str, Any], precision: str, peak: float) -> EfficiencyCurve:
@@ -193,15 +264,17 @@ def _base_curve(spec: Mapping[str, Any], precision: str, peak: float) -> Efficie
     return curve_at(float(found["e_max"]), parse_time(found["kernel_time"]), peak)
 
 
-def _fit(precision: str, peak: float, base: EfficiencyCurve, fitted: Sequence[Shape]) -> CurveFit:
+def _fit(
+    precision: str, peak: float, base: EfficiencyCurve, fitted: Sequence[Shape], memory: float
+) -> CurveFit:
     def written(e_max: float, half: float) -> EfficiencyCurve:
         e_max = float(f"{e_max:.6g}")
         kernel_s = float(f"{half / (e_max * peak) * 1e6:.6g}") * 1e-6
         return curve_at(e_max, kernel_s, peak)
 
     if not fitted:
-        reason = "every shape of this precision is held out"
-        return CurveFit(precision, peak, base, base, False, False, reason, ())
+        reason = "every shape of this precision is held out or memory-bound"
+        return CurveFit(precision, peak, base, base, False, False, reason, (), memory)
     samples = [KernelSample(s.m, s.n, s.k, s.batch, precision, s.time_s) for s in fitted]
     largest = max(s.flops for s in fitted)
     reason = ""
@@ -216,9 +289,9 @@ def _fit(precision: str, peak: float, base: EfficiencyCurve, fitted: Sequence[Sh
             )
         else:
             curve = written(free.e_max, free.half_flops)
-            return CurveFit(precision, peak, base, curve, True, True, "", tuple(fitted))
+            return CurveFit(precision, peak, base, curve, True, True, "", tuple(fitted), memory)
     else:
         reason = "one shape fitted"
     held = fit_curve(samples, peak, base.e_max)
     curve = written(base.e_max, held.half_flops)
-    return CurveFit(precision, peak, base, curve, False, True, reason, tuple(fitted))
+    return CurveFit(precision, peak, base, curve, False, True, reason, tuple(fitted), memory)

@@ -38,7 +38,7 @@ def table_lines(fit: KernelFit) -> list[str]:
             f"  {shape.label:<32} {shape.flops / 1e9:>9.4g} {len(shape.times_s):>5} "
             f"{measured * 1e6:>12.2f} {predicted * 1e6:>13.2f} {fit.error(i):>+7.1%} "
             f"{shape.flops / measured / 1e12:>8.2f} {shape.flops / predicted / 1e12:>9.2f}  "
-            f"{'held out' if fit.held_out[i] else 'fit'}"
+            f"{fit.set_of(i)}"
         )
     return lines
 
@@ -51,6 +51,11 @@ def summary_lines(fit: KernelFit) -> list[str]:
         "# fit of the matrix-product curve eff(F) = e_max F / (F + F_half), each kernel alone",
         f"calibration shapes: {error_summary(fit.errors(False))}",
         f"held-out shapes:    {error_summary(fit.errors(True))}",
+        *(
+            [f"memory-bound shapes: {error_summary(fit.memory_errors())} (priced by their bytes)"]
+            if any(fit.memory_bound)
+            else []
+        ),
         _total_line(fit),
         "",
         f"# {'curve':<22} {'base':>10} {'calibrated':>11}  how",
@@ -183,9 +188,13 @@ def _total_line(fit: KernelFit) -> str:
     )
 
 
+LEGEND = {"fit": "fitted", "held out": "held out", "memory": "memory-bound (by bytes)"}
+"""The plot's legend for each set of shapes (:meth:`KernelFit.set_of`)."""
+
+
 def plot_figure(fit: KernelFit, title: str) -> Figure:
-    """Measured efficiency (dots; hollow where held out) and the calibrated curve (line;
-    the base's dashed) over FLOPs, one colour per precision; Agg canvas, no pyplot."""
+    """Measured efficiency (dots; hollow where held out, crosses where memory-bound) and the
+    calibrated curve (line; the base's dashed) over FLOPs, one colour per precision; Agg canvas, no pyplot."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -200,8 +209,8 @@ def plot_figure(fit: KernelFit, title: str) -> Figure:
         grid = np.geomspace(min(flops) / 2, max(flops) * 2, 200)
         ax.plot(grid, [result.curve(f) for f in grid], color=color, label=f"{precision}: fitted")
         ax.plot(grid, [result.base(f) for f in grid], color=color, linestyle="--", alpha=0.6)
-        for held, face in ((False, color), (True, "none")):
-            chosen = [i for i in idx if fit.held_out[i] == held]
+        for which, marker, face in (("fit", "o", color), ("held out", "o", "none"), ("memory", "x", color)):  # fmt: skip
+            chosen = [i for i in idx if fit.set_of(i) == which]
             if chosen:
                 ax.scatter(
                     [fit.shapes[i].flops for i in chosen],
@@ -209,9 +218,11 @@ def plot_figure(fit: KernelFit, title: str) -> Figure:
                         fit.shapes[i].flops / fit.shapes[i].time_s / result.peak_flops
                         for i in chosen
                     ],
+                    marker=marker,
                     facecolors=face,
-                    edgecolors=color,
-                    label=f"{precision}: measured, {'held out' if held else 'fitted'}",
+                    edgecolors=color if marker == "o" else None,
+                    color=color if marker == "x" else None,
+                    label=f"{precision}: measured, {LEGEND[which]}",
                     zorder=3,
                 )
     ax.set_xscale("log")

@@ -74,10 +74,14 @@ CAST_KINDS = ("attention", "mlp", "moe")
 """Layers whose products are Transformer Engine's, with fp8 casts in fp8 training."""
 
 
+def product_bytes(m: int, n: int, k: int, batch: int = 1) -> float:
+    """Bytes a product of ``batch`` (m x k) by (k x n) matrices reads and writes: its two
+    operands and its result, 16 bits each."""
+    return 2.0 * batch * (m * k + k * n + m * n)
+
+
 def _product(name: str, m: int, n: int, k: int, batch: int = 1) -> Operation:
-    return Operation(
-        name, m, n, k, batch, 2.0 * batch * m * n * k, 2.0 * batch * (m * k + k * n + m * n)
-    )
+    return Operation(name, m, n, k, batch, 2.0 * batch * m * n * k, product_bytes(m, n, k, batch))
 
 
 def _memory(name: str, nbytes: float) -> Operation:
