@@ -117,13 +117,6 @@ class CurveFit:
         compute = shape.flops / (self.peak_flops * self.curve(shape.flops))
         return max(compute, shape.bytes / self.memory_Bps)
 
-    def memory_bound(self, shape: Shape) -> bool:
-        """Whether the roofline prices ``shape`` by its bytes at the base GPU's curve: its
-        bytes over the memory rate take at least its FLOPs at the base curve's rate."""
-        return shape.bytes / self.memory_Bps >= shape.flops / (
-            self.peak_flops * self.base(shape.flops)
-        )
-
 
 @dataclass
 class KernelFit:
@@ -137,7 +130,7 @@ class KernelFit:
     notes: list[str] = field(default_factory=list)
     memory_bound: list[bool] = field(default_factory=list)
     """Per shape, whether the roofline prices it by its bytes (held out of the curve's fit:
-    :meth:`CurveFit.memory_bound`)."""
+    :func:`memory_bound`)."""
 
     def predicted_s(self, index: int) -> float:
         """The calibrated time of shape ``index``, s."""
@@ -226,16 +219,15 @@ def fit_profile(profile: Profile, base: Preset, hold_out: str) -> KernelFit:
     curves = {}
     for precision in dict.fromkeys(s.precision for s in shapes):
         peak = parse_flop_rate(peaks[precision])
-        prior = CurveFit(precision, peak, *[_base_curve(base.spec, precision, peak)] * 2,
-                         False, False, "", (), memory)  # fmt: skip
+        prior = _base_curve(base.spec, precision, peak)
         index = [i for i, s in enumerate(shapes) if s.precision == precision]
         for i in index:
-            bound[i] = held[i] = prior.memory_bound(shapes[i])
+            bound[i] = held[i] = memory_bound(shapes[i], peak, prior, memory)
         index = [i for i in index if not bound[i]]
         for i in rule([shapes[i].flops for i in index]):
             held[index[i]] = True
         fitted = [shapes[i] for i in index if not held[i]]
-        curves[precision] = _fit(precision, peak, prior.base, fitted, memory)
+        curves[precision] = _fit(precision, peak, prior, fitted, memory)
     if any(bound):
         notes.append(
             f"{sum(bound)} shape(s) memory-bound at the base curve (their bytes over "
@@ -243,6 +235,13 @@ def fit_profile(profile: Profile, base: Preset, hold_out: str) -> KernelFit:
             "roofline's bytes, held out of the curve's fit"
         )
     return KernelFit(profile, base, shapes, held, curves, notes, bound)
+
+
+def memory_bound(shape: Shape, peak: float, curve: EfficiencyCurve, memory: float) -> bool:
+    """Whether the roofline prices ``shape`` by its bytes at ``curve`` (the base GPU's): its
+    bytes over the memory rate ``memory`` (B/s) take at least its FLOPs at ``peak`` (FLOP/s)
+    times the curve's efficiency."""
+    return shape.bytes / memory >= shape.flops / (peak * curve(shape.flops))
 
 
 def memory_rate(spec: Mapping[str, Any]) -> float:

@@ -190,11 +190,14 @@ def _total_line(fit: KernelFit) -> str:
 
 LEGEND = {"fit": "fitted", "held out": "held out", "memory": "memory-bound (by bytes)"}
 """The plot's legend for each set of shapes (:meth:`KernelFit.set_of`)."""
+MARKERS = (("fit", "o", "filled"), ("held out", "o", "none"), ("memory", "x", "filled"))
+"""Each set's marker and face in the plot."""
 
 
 def plot_figure(fit: KernelFit, title: str) -> Figure:
     """Measured efficiency (dots; hollow where held out, crosses where memory-bound) and the
-    calibrated curve (line; the base's dashed) over FLOPs, one colour per precision; Agg canvas, no pyplot."""
+    calibrated curve (line; the base's dashed) over FLOPs, one colour per precision; Agg
+    canvas, no pyplot."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -209,7 +212,8 @@ def plot_figure(fit: KernelFit, title: str) -> Figure:
         grid = np.geomspace(min(flops) / 2, max(flops) * 2, 200)
         ax.plot(grid, [result.curve(f) for f in grid], color=color, label=f"{precision}: fitted")
         ax.plot(grid, [result.base(f) for f in grid], color=color, linestyle="--", alpha=0.6)
-        for which, marker, face in (("fit", "o", color), ("held out", "o", "none"), ("memory", "x", color)):  # fmt: skip
+        for which, marker, face in MARKERS:
+            face = color if face == "filled" else face
             chosen = [i for i in idx if fit.set_of(i) == which]
             if chosen:
                 ax.scatter(

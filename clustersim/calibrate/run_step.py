@@ -12,12 +12,13 @@ run must be a transformer trained by the pipeline strategy, on the ``--base`` GP
 pipeline parallelism a GPU runs one stage: :func:`run_steps` lists the step of each stage
 (the virtual stages ``c p + s`` of stage ``s``, its chunks with an interleaved schedule), and
 :func:`chosen_step` takes the one ``--stage`` names or, by default, the one whose matrix
-products are nearest the trace's in FLOPs (saying so).  :func:`traced_steps` reads how many steps the trace
-holds (its ``ProfilerStep#N`` annotations; one when it has none) and :func:`product_ratio`
-checks that the trace's matrix products add up to the FLOPs of that many steps of the run
-within a factor of :data:`FLOP_RATIO_LIMIT`; :func:`traced_passes` takes a trace without
-backward work whose products are the run's forward passes' as a trace of those alone.  The fits of :mod:`.memory_fit` and
-:mod:`.attention_fit` take their operations from here.
+products are nearest the trace's in FLOPs (saying so).  :func:`traced_steps` reads how many
+steps the trace holds (its ``ProfilerStep#N`` annotations; one when it has none) and
+:func:`product_ratio` checks that the trace's matrix products add up to the FLOPs of that
+many steps of the run within a factor of :data:`FLOP_RATIO_LIMIT`; :func:`traced_passes`
+takes a trace without backward work whose products are the run's forward passes' as a trace
+of those alone.  The fits of :mod:`.memory_fit` and :mod:`.attention_fit` take their
+operations from here.
 
 Units: FLOPs, B/s.  Problems are ScenarioErrors at ``--scenario``.
 """
@@ -108,9 +109,9 @@ def traced_passes(run: RunStep, profile: Profile) -> RunStep:
     """``run``, or :meth:`RunStep.forward_only` when ``profile`` holds no backward work (no
     autograd CPU ops: :attr:`Profile.backward_ops`) and its matrix products are within
     :data:`FORWARD_RATIO_LIMIT` of the FLOPs of the run's forward passes and nearer them than
-    those of its whole steps (with a note saying so).
-    A trace of forward passes (a profiler started around the forward, an evaluation step)
-    is then fitted to the forward kernels; one of whole steps is as before."""
+    those of its whole steps (with a note saying so).  A trace of forward passes (a profiler
+    started around the forward, an evaluation step) is then fitted to the forward kernels;
+    one of whole steps is as before."""
     if profile.backward_ops or not run.forward:
         return run
     forward = run.forward_only()
