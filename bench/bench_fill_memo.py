@@ -11,9 +11,9 @@ must be).  Nothing is asserted.
 
 Cases: every replica at flow level on the 1,024-GPU cut of the 16k fabric (GPT-3 175B, one
 pod of 16 racks, dp 16: the per-send reference of ``bench_what_ifs.py --cuts``), BERT-large
-with one parameter server per worker node (12,000 components of a few flows), and the NeMo
-Llama 3.1 405B fp8 run on 1,024 H100s (ring attention: 190,000 components of two flows,
-where the memo has little to save and must not cost).
+with one parameter server per worker node (12,800 components of up to 256 flows, median
+2), and the NeMo Llama 3.1 405B fp8 run on 1,024 H100s (ring attention: 213,600 components,
+most of two flows, where the memo has little to save and must not cost).
 """
 
 from __future__ import annotations
