@@ -67,6 +67,28 @@ def test_uncontended_single_link_is_alpha_beta(size: float, bw: float, lat: floa
     assert net.active_flows == 0
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (0.0009888660386707026, 0.00937076180931465),
+        (0.0012349548013580766, 0.005186339465557607),
+        (0.0002215383579316424, 0.0016802926944690904),
+    ],
+)
+def test_a_completion_lands_on_its_computed_instant(first: float, second: float) -> None:
+    """Two transfers on their own 1 B/s links from t = 0 end at ``size / 1 B/s`` exactly:
+    the second one's wake-up is armed when the first ends, at ``first``, and these pairs are
+    ones where ``first + (second - first)`` rounds to another float than ``second`` (a wake-up
+    scheduled by its delay would land an ulp off); the network puts its wake-ups at their
+    instants."""
+    assert first + (second - first) != second
+    env = simpy.Environment()
+    links = make_links([(1.0, 0.0), (1.0, 0.0)])
+    net = Network(env, links)
+    ends = run_transfers(net, [(0.0, route(links[0]), first), (0.0, route(links[1]), second)])
+    assert ends == [first, second]
+
+
 @pytest.mark.parametrize("hops", [2, 3, 4, 6])
 @pytest.mark.parametrize("size", [7.0, 2.5e8, 1e12])
 @pytest.mark.parametrize("start", [0.0, 0.37, 1234.5])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from heapq import heappush
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -176,6 +177,29 @@ class Callback(Event):
         self._value = None
         self._ok = True
         env.schedule(self, priority, delay)  # type: ignore[arg-type]
+
+
+class WakeAt(Event):
+    """An already-triggered event that runs ``callback`` at simulated time ``t`` exactly.
+
+    :class:`Callback` is scheduled ``delay`` seconds after now, at ``now + delay`` in floating
+    point, which is not always ``t`` when ``delay = t - now`` (``t`` more than twice ``now``:
+    the sum rounds once more).  The network's wake-ups are due at the instants its timer
+    queue computed (an arrival ``start + latency``, a completion ``arrival + bytes / rate``),
+    so this one is put into SimPy's event queue at ``t`` itself, as
+    :meth:`simpy.Environment.schedule` puts an event at ``now + delay`` (same queue entry:
+    time, priority, event id, event)."""
+
+    def __init__(self, env: simpy.Environment, callback: Any, priority: int, t: float) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._value = None
+        self._ok = True
+        queue = getattr(env, "_queue", None)
+        if queue is None:  # a SimPy without the queue of 4.x: by its delay, as Callback
+            env.schedule(self, priority, t - env.now)  # type: ignore[arg-type]
+        else:
+            heappush(queue, (t, priority, next(env._eid), self))  # type: ignore[attr-defined]
 
 
 def overflow_message(bucket: Sequence[tuple[int, int, Flow]]) -> str | None:

@@ -20,8 +20,11 @@ reads from links and routes in :mod:`clustersim.network.flow`.
   under a heap of distinct times (collectives start and end many flows at the
   same instant; a heap of floats is cheap).  An entry whose version is no
   longer the flow's is stale and skipped (lazy invalidation).  One SimPy
-  wake-up is pending for the earliest time; if an earlier time appears, a new
-  wake-up is scheduled and the old one is ignored when it fires.
+  wake-up is pending for the earliest time, put into SimPy's queue at that time
+  itself (:class:`~clustersim.network.flow.WakeAt`: a flow's arrival and completion are
+  exactly ``start + latency`` and ``arrival + bytes / rate``, never an ulp off through
+  ``now + delay``); if an earlier time appears, a new wake-up is scheduled and the old
+  one is ignored when it fires.
 * Bytes remaining are materialised lazily: a flow stores
   ``(remaining, rate, last_update)`` and only updates ``remaining`` when its
   rate changes.  A flow completes exactly when its valid entry comes due.

@@ -17,7 +17,7 @@ from heapq import heapify, heappop, heappush
 from simpy.events import NORMAL, Event
 
 from ..errors import SimulationError
-from .flow import NO_FLOWS, Callback, Flow, overflow_message
+from .flow import NO_FLOWS, Flow, WakeAt, overflow_message
 from .weighted import leave_weighted
 
 _INF = math.inf
@@ -53,10 +53,8 @@ class FlowTimers:
                 raise SimulationError(overflow_message(buckets[t]) or f"t = {t}")
             if t < self._wake_at:
                 self._wake_at = t
-                delay = t - self.env.now
-                self._wake_event = Callback(
-                    self.env, self._on_wake, NORMAL, delay if delay > 0.0 else 0.0
-                )
+                now = self.env._now
+                self._wake_event = WakeAt(self.env, self._on_wake, NORMAL, t if t > now else now)
             return
 
     def _on_wake(self, event: Event) -> None:
