@@ -93,13 +93,16 @@ def test_the_fitted_curve_gives_the_steps_linear_layers_back() -> None:
 
 def test_end_to_end_on_the_published_trace(tmp_path: Path, capsys) -> None:
     """The command writes a GPU file the catalog reads back as an A100 with a fitted fp16
-    curve, and the plot."""
+    curve, saying which shapes were memory-bound and left out, and the plot."""
     out = tmp_path / "a100_megatron.yaml"
     assert main(["calibrate", "profile", str(TRACE), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "fp16 products, 7 shapes" in text and "held-out shapes:" in text
     gpu = find(str(out), "gpu")
     assert gpu.name == "a100_megatron"
+    written = out.read_text()
+    assert "# Memory-bound shapes (priced by their bytes, not fitted): 2 points" in written
+    assert "7 shapes, 2 of them memory-bound at the base curve and left out" in written
     assert out.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
 
 

@@ -130,7 +130,13 @@ def gpu_file_text(
             "clustersim calibrate profile: least squares on the log of each shape's efficiency "
             f"(median kernel time) at {base.name}'s peaks, fitted to the GPU kernel times of "
             f"the matrix products of {file} ({device}{products} products of {len(fit.shapes)} "
-            "shapes)"
+            "shapes"
+            + (
+                f", {sum(fit.memory_bound)} of them memory-bound at the base curve and left out"
+                if any(fit.memory_bound)
+                else ""
+            )
+            + ")"
             + (
                 f"; the memory efficiency: the measured time of its element-wise, norm and "
                 f"reduction kernels against {memory.step.scenario}'s memory-bound work"

@@ -167,6 +167,14 @@ def _header(
         f"its matrix-product curves fitted to the kernel times of {fit.profile.file}.",
         f"Calibration shapes: {error_summary(fit.errors(False))}.",
         f"Held-out shapes ({args.hold_out}): {error_summary(fit.errors(True))}.",
+        *(
+            [
+                "Memory-bound shapes (priced by their bytes, not fitted): "
+                f"{error_summary(fit.memory_errors())}."
+            ]
+            if any(fit.memory_bound)
+            else []
+        ),
         "The curves time each kernel alone; efficiency, the share a whole step keeps, is the "
         "base's.",
         (
