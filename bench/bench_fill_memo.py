@@ -22,7 +22,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from clustersim.network import Network, rates
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import variant  # noqa: E402
+from on_off import off_and_on  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,18 +69,6 @@ def played(path: Path) -> Callable[[], tuple[str, int, int]]:
     return run
 
 
-def timed(run: Callable[[], tuple[str, int, int]], most: int) -> tuple[float, tuple[str, int, int]]:
-    """(CPU seconds, result) of ``run`` with ``FILL_MEMO_MAX_FLOWS = most``."""
-    kept = rates.FILL_MEMO_MAX_FLOWS
-    rates.FILL_MEMO_MAX_FLOWS = most
-    try:
-        start = time.process_time()
-        result = run()
-        return time.process_time() - start, result
-    finally:
-        rates.FILL_MEMO_MAX_FLOWS = kept
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="the BERT-large case only")
@@ -100,11 +88,8 @@ def main() -> None:
         print(
             f"{'case':<40} {'solved s':>9} {'memo s':>8} {'speed-up':>9} {'hits':>6}  same summary"
         )
-        most = rates.FILL_MEMO_MAX_FLOWS
         for name, run in cases.items():
-            run()  # the topology's caches, for both ways alike
-            (s1, want), (m1, got), (s2, _), (m2, _) = (timed(run, n) for n in (0, most, 0, most))
-            solved, memo = min(s1, s2), min(m1, m2)
+            solved, memo, want, got = off_and_on(run, rates, "FILL_MEMO_MAX_FLOWS", 0)
             share = got[2] / got[1] if got[1] else 0.0
             print(
                 f"{name:<40} {solved:9.2f} {memo:8.2f} {solved / memo:8.2f}x {share:6.1%}"

@@ -20,7 +20,7 @@ landed (2 cores): 1.74x and 1.02x.
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +30,9 @@ from clustersim.engine import Simulation
 from clustersim.network import weighted
 from clustersim.scenario import parse_scenario
 from clustersim.topology import build_topology
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from on_off import off_and_on  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,18 +73,6 @@ def shipped(name: str) -> Callable[[], float]:
     return lambda: simulate(path).typed_summary.header.makespan_s
 
 
-def timed(run: Callable[[], float], lone_links: int) -> tuple[float, float]:
-    """(CPU seconds, result) of ``run`` with ``LONE_CHECK_LINKS = lone_links``."""
-    kept = weighted.LONE_CHECK_LINKS
-    weighted.LONE_CHECK_LINKS = lone_links
-    try:
-        start = time.process_time()
-        result = run()
-        return time.process_time() - start, result
-    finally:
-        weighted.LONE_CHECK_LINKS = kept
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="the in-network case only")
@@ -90,11 +81,8 @@ def main() -> None:
     if not args.quick:
         cases["GPT-3 175B, 16,384 GPUs, one replica"] = shipped("scale/gpt3_175b_16k.yaml")
     print(f"{'case':<44} {'search s':>9} {'shortcut s':>11} {'speed-up':>9}  same result")
-    lone = weighted.LONE_CHECK_LINKS
     for name, run in cases.items():
-        run()  # the topology's caches, for both ways alike
-        (s1, want), (c1, got), (s2, _), (c2, _) = (timed(run, n) for n in (0, lone, 0, lone))
-        searched, short = min(s1, s2), min(c1, c2)
+        searched, short, want, got = off_and_on(run, weighted, "LONE_CHECK_LINKS", 0)
         print(f"{name:<44} {searched:9.2f} {short:11.2f} {searched / short:8.2f}x  {got == want}")
 
 
