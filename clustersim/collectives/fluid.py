@@ -17,7 +17,9 @@ A phase (:class:`FluidPhase`) has
 * ``bandwidth_s``: the rest of its cost alone on the network;
 * ``flows``: for every link the phase uses, how many of its sends cross the
   link at once (a ring: 1 per hop crossing it; the g rails of a node on its
-  NIC: g).
+  NIC: g); a tree's streams each count their route's wire where a protocol prices
+  the links below their line rate (:func:`pair_flows`' ``wired``), as the flow-level
+  model puts wire x bytes on them.
 
 It is played as one flow over those links, weighted by ``flows``: after
 ``e x fixed_s`` (``e`` = :data:`EXPOSED_LATENCY`) it moves ``bandwidth_s x r0``
@@ -127,20 +129,39 @@ def pair_flows(
     out: dict[int, float],
     count: float,
     connections: Sequence[int] = (0,),
+    wired: bool = False,
 ) -> None:
     """Add ``count`` flows from ``src`` to ``dst`` to ``out`` (link index -> flows) on the
     routes the flow-level model gives the pair's sends: the ECMP route of each of
     ``connections`` (see :func:`clustersim.collectives.execution.execute`), evenly, or all
-    its equal-cost routes evenly with ``spine_routing: split``."""
+    its equal-cost routes evenly with ``spine_routing: split``.
+
+    ``wired``: each flow counts its route's wire on the route's links (:func:`route_wire`),
+    as the flow-level model puts wire x its bytes there: the weights of a fluid phase, played
+    on the links at their line rate while ``topology`` prices them lower."""
     plain = getattr(topology, "same_links", topology)  # links only: skip a view's repricing
     if topology.spine_routing == "split":
         routes = plain.routes(src, dst)
     else:  # each connection's ECMP route (the pair's only one where it has one)
         routes = tuple(plain.route(src, dst, f"connection{c}") for c in connections)
     share = count / len(routes)
+    priced = topology.links if wired and plain is not topology else None
     for route in routes:
+        weight = share if priced is None else share * route_wire(route.links, priced)
         for link in route.links:
-            out[link.index] = out.get(link.index, 0.0) + share
+            out[link.index] = out.get(link.index, 0.0) + weight
+
+
+def route_wire(links: Sequence[Link], priced: Sequence[Link]) -> float:
+    """The wire of a route over ``links`` (at their line rate) whose links are priced at
+    ``priced`` (by index): its line bottleneck over its priced bottleneck, as
+    :func:`~clustersim.collectives.bus.bus_route` makes it for the flow-level model (1 where
+    the priced bottleneck is not below the line one)."""
+    if not links:
+        return 1.0
+    line = min(link.bandwidth_Bps for link in links)
+    bottleneck = min(priced[link.index].bandwidth_Bps for link in links)
+    return line / bottleneck if bottleneck < line else 1.0
 
 
 def hop_flows(

@@ -383,14 +383,17 @@ class _TreeAlgorithm(Algorithm):
         return out
 
     def link_flows(self, call: CollectiveCall, topology: Topology) -> dict[int, float]:
-        """Link index -> streams crossing it: every stream of :meth:`streams` is one flow."""
+        """Link index -> streams crossing it: every stream of :meth:`streams` is one flow,
+        counting its route's wire where ``topology`` prices links below their line rate
+        (:func:`.fluid.pair_flows`' ``wired``: the weights a fluid phase is played with on
+        the line-rate links, as the flow-level model plays the streams)."""
         if call.n < 2:
             return {}
         ranks = self.ranks(call)
         flows: dict[int, float] = {}
         for _t, _phase, src, dst in self.streams(call, topology):
             a, b = call.devices[ranks[src]], call.devices[ranks[dst]]
-            pair_flows(topology, a, b, flows, 1.0, call.connections)
+            pair_flows(topology, a, b, flows, 1.0, call.connections, wired=True)
         return flows
 
     def cost(self, call: CollectiveCall, topology: Topology) -> float:
