@@ -54,7 +54,10 @@ def test_end_to_end_writes_the_node_file_and_the_plot_the_same_twice(
     assert "held-out points:" in text and "NVLink bandwidth per GPU and direction" in text
     assert f"wrote {out}" in text
     assert "not fitted" not in text
+    assert "kept: clustersim prices a ring's latency" in text  # said once, not "kept: kept:"
+    assert "kept: kept" not in text
     first = (out.read_bytes(), out.with_suffix(".png").read_bytes())
+    assert b"from dgx-a100: clustersim prices a ring's latency" in first[0]
     assert b"source: nccl-tests-fit" in first[0]
     assert first[1].startswith(b"\x89PNG")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_node.png", "my_node.yaml"]

@@ -309,7 +309,7 @@ def _sensitivities(problem: _Problem, x: np.ndarray, model: str) -> np.ndarray:
 
 
 LATENCY_KEPT = (
-    "kept: clustersim prices a ring's latency by NCCL's own per-hop model "
+    "clustersim prices a ring's latency by NCCL's own per-hop model "
     "(collectives/ring_latency.py), which a node's link latency does not enter; only trees "
     "add it, so a fit would trade it against the tree's choice instead of measuring it"
 )
