@@ -107,6 +107,24 @@ def test_two_node_log_gives_back_the_nic_within_2_percent(tmp_path, monkeypatch)
     assert fitted["nvlink.bandwidth"].value == 300.0
 
 
+@pytest.mark.parametrize("plugin_us", [35.0, 75.0])
+def test_two_node_log_gives_back_the_network_plugins_latency_within_2_percent(
+    tmp_path, monkeypatch, plugin_us: float
+) -> None:
+    """A two-node log at 160 Gb/s NICs whose network plugin reports ``plugin_us`` (NCCL's
+    latencyInter, aws-ofi-nccl's 35 or 75 us): both within 2% (analytical model)."""
+    monkeypatch.delenv("CLUSTERSIM_CHECK", raising=False)
+    spec = known(nic_bandwidth=20.0, nic_plugin_latency=plugin_us)
+    path = generated_log(tmp_path, spec, 2, TWO_NODES, "analytical")
+    calibration = calibrate(
+        working_spec(BASE.spec), points(read_log(path), "default"), "analytical"
+    )
+    fitted = {r.figure.key: r for r in calibration.figures}
+    assert fitted["nic.bandwidth"].value == pytest.approx(20.0, rel=0.02)
+    assert fitted["nic.plugin_latency"].determined
+    assert fitted["nic.plugin_latency"].value == pytest.approx(plugin_us, rel=0.02)
+
+
 def test_the_node_file_cites_its_logs_and_rows(one_node, tmp_path) -> None:
     """Fitted numbers cite nccl-tests-fit and name the log and its lines; kept ones keep the
     base's source and say why; the file reads back as a catalog node file."""

@@ -1,13 +1,12 @@
 """Calibrated on one published nccl-tests log of a cluster, clustersim predicts that cluster's
 other published node counts (tests/fixtures/nccl_tests/SOURCE.md gives each log's source).
 
-Where the bus bandwidth has reached its plateau -- the regime clustersim's collectives are
-held to (clustersim/validation/nccl_tests.py) -- the prediction of the other node count is
-within 10%.  Below it, clustersim's NCCL model and NCCL part: its rings pay their slowest
-hop's latency at every step (NCCL sums the hops a step crosses), so rings across 4 to 8 nodes
-are priced 30-40% slow at 256-512 MiB, and NCCL switches algorithm at other sizes than
-clustersim's tuner; docs/tutorials/calibrate.md tabulates every point.  These fits use the
-analytical model (seconds; the flow model gives the same rings at these sizes)."""
+Fitted on the plateau (1 GiB and up) -- the regime clustersim's collectives are held to
+(clustersim/validation/nccl_tests.py) -- the prediction of the other node count is within
+10% there, and on the H100 cluster down to 64 MiB (rings follow NCCL's latency model).
+Below, NCCL's ramp, its switches of algorithm at other sizes than clustersim's tuner, and
+the logs' own dips part; docs/tutorials/calibrate.md tabulates every point.  These fits use
+the analytical model (seconds; the flow model gives the same rings at these sizes)."""
 
 from __future__ import annotations
 
@@ -40,9 +39,10 @@ def test_h100_four_nodes_predict_eight_nodes_within_10_percent() -> None:
     """NVIDIA/nccl-tests#309's H100 cluster (InfiniBand 400 Gb/s): fitted on its 4-node log's
     1-8 GiB rows, the NIC comes out at 43.0 GB/s (344 Gb/s; NCCL's figure 43.6 GB/s; 45.4
     before rings took NCCL's latency model), the 4-node rows within 10%, and the 8-node log's
-    2, 4 and 8 GiB rows, never fitted, within 10%; its 1 GiB row is not held."""
+    rows from 64 MiB to 8 GiB, never fitted, within 10% (+3.8% .. +7.8% up to 512 MiB, where
+    rings paying their slowest hop at every step were 13-41% slow before)."""
     four = plateau("h100_ib_ndr_4n_all_reduce.log")
-    eight = plateau("h100_ib_ndr_8n_all_reduce.log", least=2**31)
+    eight = plateau("h100_ib_ndr_8n_all_reduce.log", least=2**26)
     base = find("dgx-h100", "node")
     spec, _ = prepare(base, [four, eight])
     calibration = calibrate(spec, points([four], "none", [eight]), "analytical")
@@ -51,7 +51,7 @@ def test_h100_four_nodes_predict_eight_nodes_within_10_percent() -> None:
     assert not fitted["nvlink.bandwidth"].determined
     for i, point in enumerate(calibration.points):
         assert abs(calibration.error(i)) <= 0.10, (point.run.nodes, point.row.size_bytes)
-    assert sum(p.held_out for p in calibration.points) == 3
+    assert sum(p.held_out for p in calibration.points) == 8
 
 
 def test_oci_a100_two_nodes_predict_one_node_within_10_percent() -> None:
@@ -77,3 +77,20 @@ def test_oci_a100_two_nodes_predict_one_node_within_10_percent() -> None:
         assert abs(calibration.error(i)) <= 0.10, (point.run.nodes, point.row.size_bytes)
     chosen = [p.chosen for p in calibration.predictions]
     assert chosen == ["double_tree/Simple"] * 4 + ["ring/Simple"]
+
+
+def test_aws_p4d_log_gives_back_the_latency_aws_ofi_nccl_reports() -> None:
+    """AWS p4d.24xlarge (A100, 4 x 100 Gb/s EFA; the DLAMI guide's log), fitted with the
+    default hold-out: the network plugin latency comes out within 5% of the 75 us that
+    aws-ofi-nccl reports to NCCL on p4d.24xlarge (src/platform-aws.cpp, ``.latency = 75.0``
+    at commit 2daf7d30), a number nothing in the fit or in clustersim was set from.  Its
+    8 B - 8 KiB rows (177-191 us, NCCL's latency) are then within 7%; without the figure
+    they came out 4-5x fast and dragged the fitted NIC to 6.5 GB/s (rms 69%)."""
+    (run,) = read_log(FIXTURES / "aws_p4d_a100_efa_2n_all_reduce.log")
+    spec, _ = prepare(find("dgx-a100", "node"), [run], nics=4)
+    calibration = calibrate(spec, points([run], "default"), "analytical")
+    fitted = {r.figure.key: r for r in calibration.figures}
+    assert fitted["nic.plugin_latency"].value == pytest.approx(75.0, rel=0.05)
+    small = [i for i, p in enumerate(calibration.points) if p.row.size_bytes <= 8192]
+    assert len(small) == 11
+    assert all(abs(calibration.error(i)) <= 0.07 for i in small)

@@ -562,9 +562,10 @@ KEYS: list[Key] = [
     *_keys(
         "NicSpec",
         "two_tier",
-        zero=("latency",),
+        zero=("latency", "plugin_latency"),
         bandwidth=("cluster", "node", "nic", "bandwidth"),
         latency=("cluster", "node", "nic", "latency"),
+        plugin_latency=("cluster", "node", "nic", "plugin_latency"),
     ),
     *_keys(
         "TcpSpec",

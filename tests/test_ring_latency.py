@@ -16,7 +16,8 @@ import pytest
 from clustersim.collectives import CollectiveCall, run_collective
 from clustersim.collectives.ops import bandwidths
 from clustersim.engine import Simulation
-from clustersim.topology import Topology
+from clustersim.scenario import parse_scenario
+from clustersim.topology import Topology, build_topology
 
 from .conftest import a100_cluster
 
@@ -122,3 +123,76 @@ def test_one_nic_per_gpu_keeps_nccl_tests_bus_bandwidth() -> None:
     seconds = run_time(topo, "allreduce", size, "Simple", "flow", "auto")
     busbw = bandwidths("allreduce", 32, size, seconds)[1] / 1e9
     assert busbw == pytest.approx(192.0, rel=0.15)
+
+
+PLUGIN_TIMES = {"LL": 1, "LL128": 1, "Simple": 2}
+"""How many times tuning.cc adds ``graphs[a]->latencyInter`` (the network plugin's reported
+latency) to ``interLat``: once, and again with Simple ("the flush extra latency")."""
+
+
+def _plugin_cluster(nodes: int, plugin_us: float) -> Topology:
+    node = {"preset": "dgx-a100", "nics": 4, "nic": {"plugin_latency": f"{plugin_us}us"}}
+    doc = {
+        "name": "plugin",
+        "cluster": {"kind": "two_tier", "racks": 1, "nodes_per_rack": nodes, "node": node},
+        "workload": {"program": []},
+    }
+    return build_topology(parse_scenario(doc).cluster)
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+@pytest.mark.parametrize("op", list(STEPS))
+@pytest.mark.parametrize("protocol", list(BASE_US))
+@pytest.mark.parametrize(("nodes", "plugin_us"), [(2, 75.0), (3, 35.0), (4, 0.0)])
+def test_the_network_plugins_latency_is_added_to_every_network_step(
+    model: str, op: str, protocol: str, nodes: int, plugin_us: float
+) -> None:
+    """``nic.plugin_latency`` (aws-ofi-nccl reports 75 us on p4d, 35 us on p5en) is NCCL's
+    ``latencyInter``: every network step of a 0-byte ring pays it on top of the hop figure,
+    twice with Simple, and nothing else moves."""
+    topo = _plugin_cluster(nodes, plugin_us)
+    per_rank, per_node = STEPS[op]
+    inter_steps = per_node * (nodes - 1)
+    expected = nccl_ring_us(op, protocol, nodes * 8, nodes, "NVLink")
+    expected += inter_steps * plugin_us * PLUGIN_TIMES[protocol]
+    assert run_time(topo, op, 0.0, protocol, model) == pytest.approx(expected * US, rel=1e-9)
+
+
+@pytest.mark.parametrize("protocol", list(BASE_US))
+def test_a_tree_pays_the_plugins_latency_on_its_network_hops_only(protocol: str) -> None:
+    """A 0-byte double-tree all-reduce on two nodes: 75 us of plugin latency adds 75 us
+    (x 2 with Simple) for each of the two network hops on its longest path (up, then down)
+    and nothing for its NVLink hops."""
+    times = []
+    for plugin_us in (0.0, 75.0):
+        topo = _plugin_cluster(2, plugin_us)
+        devices = tuple(d for d in topo.devices if topo.device(d).kind == "gpu")
+        sim = Simulation(topo)
+        call = CollectiveCall("allreduce", devices, 0.0, "double_tree", protocol=protocol)
+        run_collective(sim, call)
+        sim.run()
+        times.append(sim.now)
+    extra = 2 * 75.0 * PLUGIN_TIMES[protocol] * US
+    assert times[1] - times[0] == pytest.approx(extra, rel=1e-9)
+
+
+def test_validate_says_the_network_plugins_latency(tmp_path, capsys) -> None:
+    """``clustersim validate`` names a nonzero plugin latency beside the cluster, and says
+    nothing of it at the default 0."""
+    import yaml
+
+    from clustersim.cli import main
+
+    for plugin, said in (("75us", True), ("0us", False)):
+        node = {"preset": "dgx-a100", "nic": {"plugin_latency": plugin}}
+        cluster = {"kind": "two_tier", "racks": 1, "nodes_per_rack": 2, "node": node}
+        doc = {
+            "name": "p",
+            "cluster": cluster,
+            "workload": {"collective": "allreduce", "bytes": "1MB"},
+        }
+        file = tmp_path / f"p{plugin}.yaml"
+        file.write_text(yaml.safe_dump(doc))
+        assert main(["validate", str(file)]) == 0
+        out = capsys.readouterr().out
+        assert ("network plugin latency 75 us per network step" in out) == said

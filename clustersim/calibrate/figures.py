@@ -112,6 +112,15 @@ FIGURES: tuple[Figure, ...] = (
     Figure("pcie.latency", "PCIe latency per hop", "us", 1e-6, False, "intra", _no_nvlink),
     Figure("nic.bandwidth", "NIC bandwidth (line rate)", "GB/s", 1e9, True, "inter", _has("nic")),
     Figure("nic.latency", "NIC latency per message", "us", 1e-6, False, "inter", _has("nic")),
+    Figure(
+        "nic.plugin_latency",
+        "network plugin latency per network step (NCCL's latencyInter)",
+        "us",
+        1e-6,
+        False,
+        "inter",
+        _has("nic"),
+    ),
 )
 """Every figure a calibration may fit, in the order reports list them."""
 
@@ -120,8 +129,12 @@ def working_spec(base: Mapping[str, Any]) -> Spec:
     """``base`` (a node preset's spec) made ready to fit: its NVLink generation written out
     (so that NCCL's shares and channel speeds stay those of the hardware while the
     bandwidth moves) and ``sharp: true`` written as the throughput it stands for (so that
-    it does not follow a fitted NVLink bandwidth).  A copy."""
+    it does not follow a fitted NVLink bandwidth), and the NIC's network plugin latency
+    written out (0: InfiniBand's) where it is not given, so that it can be fitted.  A copy."""
     spec = copy.deepcopy(dict(base))
+    nic = spec.get("nic")
+    if isinstance(nic, dict) and "plugin_latency" not in nic:
+        nic["plugin_latency"] = "0us"  # InfiniBand's and the sockets' (scenario/node.py)
     nvlink = spec.get("nvlink")
     if isinstance(nvlink, dict):
         bandwidth = parse_bandwidth(nvlink["bandwidth"])

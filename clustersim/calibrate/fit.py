@@ -314,11 +314,14 @@ LATENCY_KEPT = (
     "add it, so a fit would trade it against the tree's choice instead of measuring it"
 )
 """Why link latencies are not fitted since rings follow NCCL's latency model (issue 41)."""
+FITTED_LATENCIES = frozenset({"nic.plugin_latency"})
+"""The latencies a fit may move: the network plugin's, which NCCL's latency model adds to
+every network step of rings and trees alike (``cluster.node.nic.plugin_latency``)."""
 
 
 def _scope_reason(figure: Figure, points: Sequence[Point]) -> str:
     """Why no calibration point can see ``figure`` (empty if some can)."""
-    if figure.unit == "us":
+    if figure.unit == "us" and figure.key not in FITTED_LATENCIES:
         return LATENCY_KEPT
     runs = {id(p.run): p.run for p in points}.values()
     if figure.scope == "intra" and not any(r.nodes == 1 and r.ranks >= 2 for r in runs):

@@ -170,6 +170,13 @@ def link_kind(route: Route) -> str:
     return "NET"
 
 
+def plugin_times(protocol: str) -> int:
+    """How many times NCCL adds the network plugin's latency (``cluster.node.nic.
+    plugin_latency``) to a network step with ``protocol``: twice with Simple (its flush),
+    once with LL and LL128 (src/graph/tuning.cc, ``interLat += graphs[a]->latencyInter``)."""
+    return 2 if protocol == "Simple" else 1
+
+
 class ProtocolView(RepricedView):
     """A topology as an NCCL protocol sees it: routes carry ``protocol``'s per-hop latency on
     top of their own, and links run at the bandwidth NCCL reaches on them
@@ -194,6 +201,10 @@ class ProtocolView(RepricedView):
         self._protocol = protocol
         self._family = family(algorithm)
         self._send_latency_s = send_latency_s
+        self._plugin_s = float(getattr(topology, "nic_plugin_latency_s", 0.0)) * plugin_times(
+            protocol.name
+        )
+        """What a network hop pays for the network plugin's latency, seconds."""
         self.links = bus.links
         """The wrapped topology's links at NCCL's bandwidth (:func:`bus.bus_links`)."""
         self.bus_scaled = True
@@ -215,7 +226,9 @@ class ProtocolView(RepricedView):
         and the protocol's per-hop latency for its kind."""
         if self._send_latency_s is not None:
             return self._send_latency_s
-        return route.latency_s + self._protocol.hop_latency_s[self._family, link_kind(route)]
+        kind = link_kind(route)
+        extra = self._plugin_s if kind == "NET" else 0.0
+        return route.latency_s + self._protocol.hop_latency_s[self._family, kind] + extra
 
     def route_latency_s(self, src: str, dst: str) -> float:
         """Seconds of :meth:`first_route` from ``src`` to ``dst``, found without scaling the

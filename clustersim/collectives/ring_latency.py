@@ -16,9 +16,11 @@ NCCL's tuner prices the latency of a ring all-reduce, reduce-scatter or all-gath
   overhead, :data:`NET_OVERHEAD_US` per step, three times that with Simple;
 * ``interLat``: the protocol's per-hop network latency of the ring, the tree's where every
   node holds one rank ("with ppn=1 latencies are fully exposed, use the Tree network
-  latency"), plus the network plugin's latency (``graph->latencyInter``), which
-  InfiniBand's and the sockets' plugins report as 0 (``src/transport/net_ib/init.cc``,
-  ``net_socket.cc``: ``props->latency = 0``) and which clustersim takes as 0.
+  latency"), plus the network plugin's latency (``graph->latencyInter``), twice with Simple
+  ("the flush extra latency"): InfiniBand's and the sockets' plugins report 0
+  (``src/transport/net_ib/init.cc``, ``net_socket.cc``: ``props->latency = 0``),
+  aws-ofi-nccl 35-75 us by instance type; clustersim takes it from
+  ``cluster.node.nic.plugin_latency`` (default 0).
 
 ``baseLat`` is the protocol's base latency, which clustersim already pays once before the
 first send (:meth:`~clustersim.collectives.protocol.Protocol.base_latency`);
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from ..caches import registered
 from .call import CollectiveCall, node_groups
-from .protocol import PROTOCOLS, link_kind
+from .protocol import PROTOCOLS, link_kind, plugin_times
 
 if TYPE_CHECKING:
     from ..topology import Topology
@@ -90,6 +92,8 @@ class RingShape:
     """Nodes they sit on (``nNodes``); on a flat network every rank is a node."""
     intra_kind: str
     """``NVLink`` or ``PCI``: how the GPUs of a node reach each other."""
+    plugin_s: float = 0.0
+    """Seconds the network plugin reports as its latency (NCCL's ``latencyInter``)."""
 
 
 _CACHE_LIMIT = 1024
@@ -117,15 +121,16 @@ def _shape(call: CollectiveCall, topology: Topology) -> RingShape:
     devices = call.devices
     n = len(devices)
     hops = [(devices[i], devices[(i + 1) % n]) for i in range(n)]
+    plugin_s = float(getattr(topology, "nic_plugin_latency_s", 0.0))
     groups = node_groups(call, topology)
     if groups is None:
         kinds = {link_kind(topology.first_route(a, b)) for a, b in hops}
         if "NET" in kinds:
-            return RingShape(n, n, "NVLink")
+            return RingShape(n, n, "NVLink", plugin_s)
         return RingShape(n, 1, "PCI" if "PCI" in kinds else "NVLink")
     node_of = {devices[r]: k for k, ranks in enumerate(groups) for r in ranks}
     kinds = {link_kind(topology.first_route(a, b)) for a, b in hops if node_of[a] == node_of[b]}
-    return RingShape(n, len(groups), "PCI" if "PCI" in kinds else "NVLink")
+    return RingShape(n, len(groups), "PCI" if "PCI" in kinds else "NVLink", plugin_s)
 
 
 def ring_steps_latency_s(op: str, protocol: str, shape: RingShape) -> float | None:
@@ -143,4 +148,5 @@ def ring_steps_latency_s(op: str, protocol: str, shape: RingShape) -> float | No
         intra_s = max(intra_s, NET_OVERHEAD_US * US * NET_OVERHEAD_TIMES[protocol])
     one_per_node = shape.nodes == shape.ranks
     inter_s = hop["tree" if one_per_node else "ring", "NET"]
+    inter_s += shape.plugin_s * plugin_times(protocol)
     return (nsteps - inter) * intra_s + inter * inter_s

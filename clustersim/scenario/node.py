@@ -77,6 +77,13 @@ class NicSpec(LinkSpec):
     and CPU time per byte; ``tcp`` tunes them)."""
     tcp: TcpSpec | None = None
     """TCP's costs, if not the measured defaults; only with ``transport: tcp``."""
+    plugin_latency_s: TimeSpan = _unit("0", "plugin_latency")
+    """Seconds NCCL's network plugin reports as the NIC's latency (``ncclNetProperties``'
+    ``latency``, NCCL's ``latencyInter``), which NCCL's tuner adds to every network step of
+    its latency model, twice with the Simple protocol (src/graph/tuning.cc: the flush):
+    collectives across nodes pay it as NCCL prices them.  Default 0: NCCL's own InfiniBand
+    and socket plugins report 0; aws-ofi-nccl reports 75us on p4d, p4de, p5 and p5e and 35us
+    on p5en and p6 (src/platform-aws.cpp).  ``clustersim calibrate nccl-tests`` fits it."""
 
     @model_validator(mode="after")
     def _tcp_needs_tcp(self) -> NicSpec:
@@ -92,13 +99,22 @@ class NicSpec(LinkSpec):
 
     def transport_phrase(self) -> str:
         """The transport in words, for the CLI (``NICs over TCP: 50% of 100 Gb/s, +12 us per
-        message per NIC``); empty over RDMA."""
+        message per NIC``; ``network plugin latency 75 us per network step``); empty over
+        RDMA with no plugin latency."""
+        phrases = []
         tcp = self.tcp_costs
-        if tcp is None:
-            return ""
-        rate = f"{self.bandwidth_Bps * 8 / 1e9:g} Gb/s"
-        extra = f"{tcp.message_latency_s * 1e6:g} us"
-        return f"NICs over TCP: {tcp.share:.0%} of {rate}, +{extra} per message per NIC"
+        if tcp is not None:
+            rate = f"{self.bandwidth_Bps * 8 / 1e9:g} Gb/s"
+            extra = f"{tcp.message_latency_s * 1e6:g} us"
+            phrases.append(
+                f"NICs over TCP: {tcp.share:.0%} of {rate}, +{extra} per message per NIC"
+            )
+        if self.plugin_latency_s > 0:
+            plugin = f"{self.plugin_latency_s * 1e6:g} us"
+            phrases.append(
+                f"network plugin latency {plugin} per network step (NCCL's latencyInter)"
+            )
+        return "; ".join(phrases)
 
     @property
     def tcp_costs(self) -> TcpSpec | None:

@@ -176,6 +176,7 @@ class Topology:
         "reductions",
         "reduction_shares",
         "nic_transport",
+        "nic_plugin_latency_s",
         "_router",
         "_cache",
         "_device_list",
@@ -199,6 +200,7 @@ class Topology:
         reductions: Mapping[str, float] | None = None,
         reduction_shares: Mapping[str, float] | None = None,
         nic_transport: str = "rdma",
+        nic_plugin_latency_s: float = 0.0,
     ) -> None:
         self.kind = kind
         self.devices = devices
@@ -219,6 +221,10 @@ class Topology:
         self.nic_transport = nic_transport
         """The nodes' NIC transport (``cluster.node.nic.transport``): ``rdma`` or ``tcp``; a
         TCP NIC's links carry TCP's share of the line rate already."""
+        self.nic_plugin_latency_s = nic_plugin_latency_s
+        """Seconds NCCL's network plugin reports for the nodes' NICs
+        (``cluster.node.nic.plugin_latency``): added to every network step NCCL's latency
+        model prices (:mod:`clustersim.collectives.ring_latency`)."""
         self._router = router
         self._cache: dict[tuple[str, str], tuple[Route, ...]] = {}
         self._device_list = list(devices.values())
@@ -252,6 +258,7 @@ class Topology:
             reductions=self.reductions,
             reduction_shares=self.reduction_shares,
             nic_transport=self.nic_transport,
+            nic_plugin_latency_s=self.nic_plugin_latency_s,
         )
         view._cache = self._cache
         view._first = self._first

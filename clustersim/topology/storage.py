@@ -84,6 +84,7 @@ def attach_storage(topology: Topology, storage: Any, path: str = "checkpoint.sto
         reductions=topology.reductions,
         reduction_shares=topology.reduction_shares,
         nic_transport=topology.nic_transport,
+        nic_plugin_latency_s=topology.nic_plugin_latency_s,
     )
 
 

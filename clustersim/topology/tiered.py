@@ -283,6 +283,7 @@ def _tiered(
         reductions=reductions,
         reduction_shares=shares,
         nic_transport=getattr(spec.node.nic, "transport", "rdma"),
+        nic_plugin_latency_s=max(float(k.nic.plugin_latency_s) for k in kinds.values()),
     )
 
 
