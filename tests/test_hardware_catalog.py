@@ -349,9 +349,25 @@ def test_list_gpus_and_nodes_print_one_line_each_with_the_key_numbers(capsys) ->
     assert "8 x h100-sxm5-80gb, NVSwitch 450 GB/s per direction, 8 x 400 Gb/s NICs" in dgx
     dgx1 = next(line for line in lines if line.startswith("dgx-1-v100 "))
     assert "16 GPU pairs, 24 links of 25 GB/s" in dgx1
+    p4d = next(line for line in lines if line.startswith("aws-p4d "))
+    assert "4 x 100 Gb/s NICs (75 us plugin latency)" in p4d
+    assert "plugin latency" not in dgx
 
 
 # --------------------------------------------------------------------------- links
+
+
+def test_an_aws_p4d_builds_4_efa_nics_of_100_gbps_each_behind_2_gpus() -> None:
+    """Two p4d.24xlarge: per node 4 NIC <-> ToR cables at 12.5 GB/s each way, NIC k on the
+    PCIe switch of GPUs 2k and 2k+1 (aws-ofi-nccl's topology file), A100 40GB GPUs, and the
+    EFA plugin's 75 us on the topology (NCCL's latencyInter)."""
+    topology = build_topology(parse_scenario(collective({"preset": "p4d-24xlarge"})).cluster)
+    tor = [link for link in topology.links if link.dst.endswith("/tor")]
+    assert len(tor) == 8 and {link.bandwidth_Bps for link in tor} == {12.5e9}
+    assert topology.nic_plugin_latency_s == pytest.approx(75e-6)
+    node = "rack0/node0"
+    assert [topology.nic_of(f"{node}/gpu{i}") for i in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert topology.device(f"{node}/gpu0").memory_bytes == pytest.approx(40e9, rel=0.1)
 
 
 def test_a_dgx_h100_builds_8_nics_of_400_gbps_and_450_gbps_nvswitch_links() -> None:

@@ -56,8 +56,10 @@ def node_summary(preset: Preset) -> str:
     if domain > 1:
         links += f" (an NVLink domain of {domain} nodes)"
     nic = units.parse_bandwidth(spec["nic"]["bandwidth"]) * 8 / 1e9
+    plugin = units.parse_time(spec["nic"].get("plugin_latency", "0")) * 1e6
+    plugin_phrase = f" ({plugin:g} us plugin latency)" if plugin > 0 else ""
     pcie = units.format_bandwidth(units.parse_bandwidth(spec["pcie"]["bandwidth"]))
     return (
         f"{preset.title}: {spec.get('gpus', 8)} x {gpu}, {links}, "
-        f"{spec.get('nics', 1)} x {nic:g} Gb/s NICs, PCIe {pcie}"
+        f"{spec.get('nics', 1)} x {nic:g} Gb/s NICs{plugin_phrase}, PCIe {pcie}"
     )
