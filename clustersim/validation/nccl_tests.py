@@ -55,28 +55,42 @@ NODES: dict[str, dict[str, Any]] = {
     "HGX H200": {"preset": "hgx-h200"},
     "AWS p4d": {"preset": "dgx-a100", "gpu": {"preset": "a100-sxm4-40gb"}, **EFA_4X100},
     "AWS p4de": {"preset": "dgx-a100", **EFA_4X100},
+    "GCP a3-highgpu-8g": {"preset": "dgx-h100", "nics": 4, "nic": {"bandwidth": "200Gb/s"}},
 }
 """The machines of the cases: catalog node presets (AWS p4d and p4de: the DGX A100-class
-node, 8 A100 40 GB or 80 GB on NVSwitch, with its NICs as AWS has them)."""
+node, 8 A100 40 GB or 80 GB on NVSwitch, with its NICs as AWS has them; GCP's
+a3-highgpu-8g: the DGX H100-class node, 8 H100 80 GB on NVSwitch, with 4 GPUDirect-TCPX data
+NICs of 200 Gb/s, 2 GPUs per NIC -- GKE's "GPUDirect-TCPX and multi-networking" guide -- over
+NCCL's net plugin, priced as an RDMA NIC: TCPX moves GPU memory to the wire without the
+kernel's copies that ``transport: tcp`` prices)."""
 
 
-def dgx_scenario(kind: str, nodes: int, size_bytes: float) -> dict[str, Any]:
+def dgx_scenario(
+    kind: str, nodes: int, size_bytes: float, forced: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """A ``collective`` scenario: an all-reduce of ``size_bytes`` over every GPU of
-    ``nodes`` nodes of ``kind`` (a key of :data:`NODES`), clustersim's defaults."""
+    ``nodes`` nodes of ``kind`` (a key of :data:`NODES`), clustersim's defaults, or the
+    (algorithm, protocol) ``forced`` as the run forced them (``NCCL_ALGO``, ``NCCL_PROTO``)."""
+    workload: dict[str, Any] = {"collective": "allreduce", "bytes": f"{size_bytes:.0f}B"}
+    if forced is not None:
+        workload["algorithm"], workload["protocol"] = forced
     return {
         "name": f"nccl-tests-{kind.lower().replace(' ', '-')}-{nodes}",
         "cluster": {"kind": "two_tier", "racks": 1, "nodes_per_rack": nodes, "node": NODES[kind]},
-        "workload": {"collective": "allreduce", "bytes": f"{size_bytes:.0f}B"},
+        "workload": workload,
     }
 
 
 @functools.lru_cache(maxsize=32)
-def busbw_GBps(kind: str, nodes: int, size_bytes: float) -> Value:
+def busbw_GBps(
+    kind: str, nodes: int, size_bytes: float, forced: tuple[str, str] | None = None
+) -> Value:
     """nccl-tests' bus bandwidth (GB/s) of the simulated all-reduce (simulated once per
-    machine, node count and size: several sources report the same point)."""
+    machine, node count, size and forced algorithm: several sources report the same point)."""
     from ..api import simulate
 
-    return simulate(parse_scenario(dgx_scenario(kind, nodes, size_bytes))).summary["busbw_GBps"]
+    scenario = dgx_scenario(kind, nodes, size_bytes, forced)
+    return simulate(parse_scenario(scenario)).summary["busbw_GBps"]
 
 
 def _case(
@@ -89,9 +103,11 @@ def _case(
     note: str = "",
     tolerance: Tolerance = TOLERANCE,
     split: str | None = None,
+    forced: tuple[str, str] | None = None,
 ) -> Case:
     size = gib * GIB
     label = f"{kind}, {nodes} node{'s' if nodes > 1 else ''}, {gib:g} GiB all-reduce"
+    how = "the defaults" if forced is None else f"{forced[0]}/{forced[1]} forced"
     return Case(
         f"nccl-{name}",
         FAMILY,
@@ -100,8 +116,8 @@ def _case(
         expected,
         "GB/s",
         tolerance,
-        lambda: busbw_GBps(kind, nodes, size),
-        f"{label}: clustersim.validation.nccl_tests.dgx_scenario, the defaults",
+        lambda: busbw_GBps(kind, nodes, size, forced),
+        f"{label}: clustersim.validation.nccl_tests.dgx_scenario, {how}",
         split,
     )
 
@@ -116,6 +132,24 @@ def _shared_nic_case(name: str, kind: str, gib: float, expected: float, source: 
     return _case(name, kind, 2, gib, expected, source, note, SHARED_NIC_TOLERANCE, HELD_OUT)
 
 
+def _tcpx_case(gib: float, expected: float) -> Case:
+    """A two-node figure of GCP's a3-highgpu-8g (2 GPUs per TCPX NIC), the ring forced as
+    the source's configuration forces it, held out."""
+    note = " (2 GPUs per NIC; ring/Simple forced)"
+    return _case(
+        f"a3high-2n-{gib:g}g",
+        "GCP a3-highgpu-8g",
+        2,
+        gib,
+        expected,
+        GCP_A3_TCPX,
+        note,
+        SHARED_NIC_TOLERANCE,
+        HELD_OUT,
+        ("ring", "Simple"),
+    )
+
+
 STAS00 = "stas00/ml-engineering, network/README.md, nccl-tests on one A100 node"
 AWS_P5 = "aws-samples/awsome-distributed-training, nccl-tests/aws-batch, one p5.48xlarge"
 AWS_DLAMI = (
@@ -125,6 +159,12 @@ AWS_DLAMI = (
 AWS_P4DE = (
     "aws-samples/awsome-distributed-training@7217859, micro-benchmarks/nccl-tests/README.md, "
     "2 x p4de.24xlarge"
+)
+GCP_A3_TCPX = (
+    "GoogleCloudPlatform/ai-infra-cluster-provisioning@9696b8fa, sample_workloads/nccltest/"
+    "README.md (TCPX NCCL level benchmarks, A3 nodepool: 2 x a3-highgpu-8g, 16 ranks), "
+    "out-of-place busbw; gke/values.yaml at the same commit forces NCCL_ALGO=Ring, "
+    "NCCL_PROTO=Simple"
 )
 
 CASES = (
@@ -176,6 +216,12 @@ CASES = (
     _shared_nic_case("p4d-2n-1g", "AWS p4d", 1, 76.21, AWS_DLAMI),
     _shared_nic_case("p4de-2n-1g", "AWS p4de", 1, 76.79, AWS_P4DE),
     _shared_nic_case("p4de-2n-2g", "AWS p4de", 2, 78.33, AWS_P4DE),
+    # Designated before any was simulated: every out-of-place figure at 1 GiB and more of the
+    # source (the rule of this family), held out; nothing is fitted or chosen on them.
+    _tcpx_case(1, 86.99),
+    _tcpx_case(2, 88.18),
+    _tcpx_case(4, 89.25),
+    _tcpx_case(8, 89.54),
     _case(
         "h200-4n-4g",
         "HGX H200",
