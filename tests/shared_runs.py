@@ -188,17 +188,19 @@ def shared_json(what: str, make: Callable[[], Any]) -> Any:
     return json.loads(_shared_text(name, lambda: json.dumps(make())))
 
 
-def shared_busbw(busbw_GBps: Callable[[str, int, float], Any]) -> Callable[..., Any]:
+def shared_busbw(busbw_GBps: Callable[..., Any]) -> Callable[..., Any]:
     """:func:`clustersim.validation.nccl_tests.busbw_GBps` (given, so that the module's name
     can be patched with the result) made once per session: several published figures share
     a point (two H100 16 GiB sources; AWS p4d's 1 GiB in two test files), and each worker
     simulated it (up to 2.5 s a point)."""
     from clustersim.validation.nccl_tests import dgx_scenario
 
-    def shared(kind: str, nodes: int, size_bytes: float) -> Any:
-        document = dgx_scenario(kind, nodes, size_bytes)
+    def shared(
+        kind: str, nodes: int, size_bytes: float, forced: tuple[str, str] | None = None
+    ) -> Any:
+        document = dgx_scenario(kind, nodes, size_bytes, forced)
         what = "nccl-tests busbw " + json.dumps(document, sort_keys=True)
-        value = shared_json(what, lambda: busbw_GBps(kind, nodes, size_bytes))
+        value = shared_json(what, lambda: busbw_GBps(kind, nodes, size_bytes, forced))
         return tuple(value) if isinstance(value, list) else value
 
     return shared

@@ -20,7 +20,7 @@ FAMILY_SIZES = {
     "memory": 40,
     "megatron": 11,
     "moe": 6,
-    "nccl": 19,
+    "nccl": 23,
     "production": 68,
     "maxmin": 7,
 }

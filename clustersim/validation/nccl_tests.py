@@ -15,12 +15,13 @@ GPUs per NIC, each NIC on the PCIe switch of 2 GPUs).
 
 GPUs sharing NICs (issue 41): AWS's published two-node runs of p4d (the DLAMI guide, NCCL
 2.23.4, 1 GiB: 76.21 GB/s) and p4de (awsome-distributed-training, 1 and 2 GiB: 76.79 and
-78.33) are held within 10% and marked held out (nothing was fitted or chosen on them).  Their
-logs print no algorithm, but a bus bandwidth above the NICs' 50 GB/s is NCCL's tree: on two
-nodes "NCCL uses the tree (or nvlstree) algorithm which can indeed go beyond the network
-bottleneck" (NVIDIA, nccl-tests#196); ``algorithm: auto`` picks the tree there too.  No
-published ring-forced run on such nodes was found; the ring is held to NCCL's rule instead
-(tests/test_shared_nics.py: the NICs' 24 GB/s each, nccl-tests#160).
+78.33), and GCP's a3-highgpu-8g with the ring forced (ai-infra-cluster-provisioning, 1-8
+GiB: 86.99-89.54), are held within 10% and marked held out (nothing was fitted or chosen on
+them).  The AWS logs print no algorithm, but a bus bandwidth above the NICs' 50 GB/s is
+NCCL's tree: on two nodes "NCCL uses the tree (or nvlstree) algorithm which can indeed go
+beyond the network bottleneck" (NVIDIA, nccl-tests#196); ``algorithm: auto`` picks the tree
+there too.  No ring-forced run on such nodes other than GCP's A3 High above was found; the ring is also held
+to NCCL's rule (tests/test_shared_nics.py: the NICs' 24 GB/s each, nccl-tests#160).
 
 Which figures are held: every published figure of a default run (no ``NCCL_ALGO`` or
 ``NCCL_PROTO`` forced) on these nodes at 1 GiB and more -- where the bus bandwidth has
