@@ -162,10 +162,10 @@ AWS_P4DE = (
     "2 x p4de.24xlarge"
 )
 GCP_A3_TCPX = (
-    "GoogleCloudPlatform/ai-infra-cluster-provisioning@9696b8fa, sample_workloads/nccltest/"
+    "GoogleCloudPlatform/ai-infra-cluster-provisioning@461d3cb8, sample_workloads/nccltest/"
     "README.md (TCPX NCCL level benchmarks, A3 nodepool: 2 x a3-highgpu-8g, 16 ranks), "
-    "out-of-place busbw; gke/values.yaml at the same commit forces NCCL_ALGO=Ring, "
-    "NCCL_PROTO=Simple"
+    "out-of-place busbw; the workload's gke/values.yaml forces NCCL_ALGO=Ring, "
+    "NCCL_PROTO=Simple, 12 channels (read at 09e13863)"
 )
 
 CASES = (
