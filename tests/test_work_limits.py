@@ -668,3 +668,43 @@ def test_compare_and_golden_announce_their_runs_together(tmp_path, capsys, monke
     )
     assert main(["golden", "record", str(R1), "--dir", str(tmp_path / "g")]) == 0
     assert capsys.readouterr().err == "clustersim: about 0.0039 s of simulation (232 events)\n"
+
+
+@pytest.mark.parametrize("size", [1e6, 64e6, 1e9])
+def test_a_calls_work_is_counted_once_for_groups_that_sit_alike(size: float) -> None:
+    """call_work remembers a call's work by the orbit of its group
+    (clustersim/topology/symmetry.py): 4 GPUs on each of two nodes of rack 0 and the same
+    GPUs of two nodes of rack 1 sit alike and get one estimate (the same object), equal to
+    the count made afresh; 8 GPUs of one node do not sit like them and are counted on their
+    own (NCCL's choice and channels differ: 112 sends against 448-13,440)."""
+    from clustersim.collectives import work
+
+    topology = build_topology(
+        parse_scenario(
+            {
+                "name": "alike",
+                "cluster": {
+                    "kind": "two_tier",
+                    "racks": 2,
+                    "nodes_per_rack": 4,
+                    "node": {"preset": "dgx-a100"},
+                },
+                "workload": {"program": []},
+            }
+        ).cluster
+    )
+
+    def call(names: list[str]) -> CollectiveCall:
+        return CollectiveCall("allreduce", tuple(names), size, "auto", protocol="auto")
+
+    first = call([f"rack0/node{n}/gpu{i}" for n in (0, 1) for i in range(4)])
+    alike = call([f"rack1/node{n}/gpu{i}" for n in (2, 3) for i in range(4)])
+    other = call([f"rack0/node0/gpu{i}" for i in range(8)])
+    counted_first, counted_other = (
+        work._counted_work(c, topology, "flow", "auto", None) for c in (first, other)
+    )
+    estimate = work.call_work(first, topology, channels="auto")
+    assert estimate == counted_first
+    assert work.call_work(alike, topology, channels="auto") is estimate
+    assert work.call_work(other, topology, channels="auto") == counted_other
+    assert counted_other.transfers == 112.0 != counted_first.transfers
