@@ -16,6 +16,7 @@ import pytest
 
 from clustersim.calibrate import calibrate, points, predict, read_log
 from clustersim.calibrate.base import prepare
+from clustersim.calibrate.report import summary_lines
 from clustersim.hardware import find
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl_tests"
@@ -94,6 +95,9 @@ def test_aws_p4d_log_gives_back_the_latency_aws_ofi_nccl_reports() -> None:
     small = [i for i, p in enumerate(calibration.points) if p.row.size_bytes <= 8192]
     assert len(small) == 11
     assert all(abs(calibration.error(i)) <= 0.07 for i in small)
+    assert run.nccl.plugin == "aws-ofi-nccl 1.13.2-aws"  # its NET/OFI line, read
+    said = "\n".join(summary_lines(calibration))
+    assert "the logs' network plugin: aws-ofi-nccl 1.13.2-aws; it reports 75 us" in said
 
 
 def test_the_aws_p4d_preset_predicts_the_dlami_logs_latency_and_plateau() -> None:

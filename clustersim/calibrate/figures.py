@@ -114,7 +114,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("nic.latency", "NIC latency per message", "us", 1e-6, False, "inter", _has("nic")),
     Figure(
         "nic.plugin_latency",
-        "network plugin latency per network step (NCCL's latencyInter)",
+        "network plugin latency per network step",
         "us",
         1e-6,
         False,

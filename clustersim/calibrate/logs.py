@@ -107,6 +107,7 @@ _COLL_CHANNELS = re.compile(r"NCCL INFO (\d+) coll channels")
 _NETWORK = re.compile(r"NCCL INFO Using network (\S+(?: \S+)?)")
 _NET_IB = re.compile(r"NCCL INFO NET/IB : Using (.*?)(?:; OOB|$)")
 _FOUND_NICS = re.compile(r"found (\d+) nics")
+_OFI_PLUGIN = re.compile(r"NCCL INFO NET/OFI Initializing (aws-ofi-nccl \S+)")
 _COMM = re.compile(r"nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _ALGO = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
 _NUMBER = re.compile(r"^[0-9]")
@@ -139,6 +140,9 @@ class NcclInfo:
     """NICs NCCL uses on a node (``NET/IB : Using [0]... [7]...``, ``found 8 nics``)."""
     link_layer: str | None = None
     """``IB`` or ``RoCE`` where the NET/IB line says."""
+    plugin: str | None = None
+    """The network plugin and its version where a line names it (``aws-ofi-nccl 1.13.2-aws``:
+    ``NET/OFI Initializing aws-ofi-nccl ...``)."""
     nodes: int | None = None
     local_ranks: int | None = None
     algorithms: dict[int, str] = field(default_factory=dict)
@@ -397,6 +401,7 @@ _NCCL_FIELDS = (
     (_NETWORK, _set("network", str)),
     (_NET_IB, _net_ib),
     (_FOUND_NICS, _set("nics_per_node", int, largest=True)),
+    (_OFI_PLUGIN, _set("plugin", str)),
     (_COMM, _comm),
 )
 """(pattern, what a match sets) for the NCCL_DEBUG lines read."""

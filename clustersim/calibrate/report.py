@@ -93,7 +93,17 @@ def summary_lines(calibration: Calibration) -> list[str]:
             f"  {result.figure.label:<50} {result.base:>9.4g} {unit:<2} "
             f"{result.value:>9.4g} {unit:<2}  {how}"
         )
+    plugins = sorted({p.run.nccl.plugin for p in calibration.points if p.run.nccl.plugin})
+    lines += [f"  (the logs' network plugin: {plugin}; {PLUGIN_SAYS})" for plugin in plugins]
     return lines
+
+
+PLUGIN_SAYS = (
+    "it reports 75 us of latency to NCCL on p4d, p4de, p5 and p5e and 35 us on p5en and p6: "
+    "aws-ofi-nccl src/platform-aws.cpp, compare the network plugin latency above"
+)
+"""What the report says beside an aws-ofi-nccl log (the only plugin whose reported latency
+is known here; NCCL's own InfiniBand and socket plugins report 0)."""
 
 
 def plot_figure(calibration: Calibration, title: str) -> Figure:
