@@ -15,7 +15,7 @@ done = run_collective(sim, call)       # a SimPy event; yield it from a process
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -30,7 +30,7 @@ from .algorithm import (
     registered_algorithms,
 )
 from .auto import resolve, resolve_once
-from .call import CollectiveCall, HopCost, node_groups
+from .call import CollectiveCall, HopCost, call_key, node_groups
 from .channels import (
     AUTO,
     MAX_CHANNELS,
@@ -134,7 +134,7 @@ def slices(
     for all of them (:func:`~clustersim.collectives.auto.choose_once`): as many as
     :func:`~clustersim.collectives.channels.simulated_slices` says (the channels' distinct
     rotations, each carrying its copies' bytes), each priced beside the others."""
-    key = _slices_key(call, topology, channels, model)
+    key = call_key(call, call.devices, topology, channels, model)
     found = _SLICES.get(key) if key is not None else None
     if found is not None:  # a call is sliced for its estimate, its run and its summary
         return list(found)
@@ -157,18 +157,6 @@ def _standing_for(part: CollectiveCall, c: int, channels: int, played: int) -> C
     ``c``, ``c + played``, ... (its copies' channels, merged into it)."""
     connections = tuple(range(c, channels, played))
     return part if part.connections == connections else replace(part, connections=connections)
-
-
-def _slices_key(call: CollectiveCall, *more: Any) -> Hashable | None:
-    """What :func:`slices` is remembered by: the call's fields and ``more``; None when an
-    algorithm option cannot be a key (a nested mapping)."""
-    key = (*(getattr(call, f.name) for f in fields(call) if f.name != "options"), *more)
-    try:
-        options = tuple(sorted(call.options.items()))
-        hash(options)
-    except TypeError:
-        return None
-    return (key, options)
 
 
 _SLICES: dict[tuple[Any, ...], list[CollectiveCall]] = registered({})

@@ -293,13 +293,24 @@ def bus_route(
     :class:`CappedRoute` when the cap is below the links' bottleneck)."""
     real = tuple(links)
     scaled = tuple(bus[link.index] for link in real)
-    line = min((link.bandwidth_Bps for link in real), default=float("inf"))
     bottleneck = min((link.bandwidth_Bps for link in scaled), default=float("inf"))
-    wire = line / bottleneck if scaled and bottleneck < line else 1.0
+    wire = route_wire(real, bus)
     if scaled and cap_Bps < bottleneck:
         weights = (1.0,) * len(scaled)
         return CappedRoute(scaled, latency_s, cap_Bps, wire, weights, cap_Bps * wire)
     return BusRoute(scaled, latency_s, bottleneck, wire)
+
+
+def route_wire(links: Sequence[Link], priced: Sequence[Link]) -> float:
+    """The wire of a route over ``links`` (at their line rate) whose links are priced at
+    ``priced`` (by index, NCCL's bandwidths): its line bottleneck over its priced bottleneck,
+    the bytes on the links per byte of data (1 where the priced bottleneck is not below the
+    line one, and on an empty route)."""
+    if not links:
+        return 1.0
+    line = min(link.bandwidth_Bps for link in links)
+    bottleneck = min(priced[link.index].bandwidth_Bps for link in links)
+    return line / bottleneck if bottleneck < line else 1.0
 
 
 def figures_GBps(topology: Topology) -> dict[str, float]:

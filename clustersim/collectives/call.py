@@ -7,7 +7,8 @@ nothing of the collective library, so everything in it may import them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..topology import Topology
@@ -89,3 +90,20 @@ def node_groups(call: CollectiveCall, topology: Topology) -> list[list[int]] | N
             return None
         groups.setdefault(node, []).append(rank)
     return list(groups.values())
+
+
+def call_key(call: CollectiveCall, devices: Hashable, *more: Any) -> Hashable | None:
+    """``call`` as a cache key: its fields with ``devices`` standing for its devices (the
+    devices themselves, or the orbit of a group that sits alike), its options as sorted
+    items, then ``more``; None when an option cannot be a key (a nested mapping)."""
+    own = tuple(
+        devices if f.name == "devices" else getattr(call, f.name)
+        for f in fields(call)
+        if f.name != "options"
+    )
+    try:
+        options = tuple(sorted(call.options.items()))
+        hash(options)
+    except TypeError:
+        return None
+    return (own, options, *more)

@@ -58,6 +58,7 @@ import simpy
 from ..caches import registered
 from ..errors import SimulationError
 from ..memo import RepeatMemo
+from .bus import route_wire
 
 if TYPE_CHECKING:
     from ..engine import Simulation
@@ -136,7 +137,7 @@ def pair_flows(
     ``connections`` (see :func:`clustersim.collectives.execution.execute`), evenly, or all
     its equal-cost routes evenly with ``spine_routing: split``.
 
-    ``wired``: each flow counts its route's wire on the route's links (:func:`route_wire`),
+    ``wired``: each flow counts its route's wire on the route's links (:func:`.bus.route_wire`),
     as the flow-level model puts wire x its bytes there: the weights of a fluid phase, played
     on the links at their line rate while ``topology`` prices them lower."""
     plain = getattr(topology, "same_links", topology)  # links only: skip a view's repricing
@@ -150,18 +151,6 @@ def pair_flows(
         weight = share if priced is None else share * route_wire(route.links, priced)
         for link in route.links:
             out[link.index] = out.get(link.index, 0.0) + weight
-
-
-def route_wire(links: Sequence[Link], priced: Sequence[Link]) -> float:
-    """The wire of a route over ``links`` (at their line rate) whose links are priced at
-    ``priced`` (by index): its line bottleneck over its priced bottleneck, as
-    :func:`~clustersim.collectives.bus.bus_route` makes it for the flow-level model (1 where
-    the priced bottleneck is not below the line one)."""
-    if not links:
-        return 1.0
-    line = min(link.bandwidth_Bps for link in links)
-    bottleneck = min(priced[link.index].bandwidth_Bps for link in links)
-    return line / bottleneck if bottleneck < line else 1.0
 
 
 def hop_flows(

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..budget import NOTHING, WorkEstimate
 from ..caches import registered
 from .algorithm import algorithm
-from .call import CollectiveCall
+from .call import CollectiveCall, call_key
 from .execution import RECORD_TRANSFERS_UP_TO
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ each of a cluster's replicas is counted once (the shipped scenarios' walk asks 6
 of 2,489 kinds)."""
 _WORK_KEPT = 8192
 """Calls whose work :func:`call_work` remembers (then it starts afresh)."""
-_NOT_KEYED = frozenset({"devices", "options"})
 
 
 def call_work(
@@ -81,15 +80,7 @@ def _work_key(call: CollectiveCall, topology: Topology, *more: Any) -> Hashable 
     option cannot be a key."""
     orbit_key = getattr(topology, "orbit_key", None)
     orbit = orbit_key(call.devices) if orbit_key is not None else None
-    if orbit is None:
-        return None
-    own = tuple(getattr(call, f.name) for f in fields(call) if f.name not in _NOT_KEYED)
-    try:
-        options = tuple(sorted(call.options.items()))
-        hash(options)
-    except TypeError:
-        return None
-    return (topology, orbit, own, options, *more)
+    return None if orbit is None else call_key(call, orbit, topology, *more)
 
 
 def _counted_work(
