@@ -20,7 +20,7 @@ FAMILY_SIZES = {
     "memory": 40,
     "megatron": 11,
     "moe": 6,
-    "nccl": 23,
+    "nccl": 26,
     "production": 68,
     "maxmin": 7,
 }

@@ -15,13 +15,15 @@ GPUs per NIC, each NIC on the PCIe switch of 2 GPUs).
 
 GPUs sharing NICs (issue 41): AWS's published two-node runs of p4d (the DLAMI guide, NCCL
 2.23.4, 1 GiB: 76.21 GB/s) and p4de (awsome-distributed-training, 1 and 2 GiB: 76.79 and
-78.33), and GCP's a3-highgpu-8g with the ring forced (ai-infra-cluster-provisioning, 1-8
-GiB: 86.99-89.54), are held within 10% and marked held out (nothing was fitted or chosen on
-them).  The AWS logs print no algorithm, but a bus bandwidth above the NICs' 50 GB/s is
+78.33), GCP's a3-highgpu-8g with the ring forced (ai-infra-cluster-provisioning, 1-8
+GiB: 86.99-89.54), p4d with the ring forced (aws-parallelcluster's NCCL 2.19.4 row, 1 GiB:
+45.73) and five H100 nodes with 4 x 400G RoCE, the ring and the tree each forced
+(nccl#1368: about 190 and 150), are held within 10% and marked held out (nothing was fitted
+or chosen on them).  The AWS logs print no algorithm, but a bus bandwidth above the NICs' 50 GB/s is
 NCCL's tree: on two nodes "NCCL uses the tree (or nvlstree) algorithm which can indeed go
 beyond the network bottleneck" (NVIDIA, nccl-tests#196); ``algorithm: auto`` picks the tree
-there too.  No ring-forced run on such nodes other than GCP's A3 High above was found; the ring is also held
-to NCCL's rule (tests/test_shared_nics.py: the NICs' 24 GB/s each, nccl-tests#160).
+there too.  The ring is also held to NCCL's rule (tests/test_shared_nics.py: the NICs' 24
+GB/s each, nccl-tests#160).
 
 Which figures are held: every published figure of a default run (no ``NCCL_ALGO`` or
 ``NCCL_PROTO`` forced) on these nodes at 1 GiB and more -- where the bus bandwidth has
@@ -31,7 +33,7 @@ and why (docs/collectives.md gives clustersim's numbers for them): smaller sizes
 MiB: NCCL's ramp to its plateau, which clustersim does not model, costs 10-40%); two-node
 H100 runs (NCCL runs NVLSTree there, NVLink SHARP inside the node and a tree across, which
 clustersim does not have: 446-487 GB/s measured, 375-383 simulated); runs with the
-algorithm forced; an RoCE cluster's 320 GB/s on four H100 nodes (nccl#1221; +18-19%).
+algorithm forced on nodes with a NIC per GPU; an RoCE cluster's 320 GB/s on four H100 nodes (nccl#1221; +18-19%).
 """
 
 from __future__ import annotations
@@ -57,13 +59,16 @@ NODES: dict[str, dict[str, Any]] = {
     "AWS p4d": {"preset": "dgx-a100", "gpu": {"preset": "a100-sxm4-40gb"}, **EFA_4X100},
     "AWS p4de": {"preset": "dgx-a100", **EFA_4X100},
     "GCP a3-highgpu-8g": {"preset": "dgx-h100", "nics": 4, "nic": {"bandwidth": "200Gb/s"}},
+    "H100 4 x 400G RoCE": {"preset": "dgx-h100", "nics": 4},
 }
 """The machines of the cases: catalog node presets (AWS p4d and p4de: the DGX A100-class
 node, 8 A100 40 GB or 80 GB on NVSwitch, with its NICs as AWS has them; GCP's
 a3-highgpu-8g: the DGX H100-class node, 8 H100 80 GB on NVSwitch, with 4 GPUDirect-TCPX data
 NICs of 200 Gb/s, 2 GPUs per NIC -- GKE's "GPUDirect-TCPX and multi-networking" guide -- over
 NCCL's net plugin, priced as an RDMA NIC: TCPX moves GPU memory to the wire without the
-kernel's copies that ``transport: tcp`` prices)."""
+kernel's copies that ``transport: tcp`` prices; nccl#1368's "8 * H100 and 4*400 RoCE": the
+DGX H100-class node with 4 of its 400 Gb/s NICs, 2 GPUs per NIC, RoCE priced as the
+catalog's RDMA NIC)."""
 
 
 def dgx_scenario(
@@ -133,21 +138,34 @@ def _shared_nic_case(name: str, kind: str, gib: float, expected: float, source: 
     return _case(name, kind, 2, gib, expected, source, note, SHARED_NIC_TOLERANCE, HELD_OUT)
 
 
+RING_SIMPLE = ("ring", "Simple")
+"""``NCCL_ALGO=Ring NCCL_PROTO=Simple``."""
+
+
+def _forced_case(
+    name: str,
+    kind: str,
+    nodes: int,
+    gib: float,
+    expected: float,
+    source: str,
+    forced: tuple[str, str],
+) -> Case:
+    """A figure of nodes whose GPUs share NICs (2 GPUs per NIC) with the algorithm (and
+    protocol, where the run forced it; ``auto`` where not) forced as the run forced them,
+    held out."""
+    what = forced[0] if forced[1] == "auto" else f"{forced[0]}/{forced[1]}"
+    note = f" (2 GPUs per NIC; {what} forced)"
+    return _case(
+        name, kind, nodes, gib, expected, source, note, SHARED_NIC_TOLERANCE, HELD_OUT, forced
+    )
+
+
 def _tcpx_case(gib: float, expected: float) -> Case:
     """A two-node figure of GCP's a3-highgpu-8g (2 GPUs per TCPX NIC), the ring forced as
     the source's configuration forces it, held out."""
-    note = " (2 GPUs per NIC; ring/Simple forced)"
-    return _case(
-        f"a3high-2n-{gib:g}g",
-        "GCP a3-highgpu-8g",
-        2,
-        gib,
-        expected,
-        GCP_A3_TCPX,
-        note,
-        SHARED_NIC_TOLERANCE,
-        HELD_OUT,
-        ("ring", "Simple"),
+    return _forced_case(
+        f"a3high-2n-{gib:g}g", "GCP a3-highgpu-8g", 2, gib, expected, GCP_A3_TCPX, RING_SIMPLE
     )
 
 
@@ -166,6 +184,16 @@ GCP_A3_TCPX = (
     "README.md (TCPX NCCL level benchmarks, A3 nodepool: 2 x a3-highgpu-8g, 16 ranks), "
     "out-of-place busbw; the workload's gke/values.yaml forces NCCL_ALGO=Ring, "
     "NCCL_PROTO=Simple, 12 channels (read at 09e13863)"
+)
+AWS_PCLUSTER = (
+    "aws/aws-parallelcluster@dffb3a01, tests/integration-tests/tests/efa/test_efa.py, expected "
+    "output with NCCL 2.19.4-1 and aws-ofi-nccl 1.7.4-aws (2 x p4d.24xlarge, 16 ranks; "
+    "nccl_tests_submit_openmpi.sh at the same commit forces NCCL_ALGO=ring, NCCL_PROTO=simple)"
+)
+NCCL_1368 = (
+    "NVIDIA/nccl#1368, 'NCCL test, Tree is slower than Ring' (5 nodes of 8 H100 with "
+    "4 x 400G RoCE, 40 ranks, all_reduce_perf -b 1M -e 1G, NCCL_ALGO=Ring or Tree): the "
+    "issue's own figures, 'tree bus bandwidth(150GB/s) ... ring bandwidth (190GB/s)'"
 )
 
 CASES = (
@@ -223,6 +251,25 @@ CASES = (
     _tcpx_case(2, 88.18),
     _tcpx_case(4, 89.25),
     _tcpx_case(8, 89.54),
+    # Designated before any was simulated (issue 41 item 3: ring and tree forced on nodes
+    # whose GPUs share NICs), held out, nothing fitted or chosen on them.  aws-parallelcluster
+    # publishes one size per software stack: the newest stack's row (its NCCL 2.7.8 /
+    # aws-ofi-nccl 1.1.1 row of 2020, 26.58 GB/s, is the spread between stacks, as SkyPilot's
+    # A3 High figure is).  nccl#1368 gives its figures in its text, rounded to 10 GB/s, for
+    # runs to 1 GiB; the protocol was not forced there (auto here).
+    _forced_case("p4d-2n-1g-ring", "AWS p4d", 2, 1, 45.73, AWS_PCLUSTER, RING_SIMPLE),
+    _forced_case(
+        "h100roce-5n-1g-ring", "H100 4 x 400G RoCE", 5, 1, 190.0, NCCL_1368, ("ring", "auto")
+    ),
+    _forced_case(
+        "h100roce-5n-1g-tree",
+        "H100 4 x 400G RoCE",
+        5,
+        1,
+        150.0,
+        NCCL_1368,
+        ("double_tree", "auto"),
+    ),
     _case(
         "h200-4n-4g",
         "HGX H200",
