@@ -24,7 +24,9 @@ def test_published_bus_bandwidth_within_15_percent(case, monkeypatch) -> None:
     monkeypatch.delenv("CLUSTERSIM_CHECK", raising=False)
     monkeypatch.setattr(nccl_tests, "busbw_GBps", shared_busbw(nccl_tests.busbw_GBps))
     outcome = check(case)
-    assert outcome.passed, (case.id, case.expected, outcome.got)
+    assert outcome.as_expected, (case.id, case.expected, outcome.got, outcome.verdict)
+    if case.known_gap:  # a strict expected failure: it still misses, by what it missed
+        assert not outcome.passed and outcome.error < 0.15, (case.id, outcome.error)
 
 
 def test_the_family_is_registered_and_covers_one_node_and_several() -> None:

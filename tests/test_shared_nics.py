@@ -82,19 +82,35 @@ def test_two_node_tree_goes_past_the_nics() -> None:
     assert tree > 1.5 * busbw_GBps(2, 4, "ring", "analytical")
 
 
-SHARED = [case for case in CASES if case.id.startswith("nccl-p4")]
+SHARED = [case for case in CASES if "2 GPUs per NIC" in case.title]
+AWS = [case for case in SHARED if case.id.startswith("nccl-p4")]
 
 
 def test_the_shared_nic_cases_are_held_out_at_10_percent() -> None:
-    """AWS p4d and p4de (4 x 100 Gb/s EFA for 8 A100s) are in ``reproduce --only nccl``:
-    three figures, held out (nothing was fitted or chosen on them), within 10%."""
-    assert len(SHARED) == 3
-    assert {NODES["AWS p4d"]["nics"], NODES["AWS p4de"]["nics"]} == {4}
+    """Nodes whose GPUs share NICs are in ``reproduce --only nccl``: AWS p4d and p4de (4 x
+    100 Gb/s EFA for 8 A100s; NCCL's choice and the ring forced), GCP's a3-highgpu-8g (4 x
+    200 Gb/s for 8 H100s; the ring forced) and nccl#1368's five H100 nodes (4 x 400 Gb/s
+    RoCE; the ring and the tree each forced): ten figures, held out (nothing was fitted or
+    chosen on them), within 10% (issue 41 item 3)."""
+    assert len(SHARED) == 10
+    assert {NODES[kind]["nics"] for kind in NODES if "DGX" not in kind and "HGX" not in kind} == {4}
     for case in SHARED:
         assert case.split == HELD_OUT and case.tolerance.rel == 0.10
 
 
-@pytest.mark.parametrize("case", SHARED, ids=[case.id for case in SHARED])
+def test_ring_and_tree_are_forced_on_three_clusters() -> None:
+    """Issue 41 item 3: ring and tree forced on at least three such clusters -- the ring on
+    p4d, A3 High and the RoCE H100s, the tree on the RoCE H100s (and NCCL's own tree choice
+    on p4d and p4de, two nodes)."""
+    forced = {}
+    for case in SHARED:
+        how = case.how.rsplit(", ", 1)[1]
+        forced.setdefault(how.split("/")[0].split(" ")[0], set()).add(case.title.split(",")[0])
+    assert len(forced["ring"]) == 3 and len(forced["double_tree"]) == 1, forced
+    assert len(forced["the"]) == 2, forced  # "the defaults": NCCL's choice, the tree
+
+
+@pytest.mark.parametrize("case", AWS, ids=[case.id for case in AWS])
 def test_aws_p4d_two_nodes_within_10_percent(case, monkeypatch) -> None:
     """The published two-node figure against the defaults' bus bandwidth."""
     monkeypatch.delenv("CLUSTERSIM_CHECK", raising=False)
