@@ -158,6 +158,26 @@ def test_launcher_prefixes_are_dropped(tmp_path) -> None:
         assert (run.nodes, run.gpus_per_node, len(run.rows)) == (2, 4, 2)
 
 
+def test_the_algorithm_and_protocol_the_launch_forced(tmp_path) -> None:
+    """``NCCL_ALGO`` / ``NCCL_PROTO set by environment to ...`` lines, with a launcher's
+    prefix, before the table or before the header (another rank printed first): the run's
+    environment; a file without them has none."""
+    rows = [(1024, 20e-6), (1048576, 60e-6)]
+    forced = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+    body = format_log("all_reduce", 2, 4, rows, 2 * 7 / 8, environment=forced)
+    tagged = "\n".join("[1,0]<stdout>:" + line for line in body.splitlines())
+    (run,) = read_log(write(tmp_path, "ring_all_reduce.log", tagged))
+    assert run.nccl.environment == forced
+    early = "h:9:9 [3] NCCL INFO NCCL_ALGO set by environment to Tree\n" + format_log(
+        "all_reduce", 2, 4, rows, 2 * 7 / 8
+    )
+    (run,) = read_log(write(tmp_path, "tree_all_reduce.log", early))
+    assert run.nccl.environment == {"NCCL_ALGO": "Tree"}
+    plain = format_log("all_reduce", 2, 4, rows, 2 * 7 / 8)
+    (run,) = read_log(write(tmp_path, "plain_all_reduce.log", plain))
+    assert run.nccl.environment == {}
+
+
 def test_the_tool_from_the_log_the_file_name_or_the_table(tmp_path) -> None:
     """all_gather from the command line in the log, alltoall from the file name,
     reduce_scatter and sendrecv from the table (bus factor, redop, root)."""

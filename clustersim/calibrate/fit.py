@@ -2,7 +2,8 @@
 
 For every measured point (a run's size) clustersim simulates the run's operation over the
 run's nodes -- ``algorithm``, ``protocol`` and ``channels`` all ``auto``, as a scenario's
-``collective`` workload does -- on a two-tier cluster of the candidate node, and the fit
+``collective`` workload does, but for the algorithm and protocol a log says its launch
+forced (:func:`forced_choice`) -- on a two-tier cluster of the candidate node, and the fit
 minimises the sum over the calibration points of the soft-L1 loss of ``log(predicted /
 measured)`` (relative errors, as times span five orders of magnitude; squares below 5%,
 linear above, so that the few sizes where NCCL and clustersim run different algorithms do
@@ -43,6 +44,7 @@ from ..studies.collective_sweep import group_devices, run_point
 from ..topology import build_topology
 from .figures import FIGURES, Figure, Spec, couple_pcie
 from .holdout import Point
+from .logs import Run
 
 AGREE = 0.005
 """Largest |log(flow / corrected analytical)| over the calibration points at which the flow
@@ -124,6 +126,29 @@ def cluster_of(spec: Mapping[str, Any], nodes: int) -> dict[str, Any]:
     return {"kind": "two_tier", "racks": 1, "nodes_per_rack": nodes, "node": dict(spec)}
 
 
+NCCL_ALGORITHMS = {"ring": "ring", "tree": "double_tree"}
+"""``NCCL_ALGO`` values (any case) that name one algorithm of clustersim's: NCCL's Ring and
+its Tree (the double binary tree).  Lists, exclusions (``^NVLS``) and per-operation forms
+are not one algorithm: clustersim then chooses as NCCL's tuner does (``auto``)."""
+NCCL_PROTOCOLS = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
+"""``NCCL_PROTO`` values (any case) that name one protocol."""
+
+
+def forced_choice(run: Run) -> tuple[str, str]:
+    """(algorithm, protocol) of the run's points: the ones its launch forced where the log
+    says so (``NCCL_ALGO`` / ``NCCL_PROTO`` set by environment) and the run's operation can
+    run them, else ``auto``.  A log of a ring forced on two nodes (NVIDIA's advice for
+    measuring the network) is fitted on clustersim's ring, not on the tree ``auto`` picks."""
+    from ..collectives.auto import candidates
+
+    environment = run.nccl.environment
+    algorithm = NCCL_ALGORITHMS.get(environment.get("NCCL_ALGO", "").lower(), "auto")
+    if algorithm not in candidates(run.op or ""):
+        algorithm = "auto"
+    protocol = NCCL_PROTOCOLS.get(environment.get("NCCL_PROTO", "").lower(), "auto")
+    return algorithm, protocol
+
+
 def predict(spec: Mapping[str, Any], points: Sequence[Point], model: str) -> list[Prediction]:
     """clustersim's prediction of every point on nodes of ``spec`` (``model``: ``flow`` or
     ``analytical``); each run's cluster built once."""
@@ -139,9 +164,10 @@ def predict(spec: Mapping[str, Any], points: Sequence[Point], model: str) -> lis
             raise exc.with_source(run.file) from None
         topology = build_topology(scenario.cluster)
         devices = group_devices(topology)
+        algorithm, protocol = forced_choice(run)
         for i in indices:
             size = float(points[i].row.size_bytes)
-            call = CollectiveCall(run.op or "", devices, size, "auto", protocol="auto")
+            call = CollectiveCall(run.op or "", devices, size, algorithm, protocol=protocol)
             row = run_point(scenario, topology, call, model, 1, "auto")
             out[i] = Prediction(row["time_s"], row["chosen"], row["channels"])
     return [out[i] for i in range(len(points))]

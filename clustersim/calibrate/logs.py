@@ -32,8 +32,9 @@ What nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu``; the variants read h
 * **NCCL_DEBUG=INFO lines**, where present: the NCCL version, channels (``Channel 00/24``),
   the network (``Using network IB``), the NICs NCCL uses (``NET/IB : Using [0]mlx5_0:1/IB
   ...``, ``found 4 nics``), nodes and local ranks (``comm ... nRanks 16 nNodes 2 localRanks
-  8``) and the algorithm and protocol per size (``AllReduce: 2097152 Bytes -> Algo NVLS
-  proto SIMPLE``).
+  8``), the algorithm and protocol per size (``AllReduce: 2097152 Bytes -> Algo NVLS
+  proto SIMPLE``), and the algorithm or protocol the launch forced (``NCCL_ALGO set by
+  environment to Ring``: the fit then runs that algorithm, :func:`.fit.forced_choice`).
 
 Refused, with the file, the line, what was wrong and what is allowed
 (:class:`~clustersim.errors.ScenarioError`, exit 2 in the CLI): a file with no nccl-tests
@@ -44,7 +45,7 @@ FAILED), a run of one size only, hosts running different numbers of GPUs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +111,7 @@ _FOUND_NICS = re.compile(r"found (\d+) nics")
 _OFI_PLUGIN = re.compile(r"NCCL INFO NET/OFI Initializing (aws-ofi-nccl \S+)")
 _COMM = re.compile(r"nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _ALGO = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
+_ENV = re.compile(r"NCCL INFO (NCCL_ALGO|NCCL_PROTO) set by environment to (\S+)")
 _NUMBER = re.compile(r"^[0-9]")
 
 
@@ -147,6 +149,9 @@ class NcclInfo:
     local_ranks: int | None = None
     algorithms: dict[int, str] = field(default_factory=dict)
     """Size (bytes) -> ``ALGO/PROTO`` NCCL chose (``RING/LL``)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """``NCCL_ALGO`` and ``NCCL_PROTO`` as the log's environment forced them (``NCCL INFO
+    NCCL_ALGO set by environment to Ring``), anywhere in the file: one launch's setting."""
 
 
 @dataclass
@@ -219,6 +224,8 @@ class _Reader:
         self.columns: list[str] = []
         self.tool_hint: str | None = _tool_in(Path(file).name)
         self.nccl = NcclInfo()
+        self.environment: dict[str, str] = {}
+        """The NCCL_ALGO and NCCL_PROTO the file's lines say were set (its launch's)."""
         self.devices: list[tuple[str, str]] = []
         self.seen_devices: set[int] = set()
 
@@ -226,6 +233,8 @@ class _Reader:
         for number, raw in enumerate(self.lines, start=1):
             self._line(number, raw)
         self._close()
+        for run in self.runs:  # printed at NCCL's start, before or after a run's header
+            run.nccl.environment.update(self.environment)
         if not self.runs:
             raise _refuse(
                 self.file,
@@ -290,6 +299,9 @@ class _Reader:
             found = pattern.search(line)
             if found:
                 apply(info, found)
+        env = _ENV.search(line)
+        if env:
+            self.environment[env.group(1)] = env.group(2)
         algo = _ALGO.search(line)
         if algo:
             info.algorithms.setdefault(int(algo.group(2)), f"{algo.group(3)}/{algo.group(4)}")
@@ -522,10 +534,13 @@ def format_log(
     rows: Sequence[tuple[int, float]],
     bus_factor: float,
     gpu_name: str = "NVIDIA A100-SXM4-80GB",
+    environment: Mapping[str, str] | None = None,
 ) -> str:
     """A log as nccl-tests prints it (MPI launch, one GPU per rank) for ``rows`` of (size in
     bytes, time in seconds), the same time in and out of place: what :func:`read_log`
-    reads.  ``bus_factor`` is the operation's (2(n-1)/n for all-reduce)."""
+    reads.  ``bus_factor`` is the operation's (2(n-1)/n for all-reduce); ``environment``:
+    NCCL variables the launch set (``{"NCCL_ALGO": "Ring"}``), each printed as NCCL_DEBUG=INFO
+    prints it."""
     ranks = nodes * gpus_per_node
     sizes = [size for size, _ in rows]
     lines = [
@@ -540,6 +555,10 @@ def format_log(
             f"#  Rank {rank:2d} Group  0 Pid {1000 + rank:6d} on node-{host} device "
             f"{device:2d} [0x{16 + device:02x}] {gpu_name}"
         )
+    lines += [
+        f"node-0:1000:1000 [0] NCCL INFO {name} set by environment to {value}"
+        for name, value in (environment or {}).items()
+    ]
     redop = "none" if tool in ("all_gather", "alltoall", "broadcast") else "sum"
     per_rank = tool in ("all_gather", "reduce_scatter", "alltoall")
     lines += [

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..collectives.ops import OPERATIONS
-from .fit import Calibration
+from .fit import Calibration, forced_choice
 from .holdout import Point
 from .logs import Run
 from .node_file import error_summary
@@ -70,6 +70,7 @@ def _nccl(run: Run) -> str:
         f"{info.channels} channels" if info.channels else "",
         f"network {info.network}" if info.network else "",
         f"{info.nics_per_node} NICs per node" if info.nics_per_node else "",
+        *(f"{name}={value} set" for name, value in sorted(info.environment.items())),
     ]
     said = [s for s in said if s]
     return f" ({', '.join(said)})" if said else ""
@@ -93,8 +94,40 @@ def summary_lines(calibration: Calibration) -> list[str]:
             f"  {result.figure.label:<50} {result.base:>9.4g} {unit:<2} "
             f"{result.value:>9.4g} {unit:<2}  {how}"
         )
+    lines += forced_lines(calibration)
     plugins = sorted({p.run.nccl.plugin for p in calibration.points if p.run.nccl.plugin})
     lines += [f"  (the logs' network plugin: {plugin}; {PLUGIN_SAYS})" for plugin in plugins]
+    return lines
+
+
+def forced_lines(calibration: Calibration) -> list[str]:
+    """What the fit ran where a log's launch forced NCCL's algorithm or protocol: the same
+    (:func:`.fit.forced_choice`), or clustersim's own choice where the setting names no one
+    algorithm of clustersim's, saying so."""
+    lines = []
+    runs = {id(point.run): point.run for point in calibration.points}
+    for run in runs.values():
+        environment = run.nccl.environment
+        if not environment:
+            continue
+        algorithm, protocol = forced_choice(run)
+        said = ", ".join(f"{name}={value}" for name, value in sorted(environment.items()))
+        ran = [
+            f"clustersim's {algorithm}" if algorithm != "auto" else "",
+            f"protocol {protocol}" if protocol != "auto" else "",
+        ]
+        ran = [r for r in ran if r]
+        unmatched = [
+            name
+            for name, value in (("NCCL_ALGO", algorithm), ("NCCL_PROTO", protocol))
+            if name in environment and value == "auto"
+        ]
+        text = f"  ({run.file}: {said} set by its environment; "
+        text += f"the fit runs {' and '.join(ran)}" if ran else "the fit runs clustersim's choice"
+        if unmatched:
+            text += f"; {' and '.join(unmatched)} names no one algorithm or protocol of "
+            text += f"clustersim's for {run.op or 'this operation'}: its own choice there"
+        lines.append(text + ")")
     return lines
 
 
