@@ -87,6 +87,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_auto.py
 	$(PY) bench/bench_lone_flows.py
 	$(PY) bench/bench_fill_memo.py
+	$(PY) bench/bench_kept_components.py
 	$(PY) bench/bench_per_send.py
 
 FUZZ_EXAMPLES ?= 10000

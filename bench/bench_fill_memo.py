@@ -22,15 +22,13 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
-from clustersim.api import simulate
-from clustersim.network import Network, rates
+from clustersim.network import rates
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import variant  # noqa: E402
-from on_off import off_and_on  # noqa: E402
+from on_off import off_and_on, played  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,27 +46,6 @@ def cut(folder: Path) -> Path:
     )
 
 
-def played(path: Path) -> Callable[[], tuple[str, int, int]]:
-    """A run of ``path``: its summary text, components solved and memo hits."""
-
-    def run() -> tuple[str, int, int]:
-        seen: list[Network] = []
-        original = Network.__init__
-
-        def keep(self: Network, *args: object, **kwargs: object) -> None:
-            original(self, *args, **kwargs)
-            seen.append(self)
-
-        Network.__init__ = keep  # type: ignore[method-assign]
-        try:
-            text = simulate(path).summary_json()
-        finally:
-            Network.__init__ = original  # type: ignore[method-assign]
-        return text, sum(n.solver_calls for n in seen), sum(n.fill_memo_hits for n in seen)
-
-    return run
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="the BERT-large case only")
@@ -77,13 +54,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cases = {}
         if not args.quick:
-            cases["1,024-GPU cut, every replica per send"] = played(cut(Path(tmp)))
+            cases["1,024-GPU cut, every replica per send"] = played(
+                cut(Path(tmp)), "fill_memo_hits"
+            )
         cases["BERT-large, one PS per worker node"] = played(
-            ROOT / "scenarios/ps_vs_ring/bert_large_ps_servers_1x.yaml"
+            ROOT / "scenarios/ps_vs_ring/bert_large_ps_servers_1x.yaml", "fill_memo_hits"
         )
         if not args.quick:
             cases["NeMo Llama 3.1 405B fp8, 1,024 H100"] = played(
-                ROOT / "scenarios/production/nemo2606_llama31_405b_1024_fp8.yaml"
+                ROOT / "scenarios/production/nemo2606_llama31_405b_1024_fp8.yaml", "fill_memo_hits"
             )
         print(
             f"{'case':<40} {'solved s':>9} {'memo s':>8} {'speed-up':>9} {'hits':>6}  same summary"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -31,3 +32,27 @@ def off_and_on(
         timed(run, module, name, v) for v in (off, on, off, on)
     )
     return min(s1, s2), min(c1, c2), want, got
+
+
+def played(path: Path, counter: str) -> Callable[[], tuple[str, int, int]]:
+    """A run of ``path``: its summary text, components solved and its networks' ``counter``
+    (a :class:`~clustersim.network.Network` attribute: ``fill_memo_hits``, ``kept_reuses``)."""
+    from clustersim.api import simulate
+    from clustersim.network import Network
+
+    def run() -> tuple[str, int, int]:
+        seen: list[Network] = []
+        original = Network.__init__
+
+        def keep(self: Network, *args: object, **kwargs: object) -> None:
+            original(self, *args, **kwargs)
+            seen.append(self)
+
+        Network.__init__ = keep  # type: ignore[method-assign]
+        try:
+            text = simulate(path).summary_json()
+        finally:
+            Network.__init__ = original  # type: ignore[method-assign]
+        return text, sum(n.solver_calls for n in seen), sum(getattr(n, counter) for n in seen)
+
+    return run

@@ -29,14 +29,17 @@ REPEATING = [
 """Cheap shipped runs whose small components repeat (counts measured at the memo's commit)."""
 
 
-def _played(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int, int]:
-    """The run's summary.json text, its components solved and its memo hits."""
+def played(
+    path: Path, monkeypatch: pytest.MonkeyPatch, counter: str = "fill_memo_hits"
+) -> tuple[str, int, int]:
+    """The run's summary.json text, its components solved and its networks' ``counter``
+    (memo hits)."""
     made: list[Network] = []
     init = Network.__init__
     monkeypatch.setattr(Network, "__init__", lambda net, *a: (init(net, *a), made.append(net))[0])
     text = api.simulate(path).summary_json()
     monkeypatch.setattr(Network, "__init__", init)
-    return text, sum(n.solver_calls for n in made), sum(n.fill_memo_hits for n in made)
+    return text, sum(n.solver_calls for n in made), sum(getattr(n, counter) for n in made)
 
 
 @pytest.mark.parametrize("name", REPEATING)
@@ -47,9 +50,9 @@ def test_remembered_rates_give_the_solvers_summary_to_the_byte(
     these runs answered from the memo."""
     monkeypatch.setitem(os.environ, "CLUSTERSIM_CHECK", "0")
     path = SCENARIOS / name
-    remembered, solved, hits = _played(path, monkeypatch)
+    remembered, solved, hits = played(path, monkeypatch)
     monkeypatch.setattr(rates, "FILL_MEMO_MAX_FLOWS", 0)
-    every, solved_again, no_hits = _played(path, monkeypatch)
+    every, solved_again, no_hits = played(path, monkeypatch)
     assert remembered == every
     assert solved == solved_again and no_hits == 0
     assert hits >= 0.1 * solved > 0

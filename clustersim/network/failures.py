@@ -345,6 +345,7 @@ class LinkFailures:
     def _leave(self, flow: Flow, now: float) -> None:
         """Take ``flow`` (bandwidth phase) off its links, its moved bytes credited to them."""
         leave_links(self.network, flow, now)
+        self.network._joins += 1  # off the network but not ended: no kept component holds
 
     def _enter(self, flow: Flow, now: float) -> None:
         """Put ``flow`` (bandwidth phase, off the network) on its links; the recomputation
@@ -363,6 +364,7 @@ class LinkFailures:
             net._bytes[link] -= before * weight  # the network credits the whole size at the end
         flow._last = now
         net._n_active += 1
+        net._joins += 1
         if flow.weights is not None:
             net._weighted += 1
         net._swaps_only = False

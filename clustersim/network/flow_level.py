@@ -95,8 +95,10 @@ class Network(FlowTimers, RateRecomputation):
     (flows whose rate a recomputation evaluated; flows outside the changed
     components are not counted), ``rate_changes`` (flows whose rate a
     recomputation changed), ``solver_calls`` (components that needed
-    progressive filling) and ``fill_memo_hits`` (of those, the small ones whose rates were
-    remembered from a component of the same routes: :mod:`clustersim.network.rates`).  A flow that finds all its links idle when its
+    progressive filling), ``fill_memo_hits`` (of those, the small ones whose rates were
+    remembered from a component of the same routes: :mod:`clustersim.network.rates`) and
+    ``kept_reuses`` (of those, large ones solved again without a search: only flows had
+    left them since their last search).  A flow that finds all its links idle when its
     latency ends is rated at once, without a recomputation.
     """
 
@@ -112,6 +114,12 @@ class Network(FlowTimers, RateRecomputation):
         self._peak = [0] * n
         self._lmark = [-1] * n
         self._solver = _Solver(n)
+        self._joins = 0
+        """Bumped whenever flows take links or a capacity changes (arrivals, a failure's
+        moves, :meth:`set_bandwidth`): a component found since is whole but for departures."""
+        self._kept: Any = None
+        """The last large component solved, for the next recomputation on it
+        (:meth:`RateRecomputation._kept_component`)."""
         self._fill_memo: dict[tuple[int, ...], tuple[dict[int, float], list[Any]]] = {}
         """Small components' rates by their routes (:meth:`RateRecomputation._fill_remembered`)."""
         self._times: list[float] = []  # heap of the times that have a bucket
@@ -142,6 +150,7 @@ class Network(FlowTimers, RateRecomputation):
         self.rate_changes = 0
         self.solver_calls = 0
         self.fill_memo_hits = 0
+        self.kept_reuses = 0
 
     # ----------------------------------------------------------------- public
 
@@ -235,6 +244,7 @@ class Network(FlowTimers, RateRecomputation):
             return
         self._cap[link_index] = bw
         self._fill_memo.clear()
+        self._joins += 1
         if self._link_flows[link_index]:
             self._swaps_only = False
             self._dirty[link_index] = None

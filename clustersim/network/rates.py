@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from heapq import heappush
+from operator import attrgetter
 
 from simpy.events import Event
 
@@ -33,6 +34,17 @@ FILL_MEMO_MAX_FLOWS = 256
 flows whose mix changes at every recomputation) are always solved."""
 FILL_MEMO_LIMIT = 16_384
 """Most components remembered (all forgotten when full)."""
+KEEP_COMPONENTS = True
+"""Whether a large component solved is kept for the next recomputation on it, which then
+skips the search (:meth:`RateRecomputation._kept_component`); the rates and times are the
+same either way (tests/test_rate_kept.py runs shipped scenarios and random networks both
+ways)."""
+KEEP_MIN_FLOWS = 256
+"""A component of more flows than this is large: kept after its search, and re-timed in
+flow-id order (so that same-time completions queue alike whether it was searched or kept);
+smaller ones are searched every time (and remembered by their routes: ``FILL_MEMO_MAX_FLOWS``)."""
+
+_flow_id = attrgetter("id")
 
 
 class RateRecomputation:
@@ -87,6 +99,15 @@ class RateRecomputation:
                         changed += 1
                         self._retime(flow, rate, now)
                     continue
+            kept = self._kept
+            if kept is not None and kept[0] == self._joins and start in kept[1] and KEEP_COMPONENTS:
+                comp_links, comp_flows, private = self._kept_component(kept, epoch)
+                self.kept_reuses += 1
+                self.solver_calls += 1
+                self._solver.fill(comp_links, comp_flows, link_flows, cap, private)
+                rerated += len(comp_flows)
+                changed += self._apply_rates(comp_flows, now)
+                continue
             # Breadth-first search of the component of `start` (the list grows
             # while it is walked).  Links with a single flow are not walked:
             # only the tightest of each flow goes to the solver.
@@ -94,6 +115,7 @@ class RateRecomputation:
             comp_links = [start]
             comp_flows: list[Flow] = []
             private: list[int] = []
+            owners: list[int] = []  # the flow (id) of each link of ``private``
             for link in comp_links:
                 for flow in link_flows[link].values():
                     if flow._mark == epoch:
@@ -114,14 +136,69 @@ class RateRecomputation:
                                     best = l2
                     if best >= 0:
                         private.append(best)
+                        owners.append(flow.id)
             self.solver_calls += 1
             if len(comp_flows) <= FILL_MEMO_MAX_FLOWS:
                 self._fill_remembered(comp_links, comp_flows, private)
             else:
                 self._solver.fill(comp_links, comp_flows, link_flows, cap, private)
+                if len(comp_flows) > KEEP_MIN_FLOWS:
+                    comp_flows.sort(key=_flow_id)  # re-timed in one order, however found
+                    own = dict(zip(owners, ((cap[x], x) for x in private), strict=True))
+                    self._kept = (self._joins, set(comp_links), comp_links, comp_flows, own)
             rerated += len(comp_flows)
             changed += self._apply_rates(comp_flows, now)
         self._end_recompute(rerated, changed)
+
+    def _kept_component(
+        self,
+        kept: tuple[int, set[int], list[int], list[Flow], dict[int, tuple[float, int]]],
+        epoch: int,
+    ) -> tuple[list[int], list[Flow], list[int]]:
+        """The links, flows and single-flow links the search would find now for the
+        component kept after its last search (one of more than :data:`KEEP_MIN_FLOWS`
+        flows: parameter servers' thousands), marked visited in ``epoch``: what the solver
+        gets is what it would get from the search, so the rates are the same to the bit.
+        (``kept``: the joins count then, its links of several flows as a set and as a list,
+        its flows by id -- a large component's flows are re-timed in that order, so that
+        same-time completions queue alike whether it was searched or kept -- and each
+        flow's tightest link of its own, as (capacity, index).)
+
+        Valid while no flow has taken a link since it was found (``_joins`` unchanged): its
+        flows have only left, so what is left of it is the same flows less the departed, on
+        the same links -- one component or several, which the solver takes together (it
+        gives each flow what its own component gives it).  A link that had several flows
+        keeps several (a link of the component) or one (then a candidate for its flow's
+        tightest link of its own, beside the one kept); a link that had one still has it."""
+        _, linkset, links, flows, own = kept
+        link_flows = self._link_flows
+        lmark = self._lmark
+        cap = self._cap
+        comp_links = []
+        for link in links:
+            lmark[link] = epoch
+            users = link_flows[link]
+            if len(users) > 1:
+                comp_links.append(link)
+            elif users:  # one flow left: a link of its own now, for good
+                (flow,) = users.values()
+                key = (cap[link], link)
+                found = own.get(flow.id)
+                if found is None or key < found:
+                    own[flow.id] = key
+        comp_flows = []
+        private = []
+        for flow in flows:
+            if flow.end_s == flow.end_s:  # left the network
+                continue
+            flow._mark = epoch
+            comp_flows.append(flow)
+            found = own.get(flow.id)
+            if found is not None:
+                lmark[found[1]] = epoch
+                private.append(found[1])
+        self._kept = (self._joins, linkset, comp_links, comp_flows, own)
+        return comp_links, comp_flows, private
 
     def _fill_remembered(
         self, comp_links: list[int], comp_flows: list[Flow], private: list[int]

@@ -139,6 +139,7 @@ class FlowTimers:
                     self._stale -= 1
             if arrivals is None:
                 continue
+            self._joins += 1  # flows take links: a kept component may have grown
             for flow in arrivals:
                 # Arrival: the latency is over (see _arrive).
                 flow.arrival_s = now
@@ -220,6 +221,7 @@ class FlowTimers:
             return
         flow._last = now
         self._n_active += 1
+        self._joins += 1
         fid = flow.id
         link_flows = self._link_flows
         peak = self._peak
