@@ -7,8 +7,9 @@ a link, bandwidth changes) mark links dirty and schedule one recomputation at pr
 connected components of the dirty links, rates a lone flow with the minimum capacity of
 its links and the others by progressive filling (:mod:`clustersim.network.solver`;
 weighted flows: :mod:`clustersim.network.weighted`) -- a small component whose routes met
-before, with no capacity changed since, takes the rates it got then -- and re-times the
-flows whose rate changed.  It works on the state :class:`~clustersim.network.Network` sets up.
+before, with no capacity changed since, takes the rates it got then, and a large one that
+has only lost flows since its last search is solved again without searching for it
+(:meth:`RateRecomputation._kept_component`) -- and re-times the flows whose rate changed.  It works on the state :class:`~clustersim.network.Network` sets up.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class RateRecomputation:
                         self._retime(flow, rate, now)
                     continue
             kept = self._kept
-            if kept is not None and kept[0] == self._joins and start in kept[1] and KEEP_COMPONENTS:
+            if KEEP_COMPONENTS and kept is not None and kept[0] == self._joins and start in kept[1]:
                 comp_links, comp_flows, private = self._kept_component(kept, epoch)
                 self.kept_reuses += 1
                 self.solver_calls += 1
