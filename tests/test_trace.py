@@ -171,12 +171,11 @@ def test_pipeline_trace_one_event_per_record() -> None:
     ],
 )
 def test_trace_text_is_json_dumps_of_the_events(scenario: str) -> None:
-    """trace.json writes its events as text directly; it must equal json.dumps of each."""
+    """trace.json writes its events as text directly; it must equal json.dumps of each (one
+    encoder for them all: json.dumps makes this encoder and calls its encode, per event)."""
     result = simulate(SCENARIOS.parent / scenario)
     nodes = nodes_of(result.topology)
-    lines = [
-        json.dumps(e, separators=(",", ":"), ensure_ascii=False)
-        for e in trace_events(result.records, nodes)
-    ]
+    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    lines = [dumps(e) for e in trace_events(result.records, nodes)]
     expected = '{"displayTimeUnit":"ms","traceEvents":[\n' + ",\n".join(lines) + "\n]}\n"
     assert trace_json(result.records, nodes) == expected
