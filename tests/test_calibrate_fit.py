@@ -14,7 +14,7 @@ from clustersim.api import simulate
 from clustersim.calibrate import calibrate, format_log, points, predict, read_log
 from clustersim.calibrate.base import prepare
 from clustersim.calibrate.figures import FIGURES, working_spec
-from clustersim.calibrate.fit import LATENCY_KEPT, forced_choice
+from clustersim.calibrate.fit import LATENCY_KEPT, forced_choice, point_choice
 from clustersim.calibrate.holdout import Point
 from clustersim.calibrate.logs import NcclInfo, Row, Run
 from clustersim.calibrate.node_file import FIT_SOURCE, line_ranges, node_file_text
@@ -45,17 +45,22 @@ def generated_log(
     model: str,
     tool="all_reduce",
     environment: dict[str, str] | None = None,
+    algorithms: dict[int, str] | None = None,
 ) -> Path:
     """An nccl-tests log of clustersim's own ``model`` times on nodes of ``spec``; with
-    ``environment`` (``{"NCCL_ALGO": "Ring"}``), times of what it forces, and its lines."""
+    ``environment`` (``{"NCCL_ALGO": "Ring"}``) or ``algorithms`` (size -> ``RING/SIMPLE``),
+    times of what they say ran, and their NCCL_DEBUG lines."""
     op = {"all_reduce": "allreduce", "all_gather": "allgather"}[tool]
     hosts = {f"node-{i}": 8 for i in range(nodes)}
     rows = [Row(size, 1.0, 0.0, i) for i, size in enumerate(sizes)]
-    run = Run("generated", 1, tool, hosts, (), rows, NcclInfo(environment=dict(environment or {})))
+    info = NcclInfo(environment=dict(environment or {}), algorithms=dict(algorithms or {}))
+    run = Run("generated", 1, tool, hosts, (), rows, info)
     times = predict(spec, [Point(run, row, False) for row in rows], model)
     factor = OPERATIONS[op].bus_factor(8 * nodes)
     rows_out = [(s, p.time_s) for s, p in zip(sizes, times)]
-    text = format_log(tool, nodes, 8, rows_out, factor, environment=environment)
+    text = format_log(
+        tool, nodes, 8, rows_out, factor, environment=environment, algorithms=algorithms
+    )
     path = tmp_path / f"generated_{nodes}n_{tool}.log"
     path.write_text(text)
     return path
@@ -156,6 +161,49 @@ def test_a_ring_forced_two_node_log_gives_back_the_nic_within_2_percent(
     said = "\n".join(summary_lines(calibration))
     assert "NCCL_ALGO=Ring, NCCL_PROTO=Simple set by its environment" in said
     assert "the fit runs clustersim's ring and protocol Simple" in said
+
+
+def test_what_nccl_ran_at_each_size_is_what_the_fit_runs(tmp_path, monkeypatch) -> None:
+    """A two-node log whose tuning lines say NCCL ran its ring with LL up to 1 MiB and its
+    ring with Simple above (NCCL switching where clustersim's own choice would run the
+    tree), at 160 Gb/s NICs: the fit runs the same at each size and gives the NIC back
+    within 2% (on clustersim's own choice it gives 92 Gb/s: checked); the report says how
+    many points the lines covered."""
+    monkeypatch.delenv("CLUSTERSIM_CHECK", raising=False)
+    logged = {size: "RING/LL" if size <= 2**20 else "RING/SIMPLE" for size in TWO_NODES}
+    path = generated_log(
+        tmp_path, known(nic_bandwidth=20.0), 2, TWO_NODES, "analytical", algorithms=logged
+    )
+    runs = read_log(path)
+    assert runs[0].nccl.algorithms == logged and not runs[0].nccl.environment
+    calibration = calibrate(working_spec(BASE.spec), points(runs, "default"), "analytical")
+    fitted = {r.figure.key: r for r in calibration.figures}
+    assert fitted["nic.bandwidth"].value == pytest.approx(20.0, rel=0.02)
+    ran = {p.row.size_bytes: q.chosen for p, q in zip(calibration.points, calibration.predictions)}
+    assert all(
+        ran[size] == {"RING/LL": "ring/LL"}.get(what, "ring/Simple")
+        for size, what in logged.items()
+    )
+    said = "\n".join(summary_lines(calibration))
+    assert f"{len(TWO_NODES)} of {len(TWO_NODES)} points with what NCCL ran" in said
+
+
+@pytest.mark.parametrize(
+    "logged, environment, expected",
+    [
+        ("RING/LL", {}, ("ring", "LL")),
+        ("TREE/SIMPLE", {"NCCL_ALGO": "Ring"}, ("double_tree", "Simple")),
+        ("TREE/LL128", {}, ("double_tree", "LL128")),
+        ("NVLS/SIMPLE", {"NCCL_PROTO": "LL"}, ("auto", "LL")),  # not one of clustersim's
+        ("", {"NCCL_ALGO": "Tree"}, ("double_tree", "auto")),
+    ],
+)
+def test_what_a_logged_size_runs(logged, environment, expected) -> None:
+    """The size's own line first, where it names an algorithm clustersim has, else the
+    launch's setting, else clustersim's choice."""
+    info = NcclInfo(environment=environment, algorithms={4096: logged} if logged else {})
+    run = Run("x.log", 1, "all_reduce", {"a": 8}, (), [], info)
+    assert point_choice(run, 4096) == expected
 
 
 @pytest.mark.parametrize(

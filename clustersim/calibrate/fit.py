@@ -3,7 +3,7 @@
 For every measured point (a run's size) clustersim simulates the run's operation over the
 run's nodes -- ``algorithm``, ``protocol`` and ``channels`` all ``auto``, as a scenario's
 ``collective`` workload does, but for the algorithm and protocol a log says its launch
-forced (:func:`forced_choice`) -- on a two-tier cluster of the candidate node, and the fit
+forced (:func:`forced_choice`) or NCCL ran at that size (:func:`point_choice`) -- on a two-tier cluster of the candidate node, and the fit
 minimises the sum over the calibration points of the soft-L1 loss of ``log(predicted /
 measured)`` (relative errors, as times span five orders of magnitude; squares below 5%,
 linear above, so that the few sizes where NCCL and clustersim run different algorithms do
@@ -149,6 +149,29 @@ def forced_choice(run: Run) -> tuple[str, str]:
     return algorithm, protocol
 
 
+LOGGED_ALGORITHMS = {"RING": "ring", "TREE": "double_tree"}
+"""NCCL's algorithm names in its per-size lines (``AllReduce: 4194304 Bytes -> Algo RING
+proto SIMPLE``) that are one algorithm of clustersim's; others (NVLS, NVLS_TREE, COLLNET_*,
+PAT) leave the run's choice (:func:`forced_choice`)."""
+LOGGED_PROTOCOLS = {"LL": "LL", "LL128": "LL128", "SIMPLE": "Simple"}
+
+
+def point_choice(run: Run, size_bytes: int) -> tuple[str, str]:
+    """(algorithm, protocol) of the run's point of ``size_bytes``: what NCCL ran at that
+    size where the log's NCCL_DEBUG lines say so and clustersim can run it, else the run's
+    (:func:`forced_choice`).  A fit then compares NCCL's time of an algorithm with
+    clustersim's time of the same one, at every size NCCL switched at."""
+    from ..collectives.auto import candidates
+
+    algorithm, protocol = forced_choice(run)
+    logged = run.nccl.algorithms.get(size_bytes, "")
+    name, _, proto = logged.partition("/")
+    if LOGGED_ALGORITHMS.get(name.upper(), "auto") in candidates(run.op or ""):
+        algorithm = LOGGED_ALGORITHMS[name.upper()]
+        protocol = LOGGED_PROTOCOLS.get(proto.upper(), protocol)
+    return algorithm, protocol
+
+
 def predict(spec: Mapping[str, Any], points: Sequence[Point], model: str) -> list[Prediction]:
     """clustersim's prediction of every point on nodes of ``spec`` (``model``: ``flow`` or
     ``analytical``); each run's cluster built once."""
@@ -164,8 +187,8 @@ def predict(spec: Mapping[str, Any], points: Sequence[Point], model: str) -> lis
             raise exc.with_source(run.file) from None
         topology = build_topology(scenario.cluster)
         devices = group_devices(topology)
-        algorithm, protocol = forced_choice(run)
         for i in indices:
+            algorithm, protocol = point_choice(run, points[i].row.size_bytes)
             size = float(points[i].row.size_bytes)
             call = CollectiveCall(run.op or "", devices, size, algorithm, protocol=protocol)
             row = run_point(scenario, topology, call, model, 1, "auto")

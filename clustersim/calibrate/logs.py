@@ -78,6 +78,7 @@ NCCL_NAMES = {
     "SendRecv": "sendrecv",
 }
 """NCCL's debug-line names of operations -> nccl-tests tools."""
+_NCCL_OPS = {tool: name for name, tool in NCCL_NAMES.items()}
 DTYPE_BYTES = {
     "int8": 1,
     "uint8": 1,
@@ -535,12 +536,14 @@ def format_log(
     bus_factor: float,
     gpu_name: str = "NVIDIA A100-SXM4-80GB",
     environment: Mapping[str, str] | None = None,
+    algorithms: Mapping[int, str] | None = None,
 ) -> str:
     """A log as nccl-tests prints it (MPI launch, one GPU per rank) for ``rows`` of (size in
     bytes, time in seconds), the same time in and out of place: what :func:`read_log`
     reads.  ``bus_factor`` is the operation's (2(n-1)/n for all-reduce); ``environment``:
     NCCL variables the launch set (``{"NCCL_ALGO": "Ring"}``), each printed as NCCL_DEBUG=INFO
-    prints it."""
+    prints it; ``algorithms``: size -> ``ALGO/PROTO`` NCCL ran (``RING/SIMPLE``), printed
+    before the size's row as NCCL's tuning lines are."""
     ranks = nodes * gpus_per_node
     sizes = [size for size, _ in rows]
     lines = [
@@ -570,6 +573,12 @@ def format_log(
         "       (us)  (GB/s)  (GB/s)       ",
     ]
     for size, time_s in rows:
+        if algorithms and size in algorithms:
+            algo, _, proto = algorithms[size].partition("/")
+            lines.append(
+                f"node-0:1000:1000 [0] NCCL INFO {_NCCL_OPS.get(tool, tool)}: {size} Bytes -> "
+                f"Algo {algo} proto {proto} time 0.000000"
+            )
         count = size // 4 // (ranks if per_rank else 1)
         algbw = size / time_s / 1e9
         cells = f"{time_s * 1e6:8.2f} {algbw:7.2f} {algbw * bus_factor:7.2f}      0"

@@ -95,6 +95,13 @@ def summary_lines(calibration: Calibration) -> list[str]:
             f"{result.value:>9.4g} {unit:<2}  {how}"
         )
     lines += forced_lines(calibration)
+    logged = sum(1 for p in calibration.points if p.row.size_bytes in p.run.nccl.algorithms)
+    if logged:
+        lines.append(
+            f"  ({logged} of {len(calibration.points)} points with what NCCL ran at their size "
+            "in the logs' NCCL_DEBUG lines: the fit runs the same algorithm and protocol where "
+            "clustersim has them, the column 'NCCL ran' beside what it ran)"
+        )
     plugins = sorted({p.run.nccl.plugin for p in calibration.points if p.run.nccl.plugin})
     lines += [f"  (the logs' network plugin: {plugin}; {PLUGIN_SAYS})" for plugin in plugins]
     return lines
