@@ -103,6 +103,29 @@ def test_nccl_debug_lines_channels_network_nics_nodes_and_algorithms(tmp_path) -
     assert run.tool == "all_reduce"  # from the AllReduce debug line
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "h0:1:1 [0] NCCL INFO 4194304 Bytes -> Algo 1 proto 2 time 131.250000",  # 2.20-2.22
+        "h0:1:1 [0] NCCL INFO AllReduce: 4194304 Bytes -> Algo 1 proto 2 time 131.25",  # 2.23
+        "h0:1:1 [0] NCCL INFO AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}",
+    ],
+)
+def test_the_tuning_lines_of_every_nccl_version(tmp_path, line: str) -> None:
+    """NCCL 2.20-2.22 print a size's algorithm and protocol as numbers without the
+    operation (nccl#1453's log), 2.23 with it, 2.24 and later by name: the same
+    RING/SIMPLE (NCCL_ALGO_RING 1, NCCL_PROTO_SIMPLE 2 in their nccl_common.h)."""
+    rows = [
+        "     1048576        262144     float     sum      -1    90.00   11.65   21.85      0    90.00   11.65   21.85      0",
+        "     4194304       1048576     float     sum      -1   130.00   32.26   60.50      0   130.00   32.26   60.50      0",
+    ]
+    devices = [DEVICE.format(r=r, pid=100 + r, host=f"h{r // 8}", d=r % 8) for r in range(16)]
+    head = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 4(factor) warmup iters: 5 iters: 20"
+    text = "\n".join([head, "# Using devices", *devices, line]) + "\n" + table(rows)
+    (run,) = read_log(write(tmp_path, "all_reduce.log", text))
+    assert run.nccl.algorithms == {4194304: "RING/SIMPLE"}
+
+
 def test_g_and_t_runs_one_process_many_gpus(tmp_path) -> None:
     """A -g 8 run (one process, one pid, eight devices) and a -t 2 -g 4 run: one node of 8."""
     for threads, gpus in ((1, 8), (2, 4)):

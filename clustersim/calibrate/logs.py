@@ -33,7 +33,7 @@ What nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu``; the variants read h
   the network (``Using network IB``), the NICs NCCL uses (``NET/IB : Using [0]mlx5_0:1/IB
   ...``, ``found 4 nics``), nodes and local ranks (``comm ... nRanks 16 nNodes 2 localRanks
   8``), the algorithm and protocol per size (``AllReduce: 2097152 Bytes -> Algo NVLS
-  proto SIMPLE``), and the algorithm or protocol the launch forced (``NCCL_ALGO set by
+  proto SIMPLE``; NCCL 2.20-2.23's ``2097152 Bytes -> Algo 4 proto 2``), and the algorithm or protocol the launch forced (``NCCL_ALGO set by
   environment to Ring``: the fit then runs that algorithm, :func:`.fit.forced_choice`).
 
 Refused, with the file, the line, what was wrong and what is allowed
@@ -111,7 +111,21 @@ _NET_IB = re.compile(r"NCCL INFO NET/IB : Using (.*?)(?:; OOB|$)")
 _FOUND_NICS = re.compile(r"found (\d+) nics")
 _OFI_PLUGIN = re.compile(r"NCCL INFO NET/OFI Initializing (aws-ofi-nccl \S+)")
 _COMM = re.compile(r"nRanks (\d+) nNodes (\d+) localRanks (\d+)")
-_ALGO = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
+_ALGO = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
+NCCL_ALGORITHM_IDS = {
+    "0": "TREE",
+    "1": "RING",
+    "2": "COLLNET_DIRECT",
+    "3": "COLLNET_CHAIN",
+    "4": "NVLS",
+    "5": "NVLS_TREE",
+    "6": "PAT",
+}
+"""NCCL 2.20-2.23 print the algorithm of their tuning lines as a number (``Algo 1``): its
+``NCCL_ALGO_*`` (src/include/nccl_common.h at v2.20.3 and v2.23.4); later ones print the
+name."""
+NCCL_PROTOCOL_IDS = {"0": "LL", "1": "LL128", "2": "SIMPLE"}
+"""The same for the protocol (``proto 2``): ``NCCL_PROTO_*``."""
 _ENV = re.compile(r"NCCL INFO (NCCL_ALGO|NCCL_PROTO) set by environment to (\S+)")
 _NUMBER = re.compile(r"^[0-9]")
 
@@ -305,8 +319,10 @@ class _Reader:
             self.environment[env.group(1)] = env.group(2)
         algo = _ALGO.search(line)
         if algo:
-            info.algorithms.setdefault(int(algo.group(2)), f"{algo.group(3)}/{algo.group(4)}")
-            if self.run is not None and self.run.tool is None:
+            name = NCCL_ALGORITHM_IDS.get(algo.group(3), algo.group(3))
+            proto = NCCL_PROTOCOL_IDS.get(algo.group(4), algo.group(4))
+            info.algorithms.setdefault(int(algo.group(2)), f"{name}/{proto}")
+            if self.run is not None and self.run.tool is None and algo.group(1):
                 self.run.tool = NCCL_NAMES.get(algo.group(1))
 
     def _row(self, number: int, words: list[str]) -> None:
