@@ -33,8 +33,10 @@ What nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu``; the variants read h
   the network (``Using network IB``), the NICs NCCL uses (``NET/IB : Using [0]mlx5_0:1/IB
   ...``, ``found 4 nics``), nodes and local ranks (``comm ... nRanks 16 nNodes 2 localRanks
   8``), the algorithm and protocol per size (``AllReduce: 2097152 Bytes -> Algo NVLS
-  proto SIMPLE``; NCCL 2.20-2.23's ``2097152 Bytes -> Algo 4 proto 2``), and the algorithm or protocol the launch forced (``NCCL_ALGO set by
-  environment to Ring``: the fit then runs that algorithm, :func:`.fit.forced_choice`).
+  proto SIMPLE``; NCCL 2.20-2.23's ``2097152 Bytes -> Algo 4 proto 2``: the fit then runs
+  the same at that size, :func:`.fit.point_choice`), and the algorithm or protocol the
+  launch forced (``NCCL_ALGO set by environment to Ring``: the fit then runs that
+  algorithm, :func:`.fit.forced_choice`).
 
 Refused, with the file, the line, what was wrong and what is allowed
 (:class:`~clustersim.errors.ScenarioError`, exit 2 in the CLI): a file with no nccl-tests
