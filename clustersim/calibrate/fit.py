@@ -4,13 +4,15 @@ For every measured point (a run's size) clustersim simulates the run's operation
 run's nodes -- ``algorithm``, ``protocol`` and ``channels`` all ``auto``, as a scenario's
 ``collective`` workload does, but for the algorithm and protocol a log says its launch
 forced (:func:`forced_choice`) or NCCL ran at that size (:func:`point_choice`) -- on a
-two-tier cluster of the candidate node, and the fit minimises the sum over the calibration points of the soft-L1 loss of ``log(predicted /
-measured)`` (relative errors, as times span five orders of magnitude; squares below 5%,
-linear above, so that the few sizes where NCCL and clustersim run different algorithms do
-not drag the figures off the others) by Levenberg-Marquardt with finite-difference
-derivatives, bandwidths on a log scale, latencies (0 or more) linearly, starting from the
-best of a scan of each bandwidth over factors 1/4 to 4 of the base node's (:func:`scan`:
-the model is piecewise and not monotonic, as NCCL's channel search is).  It is deterministic: no random start, a fixed step, a fixed stopping rule.
+two-tier cluster of the candidate node, and the fit minimises the sum over the calibration
+points of the soft-L1 loss of ``log(predicted / measured)`` (relative errors, as times span
+five orders of magnitude; squares below 5%, linear above, so that the few sizes where NCCL
+and clustersim run different algorithms do not drag the figures off the others) by
+Levenberg-Marquardt with finite-difference derivatives, bandwidths on a log scale, latencies
+(0 or more) linearly, starting from the best of a scan of each bandwidth over factors 1/4 to
+4 of the base node's (:func:`scan`: the model is piecewise and not monotonic, as NCCL's
+channel search is). It is deterministic: no random start, a fixed step, a fixed stopping
+rule.
 
 The model the fit uses is the one the predictions are made with (``model``):
 
