@@ -52,7 +52,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from clustersim.calibrate.logs import format_log
+from clustersim.calibrate.log_text import format_log
 from clustersim.cli import build_parser, main
 from clustersim.cli.base import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from clustersim.collectives.algorithm import registered_algorithms

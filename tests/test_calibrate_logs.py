@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clustersim.calibrate.logs import format_log, infer_tool, read_log
+from clustersim.calibrate.log_text import format_log
+from clustersim.calibrate.logs import infer_tool, read_log
 from clustersim.errors import ScenarioError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl_tests"

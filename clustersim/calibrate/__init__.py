@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from .fit import Calibration, calibrate, predict
 from .holdout import Point, points
-from .logs import Row, Run, format_log, read_log, read_logs
+from .log_text import format_log
+from .logs import Row, Run, read_log, read_logs
 
 __all__ = [
     "Calibration",
