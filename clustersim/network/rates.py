@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from heapq import heappush
 from operator import attrgetter
+from typing import NamedTuple
 
 from simpy.events import Event
 
@@ -46,6 +47,21 @@ flow-id order (so that same-time completions queue alike whether it was searched
 smaller ones are searched every time (and remembered by their routes: ``FILL_MEMO_MAX_FLOWS``)."""
 
 _flow_id = attrgetter("id")
+
+
+class KeptComponent(NamedTuple):
+    """A large component as its last search found it (:meth:`RateRecomputation._kept_component`)."""
+
+    joins: int
+    """The network's ``_joins`` then: the component is whole but for departures while equal."""
+    linkset: set[int]
+    """Its links of several flows then (a recomputation starting on one of them reuses it)."""
+    links: list[int]
+    """The same links, in order (those still of several flows, after a reuse)."""
+    flows: list[Flow]
+    """Its flows, by id (a large component is re-timed in that order)."""
+    own: dict[int, tuple[float, int]]
+    """Flow id -> (capacity, index) of its tightest link of its own."""
 
 
 class RateRecomputation:
@@ -101,7 +117,12 @@ class RateRecomputation:
                         self._retime(flow, rate, now)
                     continue
             kept = self._kept
-            if KEEP_COMPONENTS and kept is not None and kept[0] == self._joins and start in kept[1]:
+            if (
+                KEEP_COMPONENTS
+                and kept is not None
+                and kept.joins == self._joins
+                and start in kept.linkset
+            ):
                 comp_links, comp_flows, private = self._kept_component(kept, epoch)
                 self.kept_reuses += 1
                 self.solver_calls += 1
@@ -146,24 +167,24 @@ class RateRecomputation:
                 if len(comp_flows) > KEEP_MIN_FLOWS:
                     comp_flows.sort(key=_flow_id)  # re-timed in one order, however found
                     own = dict(zip(owners, ((cap[x], x) for x in private), strict=True))
-                    self._kept = (self._joins, set(comp_links), comp_links, comp_flows, own)
+                    self._kept = KeptComponent(
+                        self._joins, set(comp_links), comp_links, comp_flows, own
+                    )
             rerated += len(comp_flows)
             changed += self._apply_rates(comp_flows, now)
         self._end_recompute(rerated, changed)
 
     def _kept_component(
         self,
-        kept: tuple[int, set[int], list[int], list[Flow], dict[int, tuple[float, int]]],
+        kept: KeptComponent,
         epoch: int,
     ) -> tuple[list[int], list[Flow], list[int]]:
         """The links, flows and single-flow links the search would find now for the
         component kept after its last search (one of more than :data:`KEEP_MIN_FLOWS`
         flows: parameter servers' thousands), marked visited in ``epoch``: what the solver
         gets is what it would get from the search, so the rates are the same to the bit.
-        (``kept``: the joins count then, its links of several flows as a set and as a list,
-        its flows by id -- a large component's flows are re-timed in that order, so that
-        same-time completions queue alike whether it was searched or kept -- and each
-        flow's tightest link of its own, as (capacity, index).)
+        (A large component's flows are re-timed in flow-id order, so that same-time
+        completions queue alike whether it was searched or kept.)
 
         Valid while no flow has taken a link since it was found (``_joins`` unchanged): its
         flows have only left, so what is left of it is the same flows less the departed, on
@@ -171,7 +192,7 @@ class RateRecomputation:
         gives each flow what its own component gives it).  A link that had several flows
         keeps several (a link of the component) or one (then a candidate for its flow's
         tightest link of its own, beside the one kept); a link that had one still has it."""
-        _, linkset, links, flows, own = kept
+        links, flows, own = kept.links, kept.flows, kept.own
         link_flows = self._link_flows
         lmark = self._lmark
         cap = self._cap
@@ -198,7 +219,7 @@ class RateRecomputation:
             if found is not None:
                 lmark[found[1]] = epoch
                 private.append(found[1])
-        self._kept = (self._joins, linkset, comp_links, comp_flows, own)
+        self._kept = kept._replace(joins=self._joins, links=comp_links, flows=comp_flows)
         return comp_links, comp_flows, private
 
     def _fill_remembered(
