@@ -565,6 +565,7 @@ class Simulation:
                 self._steps(progress)
             except (StopSimulation, EmptySchedule):
                 pass
+        self.network.settle()
         if not env.now < _INF:
             raise SimulationError(f"the simulated time overflowed ({env.now!r} s)")
         raise_if_overflowed(self.network)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from ..network.split import SplitSend
+from . import ring_replay
 from .schedule import Schedule, Via
 
 if TYPE_CHECKING:
@@ -184,9 +185,15 @@ class _Execution:
         """:meth:`arrived` when there is nothing to record or reduce."""
         self.complete(flow.tag)
 
-    def _record_transfer(self, i: int, start_s: float, ends: tuple[str, str] | None = None) -> None:
-        """Book send ``i``'s ``transfer`` record, from ``start_s`` to now; ``ends``: the names
-        of where it starts and ends when they are not its ranks' devices."""
+    def _record_transfer(
+        self,
+        i: int,
+        start_s: float,
+        ends: tuple[str, str] | None = None,
+        end_s: float | None = None,
+    ) -> None:
+        """Book send ``i``'s ``transfer`` record, from ``start_s`` to ``end_s`` (default: now);
+        ``ends``: the names of where it starts and ends when they are not its ranks' devices."""
         s = self.s
         devices = self.devices
         sender = devices[s.src[i]]
@@ -201,7 +208,7 @@ class _Execution:
             "transfer",
             self.label,
             start_s,
-            self.env._now,
+            self.env._now if end_s is None else end_s,
             s.nbytes[i],
             0.0,
             src,
@@ -284,14 +291,20 @@ class _RoutedExecution(_Execution):
                 first[rank] = now
         self.network.transfer(via.route, s.nbytes[i], self._arrived, i)
 
-    def _record_transfer(self, i: int, start_s: float, ends: tuple[str, str] | None = None) -> None:
+    def _record_transfer(
+        self,
+        i: int,
+        start_s: float,
+        ends: tuple[str, str] | None = None,
+        end_s: float | None = None,
+    ) -> None:
         via = self.vias.get(i)
         if via is None:
-            _Execution._record_transfer(self, i, start_s, ends)
+            _Execution._record_transfer(self, i, start_s, ends, end_s)
             return
         links = via.route.links
         if links:  # an empty route is a meeting point, not a transfer
-            _Execution._record_transfer(self, i, start_s, (links[0].src, links[-1].dst))
+            _Execution._record_transfer(self, i, start_s, (links[0].src, links[-1].dst), end_s)
 
 
 def execute(
@@ -336,6 +349,11 @@ def execute(
     if len(schedule) == 0:
         run.done.succeed(sim.env.now)
         return run.done
+    if kind is _Execution and schedule.ring:
+        hops = ring_replay.replayable(run)
+        if hops is not None:  # alone on the network: played whole (see ring_replay)
+            ring_replay.RingReplay(run, hops)
+            return run.done
     for i, deps in enumerate(schedule.n_deps):
         if deps == 0:
             run.start(i)

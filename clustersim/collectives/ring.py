@@ -228,7 +228,9 @@ def _regular_ring(order: list[int], plan: _Plan) -> Schedule:
         a, b = base + p, base + (p + 1) % n
         return (a, b) if a < b else (b, a)
 
-    return Schedule.regular(n, src, dst, nbytes, reduce_bytes, n_deps, step_of, dependents)
+    out = Schedule.regular(n, src, dst, nbytes, reduce_bytes, n_deps, step_of, dependents)
+    out.ring = True
+    return out
 
 
 def _play(schedule: Schedule, order: list[int], plan: _Plan) -> None:

@@ -46,6 +46,7 @@ class Schedule:
         "step",
         "child_rule",
         "stream",
+        "ring",
     )
 
     def __init__(self, n_ranks: int) -> None:
@@ -66,6 +67,11 @@ class Schedule:
         self.stream: list[int] | None = None
         """Per send, the send before it on the same connection (a FIFO byte stream), or -1;
         None when no send continues a stream (see :meth:`send`'s ``stream_after``)."""
+        self.ring = False
+        """Whether this is one ring of ``n_ranks`` built by the ring algorithm in bulk: send
+        ``s * n + p`` is position ``p``'s send of step ``s`` to position ``p + 1``, after
+        sends ``(s-1) * n + p - 1`` and ``(s-1) * n + p`` (:mod:`.ring_replay` plays such
+        a ring whole where nothing else can touch its links)."""
 
     @classmethod
     def regular(

@@ -98,8 +98,9 @@ class Network(FlowTimers, RateRecomputation):
     progressive filling), ``fill_memo_hits`` (of those, the small ones whose rates were
     remembered from a component of the same routes: :mod:`clustersim.network.rates`) and
     ``kept_reuses`` (of those, large ones solved again without a search: only flows had
-    left them since their last search).  A flow that finds all its links idle when its
-    latency ends is rated at once, without a recomputation.
+    left them since their last search); ``rings_whole``: rings played whole, without their
+    sends in the timer queue (:mod:`clustersim.collectives.ring_replay`).  A flow that finds
+    all its links idle when its latency ends is rated at once, without a recomputation.
     """
 
     def __init__(self, env: simpy.Environment, links: Sequence[LinkLike]) -> None:
@@ -144,6 +145,9 @@ class Network(FlowTimers, RateRecomputation):
         )
         self._weighted = 0  # weighted flows in their bandwidth phase
         self._wstate: Any = None  # the weighted recomputation's arrays (weighted.WeightedState)
+        self._reservation: Any = None
+        """A ring reserved to be played whole (:mod:`clustersim.collectives.ring_replay`):
+        anything that touches the network first puts its sends in (``materialise()``)."""
         self.recomputations = 0
         self.flows_completed = 0
         self.flows_rerated = 0
@@ -151,6 +155,7 @@ class Network(FlowTimers, RateRecomputation):
         self.solver_calls = 0
         self.fill_memo_hits = 0
         self.kept_reuses = 0
+        self.rings_whole = 0
 
     # ----------------------------------------------------------------- public
 
@@ -171,6 +176,8 @@ class Network(FlowTimers, RateRecomputation):
 
     def active(self) -> list[Flow]:
         """The flows in their bandwidth phase, by id (O(links + flows))."""
+        if self._reservation is not None:
+            self._reservation.materialise()
         found = {fid: flow for lf in self._link_flows for fid, flow in lf.items()}
         return [found[fid] for fid in sorted(found)]
 
@@ -199,6 +206,8 @@ class Network(FlowTimers, RateRecomputation):
         flow (:mod:`clustersim.network.weighted`); a ``wire`` attribute (>= 1) puts
         ``wire x size_bytes`` on the links (:mod:`clustersim.collectives.bus`).
         """
+        if self._reservation is not None:
+            self._reservation.materialise()
         size = float(size_bytes)
         if not 0.0 <= size < _INF:
             raise SimulationError(f"transfer size must be finite and >= 0 B, got {size_bytes!r}")
@@ -238,6 +247,8 @@ class Network(FlowTimers, RateRecomputation):
         of their component) are recomputed in the batched recomputation of
         this instant.
         """
+        if self._reservation is not None:
+            self._reservation.materialise()
         link = self._links[link_index]
         bw = check_bandwidth(bandwidth_Bps, link.name)
         if bw == self._cap[link_index]:
@@ -250,6 +261,13 @@ class Network(FlowTimers, RateRecomputation):
             self._dirty[link_index] = None
             if not self._recompute_pending:
                 self._schedule_recompute()
+
+    def settle(self) -> None:
+        """Put a ring reserved to be played whole and not yet begun into the timer queue
+        (its first sends as they were started), so that what is read between two runs is
+        what the send-by-send play leaves (:mod:`clustersim.collectives.ring_replay`)."""
+        if self._reservation is not None and self._reservation.pending:
+            self._reservation.materialise()
 
     def link_stats(self, used_only: bool = False) -> list[LinkStats]:
         """Per-link bytes, busy time and peak concurrency up to ``env.now``; with
