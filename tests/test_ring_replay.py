@@ -81,13 +81,30 @@ def _ring(op: str, devices: tuple[str, ...], nbytes: float) -> CollectiveCall:
 
 @pytest.mark.parametrize(
     "racks,nodes,gpus,oversubscription",
-    [(1, 1, 8, 1.0), (1, 2, 4, 1.0), (2, 2, 8, 4.0), (4, 2, 2, 2.0), (3, 1, 8, 1.0)],
+    [
+        (1, 1, 8, 1.0),
+        (1, 2, 4, 1.0),
+        (2, 2, 8, 4.0),
+        (4, 2, 2, 2.0),
+        (3, 1, 8, 1.0),
+        (4, 2, 8, 4.0),
+    ],
 )
 @pytest.mark.parametrize("nbytes", [1.0, 3e5, 1e9])
 @pytest.mark.parametrize("op", ["allreduce", "reducescatter", "allgather"])
+@pytest.mark.parametrize("small", [0, 1 << 30], ids=["numpy", "lists"])
 def test_a_ring_alone_ends_as_it_does_send_by_send(
-    racks: int, nodes: int, gpus: int, oversubscription: float, nbytes: float, op: str, monkeypatch
+    racks: int,
+    nodes: int,
+    gpus: int,
+    oversubscription: float,
+    nbytes: float,
+    op: str,
+    small: int,
+    monkeypatch,
 ) -> None:
+    """Both ways of timing a ring played whole (numpy, and plain Python for small rings)."""
+    monkeypatch.setattr(ring_replay, "SMALL_SENDS", small)
     topology = _topology(racks, nodes, gpus, oversubscription)
     devices = tuple(d.name for d in topology.select("*/gpu*"))
 
@@ -216,3 +233,54 @@ def test_small_rings_record_every_transfer_the_same(monkeypatch) -> None:
     kinds = [r.kind for r in sim.records]
     assert kinds.count("transfer") == 2 * 7 * 8 and kinds.count("collective") == 8
     assert sim.network._buckets == {}
+
+
+@pytest.mark.parametrize("case", ["alone", "intruder", "two at once"])
+def test_under_the_invariant_checker(case: str, monkeypatch) -> None:
+    """The checker sees every send of a ring played send by send; a ring played whole
+    tells it the bytes its sends put on each link, so its final byte check holds both ways,
+    with no violation and the same state."""
+    from clustersim.invariants import Checker
+
+    topology = _topology(2, 2, 4, 4.0)
+    devices = tuple(d.name for d in topology.select("*/gpu*"))
+    states = []
+    for replay in (True, False):
+        monkeypatch.setattr(ring_replay, "REPLAY", replay)
+        sim = Simulation(topology)
+        checker = Checker(sim)
+        run_collective(sim, _ring("allreduce", devices, 5e7))
+        if case == "two at once":
+            run_collective(sim, _ring("reducescatter", devices[::-1], 1e6), group="other")
+        if case == "intruder":
+
+            def intruder(sim: Simulation = sim):
+                yield sim.env.timeout(2e-5)
+                yield sim.transfer(devices[0], devices[-1], 2e7)
+
+            sim.env.process(intruder())
+        sim.run()
+        assert checker.check() == []
+        states.append((_state(sim), sim.network.rings_whole))
+        checker.release()
+    assert states[0][0] == states[1][0]
+    assert states[0][1] == (1 if case == "alone" else 0) and states[1][1] == 0
+
+
+def test_the_checker_catches_bytes_a_ring_played_whole_did_not_carry(monkeypatch) -> None:
+    """The checker's final byte check reads the links a whole ring booked: a ring whose
+    links lost their bytes is a violation (so the check is real for rings played whole)."""
+    from clustersim.invariants import Checker
+
+    topology = _topology(1, 2, 4, 1.0)
+    devices = tuple(d.name for d in topology.select("*/gpu*"))
+    monkeypatch.setattr(ring_replay, "REPLAY", True)
+    sim = Simulation(topology)
+    checker = Checker(sim)
+    run_collective(sim, _ring("allreduce", devices, 1e6))
+    sim.run()
+    assert sim.network.rings_whole == 1 and checker.check() == []
+    link = next(i for i, b in enumerate(sim.network._bytes) if b > 0)
+    sim.network._bytes[link] = 0.0
+    assert any("carried 0.0 bytes" in v for v in checker.check())
+    checker.release()

@@ -64,10 +64,14 @@ REPLAY = True
 """Whether regular rings alone in the simulation are played whole (tests switch it off to
 compare with the send-by-send play)."""
 
+SMALL_SENDS = 4096
+"""Rings of at most this many sends are timed in plain Python, larger ones in numpy."""
+
 _INF = math.inf
 _WRAPPED = ("transfer", "set_bandwidth", "_on_wake", "_arrive")
-"""Network methods a checker or failure model replaces on the instance: a ring is not
-played whole on such a network (it must see every send)."""
+"""Network methods something may replace on the instance: a ring is played whole only
+where nothing has but the invariant checker (:class:`~clustersim.network.monitor.
+NetworkMonitor`, which is then told the bytes the ring's sends put on its links)."""
 
 
 class _Hop:
@@ -89,7 +93,12 @@ def replayable(run: _Execution) -> list[_Hop] | None:
     net = run.network
     if not (REPLAY and s.ring and type(net) is Network and not run.reduce_cost):
         return None
-    if s.stream is not None or s.routes is not None or any(k in vars(net) for k in _WRAPPED):
+    if s.stream is not None or s.routes is not None or getattr(run.sim, "_failures", None):
+        return None
+    own = vars(net)
+    checker = own.get("_monitor")  # an invariant checker: it is told what the ring did
+    installed = checker.installed if checker is not None else {}
+    if any(k in own and own[k] is not installed.get(k) for k in _WRAPPED):
         return None
     if net._reservation is not None or net.in_flight or net._wake_at != _INF:
         return None
@@ -160,11 +169,14 @@ class RingReplay:
         s = run.s
         env = run.env
         buckets, times = net._buckets, net._times
+        checker = vars(net).get("_monitor")
         for p, hop in enumerate(self.hops):
             fid = net._next_id
             net._next_id = fid + 1
             size = float(s.nbytes[p])
             flow = Flow(env, fid, hop.route, hop.links, size * hop.wire, self.t0, run._arrived, p)
+            if checker is not None:
+                checker.flow_started(flow)
             t = self.t0 + hop.latency
             bucket = buckets.get(t)
             if bucket is None:
@@ -184,18 +196,104 @@ class RingReplay:
     def _due(self, event: Event) -> None:
         """The first arrival: commit the ring if nothing can happen before it ends, else
         play it send by send from here."""
-        starts, ends = self._timeline()
-        end = float(ends.max())
         env = self.run.env
-        if not env.peek() > end:
+        small = len(self.run.s) <= SMALL_SENDS
+        times = (self._timeline_lists if small else self._timeline)(env.peek())
+        if times is None:
             self.materialise(event)
             return
         self.network._reservation = _COMMITTED
-        self.times = (starts, ends)
-        WakeAt(env, self._finish, NORMAL, end)
+        self.times = times
+        end = max(times[1][-1]) if small else float(times[1][-1].max())
+        WakeAt(env, self._finish_lists if small else self._finish, NORMAL, end)
 
-    def _timeline(self) -> tuple[np.ndarray, np.ndarray]:
-        """Start and end of every send, shape (steps, n), by the ring's recurrence."""
+    def _timeline_lists(self, limit: float) -> tuple[list[list[float]], list[list[float]]] | None:
+        """:meth:`_timeline` in plain Python (the same operations on the same floats): a
+        small ring costs less so than in numpy, whose fixed cost per call is larger there."""
+        hops = self.hops
+        nbytes = self.run.s.nbytes
+        n = len(hops)
+        latency = [hop.latency for hop in hops]
+        wire = [hop.wire for hop in hops]
+        rate = [hop.rate for hop in hops]
+        positions = range(n)
+        starts: list[list[float]] = []
+        ends: list[list[float]] = []
+        start = [self.t0] * n
+        for base in range(0, len(nbytes), n):
+            end = [
+                (start[p] + latency[p]) + (float(nbytes[base + p]) * wire[p]) / rate[p]
+                for p in positions
+            ]
+            if not max(end) < limit:
+                return None
+            starts.append(start)
+            ends.append(end)
+            start = [max(end[p - 1], end[p]) for p in positions]
+        return starts, ends
+
+    def _finish_lists(self, _event: Event) -> None:
+        """:meth:`_finish` of a ring timed by :meth:`_timeline_lists`."""
+        net = self.network
+        run = self.run
+        s = run.s
+        starts, ends = self.times  # type: ignore[misc]
+        nbytes = s.nbytes
+        n = len(self.hops)
+        steps = range(len(ends))
+        carried, busy, since, peak, link_flows = (
+            net._bytes,
+            net._busy,
+            net._since,
+            net._peak,
+            net._link_flows,
+        )
+        last = run.last
+        checker = vars(net).get("_monitor")
+        final = ends[-1]  # a position's sends end later step by step: its last ends last
+        for p, hop in enumerate(self.hops):
+            wire, latency = hop.wire, hop.latency
+            sizes = [float(nbytes[k * n + p]) * wire for k in steps]
+            moving = [ends[k][p] - (starts[k][p] + latency) for k in steps]
+            for link in hop.links:  # added send by send in time order, as departures do
+                if checker is not None:
+                    checker.bytes_sent(link, sizes)
+                b, t = carried[link], busy[link]
+                for size, seconds in zip(sizes, moving, strict=True):
+                    b += size
+                    t += seconds
+                carried[link], busy[link] = b, t
+                since[link] = starts[-1][p] + latency
+                if not peak[link]:
+                    peak[link] = 1
+                if link_flows[link] is NO_FLOWS:
+                    link_flows[link] = {}
+            value = max(final[p], final[p - 1])  # p sends to p + 1, receives from p - 1
+            rank = s.src[p]
+            if value > last[rank]:
+                last[rank] = value
+        self._count(len(s))
+        if run.record_transfers:
+            flat_start = [x for row in starts for x in row]
+            flat_end = [x for row in ends for x in row]
+            for _, i in sorted(zip(flat_end, range(len(flat_end)))):
+                run._record_transfer(i, flat_start[i], end_s=flat_end[i])
+        run.left = 0
+        run.finish()
+
+    def _count(self, sends: int) -> None:
+        """The network's counters of ``sends`` started and completed, and of this ring."""
+        net = self.network
+        net._reservation = None
+        net._next_id += sends
+        net.flows_completed += sends
+        net._joins += 1
+        net.rings_whole += 1
+
+    def _timeline(self, limit: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """Start and end of every send, shape (steps, n), by the ring's recurrence; None as
+        soon as a send would end at or after ``limit`` (the next event of the simulation).
+        A step's sends end after the step before's, so the last step ends the ring."""
         hops = self.hops
         s = self.run.s
         n = len(hops)
@@ -210,6 +308,8 @@ class RingReplay:
         for k in range(steps):
             starts[k] = start
             end = (start + latency) + sizes[k] / rate
+            if not end.max() < limit:
+                return None
             ends[k] = end
             start = np.maximum(np.roll(end, 1), end)
         return starts, ends
@@ -217,8 +317,6 @@ class RingReplay:
     def _finish(self, _event: Event) -> None:
         """The ring's end: book on the links, the counters and the records what its sends
         did, then end the collective as its last send would have."""
-        net = self.network
-        net._reservation = None
         run = self.run
         s = run.s
         starts, ends = self.times  # type: ignore[misc]
@@ -229,11 +327,7 @@ class RingReplay:
         )
         moving = ends - arrivals
         self._book_links(sizes, moving, arrivals[-1])
-        total = len(s)
-        net._next_id += total
-        net.flows_completed += total
-        net._joins += 1
-        net.rings_whole += 1
+        self._count(len(s))
         last = run.last
         rank_end = np.maximum(ends.max(axis=0), np.roll(ends, 1, axis=1).max(axis=0))
         for p, value in enumerate(rank_end.tolist()):  # p sends to p + 1, receives from p - 1
@@ -256,6 +350,10 @@ class RingReplay:
         for k in range(len(sizes)):  # sequential sums: the order the network adds them in
             carried = carried + sizes[k][column]
             busy = busy + moving[k][column]
+        checker = vars(net).get("_monitor")
+        if checker is not None:  # the bytes its sends put on each link, for its final check
+            for link, hop in zip(links, column.tolist(), strict=True):
+                checker.bytes_sent(link, sizes[:, hop].tolist())
         link_flows, peak, since = net._link_flows, net._peak, net._since
         for link, b, t, arrived in zip(
             links, carried.tolist(), busy.tolist(), last_arrival[column].tolist(), strict=True

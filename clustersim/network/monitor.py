@@ -145,12 +145,31 @@ class NetworkMonitor:
         net._recompute, net._retime, net.set_bandwidth = _recompute, _retime, _set_bandwidth
         net._apply_rates = _apply_rates  # type: ignore[method-assign]
         net.on_flow_leaving, net.on_flow_entered = self.flow_leaving, self.flow_entered  # type: ignore[attr-defined]
+        self.installed = {name: net.__dict__[name] for name in WRAPPED}
+        """The wrappers this monitor put on the network, by name."""
+        net._monitor = self  # type: ignore[attr-defined]
+
+    def flow_started(self, flow: Any) -> None:
+        """A flow put into the network without :meth:`Network.transfer` (a ring played whole
+        that is played send by send after all: :mod:`clustersim.collectives.ring_replay`):
+        its bytes cross its links."""
+        for link, weight in flow.link_loads():
+            self.expected_bytes[link] += flow.size_bytes * weight
+
+    def bytes_sent(self, link: int, sizes: Any) -> None:
+        """Sends of ``sizes`` bytes each crossed ``link`` without passing through
+        :meth:`Network.transfer` (a ring played whole); the network's own sum of them is
+        checked at the end like any other."""
+        total = self.expected_bytes[link]
+        for size in sizes:
+            total += size
+        self.expected_bytes[link] = total
 
     def release(self) -> None:
         """Take the wrappers off the network (its own methods again): they and the network
         refer to each other, a cycle that would keep a finished run's state (and, through
         the checker, its records) until the collector found it."""
-        for name in WRAPPED:
+        for name in (*WRAPPED, "_monitor"):
             self.network.__dict__.pop(name, None)
 
     def _before_wake(self, net: Network) -> None:
