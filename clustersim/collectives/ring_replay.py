@@ -15,7 +15,9 @@ what its sender received and for its sender's previous send)::
 
 -- the operations :meth:`Network.transfer <clustersim.network.Network.transfer>` and its
 timer queue do per send, in the same order, so the same floats to the last bit (IEEE
-arithmetic is the same in numpy), one numpy step per ring step.  The links then carry what
+arithmetic is the same in numpy), one numpy step per ring step (plain Python for rings of
+at most :data:`SMALL_SENDS` sends, where numpy's fixed cost per call is larger than the
+arithmetic).  The links then carry what
 the sends would have left on them (bytes and busy seconds added send by send in time
 order, a peak of one flow), the counters count the sends, and each rank gets its
 ``collective`` record (and each send its ``transfer`` record where the schedule records
@@ -24,7 +26,8 @@ them) from the same times.
 When (:func:`replayable`): the schedule is one regular ring (:attr:`Schedule.ring`) with
 nothing to reduce at a cost, every send has bytes, every hop one route of its own with a
 latency and no link of another hop, and the network is the flow-level one, idle (no
-transfer in flight, no wake-up armed), with no checker or failure model wrapped around it.
+transfer in flight, no wake-up armed), with no failure model and nothing wrapped around it
+but the invariant checker (which is then told the bytes the ring put on each link).
 
 How it stays exact while the rest of the simulation goes on (:class:`RingReplay`):
 
@@ -34,14 +37,18 @@ How it stays exact while the rest of the simulation goes on (:class:`RingReplay`
    first *materialises* the ring: its first sends are put into the timer queue as they
    would have been at the call (same flow ids, same order) and the wake-up becomes the
    network's; from there it plays send by send as before.
-3. At the first arrival the ring's end time is computed.  If SimPy's queue holds nothing
-   due before that end, nothing can happen until then (only events make anything happen),
-   so the ring is *committed*: one wake-up at its end books what it did and ends it.
-   Otherwise it is materialised there and plays send by send.
+3. At the first arrival the ring's times are computed step by step, stopping as soon as a
+   send would end at or after the next event in SimPy's queue.  If none does, nothing can
+   happen until the ring ends (only events make anything happen), so the ring is
+   *committed*: one wake-up at its end books what it did and ends it.  Otherwise it is
+   materialised there and plays send by send.
+4. A run that stops before the first arrival (``run(until)``) materialises it
+   (:meth:`Network.settle <clustersim.network.Network.settle>`).
 
 So a ring runs whole only where it is alone in the whole simulation until it ends: an
-nccl-tests point, a collective benchmark, a program of collectives one after another.  A
-ring beside other work plays as it always did.
+nccl-tests point, a collective benchmark, a program of collectives one after another, a
+ZeRO step's rings while every GPU waits for them.  A ring beside other work plays as it
+always did.
 """
 
 from __future__ import annotations
