@@ -17,7 +17,9 @@ Three ratios, each measured in this one run (nothing is asserted):
    wall time per transfer is printed too, and so is the exponent of the
    rack-major ring over the same sizes: a ring whose every flow is alone on
    its links (no rate solve at all), the floor of any model that simulates
-   each transfer.
+   each transfer.  Both rings play send by send here (``ring_replay.REPLAY``
+   off: alone in the simulation, the rack-major ring would be played whole,
+   which is not the per-transfer floor these ratios compare with).
 3. **GPT-3 175B, all replicas.**  scenarios/megatron/gpt3_175b_1024.yaml with
    ``parallelism.simulate_replicas: all`` and ``network.model: flow``, run in a
    subprocess by this tree: the wall time of the simulation (scenario built,
@@ -52,7 +54,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clustersim.collectives import CollectiveCall, run_collective
+from clustersim.collectives import CollectiveCall, ring_replay, run_collective
 from clustersim.engine import Simulation
 from clustersim.scenario import parse_scenario
 from clustersim.topology import build_topology
@@ -107,8 +109,12 @@ def ring(n: int, interleaved: bool, size_bytes: float) -> tuple[float, float, in
         per_rack = len(gpus) // racks
         gpus = [gpus[(i % racks) * per_rack + i // racks] for i in range(len(gpus))]
     sim = Simulation(topology)
-    run_collective(sim, CollectiveCall("allreduce", tuple(gpus[:n]), size_bytes, "ring"))
-    sim.run()
+    ring_replay.REPLAY = False  # the per-transfer play (see the module docstring)
+    try:
+        run_collective(sim, CollectiveCall("allreduce", tuple(gpus[:n]), size_bytes, "ring"))
+        sim.run()
+    finally:
+        ring_replay.REPLAY = True
     return time.perf_counter() - t0, sim.now, sim.network.flows_completed
 
 
