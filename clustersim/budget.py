@@ -73,6 +73,11 @@ double tree of 6 M sends) 68,000/s (88 s against 100 s); smaller and simpler run
 faster (a ZeRO-1 run 100,000/s, rings 165,000-190,000/s: their notice says up to 3 times
 too long) and a parameter server's contended links slower (42,000/s)."""
 
+WHOLE_SENDS_PER_S = 1_000_000
+"""Sends per wall-clock second of a ring played whole (its schedule built, its times
+computed, its links and records booked): ``bench/bench_allreduce.py``'s 2.1 M sends took
+0.41-0.65 s in all on 2 cores (3.2-5.1 M/s, 2026-11-30), taken at a third of that."""
+
 NOTICE_AFTER_S = 10.0
 """Work whose estimate is longer than this, in seconds of wall time (:func:`wall_time_s`),
 is announced before it starts (:func:`long_work_notice`): how long, in how many events,
@@ -116,6 +121,10 @@ class WorkEstimate:
     :func:`clustersim.collectives.work.calls_work` sums the communicators that run at
     once), or their worth (a parameter server's messages).  ``+`` and ``*`` keep the
     larger, as calls of one communicator, and iterations, run one after another."""
+    whole_sends: float = 0.0
+    """Of :attr:`transfers`, the sends of rings that will be played whole
+    (:mod:`clustersim.collectives.ring_replay`): events for the limits like any transfer,
+    but timed at :data:`WHOLE_SENDS_PER_S` (:func:`wall_time_s`)."""
 
     @property
     def events(self) -> float:
@@ -133,6 +142,7 @@ class WorkEstimate:
             self.records + other.records,
             self.priced_sends + other.priced_sends,
             max(self.held_sends, other.held_sends),
+            self.whole_sends + other.whole_sends,
         )
 
     def __mul__(self, times: float) -> WorkEstimate:
@@ -141,6 +151,7 @@ class WorkEstimate:
             self.records * times,
             self.priced_sends * times,
             self.held_sends,
+            self.whole_sends * times,
         )
 
     __rmul__ = __mul__
@@ -187,7 +198,8 @@ def wall_time_s(work: WorkEstimate | None, processes: int = 1) -> float:
     by ``processes`` simulating at once (0 for None, a strategy that cannot estimate)."""
     if work is None:
         return 0.0
-    return work.events / EVENTS_PER_S / max(1, processes)
+    seconds = (work.events - work.whole_sends) / EVENTS_PER_S + work.whole_sends / WHOLE_SENDS_PER_S
+    return seconds / max(1, processes)
 
 
 def format_wall(seconds: float) -> str:

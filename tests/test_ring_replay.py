@@ -284,3 +284,47 @@ def test_the_checker_catches_bytes_a_ring_played_whole_did_not_carry(monkeypatch
     sim.network._bytes[link] = 0.0
     assert any("carried 0.0 bytes" in v for v in checker.check())
     checker.release()
+
+
+@pytest.mark.parametrize(
+    "order,changes,whole",
+    [
+        ("rack-major", {}, True),
+        ("rack-major", {"protocol": "LL"}, True),
+        ("interleaved", {}, False),  # hops share the racks' uplinks
+        ("rack-major", {"chunk_bytes": 1e6}, False),  # pieces: not the bulk-built ring
+        ("rack-major", {"bidirectional": True}, False),
+        ("rack-major", {"op": "barrier", "size_bytes": 0.0}, False),
+    ],
+)
+def test_the_work_estimate_knows_which_rings_are_played_whole(
+    order: str, changes: dict, whole: bool
+) -> None:
+    """A call run alone (a sweep's point, a collective workload) counts its sends as played
+    whole exactly when its run plays it whole, and its wall-time estimate follows: the bench's
+    ring is then under the notice's 10 s instead of about 35 s."""
+    from dataclasses import replace
+
+    from clustersim.budget import NOTICE_AFTER_S, wall_time_s
+    from clustersim.collectives import slices
+    from clustersim.collectives.work import call_work
+
+    topology = _topology(4, 2, 8, 4.0)
+    devices = [d.name for d in topology.select("*/gpu*")]
+    if order == "interleaved":
+        devices = [devices[(i % 4) * 16 + i // 4] for i in range(len(devices))]
+    call = replace(_ring("allreduce", tuple(devices), 1e8), **changes)
+    if call.protocol is not None:
+        call = slices(call, topology, 1, "flow")[0]
+    alone = call_work(call, topology, alone=True)
+    assert alone.whole_sends == (alone.transfers if whole else 0.0)
+    assert call_work(call, topology).whole_sends == 0.0  # beside other work: per send
+    sim = Simulation(topology)
+    run_collective(sim, call)
+    sim.run()
+    assert sim.network.rings_whole == int(whole)
+    assert (wall_time_s(alone) < wall_time_s(replace(alone, whole_sends=0.0))) == whole
+    big = _topology(16, 8, 8, 4.0)
+    ring = _ring("allreduce", tuple(d.name for d in big.select("*/gpu*")), 1e9)
+    assert wall_time_s(call_work(ring, big)) > NOTICE_AFTER_S  # 2.1 M sends: about 35 s
+    assert wall_time_s(call_work(ring, big, alone=True)) < NOTICE_AFTER_S / 2

@@ -195,6 +195,17 @@ REGULAR_OPS = frozenset({"allreduce", "reducescatter", "allgather", "barrier"})
 """Operations whose one-ring, unchunked schedule is built in bulk by :func:`_regular_ring`."""
 
 
+def regular_ring(call: CollectiveCall) -> bool:
+    """Whether the ring's schedule of ``call`` is one ring built in bulk
+    (:func:`_regular_ring`): an operation of :data:`REGULAR_OPS` on one ring (not
+    bidirectional), one piece a message."""
+    orders = _orders(call)
+    if call.n < 2 or len(orders) != 1 or call.op not in REGULAR_OPS:
+        return False
+    order, share = orders[0]
+    return _plan(call, call.n, order.index(call.root), share).pieces == 1
+
+
 def _regular_ring(order: list[int], plan: _Plan) -> Schedule:
     """The schedule :func:`_play` builds for a one-ring, one-piece plan in which every
     position sends in every step, built in bulk with dependents computed from ids.
@@ -407,11 +418,9 @@ class Ring(Algorithm):
         if call.n < 2:
             return schedule
         orders = _orders(call)
-        if len(orders) == 1 and call.op in REGULAR_OPS:
+        if regular_ring(call):
             order, share = orders[0]
-            plan = _plan(call, call.n, order.index(call.root), share)
-            if plan.pieces == 1:
-                return _regular_ring(order, plan)
+            return _regular_ring(order, _plan(call, call.n, order.index(call.root), share))
         for order, share in orders:
             _play(schedule, order, _plan(call, call.n, order.index(call.root), share))
         return schedule

@@ -65,6 +65,7 @@ from ..network import Network
 from ..network.flow import NO_FLOWS, Flow, WakeAt
 
 if TYPE_CHECKING:
+    from .call import CollectiveCall
     from .execution import _Execution
 
 REPLAY = True
@@ -139,6 +140,37 @@ def replayable(run: _Execution) -> list[_Hop] | None:
             return None
         hops.append(hop)
     return hops
+
+
+def plays_whole(call: CollectiveCall, topology: Any) -> bool:
+    """Whether ``call`` (one slice, on the first channel), run alone on an idle network, is
+    played whole: the ring algorithm's one-ring schedule built in bulk, with bytes, each hop
+    on one route with a latency and no link of another hop (:func:`replayable`'s conditions
+    that do not depend on the network's state); for work estimates."""
+    if not (REPLAY and call.algorithm == "ring" and call.size_bytes > 0 and call.op != "barrier"):
+        return False
+    from .algorithm import algorithm
+    from .protocol import PROTOCOLS, protocol_call
+    from .ring import regular_ring
+
+    protocol = PROTOCOLS.get(call.protocol) if call.protocol else None
+    if protocol is not None:  # its routes (hop latency) and call (wire bytes), as run
+        topology, call = protocol_call(algorithm(call.algorithm), call, topology, protocol)
+    if not regular_ring(call):
+        return False
+    devices = call.devices
+    seen: set[int] = set()
+    for p, src in enumerate(devices):
+        dst = devices[(p + 1) % len(devices)]
+        routes = topology.routes(src, dst)
+        if len(routes) > 1 and topology.spine_routing == "split":
+            return False
+        route = routes[0] if len(routes) == 1 else topology.route(src, dst, "connection0")
+        links = {link.index for link in route.links}
+        if not links or not route.latency_s > 0.0 or not seen.isdisjoint(links):
+            return False
+        seen |= links
+    return True
 
 
 class RingReplay:

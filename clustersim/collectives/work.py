@@ -33,6 +33,7 @@ from ..caches import registered
 from .algorithm import algorithm
 from .call import CollectiveCall, call_key
 from .execution import RECORD_TRANSFERS_UP_TO
+from .ring_replay import plays_whole
 
 if TYPE_CHECKING:
     from ..topology import Topology
@@ -56,16 +57,19 @@ def call_work(
     model: str = "flow",
     channels: int | str = 1,
     record_transfers: bool | None = None,
+    alone: bool = False,
 ) -> WorkEstimate:
     """The transfers and records of ``call`` run once in network ``model`` on ``channels``
-    channels (a count or ``auto``; see the module docstring)."""
+    channels (a count or ``auto``; see the module docstring); ``alone``: nothing else runs
+    while it does (a sweep's point, a collective workload's calls), so a ring that can be
+    is played whole (its sends counted as :attr:`WorkEstimate.whole_sends`)."""
     if call.n < 2:
         return WorkEstimate(records=float(call.n))
-    key = _work_key(call, topology, model, channels, record_transfers)
+    key = _work_key(call, topology, model, channels, record_transfers, alone)
     found = _WORK.get(key) if key is not None else None
     if found is not None:
         return found
-    found = _counted_work(call, topology, model, channels, record_transfers)
+    found = _counted_work(call, topology, model, channels, record_transfers, alone)
     if key is not None:
         if len(_WORK) >= _WORK_KEPT:
             _WORK.clear()
@@ -89,6 +93,7 @@ def _counted_work(
     model: str,
     channels: int | str,
     record_transfers: bool | None,
+    alone: bool = False,
 ) -> WorkEstimate:
     """:func:`call_work`, counted."""
     from . import slices
@@ -108,6 +113,8 @@ def _counted_work(
         if call.reduce_cost:
             records += sends / 2
         one = WorkEstimate(sends, records, held_sends=sends)
+        if alone and len(parts) == 1 and not call.reduce_cost and plays_whole(part, topology):
+            one = replace(one, whole_sends=sends)
     if len(parts) == 1:
         return one
     return replace(one * len(parts), held_sends=one.held_sends * len(parts))  # built at once

@@ -176,7 +176,9 @@ class Collective(Strategy):
     def estimate_work(self) -> WorkEstimate:
         """The call's work (:func:`~clustersim.collectives.work.call_work`) x iterations,
         and the schedule the summary measures (built once, in either model)."""
-        runs = call_work(self.call, self.topology, model=self.model, channels=self.channels)
+        runs = call_work(  # its calls run one after another, alone
+            self.call, self.topology, model=self.model, channels=self.channels, alone=True
+        )
         work = runs * self.config.iterations
         if self.model != "flow":
             algo, part = self._resolved()

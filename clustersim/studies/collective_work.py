@@ -94,7 +94,9 @@ def check_point_work(
     be an event count alone.  Returns the point's work."""
     if not isinstance(limits, Limits):
         limits = Limits(limits)
-    once = call_work(call, topology, model=model, channels=channels, record_transfers=False)
+    once = call_work(
+        call, topology, model=model, channels=channels, record_transfers=False, alone=True
+    )
     what = f"{call.op} of {format_size(call.size_bytes)} by {call.algorithm}"
     if iterations > 1:
         what += f", {iterations:,} iterations"
