@@ -340,13 +340,14 @@ class RingReplay:
         latency = np.array([hop.latency for hop in hops])
         wire = np.array([hop.wire for hop in hops])
         rate = np.array([hop.rate for hop in hops])
-        sizes = np.array(s.nbytes, dtype=np.float64).reshape(steps, n) * wire
+        nbytes = s.nbytes
         starts = np.empty((steps, n))
         ends = np.empty((steps, n))
         start = np.full(n, self.t0)
-        for k in range(steps):
+        for k in range(steps):  # a step's row at a time: only the times are kept whole
             starts[k] = start
-            end = (start + latency) + sizes[k] / rate
+            sizes = np.array(nbytes[k * n : (k + 1) * n], dtype=np.float64) * wire
+            end = (start + latency) + sizes / rate
             if not end.max() < limit:
                 return None
             ends[k] = end
@@ -359,17 +360,12 @@ class RingReplay:
         run = self.run
         s = run.s
         starts, ends = self.times  # type: ignore[misc]
-        n = len(self.hops)
-        arrivals = starts + np.array([hop.latency for hop in self.hops])
-        sizes = np.array(s.nbytes, dtype=np.float64).reshape(-1, n) * np.array(
-            [hop.wire for hop in self.hops]
-        )
-        moving = ends - arrivals
-        self._book_links(sizes, moving, arrivals[-1])
+        self._book_links(starts, ends)
         self._count(len(s))
         last = run.last
-        rank_end = np.maximum(ends.max(axis=0), np.roll(ends, 1, axis=1).max(axis=0))
-        for p, value in enumerate(rank_end.tolist()):  # p sends to p + 1, receives from p - 1
+        final = ends[-1]  # a position's sends end later step by step: its last ends last
+        rank_end = np.maximum(final, np.roll(final, 1))  # p sends to p + 1, receives from p - 1
+        for p, value in enumerate(rank_end.tolist()):
             rank = s.src[p]
             if value > last[rank]:
                 last[rank] = value
@@ -378,24 +374,36 @@ class RingReplay:
         run.left = 0
         run.finish()
 
-    def _book_links(self, sizes: np.ndarray, moving: np.ndarray, last_arrival: np.ndarray) -> None:
+    def _book_links(self, starts: np.ndarray, ends: np.ndarray) -> None:
         """Each link's bytes and busy seconds, added send by send in time order (as the
-        departures add them), its peak of one flow and its last arrival."""
+        departures add them; a step's row at a time, no array of the whole ring beyond its
+        times), its peak of one flow and its last arrival; and, under the invariant
+        checker, the bytes its sends put on each link."""
         net = self.network
-        links = [link for hop in self.hops for link in hop.links]
-        column = np.array([p for p, hop in enumerate(self.hops) for _ in hop.links], dtype=np.intp)
+        hops = self.hops
+        n = len(hops)
+        nbytes = self.run.s.nbytes
+        latency = np.array([hop.latency for hop in hops])
+        wire = np.array([hop.wire for hop in hops])
+        links = [link for hop in hops for link in hop.links]
+        column = np.array([p for p, hop in enumerate(hops) for _ in hop.links], dtype=np.intp)
         carried = np.array([net._bytes[link] for link in links])
         busy = np.array([net._busy[link] for link in links])
-        for k in range(len(sizes)):  # sequential sums: the order the network adds them in
-            carried = carried + sizes[k][column]
-            busy = busy + moving[k][column]
         checker = vars(net).get("_monitor")
-        if checker is not None:  # the bytes its sends put on each link, for its final check
-            for link, hop in zip(links, column.tolist(), strict=True):
-                checker.bytes_sent(link, sizes[:, hop].tolist())
+        expected = None if checker is None else np.array([checker.expected_bytes[i] for i in links])
+        for k in range(len(ends)):  # sequential sums: the order the network adds them in
+            sizes = np.array(nbytes[k * n : (k + 1) * n], dtype=np.float64) * wire
+            carried = carried + sizes[column]
+            busy = busy + (ends[k] - (starts[k] + latency))[column]
+            if expected is not None:
+                expected = expected + sizes[column]
+        if checker is not None:
+            for link, value in zip(links, expected.tolist(), strict=True):  # type: ignore[union-attr]
+                checker.expected_bytes[link] = value
         link_flows, peak, since = net._link_flows, net._peak, net._since
+        last_arrival = (starts[-1] + latency)[column].tolist()
         for link, b, t, arrived in zip(
-            links, carried.tolist(), busy.tolist(), last_arrival[column].tolist(), strict=True
+            links, carried.tolist(), busy.tolist(), last_arrival, strict=True
         ):
             net._bytes[link] = b
             net._busy[link] = t
