@@ -17,6 +17,7 @@ import simpy
 
 from ..network.split import SplitSend
 from . import ring_replay
+from .connections import pair_route
 from .schedule import Schedule, Via
 
 if TYPE_CHECKING:
@@ -151,19 +152,8 @@ class _Execution:
         return quick
 
     def _route(self, src: str, dst: str) -> Any:
-        """The route every send from ``src`` to ``dst`` takes, or False to split each send
-        over the equal-cost routes (``spine_routing: split``).
-
-        With ECMP the pair's connection hashes once onto one route (by ``connection``, as
-        a NCCL connection's packets keep their path): every send of the pair takes it.
-        """
-        topology = self.topology
-        found = topology.routes(src, dst)
-        if len(found) == 1:
-            return found[0]
-        if topology.spine_routing == "split":
-            return False
-        return topology.route(src, dst, f"connection{self.connection}")  # see fluid.pair_flows
+        """:func:`pair_route` of ``src`` and ``dst`` on this run's topology and connection."""
+        return pair_route(self.topology, src, dst, self.connection)
 
     def arrived(self, flow: Any) -> None:
         """A send's last byte arrived: record it, reduce if that costs time, then complete."""

@@ -63,6 +63,7 @@ from simpy.events import NORMAL, Event
 from ..errors import SimulationError
 from ..network import Network
 from ..network.flow import NO_FLOWS, Flow, WakeAt
+from .connections import pair_route
 
 if TYPE_CHECKING:
     from .call import CollectiveCall
@@ -128,18 +129,23 @@ def replayable(run: _Execution) -> list[_Hop] | None:
         if info is None or info[0] is not route:
             info = net._route_info(route)
         _, links, latency, weights, wire = info
-        if weights is not None or not links or not latency > 0.0 or seen.intersection(links):
+        if weights is not None or not _own_hop(links, latency, seen):
             return None
-        seen.update(links)
         hop = _Hop(route, links, latency, wire)
-        for link in links:  # the network's rate of a flow alone: its narrowest link
-            c = cap[link]
-            if c < hop.rate:
-                hop.rate = c
+        hop.rate = min(cap[link] for link in links)  # the network's rate of a flow alone
         if not hop.rate > 0.0:
             return None
         hops.append(hop)
     return hops
+
+
+def _own_hop(links: Any, latency: float, seen: set[int]) -> bool:
+    """Whether a hop over ``links`` (indices) has a latency and none of the links ``seen``
+    on the ring's hops before it; if so they are seen now."""
+    if not links or not latency > 0.0 or not seen.isdisjoint(links):
+        return False
+    seen.update(links)
+    return True
 
 
 def plays_whole(call: CollectiveCall, topology: Any) -> bool:
@@ -161,15 +167,9 @@ def plays_whole(call: CollectiveCall, topology: Any) -> bool:
     devices = call.devices
     seen: set[int] = set()
     for p, src in enumerate(devices):
-        dst = devices[(p + 1) % len(devices)]
-        routes = topology.routes(src, dst)
-        if len(routes) > 1 and topology.spine_routing == "split":
+        route = pair_route(topology, src, devices[(p + 1) % len(devices)])
+        if route is False or not _own_hop({x.index for x in route.links}, route.latency_s, seen):
             return False
-        route = routes[0] if len(routes) == 1 else topology.route(src, dst, "connection0")
-        links = {link.index for link in route.links}
-        if not links or not route.latency_s > 0.0 or not seen.isdisjoint(links):
-            return False
-        seen |= links
     return True
 
 
