@@ -5,7 +5,8 @@ primitives return:
 
 * :meth:`Simulation.compute` -- work on a device's compute stream (FIFO);
 * :meth:`Simulation.transfer` -- bytes from one device to another over the
-  simulated network (a flow on a route, max-min fair sharing);
+  simulated network (a flow on a route, max-min fair sharing; the sends are
+  :mod:`clustersim.transfers`, a part of the class);
 * :meth:`Simulation.all_of` -- wait for several events;
 * :meth:`Simulation.barrier` -- a reusable barrier for a group of processes.
 
@@ -32,12 +33,11 @@ from .devices import ComputeStream, Stragglers, compute_overflow, stragglers_of,
 from .errors import SimulationError
 from .host import gc_paused
 from .network import Network
-from .network.cancel import cancel_flow
 from .network.failures import LinkFailures, apply_degradations
-from .network.flow import raise_if_overflowed, size_problem_message
-from .network.split import SplitSend
+from .network.flow import raise_if_overflowed
 from .records import Record, RecordLog
 from .topology import Device, Topology, build_topology
+from .transfers import Transfers
 
 _new_record = tuple.__new__
 _INF = math.inf
@@ -51,7 +51,7 @@ one comparison per batch, nothing per event."""
 ProcessGenerator = Generator[simpy.Event, Any, Any]
 
 
-class Simulation:
+class Simulation(Transfers):
     """One run of a scenario: clock, devices, network and the record sink."""
 
     def __init__(
@@ -351,64 +351,25 @@ class Simulation:
 
     # -- communication -------------------------------------------------------
 
-    def transfer(
-        self,
-        src: str,
-        dst: str,
-        size_bytes: float,
-        *,
-        label: str = "transfer",
-        iteration: int = -1,
-        microbatch: int = -1,
-        stage: int = -1,
-        op: str = "",
-        record: bool = True,
-    ) -> simpy.Event:
-        """Send ``size_bytes`` bytes from device ``src`` to device ``dst``.
-
-        The event fires when the last byte has arrived.  With several
-        equal-cost routes the flow takes one by hash (ECMP), or is split evenly
-        over all of them when the cluster's ``spine_routing`` is ``split``.
-        ``record=False`` leaves the transfer out of the records (collectives
-        with millions of sends record one row per rank instead).
-        """
-        if not 0.0 <= size_bytes < _INF:
-            raise SimulationError(size_problem_message(src, dst, size_bytes, label))
-        routes = self.topology.routes(src, dst)
-        if len(routes) == 1:
-            done = self.network.transfer(routes[0], size_bytes)
-        elif self.topology.spine_routing == "split":
-            share = size_bytes / len(routes)
-            done = self.env.all_of([self.network.transfer(r, share) for r in routes])
-        else:
-            self._flow_seq += 1
-            done = self.network.transfer(self.topology.route(src, dst, self._flow_seq), size_bytes)
-        if not record:
-            return done
-        recorder = self._transfer_recorder(
-            src, dst, size_bytes, label, iteration, microbatch, stage, op
-        )
-        done.callbacks.append(lambda _event: recorder())
-        return done
-
     def _transfer_recorder(
         self,
-        src: str,
-        dst: str,
+        pairs: Sequence[tuple[str, str]],
         size_bytes: float,
         label: str,
         iteration: int,
         microbatch: int,
         stage: int,
         op: str,
-    ) -> Callable[[], None]:
-        """A function that books the ``transfer`` record of a transfer started now, ending
-        when it is called."""
+    ) -> Callable[[int], None]:
+        """A function of ``lane`` that books the ``transfer`` record of ``pairs[lane]``, a
+        transfer started now, ending when it is called (the records of
+        :mod:`clustersim.transfers`' sends; inline: a K/V ring books 10^5-10^6 of them)."""
         start = self.env._now
         append = self._append
         env = self.env
 
-        def record() -> None:  # book(), inlined: a K/V ring sends 10^5-10^6 of these
+        def record(lane: int) -> None:
+            src, dst = pairs[lane]
             append(
                 _new_record(
                     Record,
@@ -432,60 +393,6 @@ class Simulation:
             )
 
         return record
-
-    def transfer_then(
-        self,
-        src: str,
-        dst: str,
-        size_bytes: float,
-        then: Callable[[], None],
-        *,
-        label: str = "transfer",
-        iteration: int = -1,
-        microbatch: int = -1,
-        stage: int = -1,
-        op: str = "",
-    ) -> Any:
-        """:meth:`transfer` for callers that only need a callback: ``then()`` is called at
-        the instant the last byte arrives, after the transfer's record is appended.  No
-        SimPy event per transfer (what strategies sending many tensors at once use); returns
-        what :meth:`cancel_send` takes."""
-        if not 0.0 <= size_bytes < _INF:
-            raise SimulationError(size_problem_message(src, dst, size_bytes, label))
-        record = self._transfer_recorder(
-            src, dst, size_bytes, label, iteration, microbatch, stage, op
-        )
-
-        def arrived(_flow: Any) -> None:
-            record()
-            then()
-
-        return self.send(src, dst, size_bytes, arrived)
-
-    def send(
-        self, src: str, dst: str, size_bytes: float, notify: Callable[[Any], None], tag: Any = None
-    ) -> Any:
-        """Low-level transfer for high-volume callers (collective schedules).
-
-        Like :meth:`transfer` but with no event and no record: ``notify(flow)``
-        is called when the last byte has arrived, with ``flow.tag == tag`` and
-        ``flow.start_s`` the time of this call.  Same routing (ECMP or split).  Returns
-        what :meth:`cancel_send` takes.
-        """
-        routes = self.topology.routes(src, dst)
-        if len(routes) == 1:
-            return self.network.transfer(routes[0], size_bytes, notify, tag)
-        if self.topology.spine_routing == "split":
-            return SplitSend(self.network, routes, size_bytes, notify, tag)
-        self._flow_seq += 1
-        route = self.topology.route(src, dst, self._flow_seq)
-        return self.network.transfer(route, size_bytes, notify, tag)
-
-    def cancel_send(self, sent: Any) -> float:
-        """Stop a :meth:`send` or :meth:`transfer_then` (``sent``: what it returned) now: its
-        flows leave the network (:func:`~clustersim.network.cancel.cancel_flow`); no one is
-        notified, nothing is recorded.  The bytes they had moved."""
-        return sum(cancel_flow(self.network, f) for f in getattr(sent, "flows", (sent,)))
 
     # -- synchronisation -----------------------------------------------------
 

@@ -346,6 +346,74 @@ def test_transfer_then_records_like_transfer_and_calls_back_at_arrival(size: flo
         switch_sim().transfer("gpu0", "gpu1", float("nan"))
 
 
+LANE_SETS = {
+    # lanes on disjoint links: each at the switch link's 10 GB/s
+    "disjoint": ([("gpu0", "gpu1"), ("gpu2", "gpu3"), ("gpu4", "gpu5")], 10e9),
+    # two lanes leave gpu0 on one link: max-min gives each half of it
+    "shared": ([("gpu0", "gpu1"), ("gpu0", "gpu2")], 5e9),
+}
+
+
+@pytest.mark.parametrize("lanes", sorted(LANE_SETS))
+@pytest.mark.parametrize("size", [0.0, 1e6, 2.5e8])
+def test_transfer_lanes_is_transfer_then_per_lane_with_one_callback(
+    lanes: str, size: float
+) -> None:
+    """transfer_lanes books the records transfer_then books for each lane (same fields, same
+    order), moves the same flows, and calls back once, at the last lane's arrival: size over
+    the lane's max-min rate (10 GB/s on its own switch link, 5 GB/s where two lanes share
+    one), as transfer_then's last callback."""
+    pairs, rate = LANE_SETS[lanes]
+    ends: dict[str, list[float]] = {"lanes": [], "then": []}
+    runs = {}
+    for kind in ("then", "lanes"):
+        sim = switch_sim(devices=8)
+        if kind == "lanes":
+            sim.transfer_lanes(
+                pairs,
+                size,
+                lambda sim=sim: ends["lanes"].append(sim.now),
+                label="act",
+                iteration=2,
+                microbatch=3,
+                stage=1,
+                op="send",
+            )
+        else:
+            left = [len(pairs)]
+
+            def one(sim: Simulation = sim, left: list[int] = left) -> None:
+                left[0] -= 1
+                if not left[0]:
+                    ends["then"].append(sim.now)
+
+            for src, dst in pairs:
+                sim.transfer_then(
+                    src, dst, size, one, label="act", iteration=2, microbatch=3, stage=1, op="send"
+                )
+        sim.run()
+        runs[kind] = (list(sim.records), sim.network.flows_completed)
+    assert runs["lanes"] == runs["then"]
+    assert runs["lanes"][1] == len(pairs)
+    assert ends["lanes"] == ends["then"] == [pytest.approx(size / rate, abs=1e-15)]
+    assert [(r.src, r.dst) for r in runs["lanes"][0] if r.kind == "transfer"] == sorted(
+        pairs, key=pairs.index
+    )
+
+
+def test_transfer_lanes_refuses_a_bad_size_naming_the_first_lane_and_sends_nothing() -> None:
+    """A size transfer_then would refuse is refused before any lane is sent, naming the first
+    lane; no lane at all sends nothing and never calls back."""
+    sim = switch_sim()
+    with pytest.raises(SimulationError, match="gpu2 -> gpu3.*its size is negative"):
+        sim.transfer_lanes([("gpu2", "gpu3"), ("gpu0", "gpu1")], -1.0, lambda: None)
+    assert sim.network.active() == [] and sim.network.flows_completed == 0
+    called: list[int] = []
+    sim.transfer_lanes([], 1e6, lambda: called.append(1))  # no lane: nothing to wait for
+    sim.run()
+    assert not called and sim.network.flows_completed == 0
+
+
 def test_book_adds_one_record_with_its_fields_and_phase() -> None:
     """book() appends exactly the Record its fields make (defaults where left out), after
     the compute booked before it; the collectives' rows go through it."""

@@ -236,7 +236,7 @@ LAYERS = (
     ("scenario", "workload_trace", "importers"),
     ("topology",),
     ("network",),
-    ("engine", "devices", "records", "barrier"),
+    ("engine", "transfers", "devices", "records", "barrier"),
     ("model", "collectives", "parallel", "invariants", "metrics", "goodput"),
     ("strategies",),
     ("resilience",),

@@ -157,20 +157,19 @@ class ContextParallel:
         events, ends = [], []
         for t in range(self.tp):
             ring_devices = placement.cp_group(d, s, t)
-            for c, device in enumerate(ring_devices):
+            done = sim.event()
+            sim.transfer_lanes(  # every GPU of the ring to the next
+                list(zip(ring_devices, ring_devices[1:] + ring_devices[:1], strict=True)),
+                nbytes,
+                done.succeed,
+                label="kv ring",
+                iteration=it,
+                microbatch=j,
+                stage=s,
+            )
+            events.append(done)
+            for device in ring_devices:
                 seconds = self._block_seconds(device, plan.index, backward, flops)
-                done = sim.event()
-                sim.transfer_then(
-                    device,
-                    ring_devices[(c + 1) % ring.cp],
-                    nbytes,
-                    done.succeed,
-                    label="kv ring",
-                    iteration=it,
-                    microbatch=j,
-                    stage=s,
-                )
-                events.append(done)
                 ends.append(
                     sim.book_compute(
                         device,

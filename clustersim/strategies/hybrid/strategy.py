@@ -502,25 +502,16 @@ class Pipeline(HybridReport):
         if senders == receivers:
             event.succeed()
             return
-        left = [len(senders)]
-
-        def arrived() -> None:
-            left[0] -= 1
-            if left[0] == 0:
-                event.succeed()
-
-        for a, b in zip(senders, receivers, strict=True):
-            sim.transfer_then(
-                a,
-                b,
-                nbytes,
-                arrived,
-                label=what,
-                iteration=it,
-                microbatch=j,
-                stage=src_stage,
-                op=tag,
-            )
+        sim.transfer_lanes(
+            list(zip(senders, receivers, strict=True)),
+            nbytes,
+            event.succeed,
+            label=what,
+            iteration=it,
+            microbatch=j,
+            stage=src_stage,
+            op=tag,
+        )
 
     def _dp_sync(
         self,
