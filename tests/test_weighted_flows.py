@@ -308,3 +308,29 @@ def test_a_lone_flow_is_rated_as_the_search_rates_it(
     searched = run()
     assert shortcut == searched  # the same floats and counts, not just close ones
     assert all(t == t for t in shortcut[0])  # every transfer completed
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_a_phase_across_many_links_frees_their_dicts_and_a_small_one_keeps_them(
+    extra: int,
+) -> None:
+    """A weighted flow of more than FREE_DICTS_ABOVE_LINKS links leaves its links as it found
+    them (no dict: a phase across 131,072 GPUs crosses 1.4 M links once); a smaller one
+    leaves their emptied dicts for the next flow, as a plain flow does.  Both take
+    size x weight / capacity (every link alike) and book size x weight bytes and that time
+    on every link."""
+    from clustersim.network.flow import NO_FLOWS
+    from clustersim.network.weighted import FREE_DICTS_ABOVE_LINKS
+
+    n = FREE_DICTS_ABOVE_LINKS + extra
+    links = links_of([1e9] * n)
+    net = Network(simpy.Environment(), links)
+    (t,) = finish_times(net, [(0.0, WeightedRoute(links, [2.0] * n), 1e6)])
+    assert t == pytest.approx(1e6 * 2.0 / 1e9, rel=1e-12)
+    flows_on = net._link_flows
+    if extra > 0:
+        assert all(flows_on[i] is NO_FLOWS for i in range(n))
+    else:
+        assert all(flows_on[i] == {} and flows_on[i] is not NO_FLOWS for i in range(n))
+    for stats in (net.link_stats()[0], net.link_stats()[-1]):  # booked either way
+        assert (stats.bytes, stats.busy_s, stats.peak_flows) == (2e6, t, 1)
