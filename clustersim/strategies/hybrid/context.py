@@ -26,8 +26,8 @@ cp GPUs of a stage's *context ring*, each with its own tensor group
   once more.
 * **How it runs.** Per operation (a forward or backward of a micro-batch on a stage),
   every GPU of the stage sends its ring neighbour the bytes of all the stage's attention
-  layers' steps as one real flow (:meth:`~clustersim.engine.Simulation.transfer_then`:
-  it shares links with every other flow) while it computes the overlapped blocks
+  layers' steps as one real flow (:meth:`~clustersim.engine.Simulation.transfer_lanes`,
+  a lane per GPU of each ring: it shares links with every other flow) while it computes the overlapped blocks
   ((cp - 1) per layer); then it computes the last block of each layer with the rest of
   the operation.  The steps of the layers are alike, so the sum of the per-step maxima
   is the maximum of the sums: uncontended the operation takes exactly the formula

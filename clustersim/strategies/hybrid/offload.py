@@ -4,10 +4,11 @@
 training: {offload: {optimizer: cpu, activations: cpu, resident: 2}}
 ```
 
-Every GPU offloads into its node's CPU (``<node>/cpu``); transfers are real flows
-(:meth:`~clustersim.engine.Simulation.transfer_then`) on the GPU's PCIe cable, the PCIe
-switch and the CPU's cable, so they share those links with each other (the GPUs of a
-node share the CPU's cable) and with network traffic crossing the same switch.
+Every GPU offloads into its node's CPU (``<node>/cpu``); transfers are real flows (a
+stage's copies as lanes of one send, :meth:`~clustersim.engine.Simulation.transfer_lanes`)
+on the GPU's PCIe cable, the PCIe switch and the CPU's cable, so they share those links
+with each other (the GPUs of a node share the CPU's cable) and with network traffic
+crossing the same switch.
 
 * **Optimizer (ZeRO-Offload, Ren et al. 2021).** The fp32 optimizer states (master
   weights and Adam moments: ``zero``-sharded over dp x cp as without offload) live in
@@ -209,26 +210,21 @@ class Offload:
         nbytes = self._pair_bytes(s, pair)
         done = self._stored_out[d, s, it, pair] = sim.event()
         group = self.groups[d][s]
-        left = [len(group)]
         memory = self.memory[d, s]
 
-        def arrived() -> None:
-            left[0] -= 1
-            if left[0] == 0:
-                memory.free(pair, sim.now, it)
-                done.succeed()
+        def arrived() -> None:  # every GPU's copy is on its CPU
+            memory.free(pair, sim.now, it)
+            done.succeed()
 
-        for device in group:
-            sim.transfer_then(
-                device,
-                self._host[device],
-                nbytes,
-                arrived,
-                label="offload activations",
-                iteration=it,
-                microbatch=pair[0],
-                stage=s,
-            )
+        sim.transfer_lanes(
+            [(device, self._host[device]) for device in group],
+            nbytes,
+            arrived,
+            label="offload activations",
+            iteration=it,
+            microbatch=pair[0],
+            stage=s,
+        )
 
     def _prefetch(self, sim: Simulation, d: int, s: int, it: int, index: int) -> None:
         """At the start of op ``index``: fetch back the pair whose backward is next."""
@@ -248,22 +244,17 @@ class Offload:
         yield self._stored_out.pop((d, s, it, pair))
         nbytes = self._pair_bytes(s, pair)
         self.memory[d, s].store(pair, nbytes, sim.now, it)
-        group = self.groups[d][s]
-        events = []
-        for device in group:
-            done = sim.event()
-            sim.transfer_then(
-                self._host[device],
-                device,
-                nbytes,
-                done.succeed,
-                label="fetch activations",
-                iteration=it,
-                microbatch=pair[0],
-                stage=s,
-            )
-            events.append(done)
-        yield sim.all_of(events)
+        done = sim.event()
+        sim.transfer_lanes(
+            [(self._host[device], device) for device in self.groups[d][s]],
+            nbytes,
+            done.succeed,
+            label="fetch activations",
+            iteration=it,
+            microbatch=pair[0],
+            stage=s,
+        )
+        yield sim.all_of([done])  # as the copies' own events were waited for
         fetched.succeed()
 
     def _await_fetch(
@@ -285,13 +276,11 @@ class Offload:
         self, sim: Simulation, d: int, s: int, it: int, nbytes: float, to_cpu: bool, label: str
     ) -> simpy.Event:
         """Every GPU of stage s of replica d copies ``nbytes`` to (or from) its CPU."""
-        events = []
-        for device in self.groups[d][s]:
-            done = sim.event()
-            ends = (device, self._host[device]) if to_cpu else (self._host[device], device)
-            sim.transfer_then(*ends, nbytes, done.succeed, label=label, iteration=it, stage=s)
-            events.append(done)
-        return sim.all_of(events)
+        done = sim.event()
+        pairs = [(device, self._host[device]) for device in self.groups[d][s]]
+        lanes = pairs if to_cpu else [(cpu, gpu) for gpu, cpu in pairs]
+        sim.transfer_lanes(lanes, nbytes, done.succeed, label=label, iteration=it, stage=s)
+        return sim.all_of([done])
 
     def _gradients_out(self, sim: Simulation, d: int, s: int, it: int) -> simpy.Event:
         """Start the gradient copy GPU->CPU of stage s (the shard each GPU steps)."""
