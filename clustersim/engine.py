@@ -272,6 +272,29 @@ class Simulation(Transfers):
             device, flops, seconds, bytes, label, iteration, microbatch, stage, op, phase
         )
 
+    def book_computes(
+        self,
+        devices: Sequence[str],
+        seconds: Sequence[float | None],
+        *,
+        flops: float | None = None,
+        label: str = "compute",
+        iteration: int = -1,
+        microbatch: int = -1,
+        stage: int = -1,
+        op: str = "",
+        phase: str = "",
+    ) -> list[float]:
+        """:meth:`book_compute` on each of ``devices`` in order, the i-th taking
+        ``seconds[i]`` (None: ``flops`` priced on the device), the rest alike; the ends (s).
+        One call for a tensor group's share of an operation (a pipeline op books one per GPU
+        of its stage, a million times in a large run)."""
+        booked = self._booked
+        return [
+            booked(device, flops, time, None, label, iteration, microbatch, stage, op, phase)
+            for device, time in zip(devices, seconds, strict=True)
+        ]
+
     def _booked(
         self,
         device: str,

@@ -414,6 +414,34 @@ def test_transfer_lanes_refuses_a_bad_size_naming_the_first_lane_and_sends_nothi
     assert not called and sim.network.flows_completed == 0
 
 
+@pytest.mark.parametrize("seconds", [[0.5], [0.25, None, 1.0], [None, None, None, None]])
+def test_book_computes_is_book_compute_per_device(seconds: list[float | None]) -> None:
+    """book_computes gives the records and ends book_compute gives device by device: a
+    device's own seconds, or its FLOPs at its peak x efficiency, each after the work already
+    queued on its stream (0.5 s on gpu0)."""
+    devices = [f"gpu{i}" for i in range(len(seconds))]
+    runs = {}
+    for kind in ("one by one", "together"):
+        sim = switch_sim()
+        sim.book_compute("gpu0", seconds=0.5, label="before")
+        kw = {"flops": 2e12, "label": "f", "iteration": 1, "microbatch": 2, "stage": 3}
+        if kind == "together":
+            ends = sim.book_computes(devices, seconds, op="o", phase="forward", **kw)
+        else:
+            ends = [
+                sim.book_compute(d, seconds=t, op="o", phase="forward", **kw)
+                for d, t in zip(devices, seconds, strict=True)
+            ]
+        runs[kind] = (ends, list(sim.records))
+    assert runs["together"] == runs["one by one"]
+    gpu = sim.device("gpu0")
+    flops_s = 2e12 / (gpu.flops_per_s * gpu.efficiency)
+    expected = [
+        (0.5 if i == 0 else 0.0) + (flops_s if t is None else t) for i, t in enumerate(seconds)
+    ]
+    assert runs["together"][0] == pytest.approx(expected, rel=1e-12)
+
+
 def test_book_adds_one_record_with_its_fields_and_phase() -> None:
     """book() appends exactly the Record its fields make (defaults where left out), after
     the compute booked before it; the collectives' rows go through it."""

@@ -340,9 +340,14 @@ class Pipeline(HybridReport):
     def _on_group(sim: Simulation, group: Sequence[str], book: Any) -> simpy.Event:
         """``book(device)`` (a :meth:`~Simulation.book_compute`: the end, s) on every device
         of ``group``; one event when all are done."""
-        if len(group) == 1:
-            return sim.timeout(book(group[0]) - sim.now, "a compute")
-        return sim.compute_ends([book(device) for device in group])
+        return Pipeline._on_ends(sim, [book(device) for device in group])
+
+    @staticmethod
+    def _on_ends(sim: Simulation, ends: Sequence[float]) -> simpy.Event:
+        """One event when the work booked to end at ``ends`` (s, one per device) is done."""
+        if len(ends) == 1:
+            return sim.timeout(ends[0] - sim.now, "a compute")
+        return sim.compute_ends(ends)
 
     def _run_op(
         self, sim: Simulation, d: int, s: int, it: int, op: Op, index: int = -1
@@ -391,25 +396,26 @@ class Pipeline(HybridReport):
                 yield from self._before_part(sim, d, s, it, mode, bucket)
             work = per_device * share if len(parts) > 1 else per_device
             part_start = sim.now
-            yield self._on_group(
-                sim,
+            first = cast and n == 0
+            ends = sim.book_computes(
                 group,
-                lambda device, work=work, first=cast and n == 0: sim.book_compute(
-                    device,
-                    flops=work,
-                    seconds=_scaled(
+                [
+                    _scaled(
                         work,
                         per_flop(devices[device], k, forward, mb),
                         self.stage_times.weight_seconds(devices[device], k) if first else 0.0,
-                    ),
-                    label=op.kind,
-                    iteration=it,
-                    microbatch=j,
-                    stage=s,
-                    op=tag,
-                    phase="forward" if forward else "backward",
-                ),
+                    )
+                    for device in group
+                ],
+                flops=work,
+                label=op.kind,
+                iteration=it,
+                microbatch=j,
+                stage=s,
+                op=tag,
+                phase="forward" if forward else "backward",
             )
+            yield self._on_ends(sim, ends)
             if self.tp > 1 and plan.split_layers and op.kind != BACKWARD_WEIGHT:
                 phase = FORWARD if forward else BACKWARD
                 part = (share if len(parts) > 1 else 1.0, part_start)
