@@ -26,13 +26,13 @@ cp GPUs of a stage's *context ring*, each with its own tensor group
   once more.
 * **How it runs.** Per operation (a forward or backward of a micro-batch on a stage),
   every GPU of the stage sends its ring neighbour the bytes of all the stage's attention
-  layers' steps as one real flow (:meth:`~clustersim.engine.Simulation.transfer_lanes`,
-  a lane per GPU of each ring: it shares links with every other flow) while it computes the overlapped blocks
-  ((cp - 1) per layer); then it computes the last block of each layer with the rest of
-  the operation.  The steps of the layers are alike, so the sum of the per-step maxima
-  is the maximum of the sums: uncontended the operation takes exactly the formula
-  above, summed over layers; under contention the flow's rate is the mean over the
-  operation rather than step by step.
+  layers' steps as one real flow (a lane of its ring's send,
+  :meth:`~clustersim.engine.Simulation.transfer_lanes`: it shares links with every other
+  flow) while it computes the overlapped blocks ((cp - 1) per layer); then it computes the
+  last block of each layer with the rest of the operation.  The steps of the layers are
+  alike, so the sum of the per-step maxima is the maximum of the sums: uncontended the
+  operation takes exactly the formula above, summed over layers; under contention the
+  flow's rate is the mean over the operation rather than step by step.
 * **Gradients and memory.** The cp ranks hold the same parameters: their gradients are
   reduced over dp x cp (Megatron), ZeRO-1 shards over dp x cp.  Activations, boundary
   tensors and tensor-parallel collectives are 1/cp; each GPU also holds two K/V receive
