@@ -14,11 +14,17 @@ from clustersim.api import simulate
 from clustersim.calibrate import calibrate, format_log, points, predict, read_log
 from clustersim.calibrate.base import prepare
 from clustersim.calibrate.figures import FIGURES, working_spec
-from clustersim.calibrate.fit import LATENCY_KEPT, forced_choice, point_choice
+from clustersim.calibrate.fit import (
+    LATENCY_KEPT,
+    Calibration,
+    Prediction,
+    forced_choice,
+    point_choice,
+)
 from clustersim.calibrate.holdout import Point
 from clustersim.calibrate.logs import NcclInfo, Row, Run
 from clustersim.calibrate.node_file import FIT_SOURCE, line_ranges, node_file_text
-from clustersim.calibrate.report import summary_lines
+from clustersim.calibrate.report import summary_lines, unknown_choice_lines
 from clustersim.collectives.ops import OPERATIONS
 from clustersim.errors import ScenarioError
 from clustersim.hardware import find
@@ -186,6 +192,32 @@ def test_what_nccl_ran_at_each_size_is_what_the_fit_runs(tmp_path, monkeypatch) 
     )
     said = "\n".join(summary_lines(calibration))
     assert f"{len(TWO_NODES)} of {len(TWO_NODES)} points with what NCCL ran" in said
+
+
+def _calibration_off_by(run: Run, errors: dict[int, float]) -> Calibration:
+    """A calibration of ``run``'s sizes whose predictions are off by ``errors`` (size ->
+    relative error); odd sizes' points held out."""
+    pts = [Point(run, Row(size, 1e-3, 0.0, i), i % 2 == 1) for i, size in enumerate(errors)]
+    predictions = [Prediction(1e-3 * (1 + e), "ring/LL", 16) for e in errors.values()]
+    return Calibration({}, [], pts, predictions, "analytical")
+
+
+def test_sizes_off_by_more_than_ten_percent_that_no_nccl_line_covers_are_named() -> None:
+    """Points off by more than 10% at sizes whose log does not say what NCCL ran are named,
+    per log, with how to make NCCL say it; a size with a tuning line, a launch that forced
+    NCCL_ALGO, and points within 10% are not."""
+    errors = {2**20: 0.25, 2**21: -0.11, 2**22: 0.09, 2**23: -0.30, 2**24: 0.5}
+    info = NcclInfo(algorithms={2**24: "TREE/LL128"})
+    run = Run("8n.log", 1, "all_reduce", {"a": 8, "b": 8}, (), [], info)
+    said = unknown_choice_lines(_calibration_off_by(run, errors))
+    assert said[0] == "  (8n.log: off by more than 10% at 1MiB, 2MiB, 8MiB; 2 of these 3 held out)"
+    assert "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING" in said[1] and len(said) == 2
+    assert said[0] in "\n".join(summary_lines(_calibration_off_by(run, errors)))
+    forced = Run(
+        "f.log", 1, "all_reduce", {"a": 8}, (), [], NcclInfo(environment={"NCCL_ALGO": "Ring"})
+    )
+    assert unknown_choice_lines(_calibration_off_by(forced, errors)) == []
+    assert unknown_choice_lines(_calibration_off_by(run, {2**20: 0.09, 2**21: -0.09})) == []
 
 
 @pytest.mark.parametrize(

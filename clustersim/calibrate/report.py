@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..collectives.ops import OPERATIONS
+from ..units import size_flag
 from .fit import Calibration, forced_choice
 from .holdout import Point
 from .logs import Run
@@ -104,6 +105,40 @@ def summary_lines(calibration: Calibration) -> list[str]:
         )
     plugins = sorted({p.run.nccl.plugin for p in calibration.points if p.run.nccl.plugin})
     lines += [f"  (the logs' network plugin: {plugin}; {PLUGIN_SAYS})" for plugin in plugins]
+    return lines + unknown_choice_lines(calibration)
+
+
+WIDE_ERROR = 0.10
+"""A point predicted further off than this (relative) is named by
+:func:`unknown_choice_lines`: the 10% a prediction of another size or node count is held to."""
+
+
+def unknown_choice_lines(calibration: Calibration) -> list[str]:
+    """Where points miss by more than :data:`WIDE_ERROR` and their log does not say which
+    algorithm and protocol NCCL ran at their size (no tuning line there, no forced
+    ``NCCL_ALGO``): the sizes, per log, and how to get NCCL to say it.  Such errors are most
+    often NCCL running another algorithm than clustersim's choice, which no node figure
+    removes (docs/tutorials/calibrate.md, Compare)."""
+    wide: dict[str, list[Point]] = {}
+    for i, point in enumerate(calibration.points):
+        run = point.run
+        unsaid = point.row.size_bytes not in run.nccl.algorithms
+        if unsaid and forced_choice(run)[0] == "auto" and abs(calibration.error(i)) > WIDE_ERROR:
+            wide.setdefault(run.file, []).append(point)
+    if not wide:
+        return []
+    lines = [
+        f"  ({file}: off by more than {WIDE_ERROR:.0%} at "
+        + ", ".join(size_flag(p.row.size_bytes) for p in missed)
+        + f"; {sum(p.held_out for p in missed)} of these {len(missed)} held out)"
+        for file, missed in wide.items()
+    ]
+    lines.append(
+        "  (the logs do not say which algorithm and protocol NCCL ran at those sizes, and an "
+        "error from NCCL running another than clustersim's choice is not a node figure's: "
+        "rerun nccl-tests with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING and the log says, "
+        "size by size; calibrate then fits and predicts what NCCL ran)"
+    )
     return lines
 
 
