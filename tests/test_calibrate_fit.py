@@ -24,7 +24,7 @@ from clustersim.calibrate.fit import (
 from clustersim.calibrate.holdout import Point
 from clustersim.calibrate.logs import NcclInfo, Row, Run
 from clustersim.calibrate.node_file import FIT_SOURCE, line_ranges, node_file_text
-from clustersim.calibrate.report import summary_lines, unknown_choice_lines
+from clustersim.calibrate.report import spread_lines, summary_lines, unknown_choice_lines
 from clustersim.collectives.ops import OPERATIONS
 from clustersim.errors import ScenarioError
 from clustersim.hardware import find
@@ -218,6 +218,23 @@ def test_sizes_off_by_more_than_ten_percent_that_no_nccl_line_covers_are_named()
     )
     assert unknown_choice_lines(_calibration_off_by(forced, errors)) == []
     assert unknown_choice_lines(_calibration_off_by(run, {2**20: 0.09, 2**21: -0.09})) == []
+
+
+def test_rows_whose_two_columns_part_are_named() -> None:
+    """Rows whose out-of-place and in-place times are more than 1.5x apart are named with
+    the ratio, per log, and the report says the faster is the row's time; 1.4x is not."""
+    run = Run("8n.log", 1, "all_reduce", {"a": 8, "b": 8}, (), [], NcclInfo())
+    spreads = {2**20: 3.4, 2**21: 1.4, 2**23: 3.96}
+    pts = [Point(run, Row(s, 1e-3, 0.0, i, x), False) for i, (s, x) in enumerate(spreads.items())]
+    calibration = Calibration({}, [], pts, [Prediction(1e-3, "ring/LL", 16)] * 3, "analytical")
+    said = spread_lines(calibration)
+    assert said[0] == (
+        "  (8n.log: out-of-place and in-place times more than 1.5x apart at 1MiB (3.4x), "
+        "8MiB (4.0x))"
+    )
+    assert "the faster of its two columns" in said[1] and len(said) == 2
+    assert said[0] in "\n".join(summary_lines(calibration))
+    assert spread_lines(_calibration_off_by(run, {2**20: 0.0})) == []
 
 
 @pytest.mark.parametrize(

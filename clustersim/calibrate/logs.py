@@ -21,8 +21,13 @@ What nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu``; the variants read h
   per node.
 * **Columns** are read from the table's own header line: older nccl-tests have no
   ``root`` (or ``redop``) column and an ``error`` column (a float) where newer ones count
-  ``#wrong``; the in-place group may be absent.  The time of a size is the mean of its
-  out-of-place and in-place times (microseconds in the file, seconds here).
+  ``#wrong``; the in-place group may be absent.  The time of a size is the faster of its
+  out-of-place and in-place times (microseconds in the file, seconds here): both time the
+  same collective, and what one column has more is a cost of that column's calls alone --
+  a disturbance, or what NCCL does once at an algorithm's first call (since NCCL 2.22 it
+  connects the algorithm's peers then, ``NCCL_RUNTIME_CONNECT``), which the out-of-place
+  calls, timed first, pay at a size nccl-tests did not warm up (it warms up at the
+  smallest and the largest).  :attr:`Row.spread` keeps how far apart the two were.
 * **Line prefixes** of launchers are dropped: Open MPI's ``[1,0]<stdout>:`` and srun's
   ``0: ``; so is a leading ``#`` (a log pasted without it reads the same).
 * **The operation** is taken from the log itself (``# Collective test starting:
@@ -138,11 +143,14 @@ class Row:
     size_bytes: int
     """nccl-tests' size column (bytes)."""
     time_s: float
-    """Mean of the out-of-place and in-place times (seconds)."""
+    """The faster of the out-of-place and in-place times (seconds; see the module
+    docstring)."""
     busbw_GBps: float
-    """nccl-tests' bus bandwidth, mean of the two columns (GB/s, 1e9 bytes/s)."""
+    """nccl-tests' bus bandwidth of that column (GB/s, 1e9 bytes/s)."""
     line: int
     """Line of the row in its file (1-based)."""
+    spread: float = 1.0
+    """The slower column's time over the faster's (1 with one column)."""
 
 
 @dataclass
@@ -355,8 +363,10 @@ class _Reader:
             buses.append(busbw)
         if size <= 0:
             return  # nothing moves: a size of 0 measures NCCL's call, not the links
-        mean_s = sum(times) / len(times) * 1e-6
-        self.run.rows.append(Row(size, mean_s, sum(buses) / len(buses), number))
+        fastest = min(range(len(times)), key=times.__getitem__)
+        spread = max(times) / times[fastest] if times[fastest] > 0 else 1.0
+        row = Row(size, times[fastest] * 1e-6, buses[fastest], number, spread)
+        self.run.rows.append(row)
 
     def _number(self, number: int, word: str) -> float:
         try:

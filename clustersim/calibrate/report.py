@@ -105,7 +105,35 @@ def summary_lines(calibration: Calibration) -> list[str]:
         )
     plugins = sorted({p.run.nccl.plugin for p in calibration.points if p.run.nccl.plugin})
     lines += [f"  (the logs' network plugin: {plugin}; {PLUGIN_SAYS})" for plugin in plugins]
-    return lines + unknown_choice_lines(calibration)
+    return lines + spread_lines(calibration) + unknown_choice_lines(calibration)
+
+
+WIDE_SPREAD = 1.5
+"""Rows whose out-of-place and in-place times are further apart than this (slower / faster)
+are named by :func:`spread_lines`."""
+
+
+def spread_lines(calibration: Calibration) -> list[str]:
+    """The rows, per log, whose two columns disagree by more than :data:`WIDE_SPREAD`, and
+    which of them the row's time is (:attr:`.logs.Row.spread`)."""
+    wide: dict[str, list[str]] = {}
+    for point in calibration.points:
+        if point.row.spread > WIDE_SPREAD:
+            said = f"{size_flag(point.row.size_bytes)} ({point.row.spread:.1f}x)"
+            wide.setdefault(point.run.file, []).append(said)
+    lines = [
+        f"  ({file}: out-of-place and in-place times more than {WIDE_SPREAD}x apart at "
+        f"{', '.join(sizes)})"
+        for file, sizes in wide.items()
+    ]
+    if lines:
+        lines.append(
+            "  (a row's time is the faster of its two columns: both time the same collective, "
+            "and nccl-tests times the out-of-place calls first, which pay what NCCL does once "
+            "at an algorithm's first call -- connecting its peers, since NCCL 2.22 -- or a "
+            "disturbance)"
+        )
+    return lines
 
 
 WIDE_ERROR = 0.10
