@@ -24,7 +24,12 @@ from clustersim.calibrate.fit import (
 from clustersim.calibrate.holdout import Point
 from clustersim.calibrate.logs import NcclInfo, Row, Run
 from clustersim.calibrate.node_file import FIT_SOURCE, line_ranges, node_file_text
-from clustersim.calibrate.report import spread_lines, summary_lines, unknown_choice_lines
+from clustersim.calibrate.report import (
+    plot_figure,
+    spread_lines,
+    summary_lines,
+    unknown_choice_lines,
+)
 from clustersim.collectives.ops import OPERATIONS
 from clustersim.errors import ScenarioError
 from clustersim.hardware import find
@@ -235,6 +240,12 @@ def test_rows_whose_two_columns_part_are_named() -> None:
     assert "the faster of its two columns" in said[1] and len(said) == 2
     assert said[0] in "\n".join(summary_lines(calibration))
     assert spread_lines(_calibration_off_by(run, {2**20: 0.0})) == []
+    ax = plot_figure(calibration, "t").axes[0]
+    (crosses,) = [c for c in ax.collections if c.get_label().startswith("the slower column")]
+    assert crosses.get_offsets()[:, 0].tolist() == [2**20, 2**23]
+    factor = 2 * 15 / 16 / 1e9  # bus bandwidth of 16 ranks, GB/s
+    slower = [2**20 / 3.4e-3 * factor, 2**23 / 3.96e-3 * factor]
+    assert crosses.get_offsets()[:, 1].tolist() == pytest.approx(slower, rel=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -211,7 +211,9 @@ is known here; NCCL's own InfiniBand and socket plugins report 0)."""
 
 def plot_figure(calibration: Calibration, title: str) -> Figure:
     """Measured (dots; hollow where held out) and predicted (line) bus bandwidth over size,
-    one colour per run; built on the Agg canvas without pyplot (no global state)."""
+    one colour per run, and a row's slower column (a grey cross) where it is more than
+    :data:`WIDE_SPREAD` times the faster; built on the Agg canvas without pyplot (no global
+    state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -246,6 +248,16 @@ def plot_figure(calibration: Calibration, title: str) -> Figure:
                 label=f"{label}: measured, {'held out' if held else 'fitted'}",
                 zorder=3,
             )
+    parted = [p for p in calibration.points if p.row.spread > WIDE_SPREAD]
+    if parted:
+        ax.scatter(
+            [p.row.size_bytes for p in parted],
+            [bus_GBps(p, p.row.time_s * p.row.spread) for p in parted],
+            marker="x",
+            color="0.4",
+            label=f"the slower column, where more than {WIDE_SPREAD}x the faster",
+            zorder=3,
+        )
     bus_bandwidth_axes(fig, ax, title)
     ax.legend(fontsize="small")
     return fig
