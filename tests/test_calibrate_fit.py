@@ -26,6 +26,7 @@ from clustersim.calibrate.logs import NcclInfo, Row, Run
 from clustersim.calibrate.node_file import FIT_SOURCE, line_ranges, node_file_text
 from clustersim.calibrate.report import (
     plot_figure,
+    size_ranges,
     spread_lines,
     summary_lines,
     unknown_choice_lines,
@@ -203,6 +204,7 @@ def _calibration_off_by(run: Run, errors: dict[int, float]) -> Calibration:
     """A calibration of ``run``'s sizes whose predictions are off by ``errors`` (size ->
     relative error); odd sizes' points held out."""
     pts = [Point(run, Row(size, 1e-3, 0.0, i), i % 2 == 1) for i, size in enumerate(errors)]
+    run.rows = [point.row for point in pts]
     predictions = [Prediction(1e-3 * (1 + e), "ring/LL", 16) for e in errors.values()]
     return Calibration({}, [], pts, predictions, "analytical")
 
@@ -215,7 +217,7 @@ def test_sizes_off_by_more_than_ten_percent_that_no_nccl_line_covers_are_named()
     info = NcclInfo(algorithms={2**24: "TREE/LL128"})
     run = Run("8n.log", 1, "all_reduce", {"a": 8, "b": 8}, (), [], info)
     said = unknown_choice_lines(_calibration_off_by(run, errors))
-    assert said[0] == "  (8n.log: off by more than 10% at 1MiB, 2MiB, 8MiB; 2 of these 3 held out)"
+    assert said[0] == "  (8n.log: off by more than 10% at 1MiB-2MiB, 8MiB; 2 of these 3 held out)"
     assert "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING" in said[1] and len(said) == 2
     assert said[0] in "\n".join(summary_lines(_calibration_off_by(run, errors)))
     forced = Run(
@@ -223,6 +225,16 @@ def test_sizes_off_by_more_than_ten_percent_that_no_nccl_line_covers_are_named()
     )
     assert unknown_choice_lines(_calibration_off_by(forced, errors)) == []
     assert unknown_choice_lines(_calibration_off_by(run, {2**20: 0.09, 2**21: -0.09})) == []
+
+
+def test_sizes_are_said_as_runs_of_consecutive_rows() -> None:
+    """Consecutive rows of the log's table make one range; a gap, or a size that is not a
+    row, starts another."""
+    rows = [Row(2**k, 1e-3, 0.0, k) for k in range(3, 14)]
+    run = Run("x.log", 1, "all_reduce", {"a": 8}, (), rows, NcclInfo())
+    sizes = [8, 16, 32, 2**7, 2**12, 2**13, 2**11, 3]
+    assert size_ranges(run, sizes) == "3B, 8B-32B, 128B, 2KiB-8KiB"
+    assert size_ranges(run, [2**10]) == "1KiB"
 
 
 def test_rows_whose_two_columns_part_are_named() -> None:

@@ -9,6 +9,7 @@ the predicted time alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..collectives.ops import OPERATIONS
@@ -141,6 +142,23 @@ WIDE_ERROR = 0.10
 :func:`unknown_choice_lines`: the 10% a prediction of another size or node count is held to."""
 
 
+def size_ranges(run: Run, sizes: Sequence[int]) -> str:
+    """``sizes`` of ``run`` as runs of consecutive rows of its table (``8B-32B, 8KiB``); a
+    size that is not one of its rows stands alone."""
+    order = {row.size_bytes: i for i, row in enumerate(run.rows)}
+    spans: list[list[int]] = []
+    for size in sorted(sizes, key=lambda s: order.get(s, -1)):
+        at = order.get(size)
+        if spans and at is not None and order.get(spans[-1][-1]) == at - 1:
+            spans[-1].append(size)
+        else:
+            spans.append([size])
+    return ", ".join(
+        size_flag(span[0]) if len(span) == 1 else f"{size_flag(span[0])}-{size_flag(span[-1])}"
+        for span in spans
+    )
+
+
 def unknown_choice_lines(calibration: Calibration) -> list[str]:
     """Where points miss by more than :data:`WIDE_ERROR` and their log does not say which
     algorithm and protocol NCCL ran at their size (no tuning line there, no forced
@@ -157,7 +175,7 @@ def unknown_choice_lines(calibration: Calibration) -> list[str]:
         return []
     lines = [
         f"  ({file}: off by more than {WIDE_ERROR:.0%} at "
-        + ", ".join(size_flag(p.row.size_bytes) for p in missed)
+        + size_ranges(missed[0].run, [p.row.size_bytes for p in missed])
         + f"; {sum(p.held_out for p in missed)} of these {len(missed)} held out)"
         for file, missed in wide.items()
     ]
