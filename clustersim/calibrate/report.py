@@ -115,8 +115,8 @@ are named by :func:`spread_lines`."""
 
 
 def spread_lines(calibration: Calibration) -> list[str]:
-    """The rows, per log, whose two columns disagree by more than :data:`WIDE_SPREAD`, and
-    which of them the row's time is (:attr:`.logs.Row.spread`)."""
+    """The rows, per log, whose two columns disagree by more than :data:`WIDE_SPREAD`
+    (:attr:`.logs.Row.spread`), and that a row's time is the faster of the two."""
     wide: dict[str, list[str]] = {}
     for point in calibration.points:
         if point.row.spread > WIDE_SPREAD:

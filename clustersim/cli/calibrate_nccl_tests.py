@@ -28,12 +28,15 @@ class NcclTestsSource(CalibrationSource):
         "but clustersim has no such operation to fit it with), fit the node's figures -- NVLink "
         "(or PCIe) bandwidth and latency from logs of one node, NIC bandwidth and latency from "
         "logs over several nodes, the NVLink SHARP throughput where all-reduce ran it -- to the "
-        "measured times by least squares on clustersim's own collective model, and write them "
+        "measured times (a size's: the faster of its out-of-place and in-place columns) by "
+        "least squares on clustersim's own collective model, and write them "
         "as a node file in the catalog's format, each fitted number citing its log and rows. "
         "Figures the logs cannot determine keep the --base node's values, and the file and the "
         "output say why. Prints every point against its prediction, the error on the points "
         "held out of the fit, and writes a plot of measured and predicted bus bandwidth over "
-        "size. Exit 2 for a file that is not nccl-tests output, a row whose #wrong is not 0, a "
+        "size. Sizes predicted more than 10% off whose log does not say which algorithm NCCL "
+        "ran there are named, with how to make NCCL say it (NCCL_DEBUG_SUBSYS=TUNING). "
+        "Exit 2 for a file that is not nccl-tests output, a row whose #wrong is not 0, a "
         "log of one size only, a run on another number of GPUs per node than the base node."
     )
 
