@@ -27,19 +27,20 @@ FIT_SOURCE = "nccl-tests-fit"
 """The reference id fitted numbers cite."""
 
 
+def consecutive_spans(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """The distinct ``numbers``, sorted, as (first, last) runs of consecutive integers."""
+    spans: list[tuple[int, int]] = []
+    for n in sorted(set(numbers)):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], n)
+        else:
+            spans.append((n, n))
+    return spans
+
+
 def line_ranges(lines: Iterable[int]) -> str:
     """Line numbers as ranges: ``24-26, 30``."""
-    ordered = sorted(set(lines))
-    out: list[str] = []
-    start = prev = None
-    for n in [*ordered, None]:
-        if n is not None and prev is not None and n == prev + 1:
-            prev = n
-            continue
-        if start is not None:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-        start = prev = n
-    return ", ".join(out)
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in consecutive_spans(lines))
 
 
 def rows_cited(points: Sequence[Point]) -> str:

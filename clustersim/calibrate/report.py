@@ -17,7 +17,7 @@ from ..units import size_flag
 from .fit import Calibration, forced_choice
 from .holdout import Point
 from .logs import Run
-from .node_file import error_summary
+from .node_file import consecutive_spans, error_summary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -144,19 +144,12 @@ WIDE_ERROR = 0.10
 
 def size_ranges(run: Run, sizes: Sequence[int]) -> str:
     """``sizes`` of ``run`` as runs of consecutive rows of its table (``8B-32B, 8KiB``); a
-    size that is not one of its rows stands alone."""
+    size that is not one of its rows stands alone, first."""
     order = {row.size_bytes: i for i, row in enumerate(run.rows)}
-    spans: list[list[int]] = []
-    for size in sorted(sizes, key=lambda s: order.get(s, -1)):
-        at = order.get(size)
-        if spans and at is not None and order.get(spans[-1][-1]) == at - 1:
-            spans[-1].append(size)
-        else:
-            spans.append([size])
-    return ", ".join(
-        size_flag(span[0]) if len(span) == 1 else f"{size_flag(span[0])}-{size_flag(span[-1])}"
-        for span in spans
-    )
+    alone = [size_flag(s) for s in sorted(s for s in sizes if s not in order)]
+    spans = consecutive_spans(order[s] for s in sizes if s in order)
+    flag = [size_flag(row.size_bytes) for row in run.rows]
+    return ", ".join(alone + [flag[a] if a == b else f"{flag[a]}-{flag[b]}" for a, b in spans])
 
 
 def unknown_choice_lines(calibration: Calibration) -> list[str]:
